@@ -1,0 +1,47 @@
+# acklab — the two commands a fresh machine needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint typecheck pytest system-deps pipeline bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: run the main job on the embedded default (SQLite)
+demo: install
+	@scripts/demo.sh
+
+## system-deps: PostgreSQL, Chromium, rsync, Node + gitlab-ci-local (apt-get/npm when root)
+system-deps:
+	@scripts/ensure-system-deps.sh
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check app harness evidence console flows acklab tests
+	$(BIN)/bandit -q -c pyproject.toml -r acklab app harness evidence console flows
+
+typecheck: install
+	$(BIN)/mypy
+
+pytest: install system-deps
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest
+
+## test: everything CI runs; non-zero on any failure
+test: install system-deps lint typecheck pytest
+
+## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local
+pipeline: install system-deps
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh
+
+bench: install system-deps
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf out public .pytest_cache .mypy_cache .ruff_cache

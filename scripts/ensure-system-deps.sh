@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite needs, when they are missing:
+#   PostgreSQL server (Debian postgresql), Chromium (Debian chromium), rsync, Node.js + npm,
+#   and gitlab-ci-local 4.64.1 (npm, into .tools/ of this checkout).
+# As root it installs with apt-get/npm; otherwise it stops and names the package to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+have_pg() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; }
+have_pg || missing+=(postgresql)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v git >/dev/null 2>&1 || missing+=(git)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "acklab: the test suite needs these system packages: ${missing[*]}" >&2
+    echo "        install them (e.g. sudo apt-get install ${missing[*]}) and run make test again." >&2
+    exit 4
+  fi
+  echo "acklab: installing system packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+GCL_VERSION=4.64.1
+if [ ! -x .tools/node_modules/.bin/gitlab-ci-local ] || \
+   ! grep -q "\"version\": \"$GCL_VERSION\"" .tools/node_modules/gitlab-ci-local/package.json 2>/dev/null; then
+  echo "acklab: installing gitlab-ci-local@$GCL_VERSION into .tools/" >&2
+  mkdir -p .tools
+  npm install --silent --no-audit --no-fund --prefix .tools "gitlab-ci-local@$GCL_VERSION" >/dev/null
+fi
