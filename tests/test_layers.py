@@ -54,10 +54,8 @@ def test_no_import_crosses_a_layer():
 def test_the_checker_catches_a_crossing(tmp_path):
     for package in ALLOWED:
         (tmp_path / package).mkdir()
-    (tmp_path / "evidence" / "leaky.py").write_text("from harness import experiments
-")
-    (tmp_path / "harness" / "engine.py").write_text("import app.webhooks
-")
+    (tmp_path / "evidence" / "leaky.py").write_text("from harness import experiments\n")
+    (tmp_path / "harness" / "engine.py").write_text("import app.webhooks\n")
     assert violations(tmp_path) == [
         "evidence/leaky.py:1 imports harness (allowed: none)",
         "harness/engine.py:1 imports app outside ['harness/targets/fixture.py']",
