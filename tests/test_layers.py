@@ -43,7 +43,9 @@ def violations(root: Path = ROOT) -> list[str]:
                 if top not in allowed:
                     bad.append(f"{rel}:{lineno} imports {top} (allowed: {sorted(allowed) or 'none'})")
                 elif package == "harness" and top == "app" and rel not in APP_IMPORT_ALLOWED_IN:
-                    bad.append(f"{rel}:{lineno} imports app outside {sorted(map(str, APP_IMPORT_ALLOWED_IN))}")
+                    bad.append(
+                        f"{rel}:{lineno} imports app outside {sorted(map(str, APP_IMPORT_ALLOWED_IN))}"
+                    )
     return bad
 
 

@@ -74,20 +74,34 @@ def start_postgres() -> PostgresServer:
     """initdb a fresh cluster in a temporary directory and start it; raise with its log on failure."""
     bindir = _bindir()
     root = Path(tempfile.mkdtemp(prefix="acklab-pg-"))
-    os.chmod(root, 0o777)  # noqa: S103 - the postgres user must reach its data and socket dirs
+    os.chmod(root, 0o777)
     data, sock = root / "data", root / "sock"
     sock.mkdir()
-    os.chmod(sock, 0o777)  # noqa: S103
+    os.chmod(sock, 0o777)
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
         shutil.chown(sock, "postgres")
-    res = _as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"])
+    res = _as_postgres(
+        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
+    )
     if res.returncode != 0:
         raise RuntimeError(f"initdb failed: {res.stderr[-2000:]}")
     port = free_port()
     opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     res = _as_postgres(
-        [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", opts, "-w", "-t", "60", "start"]
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "log"),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]
     )
     if res.returncode != 0:
         log = (root / "log").read_text() if (root / "log").exists() else ""

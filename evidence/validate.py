@@ -1,0 +1,74 @@
+"""Schema validation in one place: every schema is loaded once, every document checked here.
+
+Schemas are JSON Schema draft 2020-12 files in `evidence/schemas/`, named
+`<kind>.schema.json`; they may `$ref` each other by file name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from .errors import EvidenceInvalid
+
+BASE_URI = "https://acklab.dev/schemas/"
+
+
+@cache
+def _registry() -> Registry[Any]:
+    resources_: list[tuple[str, Resource[Any]]] = []
+    for entry in resources.files("evidence").joinpath("schemas").iterdir():
+        if entry.name.endswith(".schema.json"):
+            doc = json.loads(entry.read_text(encoding="utf-8"))
+            resource = Resource.from_contents(doc, default_specification=DRAFT202012)
+            resources_.append((BASE_URI + entry.name, resource))
+    return Registry().with_resources(resources_)
+
+
+def schema_kinds() -> list[str]:
+    """The kinds that have a schema (`incident`, `run`, `trial`, `manifest`, ...)."""
+    return sorted(uri.removeprefix(BASE_URI).removesuffix(".schema.json") for uri in _registry())
+
+
+@cache
+def validator(kind: str) -> Draft202012Validator:
+    """The (cached) validator for documents of `kind`."""
+    uri = f"{BASE_URI}{kind}.schema.json"
+    try:
+        schema = _registry().contents(uri)
+    except LookupError as exc:
+        raise EvidenceInvalid(
+            f"no schema for kind {kind!r}; known kinds: {', '.join(schema_kinds())}"
+        ) from exc
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, registry=_registry(), format_checker=FormatChecker())
+
+
+def problems(kind: str, doc: Any) -> list[str]:
+    """Every validation problem of `doc` as `kind`, as 'path: message' lines (empty when valid)."""
+    found = []
+    for error in sorted(validator(kind).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        where = "/".join(str(p) for p in error.absolute_path) or "(document)"
+        found.append(f"{where}: {error.message}")
+    return found
+
+
+def validate(kind: str, doc: Mapping[str, Any] | Any, *, what: str | None = None) -> None:
+    """Raise EvidenceInvalid naming the field, the value and the rule when `doc` is not a valid `kind`."""
+    errors = list(validator(kind).iter_errors(doc))
+    if not errors:
+        return
+    worst = best_match(errors)
+    where = "/".join(str(p) for p in worst.absolute_path) or "(document)"
+    raise EvidenceInvalid(
+        f"{what or kind} is not a valid {kind}: at {where}: {worst.message}",
+        problems=problems(kind, doc),
+    )
