@@ -1,0 +1,61 @@
+import xml.etree.ElementTree as ET
+
+from evidence.reports.junit import experiments_junit
+
+VIOLATION = {
+    "invariant": "at-most-once-effect",
+    "event_id": "evt_1",
+    "observed": 2,
+    "expected": "<= 1",
+    "detail": "two fulfillments after a lost ack",
+}
+
+
+def incident(target, experiment, verdict, violations=(), error=None):
+    return {
+        "incident_id": f"{experiment}-x",
+        "target": {"name": target, "kind": "fixture", "endpoint": "asgi://"},
+        "experiment": {"name": experiment, "description": "d"},
+        "verdict": verdict,
+        "summary": {"trials": 2, "passed": 0, "failed": 0, "errors": 0},
+        "violations": list(violations),
+        "trials": [{"duration_ms": 250, "error": error}, {"duration_ms": 250, "error": None}],
+    }
+
+
+def test_one_suite_per_target_one_case_per_experiment_with_failures_and_errors():
+    run = {
+        "run_id": "r1",
+        "target": "fixture:unsafe",
+        "experiments": [
+            {"name": "lost-ack", "verdict": "fail", "trials": 2, "violations": [VIOLATION], "incident": "i"},
+            {"name": "replay", "verdict": "pass", "trials": 2, "violations": [], "incident": None},
+        ],
+    }
+    incidents = [
+        incident("fixture:unsafe", "lost-ack", "fail", [VIOLATION]),
+        incident("fixture:live", "lost-ack", "pass"),
+        incident("fixture:live", "db-reset", "error", error="database unreachable"),
+    ]
+    root = ET.fromstring(experiments_junit(run, incidents))
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "1")
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert sorted(suites) == ["fixture:live", "fixture:unsafe"]
+    unsafe = {c.get("name"): c for c in suites["fixture:unsafe"].iter("testcase")}
+    assert sorted(unsafe) == ["lost-ack", "replay"]
+    assert all(c.get("classname") == "fixture:unsafe" for c in unsafe.values())
+    failure = unsafe["lost-ack"].find("failure")
+    assert failure is not None
+    assert "1 violation" in failure.get("message")
+    for field in ("at-most-once-effect", "evt_1", "2", "<= 1", "two fulfillments"):
+        assert field in failure.text
+    assert unsafe["replay"].find("failure") is None
+    live = {c.get("name"): c for c in suites["fixture:live"].iter("testcase")}
+    assert live["db-reset"].find("error").text == "database unreachable"
+    assert live["lost-ack"].get("time") == "0.500"
+
+
+def test_empty_run_is_still_valid_xml():
+    root = ET.fromstring(experiments_junit({"run_id": "r", "target": "t", "experiments": []}, []))
+    assert root.get("tests") == "0"
