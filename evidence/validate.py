@@ -7,7 +7,9 @@ Schemas are JSON Schema draft 2020-12 files in `evidence/schemas/`, named
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -20,6 +22,21 @@ from referencing.jsonschema import DRAFT202012
 from .errors import EvidenceInvalid
 
 BASE_URI = "https://acklab.dev/schemas/"
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+# jsonschema checks "date-time" only when the optional rfc3339-validator is installed; the
+# records must not depend on that, so the rule lives here: RFC 3339, with a timezone.
+FORMATS = FormatChecker()
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_datetime(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not _RFC3339.match(value):
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    return True
 
 
 @cache
@@ -49,7 +66,7 @@ def validator(kind: str) -> Draft202012Validator:
             f"no schema for kind {kind!r}; known kinds: {', '.join(schema_kinds())}"
         ) from exc
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=_registry(), format_checker=FormatChecker())
+    return Draft202012Validator(schema, registry=_registry(), format_checker=FORMATS)
 
 
 def problems(kind: str, doc: Any) -> list[str]:
