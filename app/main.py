@@ -1,0 +1,90 @@
+"""The app factory: ``create_app(settings) -> FastAPI``.
+
+The engine is built and the tables are created here, when an app is made, never at
+import; the lifespan disposes the engine at shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from app.contract import OrderPaidEvent
+from app.db import create_db_engine, prepare_database
+from app.errors import ConfigError, Rejection
+from app.routes import router
+from app.runtime import Fixture, load_handler
+from app.schemas import ErrorBody
+from app.settings import Settings
+
+TITLE = "acklab webhook fixture"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build a fixture app: open the database, create the tables, pick the handler.
+
+    Raises ``ConfigError`` (bad setting, e.g. no secret) or ``DatabaseUnavailable``.
+    """
+    settings = settings or Settings()
+    if settings.secret is None:
+        raise ConfigError("no webhook secret: set ACKLAB_WEBHOOK_SECRET or Settings(secret=...)")
+    handler = load_handler(settings.handler)
+    engine = create_db_engine(settings.database_url)
+    prepare_database(engine)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title=TITLE,
+        version="1",
+        description=(
+            "A webhook consumer under test. Deliveries to /webhooks/orders are signed under the "
+            f"'{settings.scheme}' scheme; /events/{{event_id}}/effects counts their side effects."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.fixture = Fixture(settings=settings, engine=engine, handler=handler)
+    app.include_router(router)
+    app.add_exception_handler(Rejection, _rejection)
+    for database_error in (OperationalError, InterfaceError, PoolTimeout):
+        app.add_exception_handler(database_error, _database_unavailable)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+async def _rejection(_: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, Rejection):  # registered for Rejection only
+        raise exc
+    return JSONResponse(exc.body(), status_code=exc.status_code)
+
+
+async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    # Never echo the driver's message: it may contain the URL, and with it a password.
+    body = ErrorBody(
+        error="database_unavailable", detail=f"the database did not answer ({type(exc).__name__})"
+    )
+    return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": "1"})
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, plus the webhook body schema (the route reads the raw body itself)."""
+    if app.openapi_schema is None:
+        document = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        event_schema = OrderPaidEvent.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        schemas.update(event_schema.pop("$defs", {}))
+        schemas["OrderPaidEvent"] = event_schema
+        app.openapi_schema = document
+    return app.openapi_schema
