@@ -96,14 +96,13 @@ class BundleWriter:
     root: Path
     kind: str = "run"
     secrets: list[str] = field(default_factory=list)
+    # defaults to the directory's name; given when a bundle is staged under another name
+    bundle_id: str = ""
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def bundle_id(self) -> str:
-        return self.root.name
+        self.bundle_id = self.bundle_id or self.root.name
 
     def _guard(self, relpath: str, data: bytes) -> None:
         for secret in self.secrets:
