@@ -1,0 +1,138 @@
+"""The job templates' scripts, run as a GitLab runner runs them (bash, `set -eo pipefail`),
+against a stand-in `acklab` whose exit code each test chooses. This pins the one piece of
+logic the templates carry: which `acklab run` outcome makes the job pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.gitlab import ROOT, load_yaml, resolve_job
+
+TEMPLATES = load_yaml(ROOT / "ci" / "acklab.gitlab-ci.yml")
+
+# Records its arguments, writes a bundle with a JUnit report like `acklab run` does, prints
+# the --json object, and exits with FAKE_RC.
+FAKE_ACKLAB = r"""#!/usr/bin/env bash
+printf '%s\n' "$*" >> "$FAKE_LOG"
+if [ "$1" = run ]; then
+  out=""; prev=""
+  for arg in "$@"; do [ "$prev" = --out ] && out=$arg; prev=$arg; done
+  mkdir -p "$out/run-1/reports"
+  echo '<testsuites/>' > "$out/run-1/reports/junit.xml"
+  printf '{"verdict": "x", "bundle": "%s"}\n' "$out/run-1"
+fi
+exit "${FAKE_RC:-0}"
+"""
+
+
+def run_template(
+    tmp_path: Path, template: str, variables: dict[str, str], rc: int = 0
+) -> tuple[int, list[str]]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    fake = bindir / "acklab"
+    fake.write_text(FAKE_ACKLAB, encoding="utf-8")
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    job = resolve_job(TEMPLATES, template)
+    script = "set -eo pipefail\n" + "\n".join(job["script"]) + "\n"
+    env = {
+        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "FAKE_LOG": str(log),
+        "FAKE_RC": str(rc),
+        "CI_JOB_NAME_SLUG": "webhooks",
+        **{k: str(v) for k, v in job.get("variables", {}).items()},
+        **variables,
+    }
+    work = tmp_path / "job"
+    work.mkdir(exist_ok=True)
+    done = subprocess.run(
+        ["bash", "-c", script], check=False, cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
+    calls = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return done.returncode, calls
+
+
+@pytest.mark.parametrize(("acklab_rc", "job_rc"), [(0, 0), (1, 1), (3, 3), (4, 4), (7, 7)])
+def test_expect_pass_passes_the_verdict_through(tmp_path: Path, acklab_rc: int, job_rc: int) -> None:
+    rc, _ = run_template(tmp_path, ".acklab-run", {"ACKLAB_TARGET": "fixture:live"}, acklab_rc)
+    assert rc == job_rc
+    # The JUnit verdicts reach the MR widget whether the handler passed or failed.
+    if acklab_rc in (0, 1):
+        assert (tmp_path / "job" / "reports" / "acklab-webhooks.xml").is_file()
+
+
+@pytest.mark.parametrize(("acklab_rc", "job_rc"), [(1, 0), (0, 1), (2, 2), (4, 4), (6, 6)])
+def test_expect_fail_passes_only_when_the_violation_is_reproduced(
+    tmp_path: Path, acklab_rc: int, job_rc: int
+) -> None:
+    variables = {"ACKLAB_TARGET": "fixture:unsafe", "ACKLAB_EXPECT": "fail"}
+    rc, _ = run_template(tmp_path, ".acklab-run", variables, acklab_rc)
+    assert rc == job_rc
+    # An expected failure is not a failing test: nothing for the MR test widget.
+    assert not list((tmp_path / "job" / "reports").glob("*.xml"))
+
+
+def test_the_run_writes_its_evidence_and_json_per_job(tmp_path: Path) -> None:
+    _, calls = run_template(
+        tmp_path, ".acklab-run", {"ACKLAB_TARGET": "t.yaml", "ACKLAB_RUN_ARGS": "--trials 1 --allow-remote"}
+    )
+    assert calls == ["run --target t.yaml --trials 1 --allow-remote --out out/webhooks --json"]
+    record = json.loads((tmp_path / "job" / "out" / "webhooks.run.json").read_text(encoding="utf-8"))
+    assert record["bundle"] == "out/webhooks/run-1"
+
+
+@pytest.mark.parametrize(
+    ("index", "total", "shard"), [("1", "1", None), ("1", "3", "1/3"), ("3", "3", "3/3")]
+)
+def test_parallel_jobs_run_their_shard(tmp_path: Path, index: str, total: str, shard: str | None) -> None:
+    variables = {"ACKLAB_TARGET": "fixture:live", "CI_NODE_INDEX": index, "CI_NODE_TOTAL": total}
+    rc, calls = run_template(tmp_path, ".acklab-run", variables)
+    assert rc == 0
+    assert ("--shard=" in calls[0]) is (shard is not None)
+    if shard:
+        assert f"--shard={shard} " in calls[0]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{}, {"ACKLAB_TARGET": "fixture:live", "ACKLAB_EXPECT": "maybe"}],
+    ids=["no-target", "bad-expect"],
+)
+def test_run_refuses_a_misconfigured_job(tmp_path: Path, variables: dict[str, str]) -> None:
+    rc, _ = run_template(tmp_path, ".acklab-run", variables)
+    assert rc == 2
+
+
+def test_evidence_merges_the_shards_and_verifies_everything(tmp_path: Path) -> None:
+    for shard in ("webhooks-1-2", "webhooks-2-2", "unsafe"):
+        (tmp_path / "job" / "out" / shard).mkdir(parents=True)
+    (tmp_path / "job" / "out" / "webhooks-1-2.run.json").write_text("{}", encoding="utf-8")
+    rc, calls = run_template(tmp_path, ".acklab-evidence", {"ACKLAB_SHARDS": "out/webhooks-*/"})
+    assert rc == 0
+    assert calls == [
+        "evidence merge out/webhooks-1-2/ out/webhooks-2-2/ --out out/merged",
+        "evidence verify out",
+    ]
+    left = sorted(p.name for p in (tmp_path / "job" / "out").iterdir())
+    assert left == ["unsafe", "webhooks-1-2.run.json"]
+
+
+def test_evidence_stops_when_no_shard_arrived(tmp_path: Path) -> None:
+    rc, calls = run_template(tmp_path, ".acklab-evidence", {"ACKLAB_SHARDS": "out/webhooks-*/"})
+    assert rc == 3
+    assert calls == []
+
+
+def test_evidence_stops_when_the_merge_fails(tmp_path: Path) -> None:
+    (tmp_path / "job" / "out" / "webhooks-1-2").mkdir(parents=True)
+    rc, calls = run_template(tmp_path, ".acklab-evidence", {"ACKLAB_SHARDS": "out/webhooks-*/"}, rc=7)
+    assert rc == 7
+    assert len(calls) == 1
+    assert (tmp_path / "job" / "out" / "webhooks-1-2").is_dir(), "a refused merge keeps its inputs"
