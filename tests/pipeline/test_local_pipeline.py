@@ -1,0 +1,179 @@
+"""The pipeline, executed: gitlab-ci-local 4.64.1 on a throw-away snapshot of the working
+tree (scripts/pipeline.sh), shell executor, one isolated copy per job.
+
+The job selection is read with `--list-json` (fast, no job runs); the whole default-branch
+pipeline runs once in the slow test, which then opens every report where GitLab would
+look for it. gitlab-ci-local comes from `make system-deps` (.tools/); nothing here skips
+when it is missing.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipeline.gitlab import ROOT, gcl_job_dir, job_names, load_ci, resolve_job
+
+PIPELINE = ROOT / "scripts" / "pipeline.sh"
+SHARDS = ["attack:live: [1/2]", "attack:live: [2/2]"]
+CODE_JOBS = ["lint", "typecheck", "bandit", "pytest"]
+LAB_JOBS = ["reproduce:unsafe", *SHARDS, "evidence"]
+
+
+def pipeline(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PIPELINE), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def listed(*args: str) -> dict[str, dict[str, Any]]:
+    done = pipeline("--list-json", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = json.loads(done.stdout[done.stdout.index("[") :])
+    return {job["name"]: job for job in jobs}
+
+
+def selected(jobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {name: job["when"] for name, job in jobs.items() if job["when"] != "never"}
+
+
+def test_default_branch_pipeline_selects_the_lab_and_pages() -> None:
+    jobs = listed()
+    assert selected(jobs) == {
+        **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
+        "evidence": "always",
+        "pages": "on_success",
+    }
+
+
+def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair() -> None:
+    jobs = listed("--mr")
+    assert selected(jobs) == {
+        **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
+        "evidence": "always",
+        "repair": "manual",
+    }
+    assert jobs["repair"]["allow_failure"] is True
+    assert jobs["pages"]["when"] == "never"
+
+
+# --- the whole pipeline ---------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+FINISHED = re.compile(
+    r"^\[[^\]]*\]\s+(?P<job>.+?)\s+finished in (?P<took>.+?)\s+(?P<status>PASS|FAIL|WARN)\b"
+)
+
+
+def job_results(output: str) -> dict[str, tuple[str, str]]:
+    """job name -> (status, duration) from gitlab-ci-local's `--timestamps` log."""
+    results = {}
+    for line in ANSI.sub("", output).splitlines():
+        if match := FINISHED.match(line):
+            results[match["job"]] = (match["status"], match["took"])
+    return results
+
+
+def artifacts(workdir: Path, job: str) -> Path:
+    return workdir / ".gitlab-ci-local" / "artifacts" / gcl_job_dir(job)
+
+
+def reports_of(name: str) -> dict[str, str]:
+    """A job's `artifacts:reports` as the pipeline declares them (base name for shards)."""
+    base = name.split(": [", maxsplit=1)[0]
+    return resolve_job(load_ci(), base).get("artifacts", {}).get("reports", {})
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    root = ET.parse(path).getroot()
+    cases = root.iter("testcase")
+    counts = {"tests": 0, "failures": 0, "errors": 0}
+    for case in cases:
+        counts["tests"] += 1
+        counts["failures"] += len(case.findall("failure"))
+        counts["errors"] += len(case.findall("error"))
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
+    workdir = tmp_path / "pipeline"
+    started = time.monotonic()
+    done = pipeline("--workdir", str(workdir), timeout=1400)
+    elapsed = time.monotonic() - started
+    results = job_results(done.stdout)
+    log = (
+        f"\n--- gitlab-ci-local (last lines) ---\n{ANSI.sub('', done.stdout)[-6000:]}\n{done.stderr[-2000:]}"
+    )
+
+    expected = [*CODE_JOBS, *LAB_JOBS, "pages"]
+    assert set(job_names(load_ci())) - {"repair"} == {j.split(": [")[0] for j in expected}
+    assert {job: status for job, (status, _) in results.items()} == dict.fromkeys(expected, "PASS"), log
+    assert done.returncode == 0, log
+    # A few minutes on two cores; a pipeline that outgrows this stops being run by hand.
+    assert elapsed < 600, f"the local pipeline took {elapsed:.0f}s: {results}"
+
+    # Every declared report is where GitLab reads it: in the job's artifacts, at its path.
+    for job in expected:
+        for kind, pattern in reports_of(job).items():
+            found = glob.glob(pattern, root_dir=artifacts(workdir, job))
+            assert found, f"{job}: no {kind} report at {pattern}"
+
+    quality = json.loads((artifacts(workdir, "lint") / "gl-code-quality-report.json").read_text())
+    assert quality == [], "ruff passed, so the Code Quality report has no findings"
+
+    sast = json.loads((artifacts(workdir, "bandit") / "gl-sast-report.json").read_text())
+    assert sast["scan"]["type"] == "sast"
+    assert isinstance(sast["vulnerabilities"], list)
+
+    tests = junit_counts(artifacts(workdir, "pytest") / "reports" / "pytest.xml")
+    assert tests["tests"] > 0
+    assert tests["failures"] == tests["errors"] == 0
+
+    # The reproduction failed as it must, and left verifiable evidence.
+    unsafe = json.loads(
+        (artifacts(workdir, "reproduce:unsafe") / "out" / "reproduce-unsafe.run.json").read_text()
+    )
+    assert unsafe["verdict"] == "fail"
+    assert any(e["violations"] for e in unsafe["experiments"])
+
+    # Each shard ran its part of the plan and reported its verdicts for the MR widget.
+    experiments: set[str] = set()
+    for index, shard in enumerate(SHARDS, start=1):
+        slug = f"attack-live-{index}-{len(SHARDS)}"
+        record = json.loads((artifacts(workdir, shard) / "out" / f"{slug}.run.json").read_text())
+        assert record["verdict"] == "pass"
+        experiments |= {e["name"] for e in record["experiments"]}
+        live = junit_counts(artifacts(workdir, shard) / "reports" / f"acklab-{slug}.xml")
+        assert live["failures"] == live["errors"] == 0
+
+    # The evidence job merged the shards through needs: and everything it kept verifies.
+    evidence = artifacts(workdir, "evidence") / "out"
+    merged = [p.parent for p in (evidence / "merged").glob("*/manifest.json")]
+    assert len(merged) == 1, sorted(str(p) for p in evidence.rglob("manifest.json"))
+    manifest = json.loads((merged[0] / "manifest.json").read_text())
+    assert len(manifest["merged_from"]) == len(SHARDS)
+    run = json.loads((merged[0] / "run.json").read_text())
+    assert run["verdict"] == "pass"
+    assert experiments <= {e["name"] for e in run["experiments"]}
+    assert not list(evidence.glob("attack-live-*/")), "the shard copies live inside the merged bundle"
+    verify = subprocess.run(
+        [str(Path(sys.executable).with_name("acklab")), "evidence", "verify", str(evidence)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    assert (artifacts(workdir, "pages") / "public" / "index.html").is_file()
