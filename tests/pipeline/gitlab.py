@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = Path(__file__).with_name("vendor") / "gitlab-ci.schema.json"
 
 
-class _CiLoader(yaml.SafeLoader):
+class CiLoader(yaml.SafeLoader):
     """SafeLoader that knows GitLab's `!reference [job, key, ...]` tag."""
 
 
@@ -43,11 +43,11 @@ class Reference(str):
     """One element of a `!reference` path (a str, so the schema sees a string array)."""
 
 
-_CiLoader.add_constructor("!reference", _reference)
+CiLoader.add_constructor("!reference", _reference)
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=_CiLoader)
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=CiLoader)
     if not isinstance(data, dict):
         raise TypeError(f"{path}: expected a mapping at the top, got {type(data).__name__}")
     return data

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
-from tests.pipeline.gitlab import ROOT, SCHEMA, Reference, load_yaml, schema_errors
+from tests.pipeline.gitlab import ROOT, SCHEMA, CiLoader, Reference, load_yaml, schema_errors
 
 CI_FILES = [ROOT / ".gitlab-ci.yml", *sorted((ROOT / "ci").glob("*.gitlab-ci.yml"))]
 
@@ -59,3 +60,24 @@ def test_schema_refuses_a_broken_pipeline(mistake: str) -> None:
     pipeline = copy.deepcopy(load_yaml(ROOT / ".gitlab-ci.yml"))
     MISTAKES[mistake](pipeline)
     assert schema_errors(pipeline), f"the schema accepted: {mistake}"
+
+
+def readme_pipeline_example() -> dict[str, object]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Adopting acklab in your pipeline", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    examples = [b for b in blocks if "include:" in b]
+    assert len(examples) == 1, "the section shows one pipeline to copy"
+    return yaml.load(examples[0], Loader=CiLoader)
+
+
+def test_readme_pipeline_example_is_valid_and_uses_real_templates() -> None:
+    example = readme_pipeline_example()
+    assert schema_errors(example) == []
+    templates = load_yaml(ROOT / "ci" / "acklab.gitlab-ci.yml")
+    for name, job in example.items():
+        if isinstance(job, dict) and "extends" in job:
+            assert job["extends"] in templates, f"{name} extends a template that does not exist"
+    template_text = (ROOT / "ci" / "acklab.gitlab-ci.yml").read_text(encoding="utf-8")
+    for variable in ("ACKLAB_PIP_SPEC", "ACKLAB_TARGET", "ACKLAB_SHARDS", "ACKLAB_RUN_ARGS"):
+        assert variable in template_text
