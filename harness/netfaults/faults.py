@@ -82,10 +82,11 @@ class SlowClose(_Toxic):
 
 @dataclass(frozen=True)
 class Timeout(_Toxic):
-    """Blackhole: forward nothing; close the connection after ``timeout`` ms (0 = never).
+    """Blackhole: forward nothing; close a connection idle for ``timeout`` ms (0 = never).
 
-    Data sent while it is injected is dropped, as Toxiproxy does: a protocol that was
-    mid-exchange stays out of step, so its client must time out on its own.
+    As in Toxiproxy, data sent while it is injected is dropped (each dropped chunk restarts
+    the connection's timer), and lifting it closes the connections it held: a protocol
+    that was mid-exchange would stay out of step otherwise.
     """
 
     toxic: ClassVar[str] = "timeout"
@@ -95,10 +96,17 @@ class Timeout(_Toxic):
 
 @dataclass(frozen=True)
 class ResetPeer(_Toxic):
-    """Reset the connection (RST, via SO_LINGER 0) ``timeout`` ms after it starts or the fault does."""
+    """Reset the connection (RST, via SO_LINGER 0) when data next flows in ``stream``.
+
+    As in Toxiproxy, the first chunk in the stream after injection is dropped, and the
+    connection is reset ``timeout`` ms later. On ``downstream`` this loses an answer the
+    server already gave (a COMMIT that happened but was never acknowledged); on
+    ``upstream`` the request itself never arrives.
+    """
 
     toxic: ClassVar[str] = "reset_peer"
     timeout: int = 0
+    stream: Stream = "downstream"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import ipaddress
 import random
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Self, TypeAlias
 
@@ -164,6 +165,9 @@ class FaultProxy:
             return
         for conn in list(self._connections):
             conn.end()
+            if toxics.closes_on_lift(fault):
+                # What the blackhole swallowed left the protocol out of step: end it cleanly.
+                conn.close(f"{fault.toxic} lifted")
         if isinstance(fault, Down):
             try:
                 await self._listen()
@@ -262,6 +266,7 @@ class _Connection:
         self._upstream = (upstream_reader, upstream_writer)
         self._passed: dict[Direction, int] = {"upstream": 0, "downstream": 0}
         self._holding: asyncio.Task[None] | None = None
+        self._quiet_since = time.monotonic()
         self._ended = False
 
     async def run(self) -> None:
@@ -279,6 +284,7 @@ class _Connection:
         """A fault starts on this connection: count bytes afresh, start holding it if it acts on links."""
         self.end()
         self._passed = {"upstream": 0, "downstream": 0}
+        self._quiet_since = time.monotonic()
         if toxics.holds(fault):
             self._holding = asyncio.get_running_loop().create_task(toxics.hold(fault, self))
 
@@ -287,6 +293,9 @@ class _Connection:
         if self._holding is not None:
             self._holding.cancel()
             self._holding = None
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self._quiet_since
 
     def close(self, why: str) -> None:
         if not self._ended:
@@ -352,5 +361,11 @@ class _Pipe:
     def passed(self) -> int:
         return self._conn._passed[self.direction]
 
+    def dropped(self) -> None:
+        self._conn._quiet_since = time.monotonic()
+
     def close(self, why: str) -> None:
         self._conn.close(why)
+
+    def reset(self, why: str) -> None:
+        self._conn.reset(why)

@@ -32,12 +32,21 @@ class Pipe(Protocol):
     def passed(self) -> int:
         """Bytes forwarded in this direction since the current fault began."""
 
+    def dropped(self) -> None:
+        """Note that a chunk was withheld (it restarts a blackhole's timer)."""
+
     def close(self, why: str) -> None:
         """Close the whole connection (FIN on both sides)."""
+
+    def reset(self, why: str) -> None:
+        """Reset the whole connection (RST on both sides)."""
 
 
 class Link(Protocol):
     """A whole proxied connection, as a fault held on it sees it."""
+
+    def idle_s(self) -> float:
+        """Seconds since the fault began on this connection or last withheld a chunk."""
 
     def close(self, why: str) -> None:
         """Close both sides with FIN."""
@@ -50,7 +59,10 @@ async def shape(fault: Fault, chunk: bytes, pipe: Pipe) -> None:
     """Forward ``chunk`` through ``fault`` (which acts on this pipe's direction)."""
     match fault:
         case Timeout():
-            return  # a blackhole drops what it is sent, as Toxiproxy's timeout toxic does
+            pipe.dropped()  # a blackhole drops what it is sent, as Toxiproxy's timeout toxic does
+        case ResetPeer(timeout=ms):
+            await asyncio.sleep(ms / 1000)
+            pipe.reset(f"reset_peer ({pipe.direction}): {len(chunk)} bytes dropped, reset after {ms} ms")
         case LimitData(bytes=limit):
             room = max(limit - pipe.passed(), 0)
             if room:
@@ -94,7 +106,7 @@ def close_delay_s(fault: Fault | None, direction: Direction) -> float:
 
 def holds(fault: Fault) -> bool:
     """Whether ``fault`` acts on whole connections (and so needs `hold`)."""
-    return isinstance(fault, Down | ResetPeer) or (isinstance(fault, Timeout) and fault.timeout > 0)
+    return isinstance(fault, Down) or (isinstance(fault, Timeout) and fault.timeout > 0)
 
 
 async def hold(fault: Fault, link: Link) -> None:
@@ -102,11 +114,14 @@ async def hold(fault: Fault, link: Link) -> None:
     match fault:
         case Down():
             link.close("down: the proxy is disabled")
-        case ResetPeer(timeout=ms):
-            await asyncio.sleep(ms / 1000)
-            link.reset(f"reset_peer after {ms} ms")
         case Timeout(timeout=ms) if ms > 0:
-            await asyncio.sleep(ms / 1000)
-            link.close(f"timeout: closed after {ms} ms")
+            while (left := ms / 1000 - link.idle_s()) > 0:
+                await asyncio.sleep(left)
+            link.close(f"timeout: closed after {ms} ms without passing data")
         case _:
             return
+
+
+def closes_on_lift(fault: Fault) -> bool:
+    """Whether lifting ``fault`` closes the connections it held (Toxiproxy's timeout Cleanup)."""
+    return isinstance(fault, Timeout)
