@@ -7,6 +7,8 @@ Commands return the exit code of the contract; errors are `EvidenceError`s, whic
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -14,6 +16,7 @@ import click
 from evidence.bundle import MANIFEST, Verification, find_bundles, verify
 from evidence.errors import EvidenceInvalid
 from evidence.exitcodes import ExitCode
+from evidence.gitlab_source import GitLabAccess
 from evidence.history import load_history, render_table
 
 EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
@@ -107,6 +110,71 @@ def merge_command(inputs: tuple[Path, ...], out_dir: Path, run_id: str | None) -
     destination = merge(bundles, out_dir, run_id=run_id)
     click.echo(str(destination))
     click.echo(f"merged {len(bundles)} bundle(s) into {destination}", err=True)
+    return int(ExitCode.OK)
+
+
+def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
+    """GitLab URL and token from the environment; tokens are never taken on the command line."""
+    url = url or env.get("GITLAB_URL") or env.get("CI_SERVER_URL")
+    if not url:
+        raise click.UsageError("no GitLab URL: set GITLAB_URL (inside a pipeline CI_SERVER_URL is used)")
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError(f"GitLab URL {url!r} must start with https:// (or http://)")
+    if env.get("GITLAB_TOKEN"):
+        return GitLabAccess(url=url.rstrip("/"), token=env["GITLAB_TOKEN"], from_variable="GITLAB_TOKEN")
+    if env.get("CI_JOB_TOKEN"):
+        return GitLabAccess(
+            url=url.rstrip("/"), token=env["CI_JOB_TOKEN"], from_variable="CI_JOB_TOKEN", is_job_token=True
+        )
+    raise click.UsageError(
+        "no GitLab token: set GITLAB_TOKEN (read_api scope), or run inside a pipeline (CI_JOB_TOKEN)"
+    )
+
+
+@evidence.command("pull")
+@click.option("--project", required=True, help="Project id or full path (group/project).")
+@click.option("--pipeline", required=True, type=click.IntRange(min=1), help="Pipeline id.")
+@click.option("--job", "job_name", default=None, help="Only this job's artifacts (exact job name).")
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("out"),
+    show_default=True,
+    type=EVIDENCE_DIR,
+    help="Evidence directory; bundles land in OUT/pipeline-ID/JOB-JOBID/BUNDLE.",
+)
+@click.option(
+    "--gitlab-url",
+    default=None,
+    help="GitLab base URL (default: $GITLAB_URL, else $CI_SERVER_URL).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the stored bundles as JSON.")
+def pull_command(
+    *, project: str, pipeline: int, job_name: str | None, out_dir: Path, gitlab_url: str | None, as_json: bool
+) -> int:
+    """Download a pipeline's evidence artifacts, verify every bundle, store the verified ones.
+
+    The token comes from $GITLAB_TOKEN (a personal or project access token with read_api) or,
+    inside a pipeline, $CI_JOB_TOKEN; it is never printed or written. Every bundle found in
+    the artifact archives is verified against its manifest first: if one fails, nothing is
+    stored and the exit code is 7. Stored bundles carry `pulled_from` in their manifest.
+    Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
+    or job does not exist.
+    """
+    from evidence.pull import pull
+
+    access = gitlab_access(gitlab_url, os.environ)
+    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name)
+    if as_json:
+        rows = [
+            {"bundle": str(p.path), "bundle_id": p.bundle_id, "job": p.job, "job_id": p.job_id}
+            for p in pulled
+        ]
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        for item in pulled:
+            click.echo(str(item.path))
+        click.echo(f"pulled {len(pulled)} verified bundle(s) from pipeline {pipeline}", err=True)
     return int(ExitCode.OK)
 
 

@@ -22,3 +22,6 @@ class Acklab:
 @pytest.fixture
 def acklab(capsys: pytest.CaptureFixture[str]) -> Acklab:
     return Acklab(capsys)
+
+
+from tests.doubles.gitlab.fixtures import gitlab_double  # noqa: E402, F401 - a fixture, used by name
