@@ -1,0 +1,118 @@
+"""The scope guard refuses every out-of-scope or unsafe diff, and never changes the repository."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.diffs import make_diff
+from flows.guard import check, path_problem
+from flows.spec import load_spec
+from flows.worktree import head_sha, repo_snapshot
+from tests.flows.conftest import LIVE, ROOT, UNSAFE
+
+SPEC = load_spec(ROOT / "flows" / "repair.yaml")
+GOOD = make_diff("app/webhooks.py", UNSAFE, LIVE)
+
+
+def judge(repo, diff, spec=SPEC):
+    return check(diff, spec=spec, repo=repo, commit=head_sha(repo))
+
+
+def test_the_recipe_diff_is_allowed(small_repo):
+    before = repo_snapshot(small_repo)
+    result = judge(small_repo, GOOD)
+    assert result.allowed, result.reasons
+    assert result.files == ["app/webhooks.py"]
+    assert repo_snapshot(small_repo) == before
+
+
+NEW_TEST_FILE = (
+    "diff --git a/tests/test_green.py b/tests/test_green.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/tests/test_green.py\n@@ -0,0 +1,2 @@\n+def test_green():\n+    assert True\n"
+)
+TRAVERSAL = "--- a/app/../../outside.py\n+++ b/app/../../outside.py\n@@ -1 +1 @@\n-a\n+b\n"
+CI = "--- a/.gitlab-ci.yml\n+++ b/.gitlab-ci.yml\n@@ -1,2 +1,2 @@\n test:\n-  script: [make test]\n+  script: [true]\n"
+ABSOLUTE = "--- a//etc/passwd\n+++ b//etc/passwd\n@@ -1 +1 @@\n-root\n+toor\n"
+RENAME = "diff --git a/app/webhooks.py b/app/handler.py\nsimilarity index 100%\nrename from app/webhooks.py\nrename to app/handler.py\n"
+DELETE = (
+    "diff --git a/app/webhooks.py b/app/webhooks.py\ndeleted file mode 100644\n"
+    "--- a/app/webhooks.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+)
+MODE = "diff --git a/app/webhooks.py b/app/webhooks.py\nold mode 100644\nnew mode 100755\n"
+SYMLINK = (
+    "diff --git a/app/webhooks.py b/app/webhooks.py\nindex 1234567..89abcde 120000\n"
+    "--- a/app/webhooks.py\n+++ b/app/webhooks.py\n@@ -1 +1 @@\n-a\n+b\n"
+)
+BINARY = "diff --git a/app/webhooks.py b/app/webhooks.py\nindex 1234567..89abcde 100644\nGIT binary patch\nliteral 0\n"
+
+
+@pytest.mark.parametrize(
+    ("diff", "reason"),
+    [
+        ("", "carries no diff"),
+        (NEW_TEST_FILE, "'tests/test_green.py' is denied by scope rule 'tests/'"),
+        (NEW_TEST_FILE, "creating a file is not allowed"),
+        (TRAVERSAL, "path traversal"),
+        (CI, "'.gitlab-ci.yml' is denied"),
+        (ABSOLUTE, "absolute path"),
+        (RENAME, "renames and copies are not allowed"),
+        (DELETE, "deleting a file is not allowed"),
+        (MODE, "mode changes are not allowed"),
+        (SYMLINK, "a symlink (mode 120000)"),
+        (BINARY, "binary patches are not allowed"),
+        ("--- app/webhooks.py\n+++ app/webhooks.py\n@@ -1 +1 @@\n-a\n+b\n", "prefix"),
+        (GOOD + "echo pwned\n", "unrecognised line"),
+    ],
+)
+def test_static_refusals(small_repo, diff, reason):
+    before = repo_snapshot(small_repo)
+    result = judge(small_repo, diff)
+    assert not result.allowed
+    assert any(reason in r for r in result.reasons), result.reasons
+    assert repo_snapshot(small_repo) == before
+
+
+def test_limits(small_repo):
+    import dataclasses
+
+    from flows.spec import Limits
+
+    tight = dataclasses.replace(SPEC, limits=Limits(max_files=1, max_changed_lines=5))
+    result = judge(small_repo, GOOD, tight)
+    assert not result.allowed
+    assert any("the limit is 5" in r for r in result.reasons)
+
+
+def _edit(old: str, new: str) -> str:
+    return make_diff("app/webhooks.py", UNSAFE, UNSAFE.replace(old, new, 1))
+
+
+def test_a_diff_that_does_not_apply_is_refused(small_repo):
+    stale = make_diff("app/webhooks.py", "something else\n", "entirely\n")
+    result = judge(small_repo, stale)
+    assert not result.allowed
+    assert any("does not apply cleanly" in r for r in result.reasons)
+
+
+def test_python_that_does_not_parse_is_refused(small_repo):
+    result = judge(small_repo, _edit("def process(", "def process(("))
+    assert not result.allowed
+    assert any("does not parse as Python" in r for r in result.reasons)
+
+
+def test_ruff_findings_are_refused(small_repo):
+    result = judge(small_repo, _edit("from __future__ import annotations\n", "from __future__ import annotations\n\nimport os\n"))
+    assert not result.allowed
+    assert any("ruff check is not clean" in r and "F401" in r for r in result.reasons), result.reasons
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/passwd", "../x", "a/../../b", "a\\b", "~/x", "a//b", "./a", ".git/config", "a/.git/hooks/pre-commit"],
+)
+def test_path_problems(path):
+    assert path_problem(path) is not None
+
+
+def test_plain_paths_have_no_problem():
+    assert path_problem("app/webhooks.py") is None
