@@ -1,0 +1,63 @@
+"""Worktrees are isolated and always removed; a process started in one imports its code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from flows.errors import FlowError
+from flows.lab import percentile, resolved_module
+from flows.worktree import head_sha, python_env, repo_snapshot, worktree
+from tests.flows.conftest import ROOT, make_repo
+
+
+def test_a_worktree_goes_away_even_when_the_body_fails(small_repo):
+    before = repo_snapshot(small_repo)
+    with pytest.raises(RuntimeError), worktree(small_repo, head_sha(small_repo)) as wt:
+        (wt.path / "app/webhooks.py").write_text("broken\n")
+        assert wt.changed_files() == ["app/webhooks.py"]
+        raise RuntimeError("boom")
+    assert not wt.path.exists()
+    assert repo_snapshot(small_repo) == before
+
+
+def test_a_bad_commit_is_a_flow_error(small_repo):
+    with pytest.raises(FlowError, match="git worktree add"), worktree(small_repo, "0" * 40):
+        pass
+
+
+def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
+    """The key design point: the lab attacks the worktree's app.webhooks, not the installed one."""
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT / "app", copy / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "app" / "webhooks.py").write_text((ROOT / "app" / "unsafe.py").read_text() + "MARKER = 'patched'\n")
+    repo = make_repo(copy, {})
+    with worktree(repo, head_sha(repo)) as wt:
+        assert resolved_module(wt.path) == str(wt.path / "app" / "webhooks.py")
+        done = subprocess.run(
+            [sys.executable, "-c", "import app.webhooks as m; print(m.__file__, m.MARKER)"],
+            cwd=tmp_path,  # not the worktree: PYTHONPATH alone must be enough
+            env=python_env(wt.path),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.split() == [str(wt.path / "app" / "webhooks.py"), "patched"]
+    # without the worktree on PYTHONPATH, the installed (editable) project wins
+    done = subprocess.run(
+        [sys.executable, "-c", "import app.webhooks as m; print(m.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == str(ROOT / "app" / "webhooks.py")
+
+
+def test_percentile_is_nearest_rank():
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert percentile([float(i) for i in range(1, 101)], 95) == 95.0
+    assert percentile([7.0], 95) == 7.0
