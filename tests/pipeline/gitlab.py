@@ -28,7 +28,20 @@ SCHEMA = Path(__file__).with_name("vendor") / "gitlab-ci.schema.json"
 
 
 class CiLoader(yaml.SafeLoader):
-    """SafeLoader that knows GitLab's `!reference [job, key, ...]` tag."""
+    """SafeLoader that knows GitLab's `!reference [job, key, ...]` tag and refuses a key
+    given twice in one mapping (PyYAML would keep the last one silently, so a copied job
+    could replace another without a trace)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen and key != "<<":
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _reference(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:

@@ -81,3 +81,10 @@ def test_readme_pipeline_example_is_valid_and_uses_real_templates() -> None:
     template_text = (ROOT / "ci" / "acklab.gitlab-ci.yml").read_text(encoding="utf-8")
     for variable in ("ACKLAB_PIP_SPEC", "ACKLAB_TARGET", "ACKLAB_SHARDS", "ACKLAB_RUN_ARGS"):
         assert variable in template_text
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    twice = tmp_path / "twice.yml"
+    twice.write_text("lint:\n  script: [a]\nlint:\n  script: [b]\n", encoding="utf-8")
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'lint'"):
+        load_yaml(twice)
