@@ -1,0 +1,40 @@
+"""The experiments, by stable name (DESIGN.md): all six run by default, in this order."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from harness.errors import UnknownExperiment
+from harness.experiments.base import Experiment
+from harness.experiments.concurrent import ConcurrentDuplicatesExperiment
+from harness.experiments.conflict import ConflictingPayloadExperiment
+from harness.experiments.replay import ReplayExperiment
+from harness.experiments.retrying import LostAckExperiment, LostAckResetExperiment, TimeoutOverlapExperiment
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        LostAckExperiment(),
+        LostAckResetExperiment(),
+        TimeoutOverlapExperiment(),
+        ConcurrentDuplicatesExperiment(),
+        ConflictingPayloadExperiment(),
+        ReplayExperiment(),
+    )
+}
+
+__all__ = ["EXPERIMENTS", "Experiment", "by_name"]
+
+
+def by_name(names: Iterable[str]) -> list[Experiment]:
+    """The experiments named (all of them when none is), in the stable order, without duplicates."""
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        if name not in EXPERIMENTS:
+            close = difflib.get_close_matches(name, list(EXPERIMENTS), n=1, cutoff=0.5)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UnknownExperiment(
+                f"--experiment: got {name!r}; expected one of {', '.join(EXPERIMENTS)}.{hint}"
+            )
+    return [e for name, e in EXPERIMENTS.items() if not wanted or name in wanted]

@@ -1,0 +1,65 @@
+"""One experiment's view of a served target: a sender's client, the effects probe, the clock.
+
+`Lab.open` serves the target for the experiment's needs and wraps its transport in the
+`FaultTransport`; trials (`harness.trial.TrialContext`) deliver and observe through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+
+from harness.plan import Settings
+from harness.providers import ProviderProfile, profile
+from harness.signing import SIGNERS, Signer
+from harness.targets import Endpoint, Needs, Target
+from harness.transports import FaultTransport
+
+MIN_HORIZON_S = 30.0
+
+
+@dataclass
+class Lab:
+    """A served target plus everything a trial needs to deliver to it and read its effects."""
+
+    target: Target
+    endpoint: Endpoint
+    transport: FaultTransport
+    client: httpx.AsyncClient
+    profile: ProviderProfile
+    signer: Signer
+    settings: Settings
+    horizon_s: float
+
+    @property
+    def schedule(self) -> tuple[float, ...]:
+        """The profile's retry schedule, compressed, as seconds since the first attempt."""
+        return self.profile.compressed_schedule(self.settings.time_compression)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, target: Target, needs: Needs, settings: Settings) -> AsyncIterator[Lab]:
+        # The lab waits for a handler's answer well past the sender's timeout (never less than 30 s).
+        horizon_s = max(MIN_HORIZON_S, 3 * target.timeout_s)
+        async with target.serve(needs) as endpoint:
+            transport = FaultTransport(endpoint.transport, horizon_s=horizon_s)
+            # Providers do not follow redirects (a 3xx is a failed delivery) and ignore proxies here.
+            client = httpx.AsyncClient(
+                transport=transport, follow_redirects=False, trust_env=False, timeout=httpx.Timeout(horizon_s)
+            )
+            try:
+                yield cls(
+                    target=target,
+                    endpoint=endpoint,
+                    transport=transport,
+                    client=client,
+                    profile=profile(target.scheme),
+                    signer=SIGNERS[target.scheme],
+                    settings=settings,
+                    horizon_s=horizon_s,
+                )
+            finally:
+                await client.aclose()

@@ -1,0 +1,437 @@
+"""The engine: plan a run, execute it trial by trial with a checkpoint each, write the bundle.
+
+Python API (what `acklab run` and the repair flow use)::
+
+    from harness.runner import RunOptions, run
+    result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
+    result.exit_code, result.as_json()
+
+Checkpoints. ``run.json`` is written first (status ``interrupted``) so that even a killed
+run leaves a resumable bundle; every finished trial is written atomically as
+``trials/<trial_id>.json``; incidents, the JUnit report, the final ``run.json`` and the
+manifest are written when the last trial is done. On Ctrl-C or SIGTERM the trial in
+progress is abandoned, ``run.json`` keeps status ``interrupted``, no manifest is written
+(``acklab evidence verify`` calls the bundle incomplete) and the exit code is 6.
+``--resume RUN_ID`` reruns only the trials without a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evidence.bundle import BundleWriter, utcnow
+from evidence.errors import EvidenceError
+from evidence.exitcodes import ExitCode
+from evidence.validate import validate
+from harness.errors import HarnessError, RunInterrupted, SpecError
+from harness.events import Consumer, EventBus, ExperimentFinished, ExperimentStarted, RunFinished, RunStarted
+from harness.execute import execute_experiment
+from harness.experiments import EXPERIMENTS, Experiment, by_name
+from harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, select, trial_id
+from harness.providers import profile
+from harness.records import design_json, incident, incident_id, run_document, run_entry
+from harness.targets import Target, resolve_target
+
+MIN_SECRET_CHARS = 8  # shorter "secrets" would make the bundle guard trip on ordinary text
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything `acklab run` takes."""
+
+    target: str = "fixture:live"
+    experiments: tuple[str, ...] = ()
+    trials: int = 5
+    seed: int | None = None
+    db: str | None = None
+    out: Path = Path("out")
+    resume: str | None = None
+    allow_remote: bool = False
+    shard: str | None = None
+    settings: Settings = field(default_factory=Settings)
+    journal: bool = True
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run: its verdict, its bundle, and the exit code of the contract."""
+
+    run: dict[str, Any]
+    bundle: Path
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run["run_id"])
+
+    @property
+    def verdict(self) -> str:
+        return str(self.run["verdict"])
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {"pass": ExitCode.OK, "fail": ExitCode.VERDICT_FAILED}.get(self.verdict, ExitCode.LAB_ERROR)
+
+    def as_json(self) -> dict[str, Any]:
+        return design_json(self.run, str(self.bundle.resolve()))
+
+
+def build_plan(
+    target: Target,
+    experiments: Sequence[Experiment],
+    *,
+    trials: int,
+    seed: int,
+    shard: tuple[int, int] | None,
+    settings: Settings,
+    salt_for: dict[str, str] | None = None,
+) -> RunPlan:
+    """The frozen plan: same target kind, experiments, trials, seed and shard -> same plan."""
+    if trials < 1:
+        raise SpecError(f"--trials: got {trials}; expected at least 1")
+    prof = profile(target.scheme)
+    everything: list[TrialPlan] = []
+    for experiment in experiments:
+        planned = experiment.planned(target, prof, settings)
+        count = experiment.events(target) + experiment.calibration_events
+        for index in range(trials):
+            tid = trial_id(experiment.name, index)
+            salt = (salt_for or {}).get(tid, "")
+            ids, orders = event_ids(seed, experiment.name, index, count, salt)
+            everything.append(TrialPlan(tid, experiment.name, index, ids, orders, planned, salt))
+    return RunPlan(
+        target=target.name,
+        seed=seed,
+        trials_per_experiment=trials,
+        experiments=tuple(e.name for e in experiments),
+        shard=shard,
+        settings=settings,
+        trials=select(everything, shard),
+    )
+
+
+def choose_experiments(target: Target, names: Sequence[str]) -> list[Experiment]:
+    chosen = by_name(names)
+    for experiment in chosen:
+        why = experiment.applicable(target)
+        if why and names:
+            raise SpecError(f"--experiment {experiment.name}: {why}")
+    return [e for e in chosen if e.applicable(target) is None]
+
+
+def new_run_id(shard: tuple[int, int] | None) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    suffix = f"-s{shard[0]}of{shard[1]}" if shard else ""
+    return f"{stamp}-{secrets.token_hex(3)}{suffix}"
+
+
+@dataclass
+class _Run:
+    """The state of one run while it executes."""
+
+    run_id: str
+    plan: RunPlan
+    target: Target
+    experiments: list[Experiment]
+    writer: BundleWriter
+    bus: EventBus
+    started_at: str
+    finished: dict[str, dict[str, Any]]
+
+    def preliminary(self) -> None:
+        entries = [run_entry(e.name, [], None, "not finished") for e in self.experiments]
+        doc = run_document(
+            run_id=self.run_id,
+            plan=self.plan,
+            status="interrupted",
+            started_at=self.started_at,
+            experiments=entries,
+        )
+        self.writer.write_json("run.json", doc, kind="run")
+
+    def checkpoint(self, record: dict[str, Any]) -> str:
+        rel = f"trials/{record['trial_id']}.json"
+        self.writer.write_json(rel, record, kind="trial")
+        self.finished[record["trial_id"]] = record
+        return rel
+
+    def finish(self, sockets: dict[str, bool], parameters: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        entries, incidents = [], []
+        for experiment in self.experiments:
+            ids = [t.trial_id for t in self.plan.trials if t.experiment == experiment.name]
+            trials = [self.finished[i] for i in ids if i in self.finished]
+            if not ids:
+                continue
+            doc = incident(
+                run_id=self.run_id,
+                plan=self.plan,
+                target=self.target,
+                experiment=experiment,
+                trials=trials,
+                socket=sockets.get(experiment.name, False),
+                parameters=parameters.get(experiment.name, {}),
+            )
+            rel = f"incidents/{incident_id(self.run_id, experiment.name)}.json"
+            self.writer.write_json(rel, doc, kind="incident")
+            incidents.append(doc)
+            entries.append(run_entry(experiment.name, trials, rel))
+            self.bus.emit(
+                ExperimentFinished(
+                    self.run_id,
+                    experiment.name,
+                    entries[-1]["verdict"],
+                    len(trials),
+                    len(entries[-1]["violations"]),
+                )
+            )
+        run = run_document(
+            run_id=self.run_id,
+            plan=self.plan,
+            status="complete",
+            started_at=self.started_at,
+            experiments=entries,
+        )
+        if not entries:
+            run["verdict"] = "error"
+        self.writer.write_json("run.json", run, kind="run")
+        self.writer.write_bytes("reports/junit.xml", junit(run, incidents))
+        self.writer.finalize()
+        return run
+
+
+def junit(run: dict[str, Any], incidents: list[dict[str, Any]]) -> bytes:
+    from evidence.reports.junit import experiments_junit
+
+    return experiments_junit(run, incidents)
+
+
+def _load_resume(options: RunOptions, target: Target) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    bundle = options.out / str(options.resume)
+    path = bundle / "run.json"
+    if not path.is_file():
+        raise SpecError(f"--resume {options.resume!r}: no {path}; pass the same --out as the interrupted run")
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+        validate("run", run, what=str(path))
+    except (OSError, ValueError, EvidenceError) as exc:
+        raise SpecError(f"--resume {options.resume!r}: {path} is unreadable: {exc}") from exc
+    if run["status"] == "complete":
+        raise SpecError(
+            f"--resume {options.resume!r}: that run is complete (verdict {run['verdict']}); nothing to resume"
+        )
+    if run["target"] != target.name:
+        raise SpecError(
+            f"--resume {options.resume!r}: the run's target is {run['target']!r}, got --target {target.name!r}; pass the same target"
+        )
+    finished = {}
+    for trial_file in sorted((bundle / "trials").glob("*.json")):
+        try:
+            record = json.loads(trial_file.read_text(encoding="utf-8"))
+            validate("trial", record, what=str(trial_file))
+        except (OSError, ValueError, EvidenceError):
+            continue  # a torn or foreign file is not a finished trial; it is rerun
+        finished[record["trial_id"]] = record
+    return run, finished
+
+
+def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
+    """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
+    target = resolve_target(options.target, db_url=options.db, allow_remote=options.allow_remote)
+    finished: dict[str, dict[str, Any]] = {}
+    if options.resume:
+        previous, finished = _load_resume(options, target)
+        names = tuple(e["name"] for e in previous["experiments"]) or options.experiments
+        options = replace(
+            options,
+            experiments=names,
+            seed=previous["seed"],
+            trials=previous.get("trials_per_experiment", options.trials),
+            shard=previous.get("shard"),
+        )
+    experiments = choose_experiments(target, options.experiments)
+    seed = options.seed if options.seed is not None else secrets.randbits(32)
+    shard = parse_shard(options.shard)
+    plan = build_plan(
+        target, experiments, trials=options.trials, seed=seed, shard=shard, settings=options.settings
+    )
+    if options.resume:
+        # Unfinished trials get fresh event ids: their first try may have reached the database.
+        salt = "resume-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        todo = {t.trial_id: salt for t in plan.trials if t.trial_id not in finished}
+        plan = build_plan(
+            target,
+            experiments,
+            trials=options.trials,
+            seed=seed,
+            shard=shard,
+            settings=options.settings,
+            salt_for=todo,
+        )
+    run_id = options.resume or new_run_id(shard)
+    return target, experiments, plan, run_id, finished
+
+
+def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
+    """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
+    target, experiments, plan, run_id, finished = prepare(options)
+    try:
+        return asyncio.run(
+            _main(
+                options,
+                target=target,
+                experiments=experiments,
+                plan=plan,
+                run_id=run_id,
+                finished=finished,
+                consumers=consumers,
+            )
+        )
+    finally:
+        asyncio.run(target.aclose())
+
+
+def _secrets(target: Target) -> list[str]:
+    return [s for s in (target.secret,) if len(s) >= MIN_SECRET_CHARS]
+
+
+async def _main(
+    options: RunOptions,
+    *,
+    target: Target,
+    experiments: list[Experiment],
+    plan: RunPlan,
+    run_id: str,
+    finished: dict[str, dict[str, Any]],
+    consumers: Sequence[Consumer],
+) -> RunResult:
+    await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+    bus = EventBus(consumers)
+    if options.journal:
+        try:
+            from harness.journal_sink import JournalSink
+
+            bus.add(JournalSink(options.out, secrets=_secrets(target)))
+        except (ImportError, EvidenceError) as exc:
+            print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
+    writer = BundleWriter(options.out / run_id, kind="run", secrets=_secrets(target))
+    state = _Run(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
+    if not options.resume:
+        state.preliminary()
+    interrupted = _install_interrupts()
+    bus.emit(
+        RunStarted(
+            run_id,
+            target.name,
+            plan.experiments,
+            len(plan.trials),
+            sum(t.trial_id in finished for t in plan.trials),
+            str(writer.root),
+            state.started_at,
+        )
+    )
+    sockets: dict[str, bool] = {}
+    parameters: dict[str, dict[str, Any]] = {}
+    try:
+        for experiment in experiments:
+            todo = [
+                t for t in plan.trials if t.experiment == experiment.name and t.trial_id not in state.finished
+            ]
+            total = sum(t.experiment == experiment.name for t in plan.trials)
+            if not total:
+                continue
+            bus.emit(ExperimentStarted(run_id, experiment.name, total, total - len(todo)))
+            needs = experiment.needs(target, plan.settings)
+            sockets[experiment.name] = needs.socket or target.kind == "spec"
+            parameters[experiment.name] = {**plan.settings.as_dict(), "needs_socket": needs.socket}
+            await execute_experiment(
+                experiment,
+                target=target,
+                plan=plan,
+                todo=todo,
+                run_id=run_id,
+                bus=bus,
+                checkpoint=state.checkpoint,
+            )
+        run_doc = state.finish(sockets, parameters)
+    except asyncio.CancelledError:
+        if not interrupted.is_set():
+            raise
+        bus.emit(
+            RunFinished(
+                run_id,
+                "error",
+                "interrupted",
+                state.started_at,
+                utcnow(),
+                str(writer.root),
+                {"run_id": run_id, "target": target.name, "experiments": []},
+            )
+        )
+        bus.close()
+        raise RunInterrupted(
+            f"interrupted: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
+            f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
+        ) from None
+    finally:
+        _remove_interrupts()
+    bus.emit(
+        RunFinished(
+            run_id,
+            run_doc["verdict"],
+            "complete",
+            state.started_at,
+            run_doc["ended_at"],
+            str(writer.root),
+            run_doc,
+        )
+    )
+    bus.close()
+    return RunResult(run_doc, writer.root)
+
+
+class _Flag:
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def _install_interrupts() -> _Flag:
+    """Ctrl-C and SIGTERM cancel the run's task; finished trials are already on disk."""
+    flag = _Flag()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def interrupt() -> None:
+        flag.set()
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not the main thread (e.g. a test harness): signals stay with the caller.
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(sig, interrupt)
+    return flag
+
+
+def _remove_interrupts() -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.remove_signal_handler(sig)
+
+
+__all__ = ["EXPERIMENTS", "HarnessError", "RunOptions", "RunResult", "build_plan", "prepare", "run"]

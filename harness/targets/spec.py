@@ -1,0 +1,150 @@
+"""Targets from spec files (``kind: target``, DESIGN.md): a user's own webhook endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.errors import SpecError, TargetUnreachable
+from harness.providers import profile
+from harness.signing import SIGNERS
+from harness.specs import load_spec
+from harness.targets.base import Endpoint, Expect, Needs, Target, check_local
+from harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from harness.templates import KNOWN, unknown_placeholders
+from harness.transports import socket_transport
+
+ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
+DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
+
+
+def resolve_env(value: str, *, field_name: str) -> str:
+    """``env:VAR`` -> the variable's value (exit 3 naming VAR when unset); a literal stays as is."""
+    match = ENV_REF.match(value)
+    if not match:
+        return value
+    name = match.group(1)
+    resolved = os.environ.get(name)
+    if not resolved:
+        raise SpecError(
+            f"{field_name}: {value!r} names the environment variable {name}, which is not set; export {name}=..."
+        )
+    return resolved
+
+
+def _mentions_event_id(template: Any) -> bool:
+    if isinstance(template, dict):
+        return any(_mentions_event_id(v) for v in template.values())
+    if isinstance(template, list):
+        return any(_mentions_event_id(v) for v in template)
+    return isinstance(template, str) and re.search(r"\{\{\s*event_id\s*\}\}", template) is not None
+
+
+@dataclass
+class SpecTarget(Target):
+    """A target described by a spec file; always reached through a real socket."""
+
+    effects: Mapping[str, Any] | None = None
+    source: str = ""
+
+    def _probe(self) -> EffectsProbe:
+        assert self.effects is not None
+        if "sql" in self.effects:
+            sql = self.effects["sql"]
+            return SqlProbe(resolve_env(sql["url"], field_name="effects.sql.url"), sql["count"])
+        http = self.effects["http"]
+        return HttpProbe(http["url"], http["json_path"])
+
+    async def preflight(self) -> None:
+        parts = urlsplit(self.endpoint)
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
+        except (OSError, TimeoutError) as exc:
+            raise TargetUnreachable(
+                f"target {self.name!r}: nothing accepts connections at {self.endpoint} ({exc or 'timeout'}); "
+                "start the service, or fix endpoint in the spec"
+            ) from exc
+        writer.close()
+        await writer.wait_closed()
+        probe = self._probe()
+        try:
+            await probe.count("acklab-preflight")
+        finally:
+            await probe.aclose()
+
+    @asynccontextmanager
+    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+        probe = self._probe()
+        transport = socket_transport()
+        try:
+            yield Endpoint(url=self.endpoint, transport=transport, probe=probe, socket=True)
+        finally:
+            await probe.aclose()
+            await transport.aclose()
+
+
+def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
+    """The checks a schema cannot express: placeholders, and where the event id must be."""
+    scheme = doc["signing"]["scheme"]
+    unknown = unknown_placeholders(doc["event"])
+    if unknown:
+        raise SpecError(
+            f"{source}: {unknown[0]}: unknown placeholder; use one of {', '.join('{{' + k + '}}' for k in KNOWN)}"
+        )
+    if not _mentions_event_id(doc["event"]):
+        raise SpecError(
+            f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
+        )
+    if scheme == "stripe" and doc["event"].get("id") != "{{event_id}}":
+        raise SpecError(
+            f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
+            'set id: "{{event_id}}"'
+        )
+
+
+def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
+    """Load and check a target spec; refuse remote endpoints (exit 5) before any traffic."""
+    _, doc = load_spec(path, expected_kind="target")
+    source = str(path)
+    check_target_doc(doc, source=source)
+    check_local(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
+    effects = doc["effects"]
+    if "http" in effects:
+        check_local(effects["http"]["url"], field_name="effects.http.url", allow_remote=allow_remote)
+    scheme = doc["signing"]["scheme"]
+    secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
+    SIGNERS[scheme].check_secret(secret)
+    expect = doc.get("expect", {})
+    delivery = doc.get("delivery", {})
+    database = (
+        database_kind(resolve_env(effects["sql"]["url"], field_name="effects.sql.url"))
+        if "sql" in effects
+        else "http"
+    )
+    return SpecTarget(
+        name=doc["name"],
+        kind="spec",
+        handler=doc["name"],
+        endpoint=doc["endpoint"],
+        database=database,
+        scheme=scheme,
+        secret=secret,
+        timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
+        template=doc["event"],
+        conflict_set=doc.get("conflict", {}).get("set", DEFAULT_CONFLICT),
+        expect=Expect(
+            max_effects=int(expect.get("max_effects", 1)),
+            conflict_status=tuple(expect.get("conflict_status", (409, 422))),
+        ),
+        effects=effects,
+        source=source,
+    )
