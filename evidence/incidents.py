@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +48,15 @@ def _union(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+def latency_ms(trials: list[dict[str, Any]]) -> dict[str, float]:
+    """p50 / p95 / max of the answered deliveries, computed as the harness computes them."""
+    values = sorted(
+        float(d["latency_ms"]) for t in trials for d in t["deliveries"] if d["status"] is not None
+    )
+    if not values:
+        return {}
+    p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+    return {"p50": round(statistics.median(values), 3), "p95": round(p95, 3), "max": round(values[-1], 3)}
 
 
 def _trials(group: Group) -> list[dict[str, Any]]:
@@ -74,13 +80,8 @@ def _summary(base: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, An
         "failed": sum(t["verdict"] == "fail" for t in trials),
         "errors": sum(t["verdict"] == "error" for t in trials),
     }
-    latencies = [float(d["latency_ms"]) for t in trials for d in t["deliveries"]]
-    if "latency_ms" in base["summary"] and latencies:
-        summary["latency_ms"] = {
-            "p50": _percentile(latencies, 50),
-            "p95": _percentile(latencies, 95),
-            "max": max(latencies),
-        }
+    if "latency_ms" in base["summary"]:
+        summary["latency_ms"] = latency_ms(trials)
     return summary
 
 
@@ -117,6 +118,13 @@ def merge_group(
     else:
         trials = _trials(group)
         incident = copy.deepcopy(base)
+        # incident ids are namespaced by run id (harness: "<run_id>-<experiment>"); a
+        # recomputed incident belongs to the merged run, so it takes the merged run's prefix
+        shard_prefix = f"{base['run_id']}-".lower()
+        if str(base["incident_id"]).startswith(shard_prefix):
+            new_id = f"{run_id}-{str(base['incident_id'])[len(shard_prefix) :]}".lower()
+            incident["incident_id"] = new_id
+            base_rel = f"incidents/{new_id}.json"
         incident.update(
             run_id=run_id,
             created_at=utcnow(),

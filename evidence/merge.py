@@ -9,7 +9,7 @@ Every input is verified against its manifest first; one tampered shard and nothi
   recomputed from the union of its trials when shards split the experiment (``"shard": "I/N"``);
 - run.json is merged: verdict = the worst of the shards (pass < fail < error), status
   "complete" only when every shard is complete and, for sharded runs, every shard 1..N is
-  present;
+  present; like `acklab run`, an incomplete run's verdict is "error";
 - reports/junit.xml is regenerated; other identical files are kept once, differing ones
   refused; each input manifest is kept as ``sources/<bundle_id>.manifest.json`` so the
   shards' CI metadata and hashes stay part of the evidence;
@@ -163,13 +163,15 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
             incidents[rel] = incident
         experiments.append(entry)
 
+    status = _status(shards)
     ordered = sorted(shards, key=lambda s: (str(s.run.get("shard") or ""), s.bundle_id))
     targets = sorted({str(s.run["target"]) for s in shards})
     run: dict[str, Any] = {
         "schema": "acklab/run/v1",
         "run_id": merged_id,
-        "verdict": worst([e["verdict"] for e in experiments]),
-        "status": _status(shards),
+        # as `acklab run` does: a run that is not complete cannot vouch for a verdict
+        "verdict": worst([e["verdict"] for e in experiments]) if status == "complete" else "error",
+        "status": status,
         "target": targets[0] if len(targets) == 1 else ", ".join(targets),
         "seed": ordered[0].run["seed"],
         "shard": None,

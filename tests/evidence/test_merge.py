@@ -78,7 +78,8 @@ def test_the_same_shard_twice_is_merged_without_duplicates(tmp_path, shards):
     merged = merge([s1, copy, s1], tmp_path / "m")
     incident = read(merged / "incidents/lost-ack.json")
     assert [t["trial_id"] for t in incident["trials"]] == ["lost-ack-0000", "lost-ack-0002"]
-    assert read(merged / "run.json")["status"] == "interrupted"  # shard 2/2 is missing
+    run = read(merged / "run.json")
+    assert (run["status"], run["verdict"]) == ("interrupted", "error")  # shard 2/2 is missing
 
 
 def test_a_trial_recorded_differently_by_two_shards_is_refused(tmp_path, shards):
