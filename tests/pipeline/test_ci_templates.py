@@ -92,12 +92,26 @@ def test_the_run_writes_its_evidence_and_json_per_job(tmp_path: Path) -> None:
     ("index", "total", "shard"), [("1", "1", None), ("1", "3", "1/3"), ("3", "3", "3/3")]
 )
 def test_parallel_jobs_run_their_shard(tmp_path: Path, index: str, total: str, shard: str | None) -> None:
-    variables = {"ACKLAB_TARGET": "fixture:live", "CI_NODE_INDEX": index, "CI_NODE_TOTAL": total}
+    variables = {
+        "ACKLAB_TARGET": "fixture:live",
+        "CI_NODE_INDEX": index,
+        "CI_NODE_TOTAL": total,
+        "CI_PIPELINE_ID": "4242",
+    }
     rc, calls = run_template(tmp_path, ".acklab-run", variables)
     assert rc == 0
     assert ("--shard=" in calls[0]) is (shard is not None)
     if shard:
-        assert f"--shard={shard} " in calls[0]
+        # the shards of one pipeline share the seed, so they cut one plan
+        assert f"--shard={shard} --seed=4242 " in calls[0]
+    else:
+        assert "--seed" not in calls[0]
+
+
+def test_a_chosen_seed_wins_over_the_pipeline_id(tmp_path: Path) -> None:
+    variables = {"ACKLAB_TARGET": "t.yaml", "CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "2", "CI_PIPELINE_ID": "1"}
+    _, calls = run_template(tmp_path, ".acklab-run", {**variables, "ACKLAB_SEED": "99"})
+    assert "--shard=2/2 --seed=99 " in calls[0]
 
 
 @pytest.mark.parametrize(
