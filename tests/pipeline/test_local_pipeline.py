@@ -69,18 +69,26 @@ def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair() -> None:
 # --- the whole pipeline ---------------------------------------------------------------
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FINISHED = re.compile(
-    r"^\[[^\]]*\]\s+(?P<job>.+?)\s+finished in (?P<took>.+?)\s+(?P<status>PASS|FAIL|WARN)\b"
-)
+SUMMARY = re.compile(r"^ (?P<status>PASS|FAIL|WARN)\s+\[\s*(?P<took>[^\]]+?)\]\s+(?P<job>.+?)\s*$")
 
 
 def job_results(output: str) -> dict[str, tuple[str, str]]:
-    """job name -> (status, duration) from gitlab-ci-local's `--timestamps` log."""
+    """job name -> (status, duration) from gitlab-ci-local's closing summary."""
     results = {}
     for line in ANSI.sub("", output).splitlines():
-        if match := FINISHED.match(line):
+        if match := SUMMARY.match(line):
             results[match["job"]] = (match["status"], match["took"])
     return results
+
+
+def test_job_results_reads_the_summary() -> None:
+    summary = (
+        " PASS  [ 8.6 s] reproduce:unsafe  \n FAIL  [ 1.95 s] attack:live: [1/2]\n  >  Found 11 errors.\n"
+    )
+    assert job_results(summary) == {
+        "reproduce:unsafe": ("PASS", "8.6 s"),
+        "attack:live: [1/2]": ("FAIL", "1.95 s"),
+    }
 
 
 def artifacts(workdir: Path, job: str) -> Path:
