@@ -37,10 +37,12 @@ def _say(message: str) -> None:
 
 
 def _describe(error: Any) -> str:
-    field = ".".join(str(part) for part in error["loc"]) or "settings"
-    if field in ("secret", "ACKLAB_WEBHOOK_SECRET"):  # never echo a secret, even a wrong one
-        return f"secret: {error['msg']}"
-    return f"{field}: {error['msg']} (got {error.get('input')!r})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(part) for part in error["loc"])
+    # Model-level errors carry every setting as input, the secret included: never echo those.
+    if not field or field in ("secret", "ACKLAB_WEBHOOK_SECRET"):
+        return message
+    return f"{field}: {message} (got {error.get('input')!r})"
 
 
 def _safe_url(url: str) -> str:
@@ -92,7 +94,7 @@ def serve(target: str, host: str, port: int, log_level: str, **options: Any) -> 
         settings = Settings(**overrides)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
-            _say(f"invalid setting {_describe(error)}")
+            _say(f"invalid setting: {_describe(error)}")
         return INVALID_INPUT
     if settings.secret is None:
         secret = new_secret()

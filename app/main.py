@@ -22,6 +22,7 @@ from app.errors import ConfigError, Rejection
 from app.routes import router
 from app.runtime import Fixture, load_handler
 from app.schemas import ErrorBody
+from app.schemes import SCHEMES, Scheme
 from app.settings import Settings
 
 TITLE = "acklab webhook fixture"
@@ -58,7 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Rejection, _rejection)
     for database_error in (OperationalError, InterfaceError, PoolTimeout):
         app.add_exception_handler(database_error, _database_unavailable)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, SCHEMES[settings.scheme])  # type: ignore[method-assign]
     return app
 
 
@@ -76,15 +77,29 @@ async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": "1"})
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, plus the webhook body schema (the route reads the raw body itself)."""
+def _openapi(app: FastAPI, scheme: Scheme) -> dict[str, Any]:
+    """FastAPI's document, plus what the webhook route reads itself: its body and signature headers."""
     if app.openapi_schema is None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
+        components = document.setdefault("components", {})
         event_schema = OrderPaidEvent.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas = document.setdefault("components", {}).setdefault("schemas", {})
-        schemas.update(event_schema.pop("$defs", {}))
-        schemas["OrderPaidEvent"] = event_schema
+        components.setdefault("schemas", {}).update(event_schema.pop("$defs", {}))
+        components["schemas"]["OrderPaidEvent"] = event_schema
+        components["securitySchemes"] = {
+            "webhookSignature": {
+                "type": "apiKey",
+                "in": "header",
+                "name": scheme.signature_header,
+                "description": f"The '{scheme.name}' webhook signature over the raw body.",
+            }
+        }
+        operation = document["paths"]["/webhooks/orders"]["post"]
+        operation["security"] = [{"webhookSignature": []}]
+        operation["parameters"] = [
+            {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+            for name in scheme.other_headers
+        ]
         app.openapi_schema = document
     return app.openapi_schema

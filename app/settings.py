@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="ACKLAB_", extra="ignore", frozen=True, validate_by_name=True
+        env_prefix="ACKLAB_", env_ignore_empty=True, extra="ignore", frozen=True, validate_by_name=True
     )
 
     database_url: str = Field(

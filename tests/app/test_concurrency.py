@@ -1,0 +1,105 @@
+"""Over a real socket: concurrent duplicates, a sender timeout overlapping a slow handler, and a
+crash between commit and response."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from app.main import create_app
+from app.settings import Settings
+from tests.app.conftest import SECRET, new_event_id, order_event, standard_headers
+from tests.app.servers import serve_in_subprocess, serve_in_thread
+
+pytestmark = pytest.mark.slow
+
+
+async def _burst(base_url: str, body: bytes, headers: dict[str, str], n: int) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        return list(
+            await asyncio.gather(
+                *(client.post("/webhooks/orders", content=body, headers=headers) for _ in range(n))
+            )
+        )
+
+
+def _effects(base_url: str, event_id: str) -> int:
+    return int(httpx.get(f"{base_url}/events/{event_id}/effects").json()["count"])
+
+
+@pytest.mark.parametrize(("handler", "expect_one"), [("live", True), ("unsafe", False)])
+def test_sixteen_identical_deliveries_at_once(database_url: str, handler: str, expect_one: bool) -> None:
+    app = create_app(Settings(database_url=database_url, secret=SECRET, handler=handler))
+    event_id = new_event_id()
+    body = order_event(event_id)
+    with serve_in_thread(app) as base_url:
+        responses = asyncio.run(_burst(base_url, body, standard_headers(event_id, body), 16))
+        effects = _effects(base_url, event_id)
+    app.state.fixture.engine.dispose()
+
+    assert [r.status_code for r in responses if r.status_code >= 500] == []
+    assert all(r.status_code == 200 for r in responses), {r.status_code for r in responses}
+    if expect_one:
+        assert effects == 1
+        assert sum(r.headers.get("idempotent-replayed") == "true" for r in responses) == 15
+        assert len({r.content for r in responses}) == 1
+    else:
+        assert effects > 1
+
+
+@pytest.mark.parametrize(("handler", "expected"), [("live", 1), ("unsafe", 2)])
+def test_a_retry_into_a_slow_handler_after_a_sender_timeout(
+    database_url: str, handler: str, expected: int
+) -> None:
+    settings: dict[str, Any] = {"processing_delay_ms": 800, "handler": handler}
+    app = create_app(Settings(database_url=database_url, secret=SECRET, **settings))
+    event_id = new_event_id()
+    body = order_event(event_id)
+    with serve_in_thread(app) as base_url:
+        with pytest.raises(httpx.ReadTimeout):  # the sender gives up while the handler still works
+            httpx.post(
+                f"{base_url}/webhooks/orders",
+                content=body,
+                headers=standard_headers(event_id, body),
+                timeout=httpx.Timeout(5, read=0.2),
+            )
+        # the delay is inside the transaction: nothing is visible before the commit
+        assert _effects(base_url, event_id) == 0
+        retry = httpx.post(
+            f"{base_url}/webhooks/orders", content=body, headers=standard_headers(event_id, body), timeout=30
+        )
+        time.sleep(0.9)  # let the abandoned first delivery finish either way
+        effects = _effects(base_url, event_id)
+    app.state.fixture.engine.dispose()
+
+    assert retry.status_code == 200
+    assert effects == expected
+    if handler == "live":
+        assert retry.headers["idempotent-replayed"] == "true"
+
+
+def test_a_crash_between_commit_and_response_keeps_the_commit(sqlite_url: str) -> None:
+    event_id = new_event_id()
+    body = order_event(event_id)
+    args = ["--secret", SECRET, "--db", sqlite_url, "--log-level", "warning"]
+    with serve_in_subprocess(*args, "--crash-after-commit") as served:
+        with pytest.raises(httpx.TransportError):  # no response: the process is gone
+            httpx.post(
+                f"{served.url}/webhooks/orders",
+                content=body,
+                headers=standard_headers(event_id, body),
+                timeout=10,
+            )
+        assert served.process.wait(10) == -signal.SIGKILL
+    with serve_in_subprocess(*args) as served:
+        assert _effects(served.url, event_id) == 1  # committed before the crash
+        retry = httpx.post(
+            f"{served.url}/webhooks/orders", content=body, headers=standard_headers(event_id, body)
+        )
+        assert (retry.status_code, retry.headers.get("idempotent-replayed")) == (200, "true")
+        assert _effects(served.url, event_id) == 1
