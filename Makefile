@@ -36,9 +36,9 @@ pytest: install system-deps
 ## test: everything CI runs; non-zero on any failure
 test: install system-deps lint typecheck pytest
 
-## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local
+## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local (PIPELINE_ARGS="--mr --list", a job name, ...)
 pipeline: install system-deps
-	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh $(PIPELINE_ARGS)
 
 bench: install system-deps
 	$(BIN)/python -m bench
