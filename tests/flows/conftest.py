@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,77 @@ def small_repo(tmp_path: Path) -> Path:
             "README.md": "hello\n",
         },
     )
+
+
+@pytest.fixture
+def gitlab_mr(tmp_path: Path):
+    """A GitLab double with a project backed by a real bare repository and MR !1.
+
+    The bare repository holds a sandbox of this project (unsafe handler) on main, and the
+    MR's source branch adds one more commit that does not touch app/webhooks.py.
+    """
+    from flows.sandbox import make_sandbox
+    from tests.doubles.gitlab import merge_requests
+    from tests.doubles.gitlab.fixtures import JOB_TOKEN, PRIVATE_TOKEN
+    from tests.doubles.gitlab.server import create_app, serve
+    from tests.doubles.gitlab.state import GitLabDouble
+
+    seed = tmp_path / "seed"
+    make_sandbox(seed)
+    run_git(seed, "checkout", "--quiet", "-b", "feature/orders")
+    (seed / "README.md").write_text((seed / "README.md").read_text() + "\nOrders ship on payment.\n")
+    run_git(seed, "commit", "--quiet", "-am", "Document shipping")
+    bare = tmp_path / "project.git"
+    run_git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(bare))
+    state = GitLabDouble(private_tokens={PRIVATE_TOKEN}, job_tokens={JOB_TOKEN})
+    project = state.add_project("shop/orders", id=42)
+    merge_requests.add_repository(project, bare)
+    mr = merge_requests.add_merge_request(
+        state, project, iid=1, source_branch="feature/orders", title="Ship orders"
+    )
+    with serve(create_app(state, routers=[merge_requests.router])) as url:
+        yield GitLabMR(state=state, url=url, token=PRIVATE_TOKEN, project=project, mr=mr, bare=bare)
+
+
+@dataclass
+class GitLabMR:
+    state: object
+    url: str
+    token: str
+    project: object
+    mr: object
+    bare: Path
+
+    def head(self, branch: str = "feature/orders") -> str:
+        return run_git(self.bare, "rev-parse", f"refs/heads/{branch}").strip()
+
+    def clone(self, where: Path, branch: str = "feature/orders") -> Path:
+        """A pipeline's checkout of the MR's source branch."""
+        run_git(where.parent, "clone", "--quiet", "--branch", branch, str(self.bare), str(where))
+        return where
+
+    def push_commit(self, path: str, text: str, message: str, branch: str = "feature/orders") -> str:
+        """Someone else pushes to the MR's branch (plumbing straight into the bare repo)."""
+        import tempfile
+
+        head = self.head(branch)
+        with tempfile.TemporaryDirectory() as tmp:
+            env_index = {"GIT_INDEX_FILE": f"{tmp}/index"}
+            import os
+
+            def g(*args, input_text=None):
+                return subprocess.run(
+                    ["git", "--git-dir", str(self.bare), *args],
+                    input=input_text,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, **IDENTITY, **env_index},
+                ).stdout.strip()
+
+            g("read-tree", head)
+            blob = g("hash-object", "-w", "--stdin", input_text=text)
+            g("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            commit = g("commit-tree", g("write-tree"), "-p", head, "-m", message)
+            g("update-ref", f"refs/heads/{branch}", commit, head)
+        return commit

@@ -16,11 +16,18 @@ from tests.flows.conftest import ROOT, make_repo
 
 def test_a_worktree_goes_away_even_when_the_body_fails(small_repo):
     before = repo_snapshot(small_repo)
-    with pytest.raises(RuntimeError), worktree(small_repo, head_sha(small_repo)) as wt:
-        (wt.path / "app/webhooks.py").write_text("broken\n")
-        assert wt.changed_files() == ["app/webhooks.py"]
-        raise RuntimeError("boom")
-    assert not wt.path.exists()
+    seen = []
+
+    def use_and_fail():
+        with worktree(small_repo, head_sha(small_repo)) as wt:
+            seen.append(wt.path)
+            (wt.path / "app/webhooks.py").write_text("broken\n")
+            assert wt.changed_files() == ["app/webhooks.py"]
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        use_and_fail()
+    assert not seen[0].exists()
     assert repo_snapshot(small_repo) == before
 
 
@@ -33,7 +40,9 @@ def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
     """The key design point: the lab attacks the worktree's app.webhooks, not the installed one."""
     copy = tmp_path / "project"
     shutil.copytree(ROOT / "app", copy / "app", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "app" / "webhooks.py").write_text((ROOT / "app" / "unsafe.py").read_text() + "MARKER = 'patched'\n")
+    (copy / "app" / "webhooks.py").write_text(
+        (ROOT / "app" / "unsafe.py").read_text() + "MARKER = 'patched'\n"
+    )
     repo = make_repo(copy, {})
     with worktree(repo, head_sha(repo)) as wt:
         assert resolved_module(wt.path) == str(wt.path / "app" / "webhooks.py")
