@@ -127,8 +127,7 @@ def test_a_writer_killed_with_sigkill_leaves_a_journal_that_opens_and_resumes(tm
 
 
 def test_several_processes_append_concurrently_without_losing_a_row(tmp_path):
-    path = tmp_path / "journal.sqlite"
-    Journal(path).close()
+    path = tmp_path / "journal.sqlite"  # not there yet: the writers race to create it too
     procs = [writer(path, f"w{n}", 150) for n in range(4)]
     for proc in procs:
         out, _ = proc.communicate(timeout=60)
