@@ -50,8 +50,9 @@ class Settings(BaseSettings):
         ge=0,
         le=600_000,
         description=(
-            "Lab only: simulated work inside the handler's transaction, before commit. The "
-            "timeout-overlap experiment uses it to make a sender time out while the handler works."
+            "Lab only: simulated work inside the handler's transaction, before commit, on every "
+            "delivery that reaches the handler (replays too). The timeout-overlap experiment uses it "
+            "to make a sender time out while the handler still works."
         ),
     )
     crash_after_commit: bool = Field(

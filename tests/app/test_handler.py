@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from app.db import create_db_engine
 from tests.app.conftest import (
     OTHER_SECRET,
     AppClient,
@@ -237,3 +239,23 @@ def test_health_orders_and_effects_probe(client: AppClient, database_url: str) -
     assert missing.status_code == 404
     assert missing.json()["error"] == "not_found"
     assert client.get("/events/evt_never_seen/effects").json() == {"event_id": "evt_never_seen", "count": 0}
+
+
+def test_an_unreachable_database_is_answered_503_without_details(client: AppClient) -> None:
+    # Swap the engine for one whose server refuses connections (port 1 on loopback).
+    fixture = client.app.state.fixture
+    unreachable = create_db_engine("postgresql+psycopg://acklab:hunter2@127.0.0.1:1/gone")
+    client.app.state.fixture = dataclasses.replace(fixture, engine=unreachable)
+    try:
+        event_id = new_event_id()
+        body = order_event(event_id)
+        answers = [client.get("/health"), client.deliver(body, standard_headers(event_id, body))]
+    finally:
+        client.app.state.fixture = fixture
+        unreachable.dispose()
+
+    for answer in answers:
+        assert answer.status_code == 503
+        assert answer.json()["error"] == "database_unavailable"
+        assert answer.headers["retry-after"] == "1"
+        assert "hunter2" not in answer.text

@@ -96,3 +96,22 @@ def test_the_document_describes_every_endpoint(fixture_app: Any) -> None:
     assert {p["name"] for p in webhook["parameters"]} == {"webhook-id", "webhook-timestamp"}
     required = document["components"]["schemas"]["OrderPaidData"]["required"]
     assert set(required) == {"order_id", "amount_cents", "currency"}
+
+
+@pytest.mark.parametrize(
+    ("scheme", "signature", "others"),
+    [
+        ("stripe", "Stripe-Signature", set()),
+        ("github", "X-Hub-Signature-256", {"X-GitHub-Delivery"}),
+        ("gitlab", "X-Gitlab-Token", {"Idempotency-Key"}),
+        ("shopify", "X-Shopify-Hmac-Sha256", {"X-Shopify-Webhook-Id"}),
+    ],
+)
+def test_the_document_names_the_configured_schemes_headers(
+    sqlite_url: str, scheme: str, signature: str, others: set[str]
+) -> None:
+    app = create_app(Settings(database_url=sqlite_url, secret=SECRET, scheme=scheme))
+    document = app.openapi()
+    app.state.fixture.engine.dispose()
+    assert document["components"]["securitySchemes"]["webhookSignature"]["name"] == signature
+    assert {p["name"] for p in document["paths"]["/webhooks/orders"]["post"]["parameters"]} == others
