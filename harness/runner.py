@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import signal
 import sys
@@ -32,14 +31,15 @@ from typing import Any
 from evidence.bundle import BundleWriter, utcnow
 from evidence.errors import EvidenceError
 from evidence.exitcodes import ExitCode
-from evidence.validate import validate
+from harness.checkpoint import RunState, load_resume
 from harness.errors import HarnessError, RunInterrupted, SpecError
-from harness.events import Consumer, EventBus, ExperimentFinished, ExperimentStarted, RunFinished, RunStarted
+from harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
 from harness.execute import execute_experiment
 from harness.experiments import EXPERIMENTS, Experiment, by_name
+from harness.leases import leasing
 from harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, select, trial_id
 from harness.providers import profile
-from harness.records import design_json, incident, incident_id, run_document, run_entry
+from harness.records import design_json
 from harness.targets import Target, resolve_target
 
 MIN_SECRET_CHARS = 8  # shorter "secrets" would make the bundle guard trip on ordinary text
@@ -134,121 +134,12 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}{suffix}"
 
 
-@dataclass
-class _Run:
-    """The state of one run while it executes."""
-
-    run_id: str
-    plan: RunPlan
-    target: Target
-    experiments: list[Experiment]
-    writer: BundleWriter
-    bus: EventBus
-    started_at: str
-    finished: dict[str, dict[str, Any]]
-
-    def preliminary(self) -> None:
-        entries = [run_entry(e.name, [], None, "not finished") for e in self.experiments]
-        doc = run_document(
-            run_id=self.run_id,
-            plan=self.plan,
-            status="interrupted",
-            started_at=self.started_at,
-            experiments=entries,
-        )
-        self.writer.write_json("run.json", doc, kind="run")
-
-    def checkpoint(self, record: dict[str, Any]) -> str:
-        rel = f"trials/{record['trial_id']}.json"
-        self.writer.write_json(rel, record, kind="trial")
-        self.finished[record["trial_id"]] = record
-        return rel
-
-    def finish(self, sockets: dict[str, bool], parameters: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        entries, incidents = [], []
-        for experiment in self.experiments:
-            ids = [t.trial_id for t in self.plan.trials if t.experiment == experiment.name]
-            trials = [self.finished[i] for i in ids if i in self.finished]
-            if not ids:
-                continue
-            doc = incident(
-                run_id=self.run_id,
-                plan=self.plan,
-                target=self.target,
-                experiment=experiment,
-                trials=trials,
-                socket=sockets.get(experiment.name, False),
-                parameters=parameters.get(experiment.name, {}),
-            )
-            rel = f"incidents/{incident_id(self.run_id, experiment.name)}.json"
-            self.writer.write_json(rel, doc, kind="incident")
-            incidents.append(doc)
-            entries.append(run_entry(experiment.name, trials, rel))
-            self.bus.emit(
-                ExperimentFinished(
-                    self.run_id,
-                    experiment.name,
-                    entries[-1]["verdict"],
-                    len(trials),
-                    len(entries[-1]["violations"]),
-                )
-            )
-        run = run_document(
-            run_id=self.run_id,
-            plan=self.plan,
-            status="complete",
-            started_at=self.started_at,
-            experiments=entries,
-        )
-        if not entries:
-            run["verdict"] = "error"
-        self.writer.write_json("run.json", run, kind="run")
-        self.writer.write_bytes("reports/junit.xml", junit(run, incidents))
-        self.writer.finalize()
-        return run
-
-
-def junit(run: dict[str, Any], incidents: list[dict[str, Any]]) -> bytes:
-    from evidence.reports.junit import experiments_junit
-
-    return experiments_junit(run, incidents)
-
-
-def _load_resume(options: RunOptions, target: Target) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    bundle = options.out / str(options.resume)
-    path = bundle / "run.json"
-    if not path.is_file():
-        raise SpecError(f"--resume {options.resume!r}: no {path}; pass the same --out as the interrupted run")
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-        validate("run", run, what=str(path))
-    except (OSError, ValueError, EvidenceError) as exc:
-        raise SpecError(f"--resume {options.resume!r}: {path} is unreadable: {exc}") from exc
-    if run["status"] == "complete":
-        raise SpecError(
-            f"--resume {options.resume!r}: that run is complete (verdict {run['verdict']}); nothing to resume"
-        )
-    if run["target"] != target.name:
-        raise SpecError(
-            f"--resume {options.resume!r}: the run's target is {run['target']!r}, got --target {target.name!r}; pass the same target"
-        )
-    finished = {}
-    for trial_file in sorted((bundle / "trials").glob("*.json")):
-        try:
-            record = json.loads(trial_file.read_text(encoding="utf-8"))
-            validate("trial", record, what=str(trial_file))
-        except (OSError, ValueError, EvidenceError):
-            continue  # a torn or foreign file is not a finished trial; it is rerun
-        finished[record["trial_id"]] = record
-    return run, finished
-
-
 def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
     """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
     target = resolve_target(options.target, db_url=options.db, allow_remote=options.allow_remote)
     finished: dict[str, dict[str, Any]] = {}
     if options.resume:
-        previous, finished = _load_resume(options, target)
+        previous, finished = load_resume(options.out, options.resume, target)
         names = tuple(e["name"] for e in previous["experiments"]) or options.experiments
         options = replace(
             options,
@@ -284,17 +175,19 @@ def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
     """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
     target, experiments, plan, run_id, finished = prepare(options)
     try:
-        return asyncio.run(
-            _main(
-                options,
-                target=target,
-                experiments=experiments,
-                plan=plan,
-                run_id=run_id,
-                finished=finished,
-                consumers=consumers,
+        # Whatever the experiments start (fixture processes, proxies) is leased in the journal.
+        with leasing(options.out if options.journal else None, run_id):
+            return asyncio.run(
+                _main(
+                    options,
+                    target=target,
+                    experiments=experiments,
+                    plan=plan,
+                    run_id=run_id,
+                    finished=finished,
+                    consumers=consumers,
+                )
             )
-        )
     finally:
         asyncio.run(target.aclose())
 
@@ -323,7 +216,7 @@ async def _main(
         except (ImportError, EvidenceError) as exc:
             print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
     writer = BundleWriter(options.out / run_id, kind="run", secrets=_secrets(target))
-    state = _Run(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
+    state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
     if not options.resume:
         state.preliminary()
     interrupted = _install_interrupts()
