@@ -131,8 +131,7 @@ def run_lab(
         )
     except subprocess.TimeoutExpired as exc:
         raise FlowError(f"the lab did not finish within {HARNESS_TIMEOUT_S}s in {checkout}") from exc
-    if done.stderr:
-        sys.stderr.write(_indent(done.stderr))
+    # The harness's human output (stderr) is not repeated: the flow reports each verdict itself.
     if done.returncode not in (0, 1, 4):
         raise FlowError(f"`acklab run` exited {done.returncode} in {checkout}: {done.stderr.strip()[-800:]}")
     try:
@@ -143,10 +142,6 @@ def run_lab(
             f"{(done.stdout or done.stderr).strip()[-800:]}"
         ) from exc
     return _parse(doc, checkout=checkout, exit_code=done.returncode, module=module)
-
-
-def _indent(text: str) -> str:
-    return "".join(f"    | {line}" for line in text.splitlines(keepends=True))
 
 
 def _parse(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) -> LabRun:
@@ -187,7 +182,7 @@ def _locate(incident: str | None, bundle: Path | None, checkout: Path) -> Path |
 
 
 def latency_of(incident_path: Path) -> Latency | None:
-    """p50/p95 over every delivery of every trial of an incident that got an answer."""
+    """p50/p95 of an incident's deliveries: the harness's own summary, else computed from them."""
     try:
         incident = json.loads(incident_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -198,6 +193,9 @@ def latency_of(incident_path: Path) -> Latency | None:
         for d in trial.get("deliveries", [])
         if d.get("status") is not None and d.get("latency_ms") is not None
     ]
+    summary = (incident.get("summary") or {}).get("latency_ms") or {}
+    if "p50" in summary and "p95" in summary:
+        return Latency(p50=float(summary["p50"]), p95=float(summary["p95"]), deliveries=len(values))
     if not values:
         return None
     return Latency(p50=percentile(values, 50), p95=percentile(values, 95), deliveries=len(values))

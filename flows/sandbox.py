@@ -1,13 +1,17 @@
 """`acklab flow sandbox DIR`: a scratch repository in which anyone can watch the flow repair a handler.
 
-DIR becomes a git repository holding a copy of the project (the files `git ls-files` lists
-in the current checkout) whose `app/webhooks.py` is the reference unsafe handler, committed.
+DIR becomes a git repository holding a copy of the project (every file `git ls-files` lists
+in the current checkout, as committed at its HEAD: a consistent snapshot, not half-edited
+work) whose `app/webhooks.py` is the reference unsafe handler, committed.
 Then: `cd DIR && acklab flow run flows/repair.yaml --local`.
 """
 
 from __future__ import annotations
 
+import io
 import shutil
+import subprocess  # nosec B404
+import tarfile
 from pathlib import Path
 
 from .errors import FlowError, FlowSpecInvalid
@@ -31,21 +35,17 @@ def make_sandbox(target: Path, *, source: Path | None = None) -> str:
             "(nothing was changed)"
         )
     source = toplevel(source) if source is not None else project_root()
-    listed = git(source, "ls-files", "-z").stdout.split("\0")
-    files = [f for f in listed if f and (source / f).is_file() and not (source / f).is_symlink()]
+    listed = set(git(source, "ls-files", "-z").stdout.split("\0")) - {""}
     for required in (HANDLER, UNSAFE):
-        if required not in files:
+        if required not in listed:
             raise FlowError(f"{source} has no tracked {required}; the sandbox needs both handlers")
     created = not target.exists()
     try:
         target.mkdir(parents=True, exist_ok=True)
-        for rel in files:
-            dest = target / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source / rel, dest)
-        shutil.copy2(source / UNSAFE, target / HANDLER)
+        _extract_head(source, target)
+        shutil.copy2(target / UNSAFE, target / HANDLER)
         git(target, "init", "--quiet", "--initial-branch=main")
-        git(target, "add", "--all")
+        git(target, "add", "--all", "--force")
         message = (
             "Sandbox: the live handler is the unsafe one\n\n"
             f"A copy of {source.name} whose {HANDLER} is {UNSAFE}: every retried, lost-ack or "
@@ -57,6 +57,17 @@ def make_sandbox(target: Path, *, source: Path | None = None) -> str:
         _undo(target, created)
         raise
     return head_sha(target)
+
+
+def _extract_head(source: Path, target: Path) -> None:
+    """Write the committed tree of `source`'s HEAD into `target` (git archive, read as a tar)."""
+    archive = subprocess.run(  # nosec B603
+        ["git", "-C", str(source), "archive", "--format=tar", "HEAD"], capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        raise FlowError(f"`git archive HEAD` failed in {source}: {archive.stderr.decode(errors='replace')}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(target, filter="data")
 
 
 def _undo(target: Path, created: bool) -> None:

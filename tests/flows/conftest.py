@@ -132,3 +132,83 @@ class GitLabMR:
             commit = g("commit-tree", g("write-tree"), "-p", head, "-m", message)
             g("update-ref", f"refs/heads/{branch}", commit, head)
         return commit
+
+
+FAST_CHECKS = {
+    "ruff": ["python", "-m", "ruff", "check", "--no-cache", "app/webhooks.py"],
+    "bandit": ["python", "-m", "bandit", "-q", "app/webhooks.py"],
+    "pytest": ["python", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/app/test_seam.py"],
+}
+
+
+def fast_spec(
+    where: Path,
+    *,
+    reproduce: tuple[str, ...] = ("lost-ack",),
+    strike_again: tuple[str, ...] = ("conflicting-payload",),
+    checks: tuple[str, ...] = ("ruff", "bandit"),
+) -> Path:
+    """flows/repair.yaml with one trial and the quickest experiments and checks (kept outside the repo)."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "flows" / "repair.yaml").read_text())
+    doc["experiments"].update(reproduce=list(reproduce), strike_again=list(strike_again), trials=1)
+    doc["verify"]["commands"] = [{"name": name, "argv": FAST_CHECKS[name]} for name in checks]
+    path = where / "fast-repair.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="session")
+def sandbox_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One sandbox (unsafe handler committed) per test session; tests clone it."""
+    from flows.sandbox import make_sandbox
+
+    template = tmp_path_factory.mktemp("template") / "sandbox"
+    make_sandbox(template)
+    return template
+
+
+@pytest.fixture
+def sandbox(sandbox_template: Path, tmp_path: Path) -> Path:
+    """A fresh clone of the sandbox: a repository whose app/webhooks.py is the unsafe handler."""
+    target = tmp_path / "sandbox"
+    run_git(tmp_path, "clone", "--quiet", str(sandbox_template), str(target))
+    return target
+
+
+class Acklab:
+    """Runs the real `acklab` entry point in-process in a directory; returns (exit code, stdout, stderr)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.capsys = capsys
+        self.monkeypatch = monkeypatch
+
+    def __call__(self, cwd: Path, *argv: str | Path) -> tuple[int, str, str]:
+        from acklab.cli import main
+
+        self.monkeypatch.chdir(cwd)
+        self.capsys.readouterr()
+        with pytest.raises(SystemExit) as info:
+            main([str(a) for a in argv])
+        out, err = self.capsys.readouterr()
+        return int(info.value.code or 0), out, err
+
+
+@pytest.fixture
+def acklab(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Acklab:
+    return Acklab(capsys, monkeypatch)
+
+
+def write_decisions(where: Path, decisions: list[dict[str, object]]) -> Path:
+    import json
+
+    path = where / "decisions.json"
+    path.write_text(json.dumps(decisions))
+    return path
+
+
+def load_trail(result_json: str) -> dict[str, object]:
+    import json
+
+    return json.loads(Path(json.loads(result_json)["trail"]).read_text())
