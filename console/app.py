@@ -109,6 +109,11 @@ def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
             headers["Content-Disposition"] = "attachment"
         return FileResponse(path, media_type=kind, headers=headers)
 
+    @app.api_route("/favicon.ico", methods=GET_HEAD)
+    def favicon() -> Response:
+        # Browsers ask for it when showing a raw JSON file, which has no <link rel=icon>.
+        return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")
+
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.exception_handler(StarletteHTTPException)

@@ -33,13 +33,6 @@
           if (on) { el.setAttribute("aria-current", "step"); } else { el.removeAttribute("aria-current"); }
         }
       });
-      var label = root.querySelector("[data-step-label] strong");
-      if (label) { label.textContent = String(step); }
-      root.querySelectorAll("a[data-rel]").forEach(function (a) {
-        var target = a.getAttribute("data-rel") === "prev" ? Math.max(step - 1, 1) : Math.min(step + 1, total);
-        a.setAttribute("data-goto", String(target));
-        a.setAttribute("href", stepUrl(mode, target).toString());
-      });
       if (updateUrl) {
         window.history.replaceState(null, "", stepUrl(mode, step).toString());
       }
