@@ -10,7 +10,7 @@ from console.reports import read_report
 from console.scan import IncidentSummary, Latency
 from console.svg import delivery_latency_svg, durations_svg, heatmap_svg, latency_svg, ms
 from console.timeline import trial_views
-from tests.console.samples import XSS_ATTR, XSS_SCRIPT, make_incident, BASE_TIME
+from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_incident
 
 JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="fixture:unsafe">
