@@ -1,0 +1,106 @@
+"""The fault transport: what the sender sees per fault, and what the lab records of the handler."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from harness.deliveries import DeliveryRecord
+from harness.faults import LostAck, NoFault, ResetAfterSend, SenderTimeout
+from harness.transports import TICKET, FaultTransport, Ticket
+
+
+class SlowHandler:
+    """An inner transport double: reads the whole body, works `delay_s`, answers 200."""
+
+    def __init__(self, delay_s: float = 0.05) -> None:
+        self.delay_s = delay_s
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        # Read the stream itself, as a server does (aread() would return the buffered content).
+        self.bodies.append(b"".join([chunk async for chunk in request.stream]))  # type: ignore[union-attr]
+        await asyncio.sleep(self.delay_s)
+        return httpx.Response(200, json={"status": "fulfilled"})
+
+
+def record() -> DeliveryRecord:
+    return DeliveryRecord(
+        seq=0, event_id="evt_1", attempt=1, kind="original", fault="x", headers={}, body=b"{}"
+    )
+
+
+async def deliver(fault, handler: SlowHandler, *, confirm=None, sender_timeout_s: float = 5.0):
+    transport = FaultTransport(httpx.MockTransport(handler))
+    rec = record()
+    ticket = Ticket(rec, fault, sender_timeout_s, confirm=confirm)
+    async with httpx.AsyncClient(transport=transport) as client:
+        request = client.build_request(
+            "POST", "http://target/hooks", content=b'{"id":"evt_1"}', extensions={TICKET: ticket}
+        )
+        try:
+            response = await client.send(request)
+            outcome: object = response.status_code
+        except httpx.HTTPError as exc:
+            outcome = type(exc)
+        at_sender_done = rec.status
+        assert await transport.quiesce(5)
+    return outcome, at_sender_done, rec
+
+
+def test_no_fault_hands_the_sender_the_handlers_answer():
+    outcome, _, rec = asyncio.run(deliver(NoFault(), SlowHandler()))
+    assert (outcome, rec.status) == (200, 200)
+
+
+def test_a_sender_timeout_does_not_cut_the_handler_off():
+    handler = SlowHandler(delay_s=0.1)
+    outcome, at_sender_done, rec = asyncio.run(deliver(SenderTimeout(0.01), handler))
+    assert outcome is httpx.ReadTimeout
+    assert at_sender_done is None  # the sender gave up first ...
+    assert rec.status == 200  # ... and the lab still heard the handler answer
+    assert rec.latency_ms >= 100
+
+
+def test_lost_ack_confirms_after_the_handler_answered_then_hands_out_a_504():
+    seen = []
+
+    async def confirm(rec: DeliveryRecord, synthetic: int) -> None:
+        seen.append((rec.status, synthetic))
+
+    outcome, _, rec = asyncio.run(deliver(LostAck(), SlowHandler(), confirm=confirm))
+    assert outcome == 504
+    assert seen == [(200, 504)]
+    assert rec.status == 200
+
+
+def test_a_reset_reaches_the_sender_after_the_whole_request_reached_the_handler():
+    handler = SlowHandler(delay_s=0.05)
+    outcome, at_sender_done, rec = asyncio.run(deliver(ResetAfterSend(), handler))
+    assert outcome is httpx.ReadError
+    assert at_sender_done is None
+    assert handler.bodies == [b'{"id":"evt_1"}']
+    assert rec.status == 200
+
+
+def test_a_connect_error_is_the_same_for_sender_and_lab():
+    async def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    transport = FaultTransport(httpx.MockTransport(refuse))
+    rec = record()
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=transport) as client:
+            request = client.build_request(
+                "POST", "http://t/", content=b"{}", extensions={TICKET: Ticket(rec, ResetAfterSend(), 1.0)}
+            )
+            with pytest.raises(httpx.ConnectError):
+                await client.send(request)
+
+    asyncio.run(go())
+    assert rec.status is None
+    assert rec.handler_error is not None
+    assert "refused" in rec.handler_error
