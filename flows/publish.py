@@ -181,12 +181,15 @@ class GitLabPublisher:
         actions = []
         for path in paths:
             with _gitlab_errors(f"finding the last commit of {path}"):
-                # python-gitlab takes `path=` as the request path, and ignores the other keyword
-                # arguments once query_parameters is given: both go in query_parameters.
-                query = {"ref_name": mr.source_branch, "path": path}
+                # The file's last commit as of the expected head, not the branch's current one:
+                # looked up on the branch, a change pushed meanwhile would become our
+                # last_commit_id and the lock would wave it through. (python-gitlab takes
+                # `path=` as the request path and drops other keyword arguments once
+                # query_parameters is given, so both go in query_parameters.)
+                query = {"ref_name": expected_sha, "path": path}
                 last = project.commits.list(query_parameters=query, per_page=1, get_all=False)
             if not last:
-                raise PublishFailed(f"{path} has no commit on {mr.source_branch}; nothing published")
+                raise PublishFailed(f"{path} has no commit at {expected_sha[:12]}; nothing published")
             actions.append(
                 {
                     "action": "update",

@@ -184,8 +184,10 @@ def list_commits(project_id: str, request: Request, state: State) -> JSONRespons
     project = project_or_404(state, project_id)
     repo = _repo(project)
     ref = request.query_params.get("ref_name") or project.default_branch
-    if _branch_head(repo, ref) is None:
-        raise not_found("Reference Not Found")
+    try:  # a branch, a tag or a commit sha, as GitLab accepts
+        git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except RuntimeError as exc:
+        raise not_found("Reference Not Found") from exc
     args = ["log", "--format=%H", ref]
     if request.query_params.get("path"):
         args += ["--", request.query_params["path"]]
