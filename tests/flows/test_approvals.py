@@ -26,7 +26,13 @@ def test_file_decisions_are_consumed_in_order_per_gate(tmp_path):
         tmp_path,
         [
             {"gate": "approve", "decision": "modify", "actor": "bob", "feedback": "smaller"},
-            {"gate": "approve-gap", "decision": "approve", "actor": "bot", "delegated_by": "alice", "reason": "known"},
+            {
+                "gate": "approve-gap",
+                "decision": "approve",
+                "actor": "bot",
+                "delegated_by": "alice",
+                "reason": "known",
+            },
             {"gate": "approve", "decision": "approve", "actor": "bob"},
         ],
     )
@@ -42,7 +48,9 @@ def test_file_decisions_are_consumed_in_order_per_gate(tmp_path):
 
 
 def test_a_decision_bound_to_another_proposal_decides_nothing(tmp_path):
-    path = write(tmp_path, [{"gate": "approve", "decision": "approve", "actor": "bob", "proposal_sha256": "b" * 64}])
+    path = write(
+        tmp_path, [{"gate": "approve", "decision": "approve", "actor": "bob", "proposal_sha256": "b" * 64}]
+    )
     with pytest.raises(GateRefused, match="bound to proposal sha256 bbbbbbbbbbbb"):
         FileDecisions.load(path).decide(Q)
 

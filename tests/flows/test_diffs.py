@@ -8,7 +8,9 @@ from tests.flows.conftest import LIVE, UNSAFE, run_git
 
 def test_make_diff_applies_with_git(small_repo):
     diff = make_diff("app/webhooks.py", UNSAFE, LIVE)
-    assert diff.startswith("diff --git a/app/webhooks.py b/app/webhooks.py\n--- a/app/webhooks.py\n+++ b/app/webhooks.py\n")
+    assert diff.startswith(
+        "diff --git a/app/webhooks.py b/app/webhooks.py\n--- a/app/webhooks.py\n+++ b/app/webhooks.py\n"
+    )
     run_git(small_repo, "apply", "-", input_text=diff)
     assert (small_repo / "app/webhooks.py").read_text() == LIVE
 

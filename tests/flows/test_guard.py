@@ -101,14 +101,27 @@ def test_python_that_does_not_parse_is_refused(small_repo):
 
 
 def test_ruff_findings_are_refused(small_repo):
-    result = judge(small_repo, _edit("from __future__ import annotations\n", "from __future__ import annotations\n\nimport os\n"))
+    result = judge(
+        small_repo,
+        _edit("from __future__ import annotations\n", "from __future__ import annotations\n\nimport os\n"),
+    )
     assert not result.allowed
     assert any("ruff check is not clean" in r and "F401" in r for r in result.reasons), result.reasons
 
 
 @pytest.mark.parametrize(
     "path",
-    ["/etc/passwd", "../x", "a/../../b", "a\\b", "~/x", "a//b", "./a", ".git/config", "a/.git/hooks/pre-commit"],
+    [
+        "/etc/passwd",
+        "../x",
+        "a/../../b",
+        "a\\b",
+        "~/x",
+        "a//b",
+        "./a",
+        ".git/config",
+        "a/.git/hooks/pre-commit",
+    ],
 )
 def test_path_problems(path):
     assert path_problem(path) is not None

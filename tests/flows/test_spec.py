@@ -21,10 +21,27 @@ def spec_doc() -> dict:
 def test_the_shipped_spec_is_valid_and_scoped_to_the_handler():
     spec = load_spec(SPEC)
     assert spec.scope.allow == ("app/webhooks.py",)
-    for denied in ["tests/", "harness/", "flows/", "evidence/schemas/", ".gitlab-ci.yml", ".ci/", "pyproject.toml", "Makefile"]:
+    for denied in [
+        "tests/",
+        "harness/",
+        "flows/",
+        "evidence/schemas/",
+        ".gitlab-ci.yml",
+        ".ci/",
+        "pyproject.toml",
+        "Makefile",
+    ]:
         assert denied in spec.scope.deny
     assert spec.limits.max_files == 1
-    assert spec.checkpoints == ("reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish")
+    assert spec.checkpoints == (
+        "reproduce",
+        "propose",
+        "approve",
+        "apply",
+        "verify",
+        "strike-again",
+        "publish",
+    )
     assert spec.proposer == "recipe"
     assert len(spec.sha256) == 64
 
@@ -61,8 +78,16 @@ def test_deny_wins_over_allow():
         (lambda d: d.update(kind="target"), "kind"),
         (lambda d: d["scope"].update(allow=["/etc/passwd"]), "scope/allow/0"),
         (lambda d: d["scope"].update(allow=["app/../tests/x.py"]), "scope/allow/0"),
-        (lambda d: d.update(checkpoints=["reproduce", "approve", "propose", "apply", "verify", "publish"]), "order"),
-        (lambda d: d.update(checkpoints=["reproduce", "propose", "apply", "verify", "strike-again", "publish"]), "missing"),
+        (
+            lambda d: d.update(checkpoints=["reproduce", "approve", "propose", "apply", "verify", "publish"]),
+            "order",
+        ),
+        (
+            lambda d: d.update(
+                checkpoints=["reproduce", "propose", "apply", "verify", "strike-again", "publish"]
+            ),
+            "missing",
+        ),
         (lambda d: d["experiments"].update(strike_again=["lost-ack"]), "both"),
         (lambda d: d["limits"].update(max_files=0), "limits/max_files"),
         (lambda d: d["proposer"].update(retries=2), "proposer/retries"),
