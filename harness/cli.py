@@ -42,7 +42,8 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             "experiments",
             multiple=True,
             metavar="NAME",
-            help=f"Repeatable; default: all of {', '.join(EXPERIMENTS)}.",
+            help=f"Repeatable; default: {', '.join(n for n, e in EXPERIMENTS.items() if e.default)}; "
+            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}.",
         ),
         click.option(
             "--trials",

@@ -85,7 +85,7 @@ async def execute_experiment(
     needs = experiment.needs(target, plan.settings)
     written: set[str] = set()
     try:
-        async with Lab.open(target, needs, plan.settings) as lab:
+        async with Lab.open(target, needs, plan.settings, experiment.serve(target, needs)) as lab:
             for trial in todo:
                 await _one(
                     experiment, lab=lab, plan=plan, trial=trial, run_id=run_id, bus=bus, checkpoint=checkpoint

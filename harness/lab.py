@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -41,10 +41,16 @@ class Lab:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, target: Target, needs: Needs, settings: Settings) -> AsyncIterator[Lab]:
+    async def open(
+        cls,
+        target: Target,
+        needs: Needs,
+        settings: Settings,
+        served: AbstractAsyncContextManager[Endpoint] | None = None,
+    ) -> AsyncIterator[Lab]:
         # The lab waits for a handler's answer well past the sender's timeout (never less than 30 s).
         horizon_s = max(MIN_HORIZON_S, 3 * target.timeout_s)
-        async with target.serve(needs) as endpoint:
+        async with served or target.serve(needs) as endpoint:
             transport = FaultTransport(endpoint.transport, horizon_s=horizon_s)
             # Providers do not follow redirects (a 3xx is a failed delivery) and ignore proxies here.
             client = httpx.AsyncClient(

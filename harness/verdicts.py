@@ -10,6 +10,8 @@ Invariants:
   count stays put.
 * ``replay-rejected``: a stale, tampered or foreign-signed delivery gets no 2xx and
   leaves no effect.
+* ``no-2xx-without-commit`` (database-link faults): a delivery answered 2xx before the
+  ``after-fault`` observation must have committed — that observation may not read 0.
 
 A missing observation, or a target that never accepted a valid delivery, is a lab error
 (verdict ``error``), never a pass.
@@ -23,7 +25,13 @@ from typing import Any
 
 from harness.targets import Expect
 
-INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "conflict-rejected", "replay-rejected")
+INVARIANTS = (
+    "at-most-once-effect",
+    "acked-exactly-once",
+    "conflict-rejected",
+    "replay-rejected",
+    "no-2xx-without-commit",
+)
 DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
 
 
@@ -93,7 +101,31 @@ def judge(trial: Mapping[str, Any], expect: Expect) -> Judgement:
             _judge_delivered(
                 result, event_id, mine=mine, effects=int(final["effects"]), expect=expect, mid=mid
             )
+            _judge_fault_window(result, event_id, mine, _observation(observations, event_id, "after-fault"))
     return result
+
+
+def _judge_fault_window(
+    result: Judgement, event_id: str, mine: Sequence[Mapping[str, Any]], after: Mapping[str, Any] | None
+) -> None:
+    """no-2xx-without-commit: a 2xx answered while the database link was broken needs its commit."""
+    if after is None or int(after["effects"]) != 0 or after["after_seq"] is None:
+        return
+    for delivery in mine:
+        if (
+            delivery["kind"] in DELIVERED_KINDS
+            and _ok(delivery["status"])
+            and delivery["seq"] <= after["after_seq"]
+        ):
+            result.violate(
+                "no-2xx-without-commit",
+                event_id,
+                delivery["status"],
+                "a 5xx",
+                f"the handler answered {delivery['status']} to delivery seq {delivery['seq']} during a fault on "
+                "its database link, and nothing was committed once the fault was lifted",
+            )
+            return
 
 
 def _judge_delivered(

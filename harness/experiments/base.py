@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
 from harness.plan import PlannedDelivery, Settings
 from harness.providers import ProviderProfile
-from harness.targets import Needs, Target
+from harness.targets import Endpoint, Needs, Target
 from harness.trial import TrialContext
 
 
@@ -19,6 +20,11 @@ class Experiment(ABC):
     invariants: ClassVar[tuple[str, ...]]
     events_per_trial: ClassVar[int] = 1  # events under test (judged)
     calibration_events: ClassVar[int] = 0  # extra events the lab uses to measure (not judged)
+    default: ClassVar[bool] = True  # run when no --experiment is named
+
+    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        """How the lab serves `target` for this experiment (deeper faults serve it their own way)."""
+        return target.serve(needs)
 
     def events(self, target: Target) -> int:
         """How many events under test one trial has on `target`."""

@@ -1,19 +1,21 @@
 """Errors of the TCP fault proxy.
 
 AcklabError (evidence.exitcodes)
-└── NetFaultError                 exit 4: the proxy could not start, inject or lift a fault
-    ├── FaultInUse                exit 2: a second fault was injected while one is active
-    └── LinkUnhealthy             exit 4: after lifting, a fresh connection did not round-trip
+└── HarnessError (harness.errors)
+    └── NetFaultError             exit 4: the proxy could not start, inject or lift a fault
+        ├── FaultInUse            exit 2: a second fault was injected while one is active
+        └── LinkUnhealthy         exit 4: after lifting, a fresh connection did not round-trip
 
-NetFaultError moves under harness.errors.HarnessError once that is committed. A finding about the system under test is never one of these (it is a verdict).
+A finding about the system under test is never one of these (it is a verdict).
 """
 
 from __future__ import annotations
 
-from evidence.exitcodes import AcklabError, ExitCode
+from evidence.exitcodes import ExitCode
+from harness.errors import HarnessError
 
 
-class NetFaultError(AcklabError):
+class NetFaultError(HarnessError):
     """Root of the fault proxy's errors: the lab's link could not be broken or mended."""
 
     exit_code = ExitCode.LAB_ERROR

@@ -1,0 +1,181 @@
+"""The handler's process dies mid-delivery: ``crash-after-commit`` and ``crash-mid-transaction``.
+
+The lab runs the fixture as a process of its own (`harness.fixture_process`), on the
+target's database, and kills it with SIGKILL:
+
+* ``crash-after-commit``: the fixture starts with its lab-only crash hook, which SIGKILLs
+  the process after the handler's transaction committed and before the response is
+  written. The sender sees the connection drop; the lab restarts the fixture (hook off),
+  the sender retries, and the effects must still be exactly one.
+* ``crash-mid-transaction``: the fixture starts with simulated work inside the
+  transaction; once the lab sees that transaction open in the database it SIGKILLs the
+  process. Nothing may be left half-written: the retry produces exactly one effect.
+
+Effects are read straight from the database, since the fixture is dead part of the time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.errors import HarnessError
+from harness.experiments.base import Experiment, retry_plan
+from harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
+from harness.fixture_process import FixtureProcess
+from harness.inflight import wait_in_transaction
+from harness.leases import current_book
+from harness.plan import PlannedDelivery, Settings
+from harness.providers import ProviderProfile
+from harness.targets import Endpoint, Needs, Target
+from harness.targets.effects import SqlProbe
+from harness.transports import socket_transport
+from harness.trial import TrialContext
+
+CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
+FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+MID_TRANSACTION_DELAY_MS = 400
+CRASH_WAIT_S = 10.0
+
+
+@dataclass
+class ProcessEndpoint(Endpoint):
+    """The fixture served as a process the lab may kill and restart."""
+
+    process: FixtureProcess | None = None
+    database_url: str = ""
+
+
+@asynccontextmanager
+async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
+    """Serve the fixture with `acklab serve fixture` on a fixed loopback port."""
+    database_url = str(getattr(target, "database_url", ""))
+    process = FixtureProcess(
+        handler=str(target.handler),
+        database_url=database_url,
+        secret=target.secret,
+        scheme=target.scheme,
+        leases=current_book(),
+    )
+    await asyncio.to_thread(process.start)
+    probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
+    transport = socket_transport()
+    try:
+        yield ProcessEndpoint(
+            url=f"{process.url}/webhooks/orders",
+            transport=transport,
+            probe=probe,
+            socket=True,
+            processing_delay_ms=needs.processing_delay_ms,
+            process=process,
+            database_url=database_url,
+        )
+    finally:
+        await transport.aclose()
+        await probe.aclose()
+        await asyncio.to_thread(process.stop)
+
+
+def _process(trial: TrialContext) -> tuple[FixtureProcess, str]:
+    endpoint = trial.lab.endpoint
+    if not isinstance(endpoint, ProcessEndpoint) or endpoint.process is None:
+        raise HarnessError(
+            "a crash experiment ran without its fixture process (the lab served it another way)"
+        )
+    return endpoint.process, endpoint.database_url
+
+
+async def _restart(
+    process: FixtureProcess, *, crash_after_commit: bool = False, processing_delay_ms: int = 0
+) -> None:
+    await asyncio.to_thread(process.kill)
+    await asyncio.to_thread(
+        functools.partial(
+            process.start, crash_after_commit=crash_after_commit, processing_delay_ms=processing_delay_ms
+        )
+    )
+
+
+class _CrashExperiment(Experiment):
+    invariants: ClassVar[tuple[str, ...]] = CRASH_INVARIANTS
+    default: ClassVar[bool] = False  # not among the six a plain `acklab run` runs
+    fault_name: ClassVar[str]
+
+    def applicable(self, target: Target) -> str | None:
+        if target.kind != "fixture":
+            return "crash experiments need a target the lab runs as a process: the built-in fixture"
+        return None
+
+    def needs(self, target: Target, settings: Settings) -> Needs:
+        return Needs(socket=True)
+
+    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        return serve_as_process(target, needs)
+
+    def planned(
+        self, target: Target, profile: ProviderProfile, settings: Settings
+    ) -> tuple[PlannedDelivery, ...]:
+        return retry_plan(profile, settings, "original", self.fault_name)
+
+
+class CrashAfterCommitExperiment(_CrashExperiment):
+    name = "crash-after-commit"
+    description = (
+        "The handler's process is killed (SIGKILL) after its transaction committed and before the "
+        "response is written; the lab restarts it, the sender retries, and exactly one effect remains."
+    )
+    fault_name = CrashAfterCommit.name
+
+    async def run(self, trial: TrialContext) -> None:
+        process, _ = _process(trial)
+        await _restart(process, crash_after_commit=True)
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        started = time.monotonic()
+        first = await trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
+        code = await asyncio.to_thread(process.wait_exit, CRASH_WAIT_S)
+        trial.parameters.update(crash_exit_code=code, restarts=process.starts)
+        if code is None:
+            trial.errors.append(f"the fixture did not crash within {CRASH_WAIT_S} s of the delivery")
+        after = await trial.observe(event, "after-crash")
+        trial.parameters["crash_landed"] = code is not None and after.effects >= 1
+        await _restart(process)
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])
+
+
+class CrashMidTransactionExperiment(_CrashExperiment):
+    name = "crash-mid-transaction"
+    description = (
+        "The handler's process is killed (SIGKILL) while its transaction is open; nothing may be left "
+        "half-written, the lab restarts it, the sender retries, and exactly one effect remains."
+    )
+    fault_name = CrashMidTransaction.name
+
+    async def run(self, trial: TrialContext) -> None:
+        process, database_url = _process(trial)
+        await _restart(process, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        started = time.monotonic()
+        sending = asyncio.create_task(
+            trial.send(event, kind="original", attempt=1, fault=CrashMidTransaction())
+        )
+        inside = await wait_in_transaction(database_url, CRASH_WAIT_S)
+        code = await asyncio.to_thread(process.kill)
+        first = await sending
+        trial.parameters.update(
+            crash_exit_code=code, transaction_seen_open=inside, processing_delay_ms=MID_TRANSACTION_DELAY_MS
+        )
+        if not inside:
+            trial.errors.append(f"the handler's transaction was not seen open within {CRASH_WAIT_S} s")
+        after = await trial.observe(event, "after-crash")
+        trial.parameters["left_half_written"] = after.effects != 0
+        await _restart(process)
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])
