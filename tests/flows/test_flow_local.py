@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ APPROVE = {
 }
 
 
-def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(sandbox, tmp_path, acklab):
+def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(
+    sandbox, tmp_path, acklab, capsys
+):
     before = repo_snapshot(sandbox)
     head = before["head"].strip()
     decisions = write_decisions(tmp_path, [APPROVE])
@@ -106,6 +109,14 @@ def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(s
     assert ("checkpoint", "publish", "ok") in kinds
     assert ("decision", "approve", "approve") in kinds
     assert ("run", "repair-webhook-handler", "published") in kinds
+
+    # the demo's before/after table reads the same trail
+    from flows.demo import show_before_after
+
+    show_before_after(bundle / "trail.json")
+    table = capsys.readouterr().err
+    assert re.search(r"lost-ack\s+fail\s+pass\s+p50", table)
+    assert re.search(r"conflicting-payload\s+fail\s+pass\s+p50", table)
 
     # the harness passes on the new branch
     with worktree(sandbox, branch) as patched:
