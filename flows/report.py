@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .lab import ExperimentResult, LabRun, Latency
@@ -191,3 +192,63 @@ def mr_note(
     ]
     lines += ["", f"Evidence: {evidence_link(bundle_rel)} (trail.json)", "", f"_{BOUNDARY}_"]
     return "\n".join(lines)
+
+
+def approve_question(proposal: dict[str, Any], failing: list[str], expected: str) -> str:
+    """What the approve gate shows: who proposed what, why, what the guard checked, and the diff."""
+    calls = "".join(
+        f"\n  llm call: {c['model']}, {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
+        f"{c['latency_ms']:.0f} ms"
+        for c in proposal["llm_calls"]
+    )
+    recipe = f" (recipe {proposal['recipe']})" if proposal["recipe"] else ""
+    return (
+        f"proposal {proposal['id']} by {proposal['proposer']}{recipe}: "
+        f"{proposal['changed_lines']} changed lines in {', '.join(proposal['files'])}{calls}\n"
+        f"why: {proposal['rationale']}\n"
+        f"it aims at: {', '.join(failing)} failing at {expected[:12]}\n"
+        f"guard: {'; '.join(proposal['guard']['reasons'])}\n\n{proposal['diff']}"
+    )
+
+
+def commit_message(
+    *,
+    handler: str,
+    proposal: dict[str, Any],
+    run_id: str,
+    failing: list[str],
+    expected: str,
+    decisions: list[dict[str, Any]],
+    bundle_rel: str,
+) -> str:
+    approvals = "; ".join(
+        f"{d['gate']}: {d['decision']} by {d['actor']}"
+        + (f" (delegated by {d['delegated_by']})" if d["delegated_by"] else "")
+        for d in decisions
+    )
+    recipe = f": {proposal['recipe']}" if proposal["recipe"] else ""
+    return (
+        f"Repair {handler} ({proposal['proposer']}{recipe})\n\n"
+        f"acklab flow {run_id}: {', '.join(failing)} failed at {expected[:12]} and pass on this patch.\n"
+        f"Approved: {approvals}\nTrail: {bundle_rel}/trail.json\n"
+    )
+
+
+def relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path, base) if path.resolve().is_relative_to(base.resolve()) else str(path)
+    except ValueError:  # pragma: no cover - different drives
+        return str(path)
+
+
+def run_outputs(run: LabRun, out: Path) -> dict[str, Any]:
+    return {
+        "lab_run_id": run.run_id,
+        "lab_bundle": relative(Path(run.bundle), out) if run.bundle else None,
+        "verdict": run.verdict,
+        "experiments": [
+            e.as_dict() | {"incident": relative(Path(e.incident), out) if e.incident else None}
+            for e in run.experiments.values()
+        ],
+        "handler_module": run.handler_module,
+    }

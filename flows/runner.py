@@ -8,7 +8,6 @@ input, 4 the lab could not run, 5 a gate refused (scope, approval, moved head), 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -152,7 +151,7 @@ class _Flow:
                 "reproduce", inputs={self.handler: self.source, "flow-spec": spec.sha256 or spec.name}
             ) as cp:
                 self.repro = self.lab(head, spec.reproduce, "reproduce")
-                cp.outputs = _run_outputs(self.repro, self.c.out) | {
+                cp.outputs = report.run_outputs(self.repro, self.c.out) | {
                     "expected_head_sha": self.expected,
                     "failing": self.repro.failing(),
                 }
@@ -173,7 +172,9 @@ class _Flow:
                     detail = f"proposed {proposal['id']} (diff sha256 {proposal['diff_sha256'][:12]}); stopped before approve"
                     self.skip_rest("propose", "--propose-only: stopped before the approve gate")
                     raise _Stop("proposed", detail, 0)
-                decision = self.gate("approve", proposal, self.approve_question(proposal))
+                decision = self.gate(
+                    "approve", proposal, report.approve_question(proposal, self.failing, self.expected)
+                )
                 if decision.decision == "modify":
                     feedback = decision.feedback or decision.reason
                     continue
@@ -244,21 +245,6 @@ class _Flow:
         self.trail.add_proposal(doc)
         return doc | {"changed_lines": verdict.changed_lines, "rationale": proposal.rationale}
 
-    def approve_question(self, proposal: dict[str, Any]) -> str:
-        calls = "".join(
-            f"\n  llm call: {c['model']}, {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
-            f"{c['latency_ms']:.0f} ms"
-            for c in proposal["llm_calls"]
-        )
-        return (
-            f"proposal {proposal['id']} by {proposal['proposer']}"
-            f"{' (recipe ' + proposal['recipe'] + ')' if proposal['recipe'] else ''}: "
-            f"{proposal['changed_lines']} changed lines in {', '.join(proposal['files'])}{calls}\n"
-            f"why: {proposal['rationale']}\n"
-            f"it aims at: {', '.join(self.failing)} failing at {self.expected[:12]}\n"
-            f"guard: {'; '.join(proposal['guard']['reasons'])}\n\n{proposal['diff']}"
-        )
-
     def gate(self, gate: str, proposal: dict[str, Any], summary: str) -> Decision:
         with self.trail.checkpoint(gate, inputs={"diff": proposal["diff"]}, attempt=self.attempt(gate)) as cp:
             decision = self.c.decisions.decide(
@@ -310,7 +296,7 @@ class _Flow:
             checks = run_checks(self.spec, patched, self.trail, self.say)
             still = run.failing()
             bad = [c["name"] for c in checks if c["status"] != "ok"]
-            cp.outputs = _run_outputs(run, self.c.out) | {
+            cp.outputs = report.run_outputs(run, self.c.out) | {
                 "checks": checks,
                 "handler_module": run.handler_module,
             }
@@ -347,8 +333,8 @@ class _Flow:
                     for n in self.failing
                 ],
                 "gaps": gaps,
-                "before": _run_outputs(self.before, self.c.out),
-                "after": _run_outputs(after, self.c.out),
+                "before": report.run_outputs(self.before, self.c.out),
+                "after": report.run_outputs(after, self.c.out),
             }
             if gaps:
                 cp.status, cp.error = "failed", f"the fix does not hold for {', '.join(gaps)}"
@@ -370,7 +356,7 @@ class _Flow:
             detail = "verified; not published (neither --local nor --mr); the patch is in the trail"
             self.trail.skipped("publish", detail)
             raise _Stop("applied", detail, 0)
-        bundle_rel = _relative(self.trail.bundle, self.c.repo)
+        bundle_rel = report.relative(self.trail.bundle, self.c.repo)
         note = report.mr_note(
             run_id=self.trail.run_id,
             proposal=proposal,
@@ -381,15 +367,14 @@ class _Flow:
             comparisons=comparisons,
             bundle_rel=bundle_rel,
         )
-        approvals = "; ".join(
-            f"{d['gate']}: {d['decision']} by {d['actor']}"
-            + (f" (delegated by {d['delegated_by']})" if d["delegated_by"] else "")
-            for d in self.decisions
-        )
-        message = (
-            f"Repair {self.handler} ({proposal['proposer']}{': ' + proposal['recipe'] if proposal['recipe'] else ''})\n\n"
-            f"acklab flow {self.trail.run_id}: {', '.join(self.failing)} failed at {self.expected[:12]} "
-            f"and pass on this patch.\nApproved: {approvals}\nTrail: {bundle_rel}/trail.json\n"
+        message = report.commit_message(
+            handler=self.handler,
+            proposal=proposal,
+            run_id=self.trail.run_id,
+            failing=self.failing,
+            expected=self.expected,
+            decisions=self.decisions,
+            bundle_rel=bundle_rel,
         )
         with self.trail.checkpoint(
             "publish", inputs={self.handler: self.patched_source, "diff": proposal["diff"]}
@@ -407,23 +392,3 @@ class _Flow:
         raise _Stop(
             "published", f"published {proposal['id']} to {where} as {self.published['commit'][:12]}", 0
         )
-
-
-def _relative(path: Path, base: Path) -> str:
-    try:
-        return os.path.relpath(path, base) if path.resolve().is_relative_to(base.resolve()) else str(path)
-    except ValueError:  # pragma: no cover - different drives
-        return str(path)
-
-
-def _run_outputs(run: LabRun, out: Path) -> dict[str, Any]:
-    return {
-        "lab_run_id": run.run_id,
-        "lab_bundle": _relative(Path(run.bundle), out) if run.bundle else None,
-        "verdict": run.verdict,
-        "experiments": [
-            e.as_dict() | {"incident": _relative(Path(e.incident), out) if e.incident else None}
-            for e in run.experiments.values()
-        ],
-        "handler_module": run.handler_module,
-    }
