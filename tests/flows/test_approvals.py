@@ -99,3 +99,22 @@ def test_no_source_means_no_progress():
 def test_file_and_auto_exclude_each_other(tmp_path):
     with pytest.raises(click.UsageError):
         choose_source(decisions=tmp_path / "d.yaml", auto_approve=True, interactive=False)
+
+
+def test_the_terminal_asks_for_decision_actor_delegation_reason_and_feedback():
+    from click.testing import CliRunner
+
+    from flows.approvals import TerminalDecisions
+
+    runner = CliRunner()
+    with runner.isolation(input="modify\nbob\nalice\nnot yet\nreject conflicts with 409\n") as (_, err, _output):
+        decision = TerminalDecisions().decide(Q)
+        shown = err.getvalue().decode()
+    assert (decision.decision, decision.actor, decision.delegated_by, decision.source) == (
+        "modify",
+        "bob",
+        "alice",
+        "tty",
+    )
+    assert (decision.reason, decision.feedback) == ("not yet", "reject conflicts with 409")
+    assert "a diff" in shown  # the question's summary is shown before the prompt
