@@ -107,7 +107,8 @@ def test_the_terminal_asks_for_decision_actor_delegation_reason_and_feedback():
     from flows.approvals import TerminalDecisions
 
     runner = CliRunner()
-    with runner.isolation(input="modify\nbob\nalice\nnot yet\nreject conflicts with 409\n") as (_, err, _output):
+    answers = "modify\nbob\nalice\nnot yet\nreject conflicts with 409\n"
+    with runner.isolation(input=answers) as (_, err, _output):
         decision = TerminalDecisions().decide(Q)
         shown = err.getvalue().decode()
     assert (decision.decision, decision.actor, decision.delegated_by, decision.source) == (
