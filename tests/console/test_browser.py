@@ -85,6 +85,11 @@ def current_step(page: Any) -> str:
     return page.get_attribute(".step-panel.current", "data-step")
 
 
+def location(page: Any) -> str:
+    # page.url follows history.replaceState through an asynchronous protocol event; ask the page.
+    return page.evaluate("location.href")  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("name", sorted(LIVE_VIEWS))
 def test_every_live_view_renders_cleanly(browser, live, name):
     with watched(browser) as w:
@@ -103,11 +108,11 @@ def test_keyboard_steps_through_deliveries_and_keeps_the_step_in_the_url(browser
                               ("ArrowDown", "2"), ("ArrowLeft", "1")):  # fmt: skip
             w.page.keyboard.press(key)
             assert current_step(w.page) == expected, key
-            assert f"step={expected}" in w.page.url
+            assert f"step={expected}" in location(w.page)
             assert w.page.locator(f"tr.current[data-step='{expected}']").count() == 2
-        assert "event=evt_7_lost-ack_0" in w.page.url
+        assert "event=evt_7_lost-ack_0" in location(w.page)
         w.page.keyboard.press("j")
-        shared = w.page.url
+        shared = location(w.page)
         w.assert_clean()
     with watched(browser) as w:  # a shared link restores the same view
         w.open(shared)
@@ -144,7 +149,8 @@ def test_static_snapshot_works_from_a_sub_path(browser, snapshot_site):
         assert "Historical snapshot" in w.page.inner_text(".banner")
         assert "pipeline 777" in w.page.inner_text(".banner")
         w.shot("static-overview")
-        w.page.click("a.cell-link >> nth=0")
+        with w.page.expect_navigation():
+            w.page.click("a.cell-link >> nth=0")
         assert "/group/project/bundles/" in w.page.url
         assert "incident" in w.page.inner_text(".crumbs")
         w.shot("static-incident")
@@ -155,16 +161,22 @@ def test_static_snapshot_works_from_a_sub_path(browser, snapshot_site):
         # A JSON document has no <link rel=icon>, so Chromium asks the host root for
         # /favicon.ico, outside the project's sub-path: a 404 of the host, not of the snapshot.
         w.errors[:] = [e for e in w.errors if not e.startswith("Failed to load resource")]
-        w.page.click("text=Compare fixture:unsafe vs fixture:live")
+        with w.page.expect_navigation():
+            w.page.click("text=Compare fixture:unsafe vs fixture:live")
         assert "/group/project/compare/" in w.page.url
         assert current_step(w.page) == "1"
         w.page.keyboard.press("j")
         assert current_step(w.page) == "2"
-        assert w.page.url.endswith("#step-2")
+        assert location(w.page).endswith("#step-2")
         w.shot("static-compare")
-        for link in ("Pipelines", "Compare", "Overview"):
-            w.page.click(f"header nav >> text={link}")
-            assert w.page.url.startswith(snapshot_site.url)
+        for link, lands in (
+            ("Pipelines", "pipelines/index.html"),
+            ("Compare", "compare/index.html"),
+            ("Overview", "index.html"),
+        ):
+            with w.page.expect_navigation():
+                w.page.click(f"header nav >> text={link}")
+            assert w.page.url == snapshot_site.url + lands
         w.open(snapshot_site.url + "bundles/flow-0001/trail.html")
         w.shot("static-trail")
         w.open(snapshot_site.url + "bundles/run-tampered/pipeline.html")
@@ -175,10 +187,11 @@ def test_static_snapshot_works_from_a_sub_path(browser, snapshot_site):
 def test_static_comparison_steps_by_anchor_without_javascript(browser, snapshot_site):
     with watched(browser, javascript=False) as w:
         w.open(snapshot_site.url + "compare/index.html")
-        w.page.click("a.button >> nth=0")
+        with w.page.expect_navigation():
+            w.page.click("a.button >> nth=0")
         assert w.page.locator("#step-1").is_visible()
         w.page.click("#step-1 a[data-rel='next']")
-        assert w.page.url.endswith("#step-2")
+        assert location(w.page).endswith("#step-2")
         styles = w.page.eval_on_selector_all(
             "tr.current", "rows => rows.map(r => getComputedStyle(r).outlineStyle)"
         )

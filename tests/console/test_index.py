@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -128,3 +129,14 @@ def test_bundle_keys_are_url_safe_and_colliding_keys_are_told_apart(tmp_path):
         (tmp_path / name / "run.json").write_text("{}")
     keys = sorted(EvidenceIndex(tmp_path).snapshot().by_key)
     assert keys == ["x_y", "x_y-2"]
+
+
+def test_periodic_rescan_runs_in_the_background(evidence):
+    idx = EvidenceIndex(evidence, refresh_interval=0.01)
+    first = idx.snapshot()
+    make_run_bundle(evidence, run_id="late", target="fixture:live", experiments=("replay",), trials=1)
+    deadline = time.monotonic() + 10
+    while "late" not in idx.snapshot().by_key:  # the old snapshot answers while the rescan runs
+        assert time.monotonic() < deadline, "the background rescan never landed"
+        time.sleep(0.02)
+    assert idx.snapshot().generation > first.generation
