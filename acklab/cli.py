@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pages": ("console.cli:pages", "Build the static GitLab Pages snapshot of the console."),
     "flow": ("flows.cli:flow", "The scoped repair flow: run it, or make a sandbox."),
     "demo": ("harness.demo:demo", "The guided demo that `make demo` runs."),
+    "explore": ("harness.explore_cli:explore", "Search delivery schedules for one that breaks an invariant."),
+    "replay": ("harness.explore_cli:replay", "Re-run exactly the schedule an explorer incident recorded."),
 }
 
 
