@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("harness.demo:demo", "The guided demo that `make demo` runs."),
     "explore": ("harness.explore_cli:explore", "Search delivery schedules for one that breaks an invariant."),
     "replay": ("harness.explore_cli:replay", "Re-run exactly the schedule an explorer incident recorded."),
+    "janitor": ("harness.janitor:janitor", "End and clean what a crashed lab left behind (open leases)."),
 }
 
 

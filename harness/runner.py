@@ -174,9 +174,9 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
 def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
     """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
     target, experiments, plan, run_id, finished = prepare(options)
-    try:
-        # Whatever the experiments start (fixture processes, proxies) is leased in the journal.
-        with leasing(options.out if options.journal else None, run_id):
+    # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
+    with leasing(options.out if options.journal else None, run_id):
+        try:
             return asyncio.run(
                 _main(
                     options,
@@ -188,8 +188,8 @@ def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
                     consumers=consumers,
                 )
             )
-    finally:
-        asyncio.run(target.aclose())
+        finally:
+            asyncio.run(target.aclose())
 
 
 def _secrets(target: Target) -> list[str]:

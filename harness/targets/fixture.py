@@ -25,6 +25,7 @@ from app.main import create_app
 from app.settings import Settings
 from evidence.exitcodes import ExitCode
 from harness.errors import HarnessError, SpecError
+from harness.leases import Lease, current_book
 from harness.providers import profile
 from harness.targets.base import Endpoint, Expect, Needs, Target
 from harness.targets.effects import HttpProbe, database_kind
@@ -54,6 +55,7 @@ class FixtureTarget(Target):
 
     db_url: str | None = None
     _tmpdir: Path | None = field(default=None, repr=False)
+    _lease: Lease | None = field(default=None, repr=False)
 
     @property
     def database_url(self) -> str:
@@ -61,6 +63,7 @@ class FixtureTarget(Target):
             return self.db_url
         if self._tmpdir is None:
             self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
+            self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
         return f"sqlite:///{self._tmpdir / 'fixture.db'}"
 
     def _app(self, processing_delay_ms: int) -> Any:
@@ -121,6 +124,9 @@ class FixtureTarget(Target):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        if self._lease is not None:
+            current_book().release(self._lease)
+            self._lease = None
 
 
 def fixture_target(ref: str, *, db_url: str | None) -> FixtureTarget:
