@@ -29,6 +29,7 @@ from harness.explore import (
     new_seed,
     replay_schedule,
 )
+from harness.leases import leasing
 from harness.runner import new_run_id
 from harness.schedules import Step
 from harness.targets import Target, resolve_target
@@ -82,6 +83,7 @@ def _trial_record(
 def write_bundle(
     out: Path,
     *,
+    run_id: str,
     target: Target,
     target_ref: str,
     seed: int,
@@ -89,9 +91,8 @@ def write_bundle(
     failure: Failure | None,
     parameters: dict[str, Any],
     duration_ms: float,
-) -> tuple[str, Path, str | None]:
-    """The explorer's bundle; returns (run_id, bundle, incident path relative to it or None)."""
-    run_id = new_run_id(None) + "-explore"
+) -> tuple[Path, str | None]:
+    """The explorer's bundle; returns (bundle, incident path relative to it or None)."""
     secrets = [target.secret] if len(target.secret) >= 8 else []
     writer = BundleWriter(out / run_id, kind="run", secrets=secrets)
     trials = [_trial_record(run_id, seed, target, failure, duration_ms)] if failure else []
@@ -147,7 +148,7 @@ def write_bundle(
     }
     writer.write_json("run.json", run, kind="run")
     writer.finalize()
-    return run_id, writer.root, rel
+    return writer.root, rel
 
 
 def _report(
@@ -232,14 +233,17 @@ def explore(
     resolved = resolve_target(target, db_url=db, allow_remote=allow_remote)
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
-    try:
-        with LabSession(resolved, seed) as session:
-            found = explore_target(session, budget)
-    finally:
-        _aclose(resolved)
+    run_id = new_run_id(None) + "-explore"
+    with leasing(out, run_id):
+        try:
+            with LabSession(resolved, seed) as session:
+                found = explore_target(session, budget)
+        finally:
+            _aclose(resolved)
     failure = found.failure if found.failure and found.failure.violations else None
-    run_id, bundle, incident = write_bundle(
+    bundle, incident = write_bundle(
         out,
+        run_id=run_id,
         target=resolved,
         target_ref=target,
         seed=seed,
@@ -285,13 +289,16 @@ def replay(
     seed = int(doc["seed"])
     started_at, started = utcnow(), time.monotonic()
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
-    try:
-        with LabSession(resolved, seed, salt=salt) as session:
-            failure = replay_schedule(session, schedule)
-    finally:
-        _aclose(resolved)
-    run_id, bundle, incident = write_bundle(
+    run_id = new_run_id(None) + "-replay"
+    with leasing(out, run_id):
+        try:
+            with LabSession(resolved, seed, salt=salt) as session:
+                failure = replay_schedule(session, schedule)
+        finally:
+            _aclose(resolved)
+    bundle, incident = write_bundle(
         out,
+        run_id=run_id,
         target=resolved,
         target_ref=ref,
         seed=seed,
