@@ -66,8 +66,8 @@ def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
         return HTMLResponse(views.overview(ctx(), _int(page)))
 
     @app.api_route("/bundles/{key}", methods=GET_HEAD, response_class=HTMLResponse)
-    def bundle(key: str) -> HTMLResponse:
-        return html(views.bundle(ctx(), key), f"no bundle {key!r} in the evidence directory")
+    def bundle(key: str, page: str | None = None) -> HTMLResponse:
+        return html(views.bundle(ctx(), key, _int(page)), f"no bundle {key!r} in the evidence directory")
 
     @app.api_route("/bundles/{key}/incidents/{incident_id}", methods=GET_HEAD, response_class=HTMLResponse)
     def incident(key: str, incident_id: str) -> HTMLResponse:
@@ -89,10 +89,14 @@ def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
 
     @app.api_route("/compare", methods=GET_HEAD, response_class=HTMLResponse)
     def compare(
-        left: str | None = None, right: str | None = None, event: str | None = None, step: str | None = None
+        left: str | None = None,
+        right: str | None = None,
+        event: str | None = None,
+        step: str | None = None,
+        page: str | None = None,
     ) -> HTMLResponse:
         if not left and not right:
-            return HTMLResponse(details.compare_index(ctx()))
+            return HTMLResponse(details.compare_index(ctx(), _int(page)))
         body = details.compare(ctx(), left, right, event, _int(step))
         return html(body, "left= and right= must each name an incident as bundle:incident_id")
 

@@ -78,40 +78,51 @@ def _side_order(target: str) -> tuple[int, str]:
     return (0 if "unsafe" in target else 1, target)
 
 
+def latest_by_target(snapshot: Snapshot) -> dict[tuple[str, int | None], dict[str, IncidentSummary]]:
+    """(experiment, seed) -> target -> its newest incident; computed once per snapshot."""
+    cached = snapshot.extras.get("latest_by_target")
+    if isinstance(cached, dict):
+        return cached
+    latest: dict[tuple[str, int | None], dict[str, IncidentSummary]] = {}
+    for incident in snapshot.incidents:  # newest first: the first seen per target wins
+        if incident.path is not None:
+            latest.setdefault((incident.experiment, incident.seed), {}).setdefault(incident.target, incident)
+    snapshot.extras["latest_by_target"] = latest
+    return latest
+
+
 def pair_table(snapshot: Snapshot) -> list[Pair]:
-    """The latest incident of each target per (experiment, seed), paired across targets."""
+    """The latest incident of each target per (experiment, seed), paired across targets, newest first."""
     cached = snapshot.extras.get("pairs")
     if cached is not None:
         return list(cached)
-    latest: dict[tuple[str, int | None], dict[str, IncidentSummary]] = {}
-    for incident in snapshot.incidents:  # newest first: the first seen per target wins
-        if incident.path is None:
-            continue
-        group = latest.setdefault((incident.experiment, incident.seed), {})
-        group.setdefault(incident.target, incident)
     pairs = []
-    for (experiment, seed), by_target in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+    for (experiment, seed), by_target in latest_by_target(snapshot).items():
         for a, b in combinations(sorted(by_target, key=_side_order), 2):
             pairs.append(Pair(experiment, seed, by_target[a], by_target[b]))
+    pairs.sort(
+        key=lambda p: (-max(p.left.sort_time, p.right.sort_time), p.experiment, p.left.target, p.right.target)
+    )
     snapshot.extras["pairs"] = pairs
     return list(pairs)
 
 
+def rendered_pairs(snapshot: Snapshot) -> frozenset[Pair]:
+    """pair_table as a set (the static snapshot links only to the pairs it pre-renders)."""
+    cached = snapshot.extras.get("pair_set")
+    if not isinstance(cached, frozenset):
+        cached = snapshot.extras["pair_set"] = frozenset(pair_table(snapshot))
+    return cached
+
+
 def counterparts(snapshot: Snapshot, incident: IncidentSummary) -> list[Pair]:
     """Pairs of `incident` with the latest incident of every other target (same experiment and seed)."""
-    found: dict[str, IncidentSummary] = {}
-    for other in snapshot.incidents:
-        if (
-            other.path
-            and other.experiment == incident.experiment
-            and other.seed == incident.seed
-            and other.target != incident.target
-        ):
-            found.setdefault(other.target, other)
+    others = latest_by_target(snapshot).get((incident.experiment, incident.seed), {})
     pairs = []
-    for target in sorted(found, key=_side_order):
-        other = found[target]
-        first, second = sorted((incident, other), key=lambda i: _side_order(i.target))
+    for target in sorted(others, key=_side_order):
+        if target == incident.target:
+            continue
+        first, second = sorted((incident, others[target]), key=lambda i: _side_order(i.target))
         pairs.append(Pair(incident.experiment, incident.seed, first, second))
     return pairs
 

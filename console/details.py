@@ -7,8 +7,9 @@ from typing import Any
 
 from evidence.validate import problems, schema_kinds
 
-from .compare import Pair, build, counterparts, pair_table, resolve_ref
-from .index import VERIFIED
+from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref
+from .index import VERIFIED, Integrity
+from .overview import paginate
 from .scan import as_dict, as_list, as_str
 from .svg import delivery_latency_svg, durations_svg
 from .timeline import trial_views
@@ -21,9 +22,13 @@ TRAIL_FIELDS = {
 }  # fmt: skip
 
 
-def schema_problems(kind: str, doc: Any, limit: int = 20) -> list[str]:
-    """The first schema problems of a document, so a hand-edited bundle shows what is off."""
-    if doc is None or kind not in schema_kinds():
+def schema_problems(kind: str, doc: Any, integrity: Integrity, limit: int = 20) -> list[str]:
+    """The first schema problems of a document, so a hand-edited bundle shows what is off.
+
+    A verified bundle is skipped: BundleWriter validates every document before writing it,
+    and the manifest proves nothing changed since.
+    """
+    if doc is None or kind not in schema_kinds() or integrity.status == VERIFIED:
         return []
     return problems(kind, doc)[:limit]
 
@@ -31,7 +36,7 @@ def schema_problems(kind: str, doc: Any, limit: int = 20) -> list[str]:
 def _pairs_for(ctx: Context, pairs: list[Pair]) -> list[Pair]:
     # The snapshot only pre-renders the pairs of the comparison index.
     if ctx.links.static_mode:
-        rendered = set(pair_table(ctx.snapshot))
+        rendered = rendered_pairs(ctx.snapshot)
         return [p for p in pairs if p in rendered]
     return pairs
 
@@ -43,6 +48,7 @@ def incident(ctx: Context, key: str, incident_id: str) -> str | None:
     if summary is None or found is None or summary.path is None:
         return None
     doc, problem = ctx.index.document(found, summary.path)
+    integrity = ctx.integrity(found)
     d = as_dict(doc)
     trials = trial_views(d)
     return ctx.page(
@@ -50,7 +56,7 @@ def incident(ctx: Context, key: str, incident_id: str) -> str | None:
         title=f"Incident {incident_id}",
         nav="overview",
         bundle=found,
-        integrity=ctx.integrity(found),
+        integrity=integrity,
         summary=summary,
         doc=d,
         target=as_dict(d.get("target")),
@@ -61,15 +67,14 @@ def incident(ctx: Context, key: str, incident_id: str) -> str | None:
         chart=delivery_latency_svg(trials),
         pairs=_pairs_for(ctx, counterparts(ctx.snapshot, summary)),
         problem=problem,
-        schema_problems=schema_problems("incident", doc),
+        schema_problems=schema_problems("incident", doc, integrity),
     )
 
 
-def compare_index(ctx: Context) -> str:
-    """Every (experiment, seed) that more than one target ran, as comparable pairs."""
-    return ctx.page(
-        "compare_index.html", title="Compare targets", nav="compare", pairs=pair_table(ctx.snapshot)
-    )
+def compare_index(ctx: Context, page: int = 1) -> str:
+    """Every (experiment, seed) that more than one target ran, as comparable pairs (newest first, paginated)."""
+    pairs = paginate(pair_table(ctx.snapshot), page)
+    return ctx.page("compare_index.html", title="Compare targets", nav="compare", pairs=pairs)
 
 
 def compare(
@@ -162,6 +167,7 @@ def trail(ctx: Context, key: str) -> str | None:
     if found is None or not found.has_trail:
         return None
     doc, problem = ctx.index.document(found, "trail.json")
+    integrity = ctx.integrity(found)
     d = as_dict(doc)
     checkpoints = [as_dict(c) for c in as_list(d.get("checkpoints"))]
     proposals = [as_dict(p) for p in as_list(d.get("proposals"))]
@@ -175,7 +181,7 @@ def trail(ctx: Context, key: str) -> str | None:
         title=f"Repair trail · {found.rel}",
         nav="overview",
         bundle=found,
-        integrity=ctx.integrity(found),
+        integrity=integrity,
         trail=d,
         checkpoints=checkpoints,
         proposals=[(p, diff_lines(as_str(p.get("diff")))) for p in proposals],
@@ -184,5 +190,5 @@ def trail(ctx: Context, key: str) -> str | None:
         timings=durations_svg(timings),
         extra={k: v for k, v in d.items() if k not in TRAIL_FIELDS},
         problem=problem,
-        schema_problems=schema_problems("trail", doc),
+        schema_problems=schema_problems("trail", doc, integrity),
     )

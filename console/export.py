@@ -78,12 +78,15 @@ class Writer:
         self.out = out.resolve()
         self.pages = 0
         self.raw = 0
+        self._made: set[Path] = set()
 
     def target(self, rel: str) -> Path:
         path = (self.out / rel).resolve()
         if not path.is_relative_to(self.out):  # ids are sanitised upstream; this is the last guard
             raise OutputRefused(f"refusing to write {rel!r}: it would land outside {self.out}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._made:  # thousands of files share a few hundred folders
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
         return path
 
     def page(self, rel: str, html: str | None) -> None:
@@ -118,12 +121,14 @@ def _bundle_pages(
 ) -> None:
     key = bundle.key
     pages: list[tuple[str, Callable[[views.Context, str], str | None]]] = [
-        (StaticLinks.bundle_file(key), views.bundle),
         (StaticLinks.pipeline_file(key), views.pipeline),
         (StaticLinks.trail_file(key), details.trail),
     ]
     for rel, render in pages:
         writer.page(rel, render(_ctx(index, snapshot, site, rel), key))
+    for page in range(1, paginate(bundle.incidents, 1, views.INCIDENTS_PER_PAGE).pages + 1):
+        rel = StaticLinks.bundle_file(key, page)
+        writer.page(rel, views.bundle(_ctx(index, snapshot, site, rel), key, page))
     for incident in bundle.incidents:
         if incident.incident_id and incident.path:
             rel = StaticLinks.incident_file(key, incident.incident_id)
@@ -132,10 +137,11 @@ def _bundle_pages(
 
 
 def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, site: Site) -> None:
-    writer.page(
-        "compare/index.html", details.compare_index(_ctx(index, snapshot, site, "compare/index.html"))
-    )
-    for pair in pair_table(snapshot):
+    pairs = pair_table(snapshot)
+    for page in range(1, paginate(pairs, 1).pages + 1):
+        rel = StaticLinks.compare_index_file(page)
+        writer.page(rel, details.compare_index(_ctx(index, snapshot, site, rel), page))
+    for pair in pairs:
         left = index.document(snapshot.by_key[pair.left.bundle], pair.left.path or "")
         right = index.document(snapshot.by_key[pair.right.bundle], pair.right.path or "")
         events = build(pair, left, right, event=None, step=None).events or [""]
@@ -149,7 +155,7 @@ def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None =
     """Render every view of the evidence directory into `out` as a static site."""
     started = time.perf_counter()
     env = os.environ if env is None else env
-    index = EvidenceIndex(evidence, refresh_interval=float("inf"))
+    index = EvidenceIndex(evidence, frozen=True)
     check_output(evidence, out)
     snapshot = index.snapshot()
     site = site_for(snapshot, evidence, env)

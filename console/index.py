@@ -99,7 +99,11 @@ def full_signature(path: Path) -> tuple[tuple[str, int, int], ...]:
 class EvidenceIndex:
     """Thread-safe, incrementally refreshed index of the bundles under an evidence directory."""
 
-    def __init__(self, root: Path, *, refresh_interval: float = 1.0, documents: int = 128) -> None:
+    def __init__(
+        self, root: Path, *, refresh_interval: float = 1.0, documents: int = 128, frozen: bool = False
+    ) -> None:
+        """Index `root`. `frozen`: the evidence does not change while read (the static
+        snapshot), so a bundle is verified once and never re-statted."""
         root = Path(root)
         if not root.is_dir():
             raise EvidenceDirError(
@@ -107,7 +111,8 @@ class EvidenceIndex:
                 "run `acklab run --out DIR` first or pass --evidence DIR"
             )
         self.root = root.resolve()
-        self.refresh_interval = refresh_interval
+        self.refresh_interval = float("inf") if frozen else refresh_interval
+        self.frozen = frozen
         self._lock = threading.Lock()
         self._summaries: dict[Path, tuple[tuple[Any, ...], BundleSummary]] = {}
         self._integrity: dict[Path, tuple[tuple[tuple[str, int, int], ...], Integrity]] = {}
@@ -189,9 +194,11 @@ class EvidenceIndex:
         """The bundle's verification, recomputed only when one of its files changed."""
         if not (bundle.path / "manifest.json").is_file():
             return Integrity(INCOMPLETE, ("no manifest.json: the run was interrupted or is still writing",))
-        sig = full_signature(bundle.path)
         with self._lock:
             cached = self._integrity.get(bundle.path)
+        if cached is not None and self.frozen:
+            return cached[1]
+        sig = full_signature(bundle.path)
         if cached is not None and cached[0] == sig:
             return cached[1]
         result = verify(bundle.path)

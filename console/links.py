@@ -24,8 +24,8 @@ class LiveLinks:
     def overview(self, page: int = 1) -> str:
         return "/" if page <= 1 else f"/?page={page}"
 
-    def bundle(self, key: str) -> str:
-        return f"/bundles/{_q(key)}"
+    def bundle(self, key: str, page: int = 1) -> str:
+        return f"/bundles/{_q(key)}" + (f"?page={page}" if page > 1 else "")
 
     def incident(self, key: str, incident_id: str) -> str:
         return f"/bundles/{_q(key)}/incidents/{_q(incident_id)}"
@@ -39,8 +39,8 @@ class LiveLinks:
     def pipelines(self, page: int = 1) -> str:
         return "/pipelines" if page <= 1 else f"/pipelines?page={page}"
 
-    def compare_index(self) -> str:
-        return "/compare"
+    def compare_index(self, page: int = 1) -> str:
+        return "/compare" + (f"?page={page}" if page > 1 else "")
 
     def compare(
         self,
@@ -85,8 +85,12 @@ class StaticLinks:
         return "index.html" if page <= 1 else f"overview/page-{page}.html"
 
     @staticmethod
-    def bundle_file(key: str) -> str:
-        return f"bundles/{key}/index.html"
+    def bundle_file(key: str, page: int = 1) -> str:
+        return f"bundles/{key}/index.html" if page <= 1 else f"bundles/{key}/page-{page}.html"
+
+    @staticmethod
+    def compare_index_file(page: int = 1) -> str:
+        return "compare/index.html" if page <= 1 else f"compare/page-{page}.html"
 
     @staticmethod
     def incident_file(key: str, incident_id: str) -> str:
@@ -115,8 +119,8 @@ class StaticLinks:
     def overview(self, page: int = 1) -> str:
         return self._to(self.overview_file(page))
 
-    def bundle(self, key: str) -> str:
-        return self._to(self.bundle_file(key))
+    def bundle(self, key: str, page: int = 1) -> str:
+        return self._to(self.bundle_file(key, page))
 
     def incident(self, key: str, incident_id: str) -> str:
         return self._to(self.incident_file(key, incident_id))
@@ -130,8 +134,8 @@ class StaticLinks:
     def pipelines(self, page: int = 1) -> str:
         return self._to(self.pipelines_file(page))
 
-    def compare_index(self) -> str:
-        return self._to("compare/index.html")
+    def compare_index(self, page: int = 1) -> str:
+        return self._to(self.compare_index_file(page))
 
     def compare(
         self,

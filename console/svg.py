@@ -9,10 +9,11 @@ used (no `style` attribute, which the CSP forbids), and every mark carries a tex
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from .overview import Heatmap, LatencyRow
 from .scan import IncidentSummary, Latency
@@ -29,19 +30,32 @@ FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 Attrs = Mapping[str, object]
 
 
+_LT, _LT_SLASH, _GT, _EQ, _QUOTE = Markup("<"), Markup("</"), Markup(">"), Markup('="'), Markup('"')
+
+
 def _attr(value: object) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
+@functools.cache
+def _attr_name(name: str) -> Markup:
+    return Markup(" ") + name.rstrip("_").replace("_", "-")
+
+
 def el(tag: str, attrs: Attrs | None = None, *children: Markup | str) -> Markup:
-    """An SVG element; attribute names use `_` for `-`, values and text children are escaped."""
-    rendered = Markup("").join(
-        Markup(' {}="{}"').format(name.rstrip("_").replace("_", "-"), _attr(value))
-        for name, value in (attrs or {}).items()
-        if value is not None
-    )
-    inner = Markup("").join(escape(child) for child in children)
-    return Markup("<{0}{1}>{2}</{0}>").format(tag, rendered, inner)
+    """An SVG element; attribute names use `_` for `-`, values and text children are escaped.
+
+    Markup.join escapes every piece that is not already Markup, so nothing recorded in a
+    bundle can open a tag or leave an attribute value.
+    """
+    parts: list[Markup | str] = [_LT, tag]
+    for name, value in (attrs or {}).items():
+        if value is not None:
+            parts += [_attr_name(name), _EQ, _attr(value), _QUOTE]
+    parts.append(_GT)
+    parts.extend(children)
+    parts += [_LT_SLASH, tag, _GT]
+    return Markup("").join(parts)
 
 
 def text(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import counterparts, pair_table
+from .compare import counterparts, rendered_pairs
 from .index import FAILED, EvidenceIndex, Integrity, Snapshot
 from .links import Links
 from .overview import heatmap, latency_table, paginate
@@ -18,6 +18,8 @@ from .render import Site, render
 from .reports import Report, read_reports
 from .scan import BundleSummary, IncidentSummary, as_dict
 from .svg import heatmap_svg, latency_svg
+
+INCIDENTS_PER_PAGE = 50  # a merged bundle may hold thousands
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,16 @@ def overview(ctx: Context, page: int = 1) -> str:
     )
 
 
-def bundle(ctx: Context, key: str) -> str | None:
-    """One bundle: its run, its experiments with their incidents, and links to the rest."""
+def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
+    """One bundle: its run, its experiments with their incidents (paginated), and links to the rest."""
     found = ctx.snapshot.by_key.get(key)
     if found is None:
         return None
-    incidents = sorted(found.incidents, key=lambda i: (i.target, i.experiment))
-    static_pairs = set(pair_table(ctx.snapshot)) if ctx.links.static_mode else None
+    listed = paginate(
+        sorted(found.incidents, key=lambda i: (i.target, i.experiment)), page, INCIDENTS_PER_PAGE
+    )
+    incidents = listed.items
+    static_pairs = rendered_pairs(ctx.snapshot) if ctx.links.static_mode else None
     compare = {}
     for incident in incidents:
         if incident.path:
@@ -96,6 +101,8 @@ def bundle(ctx: Context, key: str) -> str | None:
         bundle=found,
         integrity=ctx.integrity(found),
         incidents=incidents,
+        listed=listed,
+        pager_href=lambda n: ctx.links.bundle(found.key, n),
         compare=compare,
         raw=raw,
     )

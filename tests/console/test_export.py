@@ -13,6 +13,7 @@ from acklab.cli import main
 from console.errors import OutputRefused
 from console.export import build_snapshot
 from evidence.exitcodes import ExitCode
+from tests.console.samples import make_run_bundle
 
 CI = {"CI_PIPELINE_ID": "777", "CI_COMMIT_SHA": "abcdef1234567890" * 2}
 LINK = re.compile(r'(?:href|src)="([^"]*)"')
@@ -136,3 +137,23 @@ def test_cli_builds_and_maps_refusal_to_exit_5(sample_evidence, tmp_path, capsys
     with pytest.raises(SystemExit) as done:
         main(["pages", "--evidence", str(tmp_path / "missing"), "--out", str(tmp_path / "p2")])
     assert done.value.code == ExitCode.INVALID_INPUT
+
+
+def test_paginated_lists_are_rendered_page_by_page(tmp_path):
+    evidence = tmp_path / "ev"
+    for seed in range(26):
+        for target in ("fixture:unsafe", "fixture:live"):
+            make_run_bundle(
+                evidence,
+                run_id=f"s{seed:02d}-{target[8:]}",
+                target=target,
+                seed=seed,
+                experiments=("replay",),
+                trials=1,
+            )
+    public = tmp_path / "public"
+    build_snapshot(evidence, public, env={})
+    for rel in ("overview/page-2.html", "pipelines/page-2.html", "compare/page-2.html"):
+        assert (public / rel).is_file(), rel
+    assert 'href="page-2.html"' in (public / "compare" / "index.html").read_text()
+    test_every_internal_link_is_relative_and_resolves_inside_the_snapshot(public)

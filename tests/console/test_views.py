@@ -7,7 +7,8 @@ from datetime import timedelta
 from html import unescape
 
 from console.render import BOUNDARY
-from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_run_bundle
+from evidence.bundle import BundleWriter
+from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_incident, make_run_bundle
 
 LOST_ACK_UNSAFE = "/bundles/run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack"
 COMPARE = (
@@ -205,3 +206,62 @@ def test_hostile_incident_content_is_escaped_everywhere(client_for, hostile_evid
     html = client.get(incident).text
     assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
     assert "&#34;&gt;&lt;img src=x onerror=&#34;window.__xss=1&#34;&gt;" in html
+
+
+def test_compare_index_and_a_large_bundle_are_paginated(client_for, tmp_path):
+    evidence = tmp_path / "pairs"
+    for seed in range(26):
+        for target in ("fixture:unsafe", "fixture:live"):
+            make_run_bundle(
+                evidence,
+                run_id=f"s{seed:02d}-{target[8:]}",
+                target=target,
+                seed=seed,
+                experiments=("replay",),
+                trials=1,
+                created=BASE_TIME + timedelta(minutes=seed),
+            )
+    writer = BundleWriter(evidence / "merged", kind="merged")
+    for n in range(60):
+        incident = make_incident(
+            run_id="m",
+            target="fixture:live",
+            experiment="replay",
+            seed=100 + n,
+            trials=1,
+            created=BASE_TIME,
+            hostile=False,
+        )
+        incident["incident_id"] = f"m-{n:03d}"
+        writer.write_json(f"incidents/m-{n:03d}.json", incident, kind="incident")
+    writer.finalize(env={})
+    client = client_for(evidence)
+    first = client.get("/compare").text
+    assert "page 1 of 2" in first
+    assert "left=s25-unsafe:" in first  # newest pair first
+    assert "left=s00-unsafe:" in client.get("/compare?page=2").text
+    merged = client.get("/bundles/merged").text
+    assert "page 1 of 2" in merged
+    assert "m-049" in merged
+    assert "m-050" not in merged
+    assert "m-059" in client.get("/bundles/merged?page=2").text
+
+
+def test_a_run_entry_without_incident_is_shown_as_the_lab_error_it_is(client_for, tmp_path):
+    writer = BundleWriter(tmp_path / "ev" / "r-err", kind="run")
+    writer.write_json(
+        "run.json",
+        {
+            "schema": "acklab/run/v1", "run_id": "r-err", "verdict": "error", "status": "complete",
+            "target": "fixture:live", "seed": 3, "started_at": "2026-01-05T09:00:00Z", "ended_at": "2026-01-05T09:01:00Z",
+            "experiments": [{"name": "db-reset", "verdict": "error", "trials": 0, "violations": [],
+                             "incident": None, "error": "database unreachable"}],
+        },
+        kind="run",
+    )  # fmt: skip
+    writer.finalize(env={})
+    client = client_for(tmp_path / "ev")
+    overview = client.get("/").text
+    assert "ERROR" in overview
+    assert 'href="/bundles/r-err"' in overview
+    assert "no incident: database unreachable" in text_of(client.get("/bundles/r-err").text)
