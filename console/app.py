@@ -40,6 +40,8 @@ def _int(value: str | None, default: int = 1) -> int:
 
 
 class NotFound(StarletteHTTPException):
+    """A 404 that names what was not found (rendered as the console's error page)."""
+
     def __init__(self, what: str) -> None:
         super().__init__(status_code=404, detail=what)
 

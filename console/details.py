@@ -116,6 +116,7 @@ class DiffLine:
 
 
 def diff_lines(diff: str) -> list[DiffLine]:
+    """A unified diff split into lines with their roles, for colouring."""
     out = []
     for line in diff.splitlines():
         if line.startswith(("+++", "---")):

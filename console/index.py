@@ -70,6 +70,7 @@ class Snapshot:
         return found
 
     def incident(self, key: str, incident_id: str) -> IncidentSummary | None:
+        """The incident `incident_id` of bundle `key`, None when either is unknown."""
         bundle = self.by_key.get(key)
         if bundle is None:
             return None

@@ -143,4 +143,5 @@ def read_report(bundle: Path, rel: str) -> Report:
 
 
 def read_reports(bundle: Path, rels: list[str]) -> list[Report]:
+    """Every report of a bundle, classified and counted."""
     return [read_report(bundle, rel) for rel in rels]

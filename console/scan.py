@@ -182,6 +182,7 @@ def read_json(path: Path) -> tuple[Any, str | None]:
         return None, f"{path.name}: unreadable ({exc.__class__.__name__}: {exc})"
 
 
+# Coercions for reading untrusted documents: a mistyped field reads as empty, never raises.
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -261,6 +262,7 @@ def summarise_incident(key: str, rel: str, doc: Any, fallback_time: float) -> In
 
 
 def summarise_run(doc: Any) -> RunSummary:
+    """The scalar fields of a run.json document, tolerant of missing or mistyped fields."""
     d = as_dict(doc)
     seed = d.get("seed")
     return RunSummary(

@@ -82,6 +82,7 @@ def _opt_num(value: Any) -> float | None:
 
 
 def confirmations_of(trial: dict[str, Any]) -> list[Confirmation]:
+    """The lost-ack commit confirmations of a trial (entries without a seq are skipped)."""
     out = []
     for raw in as_list(trial.get("commit_confirmations")):
         c = as_dict(raw)

@@ -119,6 +119,7 @@ class ManifestRow:
 
 
 def manifest_rows(doc: Any, integrity: Integrity) -> list[ManifestRow]:
+    """Every manifest entry with its verification state, plus files the manifest does not know."""
     files = as_dict(as_dict(doc).get("files"))
     states: dict[str, str] = {}
     for line in integrity.lines:
