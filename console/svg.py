@@ -211,7 +211,7 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 def latency_svg(experiment: str, rows: list[LatencyRow]) -> Markup:
     """p50-to-max ranges of faulted and clean deliveries per target, on a log scale."""
-    label_w, plot_w, row_h, top = 130, 300, 46, 26
+    label_w, plot_w, row_h, top = 130, 260, 46, 26
     width, height = label_w + plot_w + 175, top + len(rows) * row_h + 24
     stats = [s for r in rows for s in (r.faulted, r.clean) if s]
     lo, hi = _decades([s.p50 for s in stats] + [s.max for s in stats])
