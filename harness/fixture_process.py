@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
+import subprocess  # nosec B404
 import sys
 import tempfile
 import time
