@@ -12,12 +12,24 @@ from __future__ import annotations
 import random
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from evidence.bundle import BundleWriter
 from evidence.reports.junit import experiments_junit
+from tests.console.sample_docs import (
+    BASE_TIME,
+    XSS_ATTR,
+    XSS_SCRIPT,
+    ci_env,
+    code_quality,
+    make_trail,
+    sast,
+    ts,
+)
+
+__all__ = ["BASE_TIME", "XSS_ATTR", "XSS_SCRIPT", "make_evidence", "make_incident", "make_run_bundle"]
 
 EXPERIMENTS = {
     "lost-ack": "the handler commits, the response is replaced by a synthetic 504, the sender retries",
@@ -30,13 +42,6 @@ BOUNDARY = (
     "acklab proves at-most-once effects in this handler's own database under the faults listed; "
     "it does not prove exactly-once delivery across systems."
 )
-BASE_TIME = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-XSS_SCRIPT = "<script>window.__xss=1</script>"
-XSS_ATTR = '"><img src=x onerror="window.__xss=1">'
-
-
-def ts(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def slug(text: str) -> str:
@@ -238,56 +243,6 @@ def make_incident(
     return incident
 
 
-def code_quality(n: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "description": f"`subprocess` call with shell=True (finding {i})",
-            "check_name": "S602",
-            "fingerprint": f"{zlib.crc32(str(i).encode()):08x}",
-            "severity": ("minor", "major", "critical")[i % 3],
-            "location": {"path": "app/webhooks.py", "lines": {"begin": 10 + i}},
-        }
-        for i in range(n)
-    ]
-
-
-def sast(n: int) -> dict[str, Any]:
-    return {
-        "version": "15.2.1",
-        "vulnerabilities": [
-            {
-                "id": f"00000000-0000-4000-8000-{i:012d}",
-                "name": "Use of assert detected",
-                "description": "assert is removed when compiling to optimised byte code",
-                "severity": ("Low", "Medium", "High")[i % 3],
-                "identifiers": [{"type": "bandit_test_id", "name": "Bandit Test ID B101", "value": "B101"}],
-                "location": {"file": "app/webhooks.py", "start_line": 20 + i},
-            }
-            for i in range(n)
-        ],
-        "scan": {
-            "analyzer": {"id": "bandit", "name": "bandit", "vendor": {"name": "PyCQA"}, "version": "1.9.4"},
-            "scanner": {"id": "bandit", "name": "bandit", "vendor": {"name": "PyCQA"}, "version": "1.9.4"},
-            "type": "sast",
-            "start_time": "2026-01-05T09:00:00",
-            "end_time": "2026-01-05T09:00:02",
-            "status": "success",
-        },
-    }
-
-
-def ci_env(pipeline: int, job: int, commit: str) -> dict[str, str]:
-    return {
-        "CI_PIPELINE_ID": str(pipeline),
-        "CI_JOB_ID": str(job),
-        "CI_JOB_NAME": "acklab:experiments",
-        "CI_COMMIT_SHA": commit,
-        "CI_PROJECT_PATH": "acme/shop",
-        "CI_MERGE_REQUEST_IID": "12",
-        "CI_PIPELINE_URL": f"https://gitlab.example/acme/shop/-/pipelines/{pipeline}",
-    }
-
-
 def make_run_bundle(
     evidence: Path,
     *,
@@ -356,106 +311,6 @@ def make_run_bundle(
             extra={"created_at": run["ended_at"]},
         )
     return writer.root
-
-
-DIFF = """--- a/app/webhooks.py
-+++ b/app/webhooks.py
-@@ -40,7 +40,12 @@ def receive(event: Event, db: Session) -> Response:
--    fulfil(db, event)
--    db.commit()
-+    receipt = Receipt(event_id=event.id, body_sha256=event.body_sha256)
-+    db.add(receipt)
-+    try:
-+        fulfil(db, event)
-+        db.commit()
-+    except IntegrityError:
-+        db.rollback()
-+        return duplicate_response(db, event)
-     return Response(status_code=200)
-"""
-
-
-def make_trail(run_id: str, created: datetime, *, hostile: bool = False) -> dict[str, Any]:
-    """A repair trail in the shape of evidence/schemas/trail.schema.json."""
-    names = ["reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish"]
-    checkpoints = []
-    moment = created
-    for n, name in enumerate(names):
-        duration = 400.0 + 300 * n
-        end = moment + timedelta(milliseconds=duration)
-        decision = None
-        if name == "approve":
-            decision = {
-                "decision": "approve",
-                "actor": "release-bot",
-                "delegated_by": "alice",
-                "source": "file",
-                "reason": XSS_SCRIPT if hostile else "receipt table keeps one fulfillment per event",
-                "proposal": "p1",
-                "decided_at": ts(end),
-            }
-        outputs: dict[str, Any] = {}
-        if name == "reproduce":
-            outputs = {
-                "verdict": "fail",
-                "failing": ["lost-ack", "concurrent-duplicates"],
-                "timings_ms": {"lost-ack": 812.0},
-            }
-        elif name == "verify":
-            outputs = {
-                "verdict": "pass",
-                "commands": {"pytest": 0, "ruff": 0},
-                "timings_ms": {"lost-ack": 640.5},
-            }
-        elif name == "strike-again":
-            outputs = {
-                "before": {"replay": "fail", "timeout-overlap": "fail"},
-                "after": {"replay": "pass", "timeout-overlap": "pass"},
-            }
-        checkpoints.append(
-            {
-                "name": name,
-                "started_at": ts(moment),
-                "ended_at": ts(end),
-                "duration_ms": duration,
-                "status": "ok",
-                "input_hashes": {"app/webhooks.py": "ab" * 32},
-                "outputs": outputs,
-                "decision": decision,
-                "error": None,
-            }
-        )
-        moment = end
-    return {
-        "schema": "acklab/trail/v1",
-        "flow": "repair-webhooks",
-        "run_id": run_id,
-        "started_at": ts(created),
-        "ended_at": ts(moment),
-        "target": "fixture:live",
-        "scope": {"allow": ["app/webhooks.py"], "deny": ["app/unsafe.py"]},
-        "expected_head_sha": "0123abcd" * 5,
-        "merge_request": {
-            "project": "acme/shop",
-            "iid": 12,
-            "web_url": "https://gitlab.example/acme/shop/-/merge_requests/12",
-        },
-        "checkpoints": checkpoints,
-        "proposals": [
-            {
-                "id": "p1",
-                "proposer": "recipe",
-                "recipe": "receipt-handler",
-                "diff": DIFF + (XSS_SCRIPT if hostile else ""),
-                "files": ["app/webhooks.py"],
-                "guard": {"allowed": True, "reasons": ["app/webhooks.py matches allow glob app/webhooks.py"]},
-                "llm_calls": [],
-            }
-        ],
-        "outcome": "published",
-        "outcome_detail": "the verified patch reached merge request !12",
-        "exit_code": 0,
-    }
 
 
 def make_flow_bundle(
