@@ -81,7 +81,8 @@ class FixtureProcess:
         self.starts += 1
         self._log = self._log_dir / f"fixture-{self.port}-{self.starts}.log"
         with self._log.open("wb") as log:
-            self._proc = subprocess.Popen(
+            # Our own interpreter and CLI, arguments as a list, no shell.
+            self._proc = subprocess.Popen(  # nosec B603
                 [sys.executable, "-c", LAUNCHER, *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -130,7 +130,7 @@ def _end_database(detail: dict[str, Any]) -> tuple[str, bool]:
             autocommit=True,
             connect_timeout=5,
         ) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # nosec B608 - name checked above
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     except psycopg.Error as exc:
         return f"could not drop database {name!r}: {exc}", False
     return f"dropped database {name!r}", True
