@@ -31,7 +31,10 @@ class ThreadedServer:
         return f"http://{self._host}:{self.port}"
 
     def start(self) -> ThreadedServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on accepted sockets whose proto
+        # says TCP, and with proto 0 every response written in two parts (head, then body)
+        # waits out the client's delayed ACK: ~40 ms per request instead of ~0.5 ms.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self._host, 0))
         self.port = sock.getsockname()[1]
