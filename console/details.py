@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from evidence.validate import problems, schema_kinds
 
+from . import trail as trail_model
 from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref
 from .index import VERIFIED, Integrity
 from .overview import paginate
 from .scan import as_dict, as_list, as_str
+from .security import resolve_inside
 from .svg import delivery_latency_svg, durations_svg
 from .timeline import trial_views
 from .views import Context
@@ -133,33 +136,17 @@ def diff_lines(diff: str) -> list[DiffLine]:
     return out
 
 
-def before_after(checkpoints: list[dict[str, Any]]) -> list[tuple[str, str, Any, Any]]:
-    """(checkpoint, key, before, after) from every output that records both a before and an after."""
-    rows = []
-    for cp in checkpoints:
-        outputs = as_dict(cp.get("outputs"))
-        pairs = [
-            (k, as_dict(v))
-            for k, v in outputs.items()
-            if isinstance(v, dict) and {"before", "after"} <= set(v)
-        ]
-        if {"before", "after"} <= set(outputs):
-            pairs.append(("", outputs))
-        for name, holder in pairs:
-            before, after = holder.get("before"), holder.get("after")
-            if isinstance(before, dict) and isinstance(after, dict):
-                for key in sorted(set(before) | set(after), key=str):
-                    rows.append(
-                        (
-                            as_str(cp.get("name"), "?"),
-                            f"{name}.{key}".strip("."),
-                            before.get(key),
-                            after.get(key),
-                        )
-                    )
-            else:
-                rows.append((as_str(cp.get("name"), "?"), name or "value", before, after))
-    return rows
+def _incident_href(ctx: Context, path: str) -> str | None:
+    """A link to the incident an output names as `<bundle>/incidents/<file>` (relative to the evidence dir)."""
+    bundle_rel, sep, name = path.partition("/incidents/")
+    by_rel = ctx.snapshot.extras.get("by_rel")
+    if not isinstance(by_rel, dict):
+        by_rel = ctx.snapshot.extras["by_rel"] = {b.rel: b for b in ctx.snapshot.bundles}
+    found = by_rel.get(bundle_rel) if sep else None
+    if found is None:
+        return None
+    incident = next((i for i in found.incidents if i.path == f"incidents/{name}" and i.incident_id), None)
+    return ctx.links.incident(found.key, incident.incident_id) if incident and incident.incident_id else None
 
 
 def trail(ctx: Context, key: str) -> str | None:
@@ -172,6 +159,11 @@ def trail(ctx: Context, key: str) -> str | None:
     d = as_dict(doc)
     checkpoints = [as_dict(c) for c in as_list(d.get("checkpoints"))]
     proposals = [as_dict(p) for p in as_list(d.get("proposals"))]
+    incident_href = functools.partial(_incident_href, ctx)
+
+    def log_href(rel: str) -> str | None:
+        return ctx.links.raw(found.key, rel) if resolve_inside(found.path, rel) else None
+
     timings = [
         (as_str(c.get("name"), "?"), c.get("duration_ms"), as_str(c.get("status"), "?"))
         for c in checkpoints
@@ -186,8 +178,17 @@ def trail(ctx: Context, key: str) -> str | None:
         trail=d,
         checkpoints=checkpoints,
         proposals=[(p, diff_lines(as_str(p.get("diff")))) for p in proposals],
-        verification=[c for c in checkpoints if c.get("name") in ("verify", "strike-again")],
-        before_after=before_after(checkpoints),
+        runs=[
+            (as_str(c.get("name"), "?"), found_runs)
+            for c in checkpoints
+            if (found_runs := trail_model.experiments(as_dict(c.get("outputs")), incident_href))
+        ],
+        checks=[
+            (as_str(c.get("name"), "?"), cs)
+            for c in checkpoints
+            if (cs := trail_model.checks(as_dict(c.get("outputs")), log_href))
+        ],
+        changes=trail_model.changes(checkpoints, incident_href),
         timings=durations_svg(timings),
         extra={k: v for k, v in d.items() if k not in TRAIL_FIELDS},
         problem=problem,

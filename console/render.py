@@ -67,8 +67,8 @@ def status_text(value: Any) -> str:
     return "no answer" if value is None else str(value)
 
 
-GOOD = frozenset({"pass", "ok", "published", "applied", "approve", "verified"})
-BAD = frozenset({"fail", "failed", "refused", "rejected", "reject", "integrity warning"})
+GOOD = frozenset({"pass", "ok", "published", "applied", "approve", "verified", "held"})
+BAD = frozenset({"fail", "failed", "refused", "rejected", "reject", "integrity warning", "regression", "gap"})
 DOUBTFUL = frozenset({"error", "interrupted", "modify", "incomplete"})
 
 

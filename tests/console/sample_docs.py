@@ -82,6 +82,40 @@ DIFF = """--- a/app/webhooks.py
 """
 
 
+CHECKS = [
+    {"name": "pytest", "argv": ["python", "-m", "pytest", "-q", "tests/app"], "status": "ok", "exit_code": 0,
+     "duration_ms": 31052.3, "log": "checks/pytest.log"},
+    {"name": "ruff", "argv": ["python", "-m", "ruff", "check", "app/webhooks.py"], "status": "ok", "exit_code": 0,
+     "duration_ms": 98.0, "log": "checks/ruff.log"},
+]  # fmt: skip
+
+
+def _run(experiment: str, side: str) -> dict[str, Any]:
+    """An experiment record as the repair flow writes it, naming a sample incident (run 0)."""
+    failing = side == "unsafe"
+    bundle = f"run-0000-{side}"
+    return {
+        "name": experiment,
+        "verdict": "fail" if failing else "pass",
+        "violations": 3 if failing else 0,
+        "trials": 3,
+        "latency": {"deliveries": 6, "p50_ms": 20.5, "p95_ms": 35.0},
+        "incident": f"{bundle}/incidents/{bundle}-fixture-{side}-{experiment}.json",
+    }
+
+
+def _compared(experiment: str) -> dict[str, Any]:
+    return {
+        "experiment": experiment,
+        "before": "fail",
+        "after": "pass",
+        "latency_before": {"deliveries": 2, "p50_ms": 7.7, "p95_ms": 13.4},
+        "latency_after": {"deliveries": 2, "p50_ms": 14.5, "p95_ms": 20.6},
+        "status": "held",
+        "violations_after": 0,
+    }
+
+
 def make_trail(run_id: str, created: datetime, *, hostile: bool = False) -> dict[str, Any]:
     """A repair trail in the shape of evidence/schemas/trail.schema.json."""
     names = ["reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish"]
@@ -104,20 +138,19 @@ def make_trail(run_id: str, created: datetime, *, hostile: bool = False) -> dict
         outputs: dict[str, Any] = {}
         if name == "reproduce":
             outputs = {
+                "experiments": [_run("lost-ack", "unsafe")],
+                "failing": ["lost-ack"],
                 "verdict": "fail",
-                "failing": ["lost-ack", "concurrent-duplicates"],
-                "timings_ms": {"lost-ack": 812.0},
             }
         elif name == "verify":
-            outputs = {
-                "verdict": "pass",
-                "commands": {"pytest": 0, "ruff": 0},
-                "timings_ms": {"lost-ack": 640.5},
-            }
+            outputs = {"checks": CHECKS, "experiments": [_run("lost-ack", "live")], "verdict": "pass"}
         elif name == "strike-again":
             outputs = {
-                "before": {"replay": "fail", "timeout-overlap": "fail"},
-                "after": {"replay": "pass", "timeout-overlap": "pass"},
+                "before": {"experiments": [_run("replay", "unsafe")], "verdict": "fail"},
+                "after": {"experiments": [_run("replay", "live")], "verdict": "pass"},
+                "aimed": [_compared("lost-ack")],
+                "experiments": [_compared("replay")],
+                "gaps": [],
             }
         checkpoints.append(
             {

@@ -319,6 +319,7 @@ def make_flow_bundle(
     writer = BundleWriter(evidence / run_id, kind="flow")
     trail = make_trail(run_id, created, hostile=hostile)
     writer.write_json("trail.json", trail, kind="trail")
+    writer.write_bytes("checks/pytest.log", b"3 passed in 31.05s\n")
     return writer.finalize(env=ci_env(4200, 42001, "0123abcd" * 5), extra={"created_at": trail["ended_at"]})
 
 

@@ -104,10 +104,18 @@ def test_trail_shows_checkpoints_decisions_diff_and_before_after(client):
     assert "alice" in text
     assert 'class="d-add"' in html
     assert 'class="d-del"' in html
-    assert "Before and after the patch" in text
-    assert "timeout-overlap" in text
     assert 'class="chart durations"' in html
     assert "PUBLISHED" in text
+    # verify's checks, with their logs from the flow bundle
+    assert "python -m pytest -q tests/app" in text
+    assert 'href="/raw/flow-0001/checks/pytest.log"' in html
+    assert 'href="/raw/flow-0001/checks/ruff.log"' not in html  # not in the bundle: no dead link
+    # before/after: aimed and strike-again experiments, linked to the incidents behind them
+    assert "Before and after the patch" in text
+    assert "HELD" in text
+    assert 'href="/bundles/run-0000-unsafe/incidents/run-0000-unsafe-fixture-unsafe-replay"' in html
+    assert 'href="/bundles/run-0000-live/incidents/run-0000-live-fixture-live-replay"' in html
+    assert 'href="/bundles/run-0000-unsafe/incidents/run-0000-unsafe-fixture-unsafe-lost-ack"' in html
 
 
 def test_trail_tolerates_a_document_of_unknown_shape(client_for, tmp_path):
