@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from functools import cached_property
 
 import httpx
 
@@ -33,6 +34,11 @@ class Lab:
     signer: Signer
     settings: Settings
     horizon_s: float
+
+    @cached_property
+    def url(self) -> httpx.URL:
+        """The endpoint, parsed once (not per delivery)."""
+        return httpx.URL(self.endpoint.url)
 
     @property
     def schedule(self) -> tuple[float, ...]:

@@ -21,7 +21,8 @@ from harness.events import (
     TrialFinished,
 )
 
-STYLE = {"pass": "green", "fail": "bold red", "error": "bold yellow"}
+# verdict -> rich style
+STYLE = dict(zip(("pass", "fail", "error"), ("green", "bold red", "bold yellow"), strict=True))
 
 
 class ProgressDisplay:

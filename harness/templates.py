@@ -66,7 +66,7 @@ def encode(document: Any) -> bytes:
 
 def render(template: Mapping[str, Any], *, event_id: str, order_id: str, seq: int, timestamp: str) -> Event:
     values = {"event_id": event_id, "order_id": order_id, "seq": seq, "timestamp": timestamp}
-    document = _fill(copy.deepcopy(dict(template)), values)
+    document = _fill(template, values)  # _fill builds new containers: the template is never shared
     event_type = document.get("type") if isinstance(document.get("type"), str) else "webhook"
     return Event(event_id, order_id, seq, str(event_type), encode(document), document)
 

@@ -45,11 +45,13 @@ def socket_transport(max_connections: int = 256) -> httpx.AsyncBaseTransport:
 
 @dataclass(frozen=True)
 class HandlerAnswer:
-    """The handler's complete response, as it reached the lab."""
+    """The handler's complete response (already read), as it reached the lab."""
 
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
+    response: httpx.Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status_code
 
 
 @dataclass
@@ -92,12 +94,25 @@ class Exchange:
     async def answer_within(self, timeout_s: float) -> HandlerAnswer:
         """The handler's answer if it comes within `timeout_s` of sending; else a sender timeout."""
         remaining = max(0.0, timeout_s - (time.monotonic() - self._started))
-        try:
-            return await asyncio.wait_for(asyncio.shield(self._task), remaining)
-        except TimeoutError:
-            raise httpx.ReadTimeout(
-                f"sender timed out after {timeout_s:.3f} s", request=self.request
-            ) from None
+        if not self._task.done():
+            # Cheaper than wait_for(shield(...)) on this hot path: one waiter, one timer, and
+            # the handler's task is never cancelled by the sender giving up.
+            waiter = asyncio.get_running_loop().create_future()
+
+            def wake(_: object) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            self._task.add_done_callback(wake)
+            timer = asyncio.get_running_loop().call_later(remaining, wake, None)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._task.remove_done_callback(wake)
+        if not self._task.done():
+            raise httpx.ReadTimeout(f"sender timed out after {timeout_s:.3f} s", request=self.request)
+        return self._task.result()
 
     async def request_sent(self) -> None:
         """Return once the whole request was handed over; re-raise if it never could be."""
@@ -114,9 +129,8 @@ class Exchange:
             await self.ticket.confirm(self.ticket.record, synthetic_status)
 
     def respond(self, answer: HandlerAnswer) -> httpx.Response:
-        return httpx.Response(
-            answer.status, headers=answer.headers, content=answer.body, request=self.request
-        )
+        """The handler's own response, handed on to the sender (its body is already read)."""
+        return answer.response
 
     def synthetic(self, status: int, why: str) -> httpx.Response:
         return httpx.Response(
@@ -139,7 +153,8 @@ class FaultTransport(httpx.AsyncBaseTransport):
         ticket = request.extensions.pop(TICKET, None)
         if ticket is None:  # not a delivery (e.g. a warm-up request): pass through untouched
             return await self._inner.handle_async_request(request)
-        assert isinstance(ticket, Ticket)
+        if not isinstance(ticket, Ticket):
+            raise TypeError(f"request.extensions[{TICKET!r}] must be a Ticket; got {type(ticket).__name__}")
         sent = asyncio.Event()
         request.stream = _SignalingStream(request.stream, sent)
         # The handler side waits up to the lab's horizon; the sender's own timeout is the fault's business.
@@ -177,7 +192,7 @@ class FaultTransport(httpx.AsyncBaseTransport):
             error=None,
             excerpt=body.decode("utf-8", errors="replace"),
         )
-        return HandlerAnswer(response.status_code, list(response.headers.raw), body)
+        return HandlerAnswer(response)
 
     async def quiesce(self, timeout_s: float) -> bool:
         """Wait until no delivery is in flight; False when some still are after `timeout_s`."""

@@ -102,7 +102,7 @@ class TrialContext:
         self.deliveries.append(record)
         ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
         request = lab.client.build_request(
-            "POST", lab.endpoint.url, content=event.body, headers=headers, extensions={TICKET: ticket}
+            "POST", lab.url, content=event.body, headers=headers, extensions={TICKET: ticket}
         )
         return request, record
 

@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,11 +51,10 @@ def _mentions_event_id(template: Any) -> bool:
 class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
-    effects: Mapping[str, Any] | None = None
+    effects: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
 
     def _probe(self) -> EffectsProbe:
-        assert self.effects is not None
         if "sql" in self.effects:
             sql = self.effects["sql"]
             return SqlProbe(resolve_env(sql["url"], field_name="effects.sql.url"), sql["count"])
