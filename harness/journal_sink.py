@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from evidence.journal import Journal, journal_path
@@ -16,6 +17,12 @@ from harness.events import (
     TrialFinished,
     TrialStarted,
 )
+
+
+def _plus_ms(timestamp: str, ms: float) -> str:
+    """`timestamp` + `ms`, in the records' ISO-8601 UTC form (when the handler's answer came)."""
+    start = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (start + timedelta(milliseconds=ms)).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class JournalSink:
@@ -64,6 +71,7 @@ class JournalSink:
                 name=f"{event.trial_id}#{d['seq']}",
                 status="answered" if d["status"] is not None else "no-answer",
                 started_at=d["sent_at"],
+                ended_at=_plus_ms(d["sent_at"], d["latency_ms"]),
                 payload=d,
             )
         elif isinstance(event, ObservationRecorded):

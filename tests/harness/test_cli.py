@@ -132,3 +132,11 @@ def test_validate_accepts_target_and_experiment_specs_by_kind(tmp_path, capsys):
     experiment.write_text("apiVersion: acklab/v1\nkind: experimnt\nname: x\n")
     assert acklab("validate", str(experiment)) == 3
     assert "did you mean 'experiment'?" in capsys.readouterr().err
+
+
+def test_an_unsigned_target_skips_replay_by_default_and_refuses_it_by_name(tmp_path, capsys):
+    path = spec(tmp_path, signing={"scheme": "none"})
+    assert acklab("plan", "--target", str(path), "--seed", "1", "--json") == 0
+    assert "replay" not in json.loads(capsys.readouterr().out)["experiments"]
+    assert acklab("run", "--target", str(path), "--experiment", "replay") == 3
+    assert "signing scheme" in capsys.readouterr().err
