@@ -1,0 +1,92 @@
+"""What every benchmark reports: a figure measured against its baseline in the same run.
+
+These machines are shared and noisy, so a figure is a ratio or a median of several runs
+taken side by side with its baseline, never an absolute time compared with yesterday's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).with_name("results.json")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure. `met` is None when the figure has no target (informational);
+    `value` is None when it could not be measured (the note says why)."""
+
+    name: str
+    value: float | None
+    unit: str
+    baseline: float | None = None
+    ratio: float | None = None
+    target: str | None = None
+    met: bool | None = None
+    note: str = ""
+
+
+def median_of(fn: Callable[[], float], runs: int = 5) -> float:
+    """Median of `runs` measurements of `fn` (which returns one measurement)."""
+    return statistics.median(fn() for _ in range(runs))
+
+
+@contextmanager
+def stopwatch() -> Iterator[Callable[[], float]]:
+    start = time.perf_counter()
+    end: list[float] = []
+    try:
+        yield lambda: (end[0] if end else time.perf_counter()) - start
+    finally:
+        end.append(time.perf_counter())
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "processor": platform.machine(),
+    }
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in ("acklab", "fastapi", "sqlalchemy", "httpx", "uvicorn", "psycopg", "hypothesis"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def write_results(figures: list[Figure], path: Path = RESULTS, **extra: Any) -> Path:
+    """Write `{"machine", "versions", "figures", ...extra}`; NaN and infinity are refused."""
+    doc = {"machine": machine(), "versions": versions(), **extra, "figures": [asdict(f) for f in figures]}
+    path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def not_measured(name: str, unit: str, why: str, target: str | None = None) -> Figure:
+    """A figure that could not be measured in this run: no value, never a fake one."""
+    return Figure(name, None, unit, target=target, met=None, note=f"not measured: {why}")
+
+
+def print_figure(figure: Figure) -> None:
+    status = "" if figure.met is None else (" ok" if figure.met else " MISSED")
+    ratio = f" (ratio {figure.ratio:.2f})" if figure.ratio is not None else ""
+    target = f" target {figure.target}" if figure.target else ""
+    value = f"{figure.value:.3f} {figure.unit}" if figure.value is not None else "not measured"
+    note = f"  [{figure.note}]" if figure.note else ""
+    print(f"{figure.name}: {value}{ratio}{target}{status}{note}", flush=True)

@@ -1,0 +1,126 @@
+"""``python -m bench.readme``: rewrite README.md's performance table from bench/results.json.
+
+The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``; everything
+outside the markers is left byte for byte. ``--check`` exits 1 when the README's table is
+not the one the results file gives (nothing is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.figures import RESULTS
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+class MarkersMissing(ValueError):
+    """The README has no (or a broken) pair of bench markers."""
+
+
+def number(value: float | None, unit: str = "") -> str:
+    """A figure's value for humans: three significant digits, thousands grouped."""
+    if value is None:
+        return "—"
+    if value == 0 or not math.isfinite(value):
+        text = f"{value:g}"
+    elif abs(value) >= 1000:
+        text = f"{value:,.0f}"
+    else:
+        digits = max(0, 2 - math.floor(math.log10(abs(value))))
+        text = f"{value:.{digits}f}"
+    return f"{text} {unit}".strip() if unit else text
+
+
+def _met(met: bool | None, value: float | None) -> str:
+    if value is None:
+        return "not measured"
+    return {True: "yes", False: "**no**", None: "—"}[met]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The markdown between the markers: the table, the notes, and where it was measured."""
+    lines = [
+        "| figure | value | baseline | ratio | target | met |",
+        "| --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    notes = []
+    for f in doc["figures"]:
+        unit = f.get("unit", "")
+        ratio = f"{f['ratio']:.2f}x" if f.get("ratio") is not None else "—"
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    f["name"],
+                    number(f["value"], unit),
+                    number(f.get("baseline"), unit),
+                    ratio,
+                    f.get("target") or "—",
+                    _met(f.get("met"), f["value"]),
+                )
+            )
+            + " |"
+        )
+        if f.get("note"):
+            notes.append(f"- *{_cell(f['name'])}*: {_cell(f['note'])}")
+    m = doc.get("machine", {})
+    where = (
+        f"Measured {doc.get('generated_at', '')} on {m.get('cpus', '?')} CPUs ({m.get('processor', '?')}, "
+        f"{m.get('platform', '?')}), Python {m.get('python', '?')}"
+        + (" — quick variant" if doc.get("quick") else "")
+        + f"; `make bench` took {doc['elapsed_s']:.0f} s."
+        if "elapsed_s" in doc
+        else "."
+    )
+    return "\n".join([*lines, "", where, "", *notes])
+
+
+def render(readme: str, doc: dict[str, Any]) -> str:
+    """`readme` with the text between the markers replaced by `table(doc)`."""
+    head, found, rest = readme.partition(START)
+    if not found or END not in rest:
+        raise MarkersMissing(f"README has no {START} ... {END} pair; add both where the table belongs")
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{table(doc)}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.readme", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--check", action="store_true", help="exit 1 when the README is out of date")
+    args = parser.parse_args(argv)
+    doc = json.loads(args.results.read_text())
+    current = args.readme.read_text()
+    try:
+        updated = render(current, doc)
+    except MarkersMissing as exc:
+        print(f"bench.readme: {args.readme}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if updated != current:
+            print(
+                f"{args.readme}'s performance table is out of date: run python -m bench.readme",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    args.readme.write_text(updated)
+    print(f"updated the performance table in {args.readme}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

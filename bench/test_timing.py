@@ -1,0 +1,113 @@
+"""``make test`` wall time (target <= 15 min on 2 cores), read from what a test run recorded.
+
+The suite is far too slow to run inside the benchmark, so this figure is read from
+``bench/.test-timing.json``:
+
+* ``make_test``: a real ``make test``, timed end to end by ``python -m bench --make-test``
+  (install, system deps, lint, typecheck, pytest);
+* ``pytest``: a full pytest session, written by the ``bench.pytest_timing`` plugin.
+
+The figure is the ``make test`` timing when there is one, else the pytest session's (which
+leaves out lint and typecheck, and says so). Nothing recorded: not measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.figures import Figure, not_measured, print_figure
+from bench.pytest_timing import TIMING
+
+NAME = "make test wall time"
+BUDGET_MIN = 15.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def time_make_test() -> dict[str, Any]:
+    """Run ``make test`` in the project, timed; record it (and the pytest session) in TIMING."""
+    env = {
+        **os.environ,
+        "PYTEST_ADDOPTS": (os.environ.get("PYTEST_ADDOPTS", "") + " -p bench.pytest_timing").strip(),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    print("timing `make test` (this takes a while) ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    done = subprocess.run(["make", "test"], cwd=ROOT, env=env, check=False)
+    entry = {
+        "wall_s": round(time.perf_counter() - started, 1),
+        "exit_code": done.returncode,
+        "cpus": os.cpu_count(),
+        "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+    }
+    recorded = _recorded()
+    recorded["make_test"] = entry
+    TIMING.write_text(json.dumps(recorded, indent=2) + "\n")
+    return entry
+
+
+def _recorded() -> dict[str, Any]:
+    try:
+        found = json.loads(TIMING.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def figures(quick: bool = False) -> list[Figure]:
+    recorded = _recorded()
+    make: dict[str, Any] | None = recorded.get("make_test")
+    session: dict[str, Any] | None = recorded.get("pytest")
+    if not make and not session:
+        return [
+            not_measured(
+                NAME,
+                "min",
+                f"no timing recorded in {TIMING.name}: run `python -m bench --only test_timing --make-test`",
+                target=f"<= {BUDGET_MIN:.0f} min",
+            )
+        ]
+    pytest_part = (
+        f"pytest session {session['wall_s'] / 60:.1f} min ({session['tests']} tests, exit {session['exit_status']}, "
+        f"{session['at']})"
+        if session
+        else ""
+    )
+    if make:
+        minutes, ok = make["wall_s"] / 60, make["exit_code"] == 0
+        note = f"`make test` timed end to end on {make.get('cpus', '?')} CPUs at {make['at']}" + (
+            f"; {pytest_part}" if pytest_part else ""
+        )
+        if not ok:
+            note += f"; make test exited {make['exit_code']}: not a complete run, no verdict on the budget"
+    else:
+        assert session is not None
+        minutes, ok = session["wall_s"] / 60, session["exit_status"] == 0
+        note = f"{pytest_part}; lint and typecheck are not included"
+    return [
+        Figure(
+            NAME,
+            minutes,
+            "min",
+            target=f"<= {BUDGET_MIN:.0f} min",
+            met=(minutes <= BUDGET_MIN) if ok else None,
+            note=note,
+        )
+    ]
+
+
+def main() -> None:
+    if "--make-test" in sys.argv[1:]:
+        time_make_test()
+    for figure in figures():
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()
