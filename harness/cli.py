@@ -7,6 +7,7 @@ object on stdout.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -148,7 +149,9 @@ def plan(**kwargs: Any) -> int:
     )
     table = Table("trial", "events", "deliveries (kind/attempt/fault @ms)")
     for trial in the_plan.trials:
-        deliveries = ", ".join(f"{d.kind}/{d.attempt}/{d.fault}@{d.at_ms:g}" for d in trial.deliveries)
+        steps = [f"{d.kind}/{d.attempt}/{d.fault}@{d.at_ms:g}" for d in trial.deliveries]
+        grouped = [(step, len(list(run))) for step, run in itertools.groupby(steps)]
+        deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
         table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
     console.print(table)
     return int(ExitCode.OK)
