@@ -140,3 +140,9 @@ def test_an_unsigned_target_skips_replay_by_default_and_refuses_it_by_name(tmp_p
     assert "replay" not in json.loads(capsys.readouterr().out)["experiments"]
     assert acklab("run", "--target", str(path), "--experiment", "replay") == 3
     assert "signing scheme" in capsys.readouterr().err
+
+
+def test_a_fixture_database_that_does_not_answer_is_exit_4(tmp_path, capsys):
+    url = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/missing"
+    assert acklab("run", "--db", url, "--experiment", "lost-ack", "--out", str(tmp_path / "out")) == 4
+    assert "could not start" in capsys.readouterr().err
