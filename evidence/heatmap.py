@@ -24,14 +24,14 @@ MUTED_COLORS = ("#f6f8fa", "#57606a")  # skipped, pending, anything else
 INK = "#1f2328"
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 LABEL_W, CELL_W, CELL_H, HEAD_H, GAP, PAD = 250, 160, 78, 58, 4, 12
-TITLE_LIMIT, ROW_LIMIT, COLUMN_LIMIT = 90, 34, 22
+TITLE_LIMIT, ROW_LIMIT, COLUMN_LIMIT = 90, 38, 22
 
 
 @dataclass(frozen=True)
 class HeatCell:
     """One cell: a row (e.g. target and database), a column (an experiment), and its counts."""
 
-    row: str
+    row: str  # a line break starts a second line of the row's label (e.g. the database)
     column: str
     verdict: str  # pass | fail | error | skipped | pending
     trials: int = 0
@@ -96,7 +96,8 @@ def _ordered(values: Iterable[str], order: Sequence[str] | None) -> list[str]:
 
 def describe(cell: HeatCell) -> str:
     """The cell in one sentence (its tooltip, and what a screen reader hears)."""
-    sentence = f"{cell.row} \u00d7 {cell.column}: {cell.verdict}"
+    row = " \u00b7 ".join(cell.row.split("\n"))
+    sentence = f"{row} \u00d7 {cell.column}: {cell.verdict}"
     if cell.trials:
         sentence += (
             f", {cell.passed}/{cell.trials} trials passed, {cell.failed} failed, {cell.errors} errors, "
@@ -149,8 +150,8 @@ def render_heatmap(
     row_names = [r for r in _ordered((r for r, _ in grid), rows) if any(k[0] == r for k in grid)]
     col_names = [c for c in _ordered((c for _, c in grid), columns) if any(k[1] == c for k in grid)]
     shown_title = _clip(title, TITLE_LIMIT)
-    # ~8 px per character of the 15 px bold title, so that it is never cut off
-    width = max(LABEL_W + max(1, len(col_names)) * (CELL_W + GAP) + PAD, 2 * PAD + 8 * len(shown_title))
+    # ~9 px per character of the 15 px bold title, so that it is never cut off
+    width = max(LABEL_W + max(1, len(col_names)) * (CELL_W + GAP) + PAD, 2 * PAD + 9 * len(shown_title))
     height = HEAD_H + max(1, len(row_names)) * (CELL_H + GAP) + PAD
     parts = [
         _el("title", {}, escape(title)),
@@ -167,11 +168,15 @@ def render_heatmap(
         )
     for row, name in enumerate(row_names):
         y = HEAD_H + row * (CELL_H + GAP)
-        parts.append(
-            _text(
-                LABEL_W - 10, y + CELL_H / 2 + 4, _clip(name, ROW_LIMIT), text_anchor="end", font_weight="600"
+        lines = name.split("\n")[:3]
+        top = y + CELL_H / 2 + 4 - 8 * (len(lines) - 1)
+        for n, line in enumerate(lines):
+            weight = "600" if n == 0 else "normal"
+            parts.append(
+                _text(
+                    LABEL_W - 10, top + 16 * n, _clip(line, ROW_LIMIT), text_anchor="end", font_weight=weight
+                )
             )
-        )
         for col, column in enumerate(col_names):
             x = LABEL_W + col * (CELL_W + GAP)
             cell = grid.get((name, column))
