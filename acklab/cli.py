@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("harness.explore_cli:explore", "Search delivery schedules for one that breaks an invariant."),
     "replay": ("harness.explore_cli:replay", "Re-run exactly the schedule an explorer incident recorded."),
     "janitor": ("harness.janitor:janitor", "End and clean what a crashed lab left behind (open leases)."),
+    "sweep": ("harness.sweep:sweep", "Run the target x database x experiment matrix; heatmap of verdicts."),
 }
 
 
