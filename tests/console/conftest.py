@@ -176,9 +176,14 @@ class SubPathServer:
         self.httpd.server_close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium (Debian's) for the whole session; each test opens its own page."""
+    """One headless Chromium (Debian's) per test module; each test opens its own page.
+
+    Module scope, not session: Playwright's sync API keeps an event loop running in the
+    main thread while it is open, and every later test that calls asyncio.run() would
+    fail with "cannot be called from a running event loop".
+    """
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
