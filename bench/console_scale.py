@@ -51,6 +51,14 @@ def generate(evidence: Path, incidents: int, *, trials: int = 2) -> float:
 
 
 def peak_rss_mb() -> float:
+    """This process's own peak RSS. Not ru_maxrss: Linux keeps that across fork and execve, so a
+    phase subprocess would report the generator's peak (its parent's) whenever that is higher."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
