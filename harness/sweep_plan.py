@@ -36,6 +36,7 @@ from harness.experiments import by_name
 from harness.plan import Settings
 from harness.targets import resolve_target
 
+FIXTURE_BACKENDS = ("sqlite", "postgresql")  # what the fixture runs on (app/db.py)
 TEMP_SQLITE = "sqlite"  # --db value (and label) of the temporary SQLite default
 SWEEP_FILE = "sweep.json"
 MIN_SECRET_CHARS = 8  # as the runner: shorter passwords would make the guard trip on ordinary text
@@ -73,7 +74,7 @@ def parse_database(value: str) -> Database:
         backend = make_url(value).get_backend_name()
     except ArgumentError:
         backend = ""
-    if not backend:
+    if backend not in FIXTURE_BACKENDS:
         raise SpecError(
             f"--db: got {redact(value)!r}; expected 'sqlite' (a temporary SQLite file) or a database URL "
             "such as postgresql+psycopg://user@127.0.0.1:5432/db"
