@@ -140,8 +140,11 @@ def render_heatmap(
     title: str = "Verdict per target and experiment",
     rows: Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
+    declaration: bool = True,
 ) -> str:
     """A complete SVG document: one row per `row`, one column per `column`, a cell each.
+
+    ``declaration=False`` leaves out the XML declaration, to inline the ``<svg>`` in HTML.
 
     `rows` and `columns` fix the order (names not among the cells are dropped; cells whose
     names are not listed follow in the order met). A missing cell reads "not run".
@@ -197,4 +200,5 @@ def render_heatmap(
         "aria-label": title,
         "font-family": FONT,
     }
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _el("svg", root, *parts) + "\n"
+    document = _el("svg", root, *parts) + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + document if declaration else document

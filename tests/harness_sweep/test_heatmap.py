@@ -57,6 +57,9 @@ def test_columns_follow_the_given_order_and_no_cells_is_still_a_document():
     heads = [w for w in texts(svg) if w in ("a", "b")]
     assert heads == ["a", "b"]
     assert "no cells" in texts(parse(render_heatmap([])))
+    inline = render_heatmap(cells, declaration=False)
+    assert inline.startswith("<svg ")
+    assert ET.fromstring(inline).get("role") == "img"
 
 
 def test_describe_reads_as_a_sentence():
