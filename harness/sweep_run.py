@@ -136,13 +136,17 @@ def cells_of(run: SweepRun, root: Path, out: Path, experiments: Sequence[str]) -
     if run.status == "complete" and run.run_id:
         bundle = root / run.run_id
         for entry in _read(bundle / "run.json")["experiments"]:
-            counts: dict[str, Any] = {"trials": entry["trials"], "violations": len(entry["violations"])}
+            counts: dict[str, Any] = {
+                "trials": entry["trials"],
+                "violations": len(entry["violations"]),
+                "reason": entry.get("error"),
+            }
             if entry["incident"]:
                 summary = _read(bundle / entry["incident"])["summary"]
                 counts |= {k: summary[k] for k in ("trials", "passed", "failed", "errors")}
                 counts["incident"] = f"{run.run_id}/{entry['incident']}"
             else:
-                counts |= {"errors": entry["trials"], "reason": entry.get("error")}
+                counts["errors"] = entry["trials"]
             done[entry["name"]] = _cell(run, entry["name"], entry["verdict"], **counts)
     staged = out / run.run_id if run.run_id else None
     cells = []
@@ -320,7 +324,7 @@ def prepare_sweep(options: SweepOptions) -> SweepPlan:
         for what, value, recorded in zip(
             ("--target", "--experiment"), given, (plan.targets, plan.experiments), strict=True
         ):
-            if value and tuple(dict.fromkeys(value)) != recorded:
+            if value and set(value) != set(recorded):
                 raise SpecError(
                     f"--resume {options.resume}: {what} {', '.join(value)} differs from the sweep's "
                     f"{', '.join(recorded)}; leave it out to resume"
