@@ -91,6 +91,21 @@ def test_job_results_reads_the_summary() -> None:
     }
 
 
+def failure_log(
+    workdir: Path, done: subprocess.CompletedProcess[str], results: dict[str, tuple[str, str]]
+) -> str:
+    """What to read when the run failed: the end of each failed job's own log."""
+    parts = [f"exit {done.returncode}; jobs: {results}", done.stderr[-1500:]]
+    for job, (status, _) in results.items():
+        if status != "PASS":
+            output = workdir / ".gitlab-ci-local" / "output" / f"{gcl_job_dir(job)}.log"
+            text = output.read_text(errors="replace") if output.exists() else "(no log)"
+            parts.append(f"--- {job}: {status} (last lines of its log) ---\n{text[-4000:]}")
+    if not results:
+        parts.append(ANSI.sub("", done.stdout)[-6000:])
+    return "\n".join(parts)
+
+
 def artifacts(workdir: Path, job: str) -> Path:
     return workdir / ".gitlab-ci-local" / "artifacts" / gcl_job_dir(job)
 
@@ -120,9 +135,7 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
     done = pipeline("--workdir", str(workdir), timeout=1400)
     elapsed = time.monotonic() - started
     results = job_results(done.stdout)
-    log = (
-        f"\n--- gitlab-ci-local (last lines) ---\n{ANSI.sub('', done.stdout)[-6000:]}\n{done.stderr[-2000:]}"
-    )
+    log = failure_log(workdir, done, results)
 
     expected = [*CODE_JOBS, *LAB_JOBS, "pages"]
     assert set(job_names(load_ci())) - {"repair"} == {j.split(": [")[0] for j in expected}
