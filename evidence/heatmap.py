@@ -10,9 +10,10 @@ become markup.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 # verdict -> (fill, stroke/ink); the same palette as the console's charts
 VERDICT_COLORS = {
@@ -202,3 +203,41 @@ def render_heatmap(
     }
     document = _el("svg", root, *parts) + "\n"
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + document if declaration else document
+
+
+def sweep_cells(
+    doc: Mapping[str, Any], href: Callable[[Mapping[str, Any]], str | None] | None = None
+) -> list[HeatCell]:
+    """The cells of a sweep.json document (rows: target, then database); `href` links a cell.
+
+    Without `href` a cell links its incident file, relative to the sweep's directory.
+    """
+    return [
+        HeatCell(
+            row=f"{c['target']}\n{c['database']}",
+            column=c["experiment"],
+            verdict=c["verdict"],
+            trials=c["trials"],
+            passed=c["passed"],
+            failed=c["failed"],
+            errors=c["errors"],
+            violations=c["violations"],
+            note=c.get("reason") or "",
+            href=href(c) if href is not None else c.get("incident"),
+        )
+        for c in doc["cells"]
+    ]
+
+
+def sweep_heatmap(
+    doc: Mapping[str, Any],
+    *,
+    href: Callable[[Mapping[str, Any]], str | None] | None = None,
+    declaration: bool = True,
+) -> str:
+    """The heatmap of a sweep.json document (what ``acklab sweep`` writes as heatmap.svg)."""
+    trials = doc["trials_per_experiment"]
+    title = f"acklab sweep {doc['sweep_id']}: {doc['verdict']} ({trials} trial{'s' if trials != 1 else ''} per cell)"
+    return render_heatmap(
+        sweep_cells(doc, href), title=title, columns=doc["experiments"], declaration=declaration
+    )

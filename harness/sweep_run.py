@@ -33,7 +33,7 @@ from typing import Any
 
 from evidence.bundle import BundleWriter, acklab_version, utcnow
 from evidence.exitcodes import ExitCode
-from evidence.heatmap import HeatCell, render_heatmap
+from evidence.heatmap import sweep_heatmap
 from harness.errors import HarnessError, RunInterrupted, SpecError
 from harness.events import Consumer, Event, RunStarted
 from harness.plan import Settings
@@ -203,28 +203,6 @@ def sweep_document(
     }
 
 
-def heatmap(doc: dict[str, Any]) -> str:
-    """heatmap.svg of a sweep document: a row per target x database, a column per experiment."""
-    cells = [
-        HeatCell(
-            row=f"{c['target']}\n{c['database']}",
-            column=c["experiment"],
-            verdict=c["verdict"],
-            trials=c["trials"],
-            passed=c["passed"],
-            failed=c["failed"],
-            errors=c["errors"],
-            violations=c["violations"],
-            note=c.get("reason") or "",
-            href=c.get("incident"),
-        )
-        for c in doc["cells"]
-    ]
-    trials = doc["trials_per_experiment"]
-    title = f"acklab sweep {doc['sweep_id']}: {doc['verdict']} ({trials} trial{'s' if trials != 1 else ''} per cell)"
-    return render_heatmap(cells, title=title, columns=doc["experiments"])
-
-
 class _Index:
     """Writes sweep.json whenever a run starts or ends (so a kill -9 loses no run id)."""
 
@@ -379,6 +357,6 @@ def run_sweep(
             + (f" {hint} (with the password: it is never written)" if hint else "")
         ) from exc
     doc = index.write("complete")
-    writer.write_bytes(HEATMAP_FILE, heatmap(doc).encode("utf-8"))
+    writer.write_bytes(HEATMAP_FILE, sweep_heatmap(doc).encode("utf-8"))
     writer.finalize()
     return SweepResult(doc, writer.root)

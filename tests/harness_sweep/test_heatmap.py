@@ -65,3 +65,25 @@ def test_columns_follow_the_given_order_and_no_cells_is_still_a_document():
 def test_describe_reads_as_a_sentence():
     assert describe(HeatCell("t", "e", "pending")) == "t \u00d7 e: pending"
     assert describe(HeatCell("t", "e", "error", note="db down")) == "t \u00d7 e: error \u2014 db down"
+
+
+def test_a_sweep_document_draws_with_links_the_reader_chooses():
+    from evidence.heatmap import sweep_heatmap
+
+    cells = [
+        {"target": "fixture:live", "database": "sqlite", "experiment": "lost-ack", "verdict": "pass",
+         "trials": 2, "passed": 2, "failed": 0, "errors": 0, "violations": 0, "incident": "r1/incidents/i.json"},
+    ]  # fmt: skip
+    doc = {
+        "sweep_id": "s",
+        "verdict": "pass",
+        "trials_per_experiment": 2,
+        "experiments": ["lost-ack"],
+        "cells": cells,
+    }
+    (default,) = parse(sweep_heatmap(doc)).iter(f"{SVG}a")
+    assert default.get("href") == "r1/incidents/i.json"
+    inline = sweep_heatmap(doc, href=lambda c: f"/bundles/x~{c['incident'].split('/')[0]}", declaration=False)
+    (link,) = ET.fromstring(inline).iter(f"{SVG}a")
+    assert link.get("href") == "/bundles/x~r1"
+    assert "acklab sweep s: pass (2 trials per cell)" in texts(ET.fromstring(inline))
