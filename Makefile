@@ -40,8 +40,11 @@ test: install system-deps lint typecheck pytest
 pipeline: install system-deps
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh $(PIPELINE_ARGS)
 
+## bench: measure every figure beside its baseline, write bench/results.json and the README table
+## (BENCH_ARGS="--quick", "--only journal_writes", "--make-test")
 bench: install system-deps
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.readme
 
 clean:
 	rm -rf out public .pytest_cache .mypy_cache .ruff_cache

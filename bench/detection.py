@@ -87,7 +87,7 @@ def figures(quick: bool = False) -> list[Figure]:
                             "%",
                             target=f">= {TARGET_RATE:.0%}" if at_target else None,
                             met=rate >= TARGET_RATE if at_target else None,
-                            note=f"{caught}/{total} trials caught the race; check-then-insert with a {WORK_MS:g} ms window",
+                            note=f"{caught}/{total} trials caught the race (window {WORK_MS:g} ms)",
                         )
                     )
     return found

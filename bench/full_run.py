@@ -131,7 +131,7 @@ def figures(quick: bool = False) -> list[Figure]:
             note=note,
         ),
         Figure(
-            "full default run, unsafe ∥ live",
+            "full default run, unsafe and live side by side",
             parallel_s,
             "s",
             baseline=total,
