@@ -4,6 +4,7 @@ repeats no finished trial; a password given with --db is asked for again, never 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -92,6 +93,13 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
     assert not (root / "manifest.json").exists()
     assert (root / interrupted["runs"][0]["run_id"] / "manifest.json").is_file()  # moved in, complete
     assert read(out / second / "run.json")["status"] == "interrupted"  # still where the runner works
+
+    # What the killed sweep started is leased in the evidence directory's journal: the janitor finds it.
+    janitor = run_cli("janitor", "--out", str(out), "--json")
+    assert janitor.returncode == 0, janitor.stderr[-3000:]
+    cleaned = json.loads(janitor.stdout)["cleaned"]
+    assert {c["resource"] for c in cleaned} == {"directory"}
+    assert all(c["run_id"] == second for c in cleaned)
 
     done = run_cli("sweep", "--resume", root.name, "--out", str(out), "--json")
     assert done.returncode == 1, done.stderr[-3000:]
