@@ -2,9 +2,10 @@
 
 Part 1 — the fixture by hand: one signed event, a retry of it, a conflicting body, and how
 many fulfillments exist afterwards. Part 2 — every experiment against ``fixture:unsafe``
-and ``fixture:live``, side by side. The unsafe handler failing (two fulfillments for one
-event under lost-ack) is the expected outcome; the demo exits 0 when both sides show what
-they should.
+and ``fixture:live``, side by side. Part 3 — the deeper faults on the live handler: one
+crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial on a
+temporary server. The unsafe handler failing (two fulfillments for one event under
+lost-ack) is the expected outcome; the demo exits 0 when every part shows what it should.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evidence.exitcodes import ExitCode
+from harness import pgtemp
 from harness.progress import STYLE, ProgressDisplay
 from harness.runner import RunOptions, RunResult, run
 from harness.signing import SIGNERS, Attempt
@@ -93,6 +95,35 @@ def _side_by_side(unsafe: RunResult, live: RunResult) -> Table:
     return table
 
 
+def _deeper_faults(out: Path) -> list[RunResult]:
+    """Part 3: the live handler survives a crash after commit and a reset database link."""
+    results = []
+    console.print("[bold]Part 3[/] — deeper faults on fixture:live, one trial each")
+    results.append(
+        run(RunOptions(target="fixture:live", experiments=("crash-after-commit",), trials=1, out=out), [])
+    )
+    if not pgtemp.available():
+        console.print("  db-reset: skipped in the demo — PostgreSQL is not installed (make test installs it)")
+    else:
+        server = pgtemp.start_postgres()
+        try:
+            options = RunOptions(
+                target="fixture:live",
+                experiments=("db-reset",),
+                trials=1,
+                out=out,
+                db=server.create_database(),
+            )
+            results.append(run(options, []))
+        finally:
+            server.stop()
+    for result in results:
+        entry = result.run["experiments"][0]
+        style = STYLE.get(entry["verdict"], "")
+        console.print(f"  {entry['name']:<20} [{style}]{entry['verdict']}[/]  ({result.bundle})")
+    return results
+
+
 @click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--trials", type=click.IntRange(min=1), default=3, show_default=True, help="Trials per experiment."
@@ -112,6 +143,7 @@ def demo(trials: int, out: Path, db: str | None) -> int:
         )
     unsafe, live = results["unsafe"], results["live"]
     console.print(_side_by_side(unsafe, live))
+    deeper = _deeper_faults(out)
     double = _lost_ack_effects(unsafe)
     if double is not None:
         console.print(
@@ -122,9 +154,10 @@ def demo(trials: int, out: Path, db: str | None) -> int:
         "What this proves: at most one side effect per event in the fixture's own database under these "
         "faults — not exactly-once delivery across systems."
     )
-    if ExitCode.LAB_ERROR in (unsafe.exit_code, live.exit_code):
+    if ExitCode.LAB_ERROR in (unsafe.exit_code, live.exit_code, *(r.exit_code for r in deeper)):
         return int(ExitCode.LAB_ERROR)
-    if live.verdict == "pass" and double is not None and double >= 2:
+    deeper_ok = all(r.verdict == "pass" for r in deeper)
+    if live.verdict == "pass" and deeper_ok and double is not None and double >= 2:
         console.print(
             "[green]demo ok[/]: the unsafe handler fails as expected, the live handler passes everything."
         )

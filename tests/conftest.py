@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.postgres import PostgresServer, start_postgres
+from harness.pgtemp import PostgresServer, start_postgres
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import yaml
 
 from acklab.cli import main
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
-from tests.support.postgres import free_port
+from harness.pgtemp import free_port
 
 
 def acklab(*argv: str) -> int:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from harness.netfaults import ProxyThread, postgres_probe
-from tests.support.postgres import PostgresServer
+from harness.pgtemp import PostgresServer
 
 Connect = Callable[..., psycopg.Connection]
 

@@ -21,7 +21,7 @@ from harness.netfaults import (
     Timeout,
     postgres_probe,
 )
-from tests.support.postgres import free_port
+from harness.pgtemp import free_port
 
 
 class Boom(Exception):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.harness_sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
-from tests.support.postgres import free_port
+from harness.pgtemp import free_port
 
 
 @pytest.mark.parametrize(

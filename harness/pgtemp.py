@@ -1,9 +1,12 @@
-"""A private PostgreSQL server for the test run: initdb + pg_ctl in a temporary directory.
+"""A private, temporary PostgreSQL server: initdb + pg_ctl in a temporary directory.
 
-Debian's server refuses to run as root, and CI runs as root, so as root every server
-command runs as the `postgres` user (runuser). The server listens on 127.0.0.1 on a free
-port and on a Unix socket inside its own directory; it is stopped at the end of the run.
-Nothing is skipped when PostgreSQL is missing: `make test` installs it first.
+The test run, the benchmarks and `make demo` start one when they need PostgreSQL (the
+concurrency experiments and the database-link faults). Debian's server refuses to run as
+root, and CI runs as root, so as root every server command runs as the `postgres` user
+(runuser). The server listens on 127.0.0.1 on a free port and on a Unix socket inside its
+own directory, with trust authentication (loopback only, no password to leak); `stop()`
+ends it and removes the directory. Its commands are argv lists of our own binaries, never a shell. Nothing is skipped when PostgreSQL is missing: `make
+test` installs it first; `available()` lets the demo say so instead.
 """
 
 from __future__ import annotations
@@ -12,12 +15,27 @@ import glob
 import os
 import shutil
 import socket
-import subprocess
+import subprocess  # nosec B404
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def available() -> bool:
+    """Whether PostgreSQL's server binaries are installed (Debian package `postgresql`)."""
+    try:
+        _bindir()
+    except PostgresUnavailable:
+        return False
+    return True
+
+
+class PostgresUnavailable(HarnessError):
+    """The temporary PostgreSQL server could not be found or started."""
 
 
 def _bindir() -> Path:
@@ -27,7 +45,9 @@ def _bindir() -> Path:
     found = shutil.which("initdb")
     if found:
         return Path(found).parent
-    raise RuntimeError("PostgreSQL server binaries not found: run `make test` (it installs postgresql)")
+    raise PostgresUnavailable(
+        "PostgreSQL server binaries not found (Debian package postgresql); `make test` installs it when run as root"
+    )
 
 
 def free_port() -> int:
@@ -67,25 +87,23 @@ class PostgresServer:
 def _as_postgres(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", "postgres", "--", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)  # nosec B603
 
 
 def start_postgres() -> PostgresServer:
     """initdb a fresh cluster in a temporary directory and start it; raise with its log on failure."""
     bindir = _bindir()
     root = Path(tempfile.mkdtemp(prefix="acklab-pg-"))
-    os.chmod(root, 0o777)
     data, sock = root / "data", root / "sock"
     sock.mkdir()
-    os.chmod(sock, 0o777)
-    if os.geteuid() == 0:
+    if os.geteuid() == 0:  # the server runs as `postgres`: hand it its (private, 0o700) directories
         shutil.chown(root, "postgres")
         shutil.chown(sock, "postgres")
     res = _as_postgres(
         [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
     )
     if res.returncode != 0:
-        raise RuntimeError(f"initdb failed: {res.stderr[-2000:]}")
+        raise PostgresUnavailable(f"initdb failed: {res.stderr[-2000:]}")
     port = free_port()
     opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     res = _as_postgres(
@@ -105,7 +123,7 @@ def start_postgres() -> PostgresServer:
     )
     if res.returncode != 0:
         log = (root / "log").read_text() if (root / "log").exists() else ""
-        raise RuntimeError(f"pg_ctl start failed: {res.stderr[-1000:]} {log[-2000:]}")
+        raise PostgresUnavailable(f"pg_ctl start failed: {res.stderr[-1000:]} {log[-2000:]}")
     server = PostgresServer(root=root, port=port, bindir=bindir)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -115,4 +133,4 @@ def start_postgres() -> PostgresServer:
         except OSError:
             time.sleep(0.1)
     server.stop()
-    raise RuntimeError("PostgreSQL did not accept connections within 30 s")
+    raise PostgresUnavailable("PostgreSQL did not accept connections within 30 s")
