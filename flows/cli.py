@@ -167,8 +167,14 @@ def sandbox(*, directory: Path) -> int:
     help="Where to make the sandbox (default: a new temporary directory).",
 )
 @click.option("--trials", type=click.IntRange(1, 100), default=1, show_default=True)
-def demo(*, directory: Path | None, trials: int) -> int:
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Evidence directory for the flow's bundle (default: out/ inside the sandbox).",
+)
+def demo(*, directory: Path | None, trials: int, out: Path | None) -> int:
     """The repair story: sandbox, recipe repair with delegated approvals, before and after."""
     from .demo import run_demo
 
-    return run_demo(directory, trials=trials)
+    return run_demo(directory, trials=trials, out=out)

@@ -46,7 +46,7 @@ def _say(message: str) -> None:
     click.secho(message, bold=True, err=True)
 
 
-def run_demo(directory: Path | None, *, trials: int = 1) -> int:
+def run_demo(directory: Path | None, *, trials: int = 1, out: Path | None = None) -> int:
     """Run the story; return the flow's exit code."""
     work = Path(tempfile.mkdtemp(prefix="acklab-demo-"))
     sandbox = directory or work / "sandbox"
@@ -58,6 +58,8 @@ def run_demo(directory: Path | None, *, trials: int = 1) -> int:
     click.echo(decisions.read_text(encoding="utf-8"), err=True)
     argv = ["flow", "run", "flows/repair.yaml", "--local", "--decisions", str(decisions)]
     argv += ["--trials", str(trials), "--json"]
+    if out is not None:  # absolute: the flow runs with the sandbox as its working directory
+        argv += ["--out", str(out.resolve())]
     _say(f"$ cd {sandbox} && acklab {' '.join(argv)}")
     done = subprocess.run(  # nosec B603
         [sys.executable, "-c", _ACKLAB, *argv], cwd=sandbox, stdout=subprocess.PIPE, text=True, check=False

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: the fixture by hand, then every experiment on the unsafe and the live handler.
-# Exits with `acklab demo`'s code (0 when the unsafe handler fails and the live one passes, as expected).
+# make demo: the fixture by hand, every experiment on the unsafe and the live handler, the
+# deeper faults, then the repair story (a sandbox whose unsafe handler the flow repairs), and
+# the static console snapshot. Exits non-zero when any part does not show what it should.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ACKLAB="${ACKLAB:-.venv/bin/acklab}"
@@ -8,6 +9,12 @@ OUT="${ACKLAB_DEMO_OUT:-out}"
 
 rc=0
 "$ACKLAB" demo --out "$OUT" || rc=$?
+
+echo
+echo "Part 4 — the repair story: a sandbox copy whose handler is the unsafe one, repaired by the flow"
+frc=0
+"$ACKLAB" flow demo --out "$OUT" || frc=$?
+[ "$rc" -ne 0 ] || rc=$frc
 
 echo
 echo "Evidence bundles are under $OUT/ (check one with: $ACKLAB evidence verify $OUT/<run_id>)."
