@@ -21,6 +21,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bench.figures import RESULTS, Figure, not_measured, print_figure, write_results
 
@@ -52,13 +53,13 @@ def run_module(name: str, *, quick: bool) -> tuple[list[Figure], bool]:
     return measured, True
 
 
-def _earlier(path: Path) -> dict[str, list[Figure]]:
-    """An earlier results file's figures, by the module that measured them."""
+def _earlier(path: Path) -> tuple[dict[str, Any], dict[str, list[Figure]]]:
+    """An earlier results file, and its figures by the module that measured them."""
     if not path.exists():
-        return {}
+        return {}, {}
     doc = json.loads(path.read_text())
     by_name = {f["name"]: Figure(**f) for f in doc.get("figures", [])}
-    return {
+    return doc, {
         module: [by_name[n] for n in names if n in by_name] for module, names in doc.get("suite", {}).items()
     }
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         time_make_test()
     started = time.perf_counter()
     # A partial run (--only) refreshes its modules' figures and keeps the others.
-    by_module = _earlier(args.out) if args.only else {}
+    earlier, by_module = _earlier(args.out) if args.only else ({}, {})
     crashed = []
     for name in SUITE:
         if args.only and name not in args.only:
@@ -92,12 +93,18 @@ def main(argv: list[str] | None = None) -> int:
         for figure in measured:
             print_figure(figure)
     figures = [f for name in SUITE for f in by_module.get(name, [])]
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    elapsed = round(time.perf_counter() - started, 1)
+    run: dict[str, Any] = {"generated_at": now, "quick": args.quick, "elapsed_s": elapsed}
+    if earlier.get("figures"):
+        # The whole-suite facts stay those of the run that measured most figures.
+        run = {k: earlier[k] for k in ("generated_at", "quick", "elapsed_s") if k in earlier}
+        update = {"modules": list(args.only), "at": now, "quick": args.quick, "elapsed_s": elapsed}
+        run["updates"] = [*earlier.get("updates", []), update]
     write_results(
         figures,
         args.out,
-        generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        quick=args.quick,
-        elapsed_s=round(time.perf_counter() - started, 1),
+        **run,
         suite={name: [f.name for f in by_module[name]] for name in SUITE if name in by_module},
     )
     print(f"wrote {args.out} ({len(figures)} figures)", file=sys.stderr)

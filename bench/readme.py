@@ -77,13 +77,16 @@ def table(doc: dict[str, Any]) -> str:
             notes.append(f"- *{_cell(f['name'])}*: {_cell(f['note'])}")
     m = doc.get("machine", {})
     where = (
-        f"Measured {doc.get('generated_at', '')} on {m.get('cpus', '?')} CPUs ({m.get('processor', '?')}, "
+        f"Measured {doc.get('generated_at', '?')} on {m.get('cpus', '?')} CPUs ({m.get('processor', '?')}, "
         f"{m.get('platform', '?')}), Python {m.get('python', '?')}"
-        + (" — quick variant" if doc.get("quick") else "")
-        + f"; `make bench` took {doc['elapsed_s']:.0f} s."
-        if "elapsed_s" in doc
-        else "."
     )
+    if doc.get("quick"):
+        where += " — quick variant"
+    where += f"; `make bench` took {doc['elapsed_s']:.0f} s." if "elapsed_s" in doc else "."
+    for update in doc.get("updates", []):
+        where += f" Re-measured {update['at']}: {', '.join(update['modules'])}" + (
+            " (quick variant)." if update.get("quick") else "."
+        )
     return "\n".join([*lines, "", where, "", *notes])
 
 
