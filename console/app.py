@@ -3,7 +3,7 @@
 Routes (all GET/HEAD; every other method answers 405):
 
     /                                        overview (?page=N)
-    /bundles/{key}                           one bundle
+    /bundles/{key}                           one bundle (a sweep: its heatmap and nested runs)
     /bundles/{key}/incidents/{incident_id}   an incident's timeline
     /bundles/{key}/trail                     a repair trail
     /bundles/{key}/pipeline                  pipeline evidence of a bundle

@@ -18,7 +18,9 @@ from typing import Any
 # Directories inside a bundle that only hold documents: never descend into them looking
 # for nested bundles (with 10,000 incidents this keeps discovery to a handful of scandirs).
 LEAF_DIRS = frozenset({"incidents", "trials", "reports"})
-MARKERS = ("manifest.json", "run.json", "trail.json")
+# sweep.json is written before a sweep's first run starts and its manifest only at the end,
+# so it alone makes a sweep in progress visible.
+MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json")
 SAFE_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -54,6 +56,7 @@ class IncidentSummary:
     faulted: Latency | None = None
     clean: Latency | None = None
     error: str | None = None
+    database: str | None = None  # the incident's target.database: sqlite, postgresql, ...
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,21 @@ class RunSummary:
     started_at: str
     ended_at: str
     experiments: int
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """The scalar fields of sweep.json (the matrix itself is read on demand)."""
+
+    sweep_id: str
+    verdict: str
+    status: str
+    targets: int
+    databases: int
+    experiments: int
+    runs: int
+    started_at: str
+    ended_at: str
 
 
 @dataclass
@@ -87,6 +105,7 @@ class BundleSummary:
     has_trail: bool
     reports: list[str]
     problems: list[str] = field(default_factory=list)
+    sweep: SweepSummary | None = None
 
 
 def bundle_key(rel: str) -> str:
@@ -258,6 +277,7 @@ def summarise_incident(key: str, rel: str, doc: Any, fallback_time: float) -> In
         violations=len(as_list(d.get("violations"))),
         faulted=latency(faulted),
         clean=latency(clean),
+        database=as_str(as_dict(d.get("target")).get("database")) or None,
     )
 
 
@@ -277,8 +297,24 @@ def summarise_run(doc: Any) -> RunSummary:
     )
 
 
+def summarise_sweep(doc: Any) -> SweepSummary:
+    """The scalar fields of a sweep.json document, tolerant of missing or mistyped fields."""
+    d = as_dict(doc)
+    return SweepSummary(
+        sweep_id=as_str(d.get("sweep_id"), "?"),
+        verdict=as_str(d.get("verdict"), "unknown"),
+        status=as_str(d.get("status"), "unknown"),
+        targets=len(as_list(d.get("targets"))),
+        databases=len(as_list(d.get("databases"))),
+        experiments=len(as_list(d.get("experiments"))),
+        runs=len(as_list(d.get("runs"))),
+        started_at=as_str(d.get("started_at")),
+        ended_at=as_str(d.get("ended_at")),
+    )
+
+
 def orphan_entries(
-    key: str, run_doc: Any, run: RunSummary, covered: set[str], when: float
+    key: str, run_doc: Any, run: RunSummary, covered: set[str], when: float, *, database: str | None
 ) -> list[IncidentSummary]:
     """run.json experiments without an incident file (the lab could not finish them)."""
     out = []
@@ -304,6 +340,7 @@ def orphan_entries(
                 errors=0,
                 violations=len(as_list(e.get("violations"))),
                 error=as_str(e.get("error")) or None,
+                database=database,
             )
         )
     return out
@@ -339,9 +376,24 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
         incidents.append(summarise_incident(key, f"incidents/{name}", doc, mtime))
     if run is not None:
         covered = {i.path for i in incidents if i.path}
-        incidents += orphan_entries(key, run_doc, run, covered, mtime)
-    created = as_str(manifest.get("created_at")) or (run.started_at if run else "")
-    kind = as_str(manifest.get("kind")) or ("flow" if (path / "trail.json").is_file() else "run")
+        # run.json does not name the database; a run uses one, so its incidents tell.
+        databases = {i.database for i in incidents}
+        database = databases.pop() if len(databases) == 1 else None
+        incidents += orphan_entries(key, run_doc, run, covered, mtime, database=database)
+    sweep: SweepSummary | None = None
+    if (path / "sweep.json").is_file():
+        sweep_doc, why = read_json(path / "sweep.json")
+        sweep = summarise_sweep(sweep_doc)
+        if why:
+            problems.append(why)
+    created = (
+        as_str(manifest.get("created_at"))
+        or (run.started_at if run else "")
+        or (sweep.started_at if sweep else "")
+    )
+    kind = as_str(manifest.get("kind")) or (
+        "sweep" if sweep else "flow" if (path / "trail.json").is_file() else "run"
+    )
     ci = {k: str(v) for k, v in as_dict(manifest.get("ci")).items() if isinstance(v, str | int)}
     return BundleSummary(
         key=key,
@@ -357,4 +409,5 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
         has_trail=(path / "trail.json").is_file(),
         reports=[f"reports/{n}" for n, *_ in listing_sig(path / "reports")],
         problems=problems,
+        sweep=sweep,
     )

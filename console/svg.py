@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from markupsafe import Markup
 
-from .overview import Heatmap, LatencyRow
+from .overview import ROW_SEPARATOR, Heatmap, LatencyRow
 from .scan import IncidentSummary, Latency
 from .timeline import TrialView
 
@@ -102,60 +102,110 @@ def ms(value: float) -> str:
     return f"{value:.1f}".removesuffix(".0") + " ms"
 
 
+HEAT_LABEL_W, HEAT_CELL_W, HEAT_CELL_H, HEAT_HEAD_H, HEAT_GAP = 160, 92, 84, 44, 4
+HEAD_LIMIT, ROW_LIMIT = 12, 21  # characters that fit a column header line and a row label line
+
+
+def wrap_name(name: str, limit: int) -> list[str]:
+    """A column name on at most two lines, broken after a hyphen (the second line clipped)."""
+    if len(name) <= limit:
+        return [name]
+    hyphens = [n + 1 for n, c in enumerate(name[:limit]) if c == "-"]
+    cut = max(hyphens) if hyphens else limit - 1
+    return [name[:cut] if hyphens else name[:cut] + "-", clip(name[cut:], limit)]
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], warned: set[str]) -> Markup:
-    """Rows are targets, columns experiments; a cell shows verdict, pass rate, trials and violations."""
-    label_w, cell_w, cell_h, head_h, gap = 190, 150, 70, 34, 4
-    width = label_w + len(grid.experiments) * (cell_w + gap)
-    height = head_h + len(grid.targets) * (cell_h + gap)
-    parts = [
-        text(
-            label_w + col * (cell_w + gap) + cell_w / 2,
-            head_h - 12,
-            clip(name, 22),
-            anchor="middle",
-            weight="600",
-        )
-        for col, name in enumerate(grid.experiments)
-    ]
-    for row, target in enumerate(grid.targets):
-        y = head_h + row * (cell_h + gap)
-        parts.append(text(label_w - 10, y + cell_h / 2 + 4, clip(target, 26), anchor="end", weight="600"))
+    """Rows are targets (on a database), columns experiments; a cell shows verdict, pass rate, trials, violations.
+
+    Two SVGs side by side: the row labels stay in place while the grid scrolls sideways in
+    its own region, so eleven experiments fit 1300 px and a narrow window still reads
+    which row is which.
+    """
+    label_w, cell_w, cell_h, gap = HEAT_LABEL_W, HEAT_CELL_W, HEAT_CELL_H, HEAT_GAP
+    headers = [wrap_name(name, HEAD_LIMIT) for name in grid.experiments]
+    head_h = HEAT_HEAD_H if any(len(lines) > 1 for lines in headers) else HEAT_HEAD_H - 15
+    width = len(grid.experiments) * (cell_w + gap)
+    height = head_h + len(grid.rows) * (cell_h + gap)
+    labels: list[Markup] = []
+    parts: list[Markup] = []
+    for col, (name, lines) in enumerate(zip(grid.experiments, headers, strict=True)):
+        x = col * (cell_w + gap) + cell_w / 2
+        first = head_h - 10 - 15 * (len(lines) - 1)  # the baseline of the header's first line
+        header = [
+            text(x, first + 15 * n, line, anchor="middle", weight="600") for n, line in enumerate(lines)
+        ]
+        parts.append(el("g", None, el("title", None, name), *header))
+    for n, row in enumerate(grid.rows):
+        y = head_h + n * (cell_h + gap)
+        lines = row.lines
+        baseline = y + cell_h / 2 + 4 - 8 * (len(lines) - 1)
+        label = [
+            text(
+                label_w - 10,
+                baseline + 16 * k,
+                clip(line, ROW_LIMIT),
+                anchor="end",
+                weight="600" if k == 0 else "normal",
+                fill=INK if k == 0 else MUTED,
+            )
+            for k, line in enumerate(lines)
+        ]
+        labels.append(el("g", None, el("title", None, row.label), *label))
         for col, experiment in enumerate(grid.experiments):
-            x = label_w + col * (cell_w + gap)
-            incident = grid.cells.get((target, experiment))
+            x = col * (cell_w + gap)
+            incident = grid.by_row.get((row, experiment))
             if incident is None:
-                box = {
-                    "x": x,
-                    "y": y,
-                    "width": cell_w,
-                    "height": cell_h,
-                    "rx": 6,
-                    "fill": "#f6f8fa",
-                    "stroke": "#d0d7de",
-                }
+                box = {"x": x, "y": y, "width": cell_w, "height": cell_h, "rx": 6}
                 parts += [
-                    el("rect", box),
+                    el("rect", {**box, "fill": "#f6f8fa", "stroke": "#d0d7de"}),
                     text(x + cell_w / 2, y + cell_h / 2 + 4, "not run", anchor="middle", fill=MUTED),
                 ]
                 continue
             parts.append(
-                _cell((x, y, cell_w, cell_h), incident, link=href(incident), warned=incident.bundle in warned)
+                _cell(
+                    (x, y, cell_w, cell_h),
+                    incident,
+                    row=row.label,
+                    link=href(incident),
+                    warned=incident.bundle in warned,
+                )
             )
-    return svg("heatmap", width, height, "Latest verdict per target and experiment", parts)
+    region = {
+        "class_": "scroll heatmap-scroll",
+        "tabindex": 0,
+        "role": "region",
+        "aria_label": "Verdicts (scrolls sideways when the experiments do not fit)",
+    }
+    return el(
+        "div",
+        {"class_": "heatmap-frame"},
+        svg("heatmap-labels", label_w, height, "Targets and databases", labels),
+        el("div", region, svg("heatmap", width, height, "Latest verdict per target and experiment", parts)),
+    )
 
 
 def _cell(
-    box: tuple[float, float, float, float], incident: IncidentSummary, *, link: str | None, warned: bool
+    box: tuple[float, float, float, float],
+    incident: IncidentSummary,
+    *,
+    row: str,
+    link: str | None,
+    warned: bool,
 ) -> Markup:
     x, y, w, h = box
     fill, stroke = VERDICT_COLORS.get(incident.verdict, UNKNOWN_COLORS)
     rate = incident.passed / incident.trials if incident.trials else 0.0
     title = (
-        f"{incident.target} \u00d7 {incident.experiment}: {incident.verdict}, {incident.passed}/{incident.trials} "
+        f"{row} \u00d7 {incident.experiment}: {incident.verdict}, {incident.passed}/{incident.trials} "
         f"trials passed, {incident.violations} violation(s), run {incident.run_id}"
         + (" — bundle failed verification" if warned else "")
     )
-    bar = {"x": x + 10, "y": y + h - 18, "height": 6, "rx": 3}
+    bar = {"x": x + 8, "y": y + h - 12, "height": 5, "rx": 2.5}
     body = [
         el("title", None, title),
         el(
@@ -172,17 +222,18 @@ def _cell(
             },
         ),
         text(
-            x + 10,
-            y + 20,
+            x + 8,
+            y + 18,
             incident.verdict.upper() + (" ⚠" if warned else ""),
             size=13,
             weight="700",
             fill=stroke,
         ),
-        text(x + w - 10, y + 20, f"{rate:.0%} pass", anchor="end"),
-        text(x + 10, y + 40, f"{incident.trials} trials · {incident.violations} viol."),
-        el("rect", {**bar, "width": w - 20, "fill": "#ffffff", "stroke": stroke, "stroke_width": 0.5}),
-        el("rect", {**bar, "width": (w - 20) * rate, "fill": stroke}),
+        text(x + 8, y + 35, f"{rate:.0%} pass"),
+        text(x + 8, y + 51, plural(incident.trials, "trial"), size=11),
+        text(x + 8, y + 66, plural(incident.violations, "violation"), size=11),
+        el("rect", {**bar, "width": w - 16, "fill": "#ffffff", "stroke": stroke, "stroke_width": 0.5}),
+        el("rect", {**bar, "width": (w - 16) * rate, "fill": stroke}),
     ]
     if link:
         return el("a", {"href": link, "class_": "cell-link"}, *body)
@@ -228,7 +279,11 @@ def latency_svg(experiment: str, rows: list[LatencyRow]) -> Markup:
         parts.append(text(x_of(tick), bottom + 14, ms(tick), size=11, anchor="middle", fill=MUTED))
     for n, row in enumerate(rows):
         y = top + n * row_h
-        parts.append(text(label_w - 10, y + row_h / 2 + 4, clip(row.target, 18), anchor="end", weight="600"))
+        lines = row.target.split(ROW_SEPARATOR, 1)  # a target, then its database where the label names one
+        for k, line in enumerate(lines):
+            baseline = y + row_h / 2 + 4 - 8 * (len(lines) - 1) + 16 * k
+            weight, fill = ("600", INK) if k == 0 else ("normal", MUTED)
+            parts.append(text(label_w - 10, baseline, clip(line, 18), anchor="end", weight=weight, fill=fill))
         for offset, stat, color, name in (
             (14, row.faulted, FAULTED, "faulted"),
             (32, row.clean, CLEAN, "no fault"),

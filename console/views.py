@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import sweep as sweep_model
 from .compare import counterparts, rendered_pairs
 from .index import FAILED, EvidenceIndex, Integrity, Snapshot
 from .links import Links
 from .overview import heatmap, latency_table, paginate
 from .render import Site, render
 from .reports import Report, read_reports
-from .scan import BundleSummary, IncidentSummary, as_dict
+from .scan import BundleSummary, IncidentSummary, as_dict, as_list, as_str
 from .svg import heatmap_svg, latency_svg
 
 INCIDENTS_PER_PAGE = 50  # a merged bundle may hold thousands
@@ -46,7 +47,7 @@ class Context:
 def overview(ctx: Context, page: int = 1) -> str:
     """Heatmap of the latest verdicts, latency under fault, and the newest bundles (paginated)."""
     grid = heatmap(ctx.snapshot)
-    shown = {i.bundle for i in grid.cells.values()}
+    shown = {i.bundle for i in grid.by_row.values()}
     warned = {
         key
         for key in shown
@@ -61,13 +62,13 @@ def overview(ctx: Context, page: int = 1) -> str:
     counts = {
         "bundles": len(ctx.snapshot.bundles),
         "incidents": sum(1 for i in ctx.snapshot.incidents if i.path),
-        "failing": sum(1 for c in grid.cells.values() if c.verdict == "fail"),
+        "failing": sum(1 for c in grid.by_row.values() if c.verdict == "fail"),
     }
     return ctx.page(
         "overview.html",
         title="Overview",
         nav="overview",
-        heatmap=heatmap_svg(grid, ctx.incident_href, warned) if grid.cells else None,
+        heatmap=heatmap_svg(grid, ctx.incident_href, warned) if grid.by_row else None,
         warned=sorted(warned),
         latency=latency,
         runs=runs,
@@ -81,6 +82,8 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
     found = ctx.snapshot.by_key.get(key)
     if found is None:
         return None
+    if found.sweep is not None:
+        return sweep(ctx, found)
     listed = paginate(
         sorted(found.incidents, key=lambda i: (i.target, i.experiment)), page, INCIDENTS_PER_PAGE
     )
@@ -105,6 +108,38 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
         pager_href=lambda n: ctx.links.bundle(found.key, n),
         compare=compare,
         raw=raw,
+        parent=enclosing_sweep(ctx.snapshot, found),
+    )
+
+
+def enclosing_sweep(snapshot: Snapshot, found: BundleSummary) -> BundleSummary | None:
+    """The sweep a run bundle belongs to (a sweep nests its runs in its own directory)."""
+    sweeps = snapshot.extras.get("sweeps")
+    if not isinstance(sweeps, list):  # once per snapshot: the export asks for every bundle
+        sweeps = snapshot.extras["sweeps"] = [b for b in snapshot.bundles if b.sweep is not None]
+    return next((b for b in sweeps if b.path != found.path and found.path.is_relative_to(b.path)), None)
+
+
+def sweep(ctx: Context, found: BundleSummary) -> str:
+    """A sweep: its matrix as a heatmap whose cells open their incidents, and its nested runs."""
+    doc, problem = ctx.index.document(found, "sweep.json")
+    nested = sweep_model.nested_bundles(ctx.snapshot, found)
+    schema_problems = sweep_model.schema_problems(doc)
+    valid = doc is not None and not schema_problems
+    raw = [rel for rel in ("sweep.json", "heatmap.svg", "manifest.json") if (found.path / rel).is_file()]
+    return ctx.page(
+        "sweep.html",
+        title=f"Sweep {found.rel}",
+        nav="overview",
+        bundle=found,
+        integrity=ctx.integrity(found),
+        doc=as_dict(doc),
+        databases=[as_str(as_dict(d).get("label"), "?") for d in as_list(as_dict(doc).get("databases"))],
+        heatmap=sweep_model.heatmap(as_dict(doc), nested, ctx.links) if valid else None,
+        runs=sweep_model.runs(doc, nested),
+        raw=raw,
+        problem=problem,
+        schema_problems=schema_problems,
     )
 
 

@@ -181,7 +181,15 @@ def make_trial(
 
 
 def make_incident(
-    *, run_id: str, target: str, experiment: str, seed: int, trials: int, created: datetime, hostile: bool
+    *,
+    run_id: str,
+    target: str,
+    experiment: str,
+    seed: int,
+    trials: int,
+    created: datetime,
+    hostile: bool,
+    database: str = "sqlite",
 ) -> dict[str, Any]:
     """An incident: one target x experiment with every trial."""
     records = [
@@ -209,13 +217,13 @@ def make_incident(
             "kind": "fixture",
             "handler": target.rsplit(":", maxsplit=1)[-1],
             "endpoint": "http://127.0.0.1:8765/webhooks/orders",
-            "database": "sqlite",
+            "database": database,
             "commit_sha": None,
             "provider": "standard",
         },
         "experiment": {
             "name": experiment,
-            "description": EXPERIMENTS[experiment],
+            "description": EXPERIMENTS.get(experiment, f"the {experiment} experiment"),
             "parameters": {"trials": trials},
         },
         "seed": seed,
@@ -256,6 +264,7 @@ def make_run_bundle(
     finalize: bool = True,
     hostile: bool = False,
     validate: bool = True,
+    database: str = "sqlite",
 ) -> Path:
     """One run bundle (one target, several experiments) under `evidence`; returns its path."""
     writer = BundleWriter(evidence / run_id, kind="run")
@@ -271,6 +280,7 @@ def make_run_bundle(
             trials=trials,
             created=created + timedelta(minutes=n),
             hostile=hostile,
+            database=database,
         )
         incidents.append(incident)
         path = f"incidents/{incident['incident_id']}.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from console.overview import Heatmap, LatencyRow
+from console.overview import Heatmap, HeatRow, LatencyRow
 from console.reports import read_report
 from console.scan import IncidentSummary, Latency
 from console.svg import delivery_latency_svg, durations_svg, heatmap_svg, latency_svg, ms
@@ -94,7 +94,8 @@ def parse(svg: str) -> ET.Element:
 
 def test_charts_escape_recorded_names_and_use_no_style_attributes():
     hostile = summary("fixture:" + XSS_SCRIPT, "fail")
-    grid = Heatmap([hostile.target], [hostile.experiment], {(hostile.target, hostile.experiment): hostile})
+    row = HeatRow(hostile.target, "postgresql" + XSS_ATTR, f"{hostile.target} · postgresql{XSS_ATTR}")
+    grid = Heatmap([row], [hostile.experiment + XSS_ATTR], {(row, hostile.experiment + XSS_ATTR): hostile})
     trials = trial_views(
         make_incident(
             run_id="r",
@@ -112,10 +113,16 @@ def test_charts_escape_recorded_names_and_use_no_style_attributes():
         str(delivery_latency_svg(trials)),
         str(durations_svg([(XSS_SCRIPT, 12.5, "ok"), ("verify", 1500, "failed")])),
     ]
-    for chart in charts:
-        root = parse(chart)
+    frame = parse(charts[0])  # the heatmap: its row labels beside a region that scrolls the grid
+    assert frame.tag == "div"
+    assert all("style" not in el.attrib for el in frame.iter())
+    svgs = [str(ET.tostring(el, encoding="unicode")) for el in frame.iter() if el.tag.endswith("svg")]
+    assert len(svgs) == 2
+    for chart in charts + svgs:
         assert "<script" not in chart
         assert XSS_ATTR not in chart
+    for chart in charts[1:] + svgs:
+        root = parse(chart)
         assert all("style" not in el.attrib for el in root.iter())
         assert root.get("role") == "img"
     heat = charts[0]
