@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.figures import Figure, print_figure
+from harness.pgtemp import start_postgres
 from harness.plan import Settings
 from harness.runner import RunOptions, run
 
@@ -58,8 +59,6 @@ def sqlite_databases(root: Path) -> Iterator[Callable[[str], str]]:
 
 @contextmanager
 def postgres_databases() -> Iterator[Callable[[str], str]]:
-    from harness.pgtemp import start_postgres
-
     server = start_postgres()
     try:
         yield lambda name: server.create_database(f"bench_{name}".replace("-", "_"))

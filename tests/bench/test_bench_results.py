@@ -6,12 +6,13 @@ only their shape: these machines are shared and noisy.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
 
-from bench.__main__ import main
+from bench.__main__ import SUITE, main
 from bench.figures import RESULTS
 from bench.readme import END, README, START, MarkersMissing, render, table
 
@@ -73,3 +74,10 @@ def test_the_committed_readme_table_is_the_one_the_committed_results_give():
     doc = json.loads(RESULTS.read_text())
     current = Path(README).read_text()
     assert render(current, doc) == current, "run `python -m bench.readme` after `python -m bench`"
+
+
+@pytest.mark.parametrize("module", SUITE)
+def test_every_module_of_the_suite_imports_and_has_figures(module):
+    # The suite borrows handlers and samples from tests/: a refactor there must fail here,
+    # not in the next `make bench`.
+    assert callable(importlib.import_module(f"bench.{module}").figures)
