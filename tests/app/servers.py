@@ -20,7 +20,8 @@ from fastapi import FastAPI
 @contextmanager
 def serve_in_thread(app: FastAPI) -> Iterator[str]:
     """Serve ``app`` on a free 127.0.0.1 port for the duration of the block; yield its base URL."""
-    sock = socket.socket()
+    # IPPROTO_TCP so asyncio turns Nagle off on accepted sockets (else ~40 ms per response).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))

@@ -183,7 +183,8 @@ def create_app(state: GitLabDouble, routers: Sequence[APIRouter] = ()) -> FastAP
 @contextmanager
 def serve(app: FastAPI) -> Iterator[str]:
     """Run `app` with uvicorn in a thread on a free 127.0.0.1 port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP so asyncio turns Nagle off on accepted sockets (else ~40 ms per response).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
