@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evidence.bundle import utcnow
+from harness.credentials import redact
 from harness.deliveries import DeliveryRecord, Observation
 from harness.errors import HarnessError
 from harness.events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
@@ -64,7 +65,8 @@ def trial_record(
     judgement = judge(record, target.expect)
     errors = ([error] if error else []) + (ctx.errors if ctx else []) + judgement.errors
     record["violations"] = judgement.violations
-    record["error"] = "; ".join(errors) if errors else None
+    # Library messages may quote a database URL; records show it as user:***@.
+    record["error"] = redact("; ".join(errors)) if errors else None
     record["verdict"] = "error" if errors else judgement.verdict
     return record
 

@@ -93,8 +93,7 @@ def write_bundle(
     duration_ms: float,
 ) -> tuple[Path, str | None]:
     """The explorer's bundle; returns (bundle, incident path relative to it or None)."""
-    secrets = [target.secret] if len(target.secret) >= 8 else []
-    writer = BundleWriter(out / run_id, kind="run", secrets=secrets)
+    writer = BundleWriter(out / run_id, kind="run", secrets=sorted(target.credentials()))
     trials = [_trial_record(run_id, seed, target, failure, duration_ms)] if failure else []
     violations = failure.violations if failure else []
     verdict = "fail" if violations else "pass"
@@ -234,7 +233,7 @@ def explore(
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"
-    with leasing(out, run_id):
+    with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
             with LabSession(resolved, seed) as session:
                 found = explore_target(session, budget)
@@ -290,7 +289,7 @@ def replay(
     started_at, started = utcnow(), time.monotonic()
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
     run_id = new_run_id(None) + "-replay"
-    with leasing(out, run_id):
+    with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
             with LabSession(resolved, seed, salt=salt) as session:
                 failure = replay_schedule(session, schedule)

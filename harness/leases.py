@@ -131,12 +131,14 @@ def current_book() -> LeaseBook:
 
 
 @contextlib.contextmanager
-def leasing(evidence_dir: Path | None, run_id: str) -> Iterator[LeaseBook]:
+def leasing(
+    evidence_dir: Path | None, run_id: str, *, secrets: list[str] | None = None
+) -> Iterator[LeaseBook]:
     """Make the run's journal the place where everything started below is leased.
 
     Tasks and threads started inside inherit it (context variables are copied).
     """
-    journal = Journal(journal_path(evidence_dir)) if evidence_dir is not None else None
+    journal = Journal(journal_path(evidence_dir), secrets=secrets) if evidence_dir is not None else None
     book = LeaseBook(journal, run_id)
     token = _CURRENT.set(book)
     try:

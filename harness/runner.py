@@ -32,6 +32,7 @@ from evidence.bundle import BundleWriter, utcnow
 from evidence.errors import EvidenceError
 from evidence.exitcodes import ExitCode
 from harness.checkpoint import RunState, load_resume
+from harness.credentials import MIN_SECRET_CHARS, url_secrets
 from harness.errors import HarnessError, RunInterrupted, SpecError
 from harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
 from harness.execute import execute_experiment
@@ -41,8 +42,6 @@ from harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, s
 from harness.providers import profile
 from harness.records import design_json
 from harness.targets import Target, resolve_target
-
-MIN_SECRET_CHARS = 8  # shorter "secrets" would make the bundle guard trip on ordinary text
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,9 @@ class RunOptions:
     shard: str | None = None
     settings: Settings = field(default_factory=Settings)
     journal: bool = True
+    # What no written byte may contain, besides what the run derives itself (the signing
+    # secret, the --db password in every spelling); kept out of repr so it is never logged.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass
@@ -174,8 +176,9 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
 def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
     """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
     target, experiments, plan, run_id, finished = prepare(options)
+    refused = _secrets(target, options)
     # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
-    with leasing(options.out if options.journal else None, run_id):
+    with leasing(options.out if options.journal else None, run_id, secrets=refused):
         try:
             return asyncio.run(
                 _main(
@@ -186,14 +189,18 @@ def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
                     run_id=run_id,
                     finished=finished,
                     consumers=consumers,
+                    refused=refused,
                 )
             )
         finally:
             asyncio.run(target.aclose())
 
 
-def _secrets(target: Target) -> list[str]:
-    return [s for s in (target.secret,) if len(s) >= MIN_SECRET_CHARS]
+def _secrets(target: Target, options: RunOptions) -> list[str]:
+    """What the bundle writer and the journal refuse: the target's credentials (signing secret,
+    database passwords in every spelling), the --db password, and the caller's own secrets."""
+    extra = {s for s in options.secrets if len(s) >= MIN_SECRET_CHARS}
+    return sorted(target.credentials() | url_secrets(options.db) | extra)
 
 
 async def _main(
@@ -205,6 +212,7 @@ async def _main(
     run_id: str,
     finished: dict[str, dict[str, Any]],
     consumers: Sequence[Consumer],
+    refused: list[str],
 ) -> RunResult:
     await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
     bus = EventBus(consumers)
@@ -212,10 +220,10 @@ async def _main(
         try:
             from harness.journal_sink import JournalSink
 
-            bus.add(JournalSink(options.out, secrets=_secrets(target)))
+            bus.add(JournalSink(options.out, secrets=refused))
         except (ImportError, EvidenceError) as exc:
             print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
-    writer = BundleWriter(options.out / run_id, kind="run", secrets=_secrets(target))
+    writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
     state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
     if not options.resume:
         state.preliminary()

@@ -17,20 +17,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from evidence.errors import EvidenceError
 from evidence.validate import validate
+from harness.credentials import redact, url_password, url_secrets
 from harness.errors import SpecError
 from harness.experiments import by_name
 from harness.plan import Settings
@@ -39,13 +38,6 @@ from harness.targets import resolve_target
 FIXTURE_BACKENDS = ("sqlite", "postgresql")  # what the fixture runs on (app/db.py)
 TEMP_SQLITE = "sqlite"  # --db value (and label) of the temporary SQLite default
 SWEEP_FILE = "sweep.json"
-MIN_SECRET_CHARS = 8  # as the runner: shorter passwords would make the guard trip on ordinary text
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):(?P<password>[^/@]*)@")
-
-
-def redact(text: str) -> str:
-    """``user:pass@`` -> ``user:***@`` in every URL of `text`."""
-    return _USERINFO.sub(lambda m: f"{m.group('head')}:***@", text)
 
 
 @dataclass(frozen=True)
@@ -57,10 +49,7 @@ class Database:
 
     @property
     def password(self) -> str | None:
-        if self.url is None:
-            return None
-        match = _USERINFO.search(self.url)
-        return match.group("password") if match and match.group("password") else None
+        return url_password(self.url)
 
     def record(self) -> dict[str, Any]:
         return {"label": self.label, "url": redact(self.url) if self.url else None}
@@ -99,18 +88,7 @@ def secrets_of(databases: Sequence[Database]) -> list[str]:
     """What no written byte may contain: each password, raw and URL-quoted, and each full URL."""
     found: set[str] = set()
     for db in databases:
-        password = db.password
-        if password is None or db.url is None:
-            continue
-        found.add(db.url)
-        found.add(f":{password}@")
-        if len(password) >= MIN_SECRET_CHARS and password not in db.label:
-            found |= {
-                password,
-                unquote(password),
-                quote(unquote(password), safe=""),
-                quote_plus(unquote(password)),
-            }
+        found |= url_secrets(db.url, context=(db.label,))
     return sorted(found)
 
 

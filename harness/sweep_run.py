@@ -34,12 +34,13 @@ from typing import Any
 from evidence.bundle import BundleWriter, acklab_version, utcnow
 from evidence.exitcodes import ExitCode
 from evidence.heatmap import sweep_heatmap
+from harness.credentials import redact
 from harness.errors import HarnessError, RunInterrupted, SpecError
 from harness.events import Consumer, Event, RunStarted
 from harness.plan import Settings
 from harness.runner import RunOptions
 from harness.runner import run as run_lab
-from harness.sweep_plan import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan, redact
+from harness.sweep_plan import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
 from harness.verdicts import combine
 
 HEATMAP_FILE = "heatmap.svg"

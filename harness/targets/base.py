@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from harness.errors import RemoteRefused, SpecError
 from harness.targets.effects import EffectsProbe
 
@@ -70,9 +71,18 @@ class Target(ABC):
             "kind": self.kind,
             "handler": self.handler,
             "endpoint": self.endpoint,
-            "database": self.database,
+            "database": redact(self.database) if self.database else None,
             "provider": self.scheme,
         }
+
+    def database_urls(self) -> tuple[str, ...]:
+        """The database URLs the lab holds for this target (never written: they may carry a password)."""
+        return ()
+
+    def credentials(self) -> set[str]:
+        """What no written byte may contain: the signing secret, each database password in every spelling."""
+        found = {self.secret} if len(self.secret) >= MIN_SECRET_CHARS else set()
+        return found.union(*(url_secrets(url) for url in self.database_urls()))
 
     async def preflight(self) -> None:  # noqa: B027 - optional hook
         """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""

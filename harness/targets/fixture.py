@@ -24,6 +24,7 @@ from app.errors import FixtureError
 from app.main import create_app
 from app.settings import Settings
 from evidence.exitcodes import ExitCode
+from harness.credentials import redact
 from harness.errors import HarnessError, SpecError
 from harness.leases import Lease, current_book
 from harness.providers import profile
@@ -77,9 +78,14 @@ class FixtureTarget(Target):
             )
             return create_app(settings)
         except FixtureError as exc:
+            # The fixture names the URL it was given, password and all: the message reaches
+            # records and stderr redacted, and the original is not chained into tracebacks.
             raise HarnessError(
-                f"the fixture could not start: {exc}", exit_code=ExitCode(exc.exit_code)
-            ) from exc
+                f"the fixture could not start: {redact(str(exc))}", exit_code=ExitCode(exc.exit_code)
+            ) from None
+
+    def database_urls(self) -> tuple[str, ...]:
+        return (self.db_url,) if self.db_url else ()
 
     async def preflight(self) -> None:
         app = await asyncio.to_thread(self._app, 0)

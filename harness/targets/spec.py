@@ -61,6 +61,11 @@ class SpecTarget(Target):
         http = self.effects["http"]
         return HttpProbe(http["url"], http["json_path"])
 
+    def database_urls(self) -> tuple[str, ...]:
+        if "sql" not in self.effects:
+            return ()
+        return (resolve_env(self.effects["sql"]["url"], field_name="effects.sql.url"),)
+
     async def preflight(self) -> None:
         parts = urlsplit(self.endpoint)
         host = parts.hostname or "127.0.0.1"
