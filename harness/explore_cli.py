@@ -230,6 +230,7 @@ def explore(
 ) -> int:
     """Search delivery schedules for one that breaks an invariant; shrink it; write it replayable."""
     resolved = resolve_target(target, db_url=db, allow_remote=allow_remote)
+    _ = resolved.revision  # the handler's commit, read before anything is written
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"
@@ -285,6 +286,7 @@ def replay(
     if not ref:
         raise SpecError(f"INCIDENT: {incident_file} does not name its target; pass --target")
     resolved = resolve_target(ref, db_url=db, allow_remote=allow_remote)
+    _ = resolved.revision  # the handler's commit, read before anything is written
     seed = int(doc["seed"])
     started_at, started = utcnow(), time.monotonic()
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's

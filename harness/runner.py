@@ -139,6 +139,8 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
 def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
     """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
     target = resolve_target(options.target, db_url=options.db, allow_remote=options.allow_remote)
+    # The handler's commit is read now, before the run writes anything into a checkout.
+    _ = target.revision
     finished: dict[str, dict[str, Any]] = {}
     if options.resume:
         previous, finished = load_resume(options.out, options.resume, target)

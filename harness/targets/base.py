@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +16,7 @@ import httpx
 
 from harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from harness.errors import RemoteRefused, SpecError
+from harness.provenance import Revision, revision_of
 from harness.targets.effects import EffectsProbe
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -73,7 +76,18 @@ class Target(ABC):
             "endpoint": self.endpoint,
             "database": redact(self.database) if self.database else None,
             "provider": self.scheme,
+            **self.revision.describe(),
         }
+
+    def source_dir(self) -> Path | None:
+        """A folder inside the checkout the handler's code comes from (None: unknown)."""
+        return None
+
+    @cached_property
+    def revision(self) -> Revision:
+        """The handler's commit, read once: the runner pins it before it writes anything, so the
+        run's own evidence directory never makes the checkout look dirty."""
+        return revision_of(self.source_dir())
 
     def database_urls(self) -> tuple[str, ...]:
         """The database URLs the lab holds for this target (never written: they may carry a password)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import app as fixture_package
 from app.errors import FixtureError
 from app.main import create_app
 from app.settings import Settings
@@ -86,6 +87,11 @@ class FixtureTarget(Target):
 
     def database_urls(self) -> tuple[str, ...]:
         return (self.db_url,) if self.db_url else ()
+
+    def source_dir(self) -> Path | None:
+        # The checkout holding the app package that is imported, i.e. the handler that runs.
+        where = fixture_package.__file__
+        return Path(where).resolve().parent if where else None
 
     async def preflight(self) -> None:
         app = await asyncio.to_thread(self._app, 0)

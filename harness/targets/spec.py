@@ -66,6 +66,14 @@ class SpecTarget(Target):
             return ()
         return (resolve_env(self.effects["sql"]["url"], field_name="effects.sql.url"),)
 
+    def source_dir(self) -> Path | None:
+        # The lab cannot see a service's code; the working directory is the best witness
+        # (`acklab run` in the service's pipeline runs in its checkout).
+        try:
+            return Path.cwd()
+        except OSError:  # the working directory was removed
+            return None
+
     async def preflight(self) -> None:
         parts = urlsplit(self.endpoint)
         host = parts.hostname or "127.0.0.1"

@@ -1,0 +1,111 @@
+"""Incidents name the handler's commit: CI_COMMIT_SHA, else git HEAD of its checkout, else null."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evidence.validate import validate
+from harness import provenance
+from harness.provenance import Revision, revision_of
+from harness.runner import RunOptions, run
+from harness.targets import resolve_target
+from tests.harness.handlers import Receipt
+
+CI_SHA = "0123456789abcdef0123456789abcdef01234567"
+GIT = shutil.which("git")
+needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
+
+
+def git(repo: Path, *args: str) -> str:
+    assert GIT is not None
+    done = subprocess.run(
+        [GIT, "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit."""
+    root = tmp_path / "service"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "handler.py").write_text("print('ok')\n")
+    git(root, "add", "handler.py")
+    git(root, "commit", "-q", "-m", "handler")
+    return root
+
+
+@needs_git
+def test_head_of_the_checkout_and_whether_it_is_dirty(repo):
+    head = git(repo, "rev-parse", "HEAD")
+    assert revision_of(repo, env={}) == Revision(head, dirty=False)
+    (repo / "sub").mkdir()
+    assert revision_of(repo / "sub", env={}) == Revision(head, dirty=False)  # any folder of it
+    (repo / "handler.py").write_text("print('patched')\n")
+    assert revision_of(repo, env={}) == Revision(head, dirty=True)
+    assert Revision(head, dirty=True).describe() == {"commit_sha": head, "dirty": True}
+
+
+def test_ci_commit_sha_wins_and_garbage_is_ignored(tmp_path):
+    assert revision_of(tmp_path, env={"CI_COMMIT_SHA": CI_SHA}).commit_sha == CI_SHA
+    assert revision_of(None, env={"CI_COMMIT_SHA": CI_SHA.upper()}).commit_sha == CI_SHA
+    assert revision_of(tmp_path, env={"CI_COMMIT_SHA": "main; rm -rf /"}).commit_sha is None
+
+
+def test_outside_a_repository_or_without_git_nothing_is_known(tmp_path, monkeypatch):
+    assert revision_of(tmp_path, env={}) == Revision(None, None)
+    assert revision_of(tmp_path / "gone", env={}) == Revision(None, None)
+    monkeypatch.setattr(provenance.shutil, "which", lambda _: None)
+    assert revision_of(Path.cwd(), env={"CI_COMMIT_SHA": CI_SHA}) == Revision(CI_SHA, None)
+    assert Revision().describe() == {"commit_sha": None}
+
+
+@needs_git
+def test_the_fixture_names_the_checkout_its_app_package_comes_from(monkeypatch):
+    monkeypatch.delenv("CI_COMMIT_SHA", raising=False)
+    target = resolve_target("fixture:live")
+    source = target.source_dir()
+    assert source is not None
+    assert (source / "webhooks.py").is_file()
+    head = subprocess.run(
+        [GIT, "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    expected = head.stdout.strip() if head.returncode == 0 else None  # a checkout, or an sdist
+    assert target.describe()["commit_sha"] == expected
+
+
+@pytest.mark.slow
+@needs_git
+def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, repo, tmp_path, monkeypatch):
+    monkeypatch.delenv("CI_COMMIT_SHA", raising=False)
+    spec = serve_handler(Receipt(), name="receipt")
+    monkeypatch.chdir(repo)
+    out = repo / "out"  # inside the checkout, not ignored: the run must not see its own files
+    result = run(RunOptions(target=str(spec), experiments=("lost-ack",), trials=1, out=out, journal=False))
+    assert result.verdict == "pass", result.run
+    incident = json.loads((result.bundle / result.run["experiments"][0]["incident"]).read_text())
+    validate("incident", incident)
+    assert incident["target"]["commit_sha"] == git(repo, "rev-parse", "HEAD")
+    assert incident["target"]["dirty"] is False
+
+
+@pytest.mark.slow
+def test_a_run_in_a_pipeline_records_ci_commit_sha(serve_handler, tmp_path, monkeypatch):
+    monkeypatch.setenv("CI_COMMIT_SHA", CI_SHA)
+    monkeypatch.chdir(tmp_path)
+    spec = serve_handler(Receipt(), name="receipt")
+    result = run(
+        RunOptions(target=str(spec), experiments=("lost-ack",), trials=1, out=tmp_path / "out", journal=False)
+    )
+    incident = json.loads((result.bundle / result.run["experiments"][0]["incident"]).read_text())
+    validate("incident", incident)
+    assert incident["target"]["commit_sha"] == CI_SHA
