@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from acklab.cli import main
-from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from harness.pgtemp import free_port
+from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
 
 def acklab(*argv: str) -> int:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tests.harness_sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
 from harness.pgtemp import free_port
+from tests.harness_sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
 
 
 @pytest.mark.parametrize(
