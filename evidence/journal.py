@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -122,13 +123,29 @@ class Journal:
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
         try:
-            self._setup()
+            self._setup_when_unlocked()
         except sqlite3.Error as exc:
             self._db.close()
             raise JournalError(
                 f"{self.path} is not a usable acklab journal ({exc}); "
                 "move it aside and a new one will be created"
             ) from exc
+
+    def _setup_when_unlocked(self) -> None:
+        # Switching a new file to WAL takes an exclusive lock, and SQLite can answer
+        # SQLITE_BUSY there without consulting the busy handler while another process is
+        # opening the same new journal; so retry for as long as the busy timeout allows.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.01
+        while True:
+            try:
+                self._setup()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     def _setup(self) -> None:
         self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
