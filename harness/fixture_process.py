@@ -71,13 +71,20 @@ class FixtureProcess:
         if self._proc is not None and self._proc.poll() is None:
             raise HarnessError(f"the fixture process {self._proc.pid} is still running; kill it first")
         self._finish()
-        args = ["serve", "fixture", "--handler", self.handler, "--db", self.database_url]
+        args = ["serve", "fixture", "--handler", self.handler]
         args += ["--scheme", self.scheme, "--port", str(self.port), "--log-level", "warning"]
         if crash_after_commit:
             args.append("--crash-after-commit")
         if processing_delay_ms:
             args += ["--processing-delay-ms", str(processing_delay_ms)]
-        env = {**os.environ, "ACKLAB_WEBHOOK_SECRET": self._secret, "PYTHONUNBUFFERED": "1"}
+        # Secrets travel in the environment, not argv: a database URL may carry a password,
+        # and any local user can read a process's arguments with ps.
+        env = {
+            **os.environ,
+            "ACKLAB_WEBHOOK_SECRET": self._secret,
+            "ACKLAB_DATABASE_URL": self.database_url,
+            "PYTHONUNBUFFERED": "1",
+        }
         self.starts += 1
         self._log = self._log_dir / f"fixture-{self.port}-{self.starts}.log"
         with self._log.open("wb") as log:
