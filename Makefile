@@ -31,7 +31,7 @@ typecheck: install
 	$(BIN)/mypy
 
 pytest: install system-deps
-	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -p bench.pytest_timing
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing
 
 ## test: everything CI runs; non-zero on any failure
 test: install system-deps lint typecheck pytest
