@@ -26,7 +26,13 @@ STYLE = dict(zip(("pass", "fail", "error"), ("green", "bold red", "bold yellow")
 
 
 class ProgressDisplay:
-    """Consumes run events; draws progress while the run goes, a table when it ends."""
+    """Consumes run events; draws progress while the run goes, a table when it ends.
+
+    Subclasses (the sweep's display) change what is said at the start and end of a run and
+    for a finished trial in a log; the bars and the event handling stay here.
+    """
+
+    bar_label = "{task.description:<24}"
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, highlight=False)
@@ -34,16 +40,33 @@ class ProgressDisplay:
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
 
+    def run_started(self, event: RunStarted) -> None:
+        resumed = f", {event.trials_done} already done" if event.trials_done else ""
+        self.console.print(
+            f"acklab run [bold]{event.run_id}[/] on [bold]{event.target}[/]: "
+            f"{event.trials_total} trials{resumed} -> {event.bundle}"
+        )
+
+    def trial_line(self, event: TrialFinished) -> str:
+        """What a log (no terminal) says for one finished trial."""
+        return f"  trial {event.trial_id}: {event.verdict}"
+
+    def experiment_line(self, event: ExperimentFinished) -> str | None:
+        """What a log says when an experiment ends (None: nothing)."""
+        return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
+
+    def run_finished(self, event: RunFinished) -> None:
+        self.console.print(summary_table(event.summary))
+        self.console.print(
+            f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
+        )
+
     def handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            resumed = f", {event.trials_done} already done" if event.trials_done else ""
-            self.console.print(
-                f"acklab run [bold]{event.run_id}[/] on [bold]{event.target}[/]: "
-                f"{event.trials_total} trials{resumed} -> {event.bundle}"
-            )
+            self.run_started(event)
             if self._live:
                 self._progress = Progress(
-                    TextColumn("{task.description:<24}"),
+                    TextColumn(self.bar_label),
                     BarColumn(),
                     MofNCompleteColumn(),
                     TextColumn("{task.fields[last]}"),
@@ -63,20 +86,20 @@ class ProgressDisplay:
                     self._tasks[event.experiment], advance=1, last=f"[{style}]{event.verdict}[/]"
                 )
             elif not self._live:
-                self.console.print(f"  trial {event.trial_id}: {event.verdict}")
+                self.console.print(self.trial_line(event))
         elif isinstance(event, ExperimentFinished) and not self._live:
-            self.console.print(f"experiment {event.name}: {event.verdict} ({event.violations} violations)")
+            line = self.experiment_line(event)
+            if line is not None:
+                self.console.print(line)
         elif isinstance(event, RunFinished):
             self.close()
-            self.console.print(summary_table(event.summary))
-            self.console.print(
-                f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
-            )
+            self.run_finished(event)
 
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        self._tasks.clear()
 
 
 def summary_table(summary: dict[str, Any]) -> Table:

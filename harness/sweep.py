@@ -17,13 +17,12 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.events import Event, ExperimentStarted, RunFinished, RunStarted, TrialFinished
+from harness.events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
 from harness.experiments import EXPERIMENTS
 from harness.plan import Settings
-from harness.progress import STYLE
+from harness.progress import STYLE, ProgressDisplay
 from harness.providers import DEFAULT_TIME_COMPRESSION
 from harness.sweep_plan import TEMP_SQLITE, SweepRun
 from harness.sweep_run import SweepOptions, SweepResult, run_sweep
@@ -41,14 +40,13 @@ def _console() -> Console:
     return console
 
 
-class SweepProgress:
-    """Progress on stderr: a bar per cell on a terminal, one line per finished trial elsewhere."""
+class SweepProgress(ProgressDisplay):
+    """The run display, told per cell: a bar per experiment on a terminal, a line per trial elsewhere."""
+
+    bar_label = "  {task.description:<28}"
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or _console()
-        self._live = self.console.is_terminal
-        self._progress: Progress | None = None
-        self._tasks: dict[str, TaskID] = {}
+        super().__init__(console or _console())
         self._row = ""
 
     def starting(self, run: SweepRun, number: int, total: int) -> None:
@@ -58,44 +56,20 @@ class SweepProgress:
             + (f" (resuming run {run.run_id})" if run.run_id else "")
         )
 
-    def handle(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            done = f", {event.trials_done} already done" if event.trials_done else ""
-            self.console.print(f"  run {event.run_id}: {event.trials_total} trials{done}")
-            if self._live:
-                self._progress = Progress(
-                    TextColumn("  {task.description:<28}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("{task.fields[last]}"),
-                    TimeElapsedColumn(),
-                    console=self.console,
-                    transient=True,
-                )
-                self._progress.start()
-        elif isinstance(event, ExperimentStarted) and self._progress is not None:
-            self._tasks[event.name] = self._progress.add_task(
-                event.name, total=event.trials, completed=event.done, last=""
-            )
-        elif isinstance(event, TrialFinished):
-            style = STYLE.get(event.verdict, "")
-            if self._progress is not None and event.experiment in self._tasks:
-                self._progress.update(
-                    self._tasks[event.experiment], advance=1, last=f"[{style}]{event.verdict}[/]"
-                )
-            elif not self._live:
-                self.console.print(f"  {event.trial_id}: [{style}]{event.verdict}[/]")
-        elif isinstance(event, RunFinished):
-            self.close()
-            self.console.print(
-                f"  {self._row}: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status})"
-            )
+    def run_started(self, event: RunStarted) -> None:
+        done = f", {event.trials_done} already done" if event.trials_done else ""
+        self.console.print(f"  run {event.run_id}: {event.trials_total} trials{done}")
 
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-        self._tasks.clear()
+    def trial_line(self, event: TrialFinished) -> str:
+        return f"  {event.trial_id}: [{STYLE.get(event.verdict, '')}]{event.verdict}[/]"
+
+    def experiment_line(self, event: ExperimentFinished) -> str | None:
+        return None
+
+    def run_finished(self, event: RunFinished) -> None:
+        self.console.print(
+            f"  {self._row}: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status})"
+        )
 
 
 def per_cell(doc: dict[str, Any]) -> str:
