@@ -24,7 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "acklab: installing system packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # With recommends: that is how these were installed and tested here (fonts for Chromium
+  # come in as recommends).
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 GCL_VERSION=4.64.1
