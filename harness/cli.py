@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
 from evidence.exitcodes import ExitCode
 from harness.errors import SpecError
+from harness.experiment_specs import DEFAULT_TRIALS, resolve
 from harness.experiments import EXPERIMENTS
 from harness.plan import Settings
 from harness.progress import ProgressDisplay
@@ -42,16 +44,16 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             "--experiment",
             "experiments",
             multiple=True,
-            metavar="NAME",
+            metavar="NAME|FILE",
             help=f"Repeatable; default: {', '.join(n for n, e in EXPERIMENTS.items() if e.default)}; "
-            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}.",
+            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}. "
+            "Or an experiment spec file (kind: experiment) that sets trials and parameters.",
         ),
         click.option(
             "--trials",
             type=click.IntRange(min=1),
-            default=5,
-            show_default=True,
-            help="Trials per experiment.",
+            default=None,
+            help=f"Trials per experiment.  [default: an experiment spec's trials, else {DEFAULT_TRIALS}]",
         ),
         click.option(
             "--seed",
@@ -109,17 +111,25 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run_options(kwargs: dict[str, Any]) -> RunOptions:
+    settings = Settings(time_compression=kwargs["time_compression"], burst=kwargs["burst"])
+    ctx = click.get_current_context()
+    explicit = {
+        name: kwargs[name]
+        for name in ("burst", "time_compression")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    resolved = resolve(tuple(kwargs["experiments"]), kwargs["trials"], settings, explicit=explicit)
     return RunOptions(
         target=kwargs["target"],
-        experiments=tuple(kwargs["experiments"]),
-        trials=kwargs["trials"],
+        experiments=resolved.names,
+        trials=resolved.trials,
         seed=kwargs["seed"],
         db=kwargs["db"],
         out=kwargs["out"],
         resume=kwargs["resume"],
         allow_remote=kwargs["allow_remote"],
         shard=kwargs["shard"],
-        settings=Settings(time_compression=kwargs["time_compression"], burst=kwargs["burst"]),
+        settings=resolved.settings,
     )
 
 

@@ -113,7 +113,7 @@ def load_spec(path: Path, *, expected_kind: str | None = None) -> tuple[str, dic
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise SpecError(f"{path}: kind: got {kind!r}; {hint}expected one of: {', '.join(kinds)}")
     if expected_kind is not None and kind != expected_kind:
-        raise SpecError(f"{path}: kind: got {kind!r}; this option takes a {expected_kind} spec")
+        raise SpecError(f"{path}: kind: got {kind!r}; this option takes a spec of kind {expected_kind!r}")
     check(kind, doc, source=str(path))
     return kind, doc
 
