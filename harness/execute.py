@@ -32,7 +32,7 @@ def trial_record(
     error: str | None,
 ) -> dict[str, Any]:
     """The trial's record with its verdict, judged from the record alone."""
-    judged = list(trial.event_ids[: experiment.events(target)])
+    judged = [e for e in trial.event_ids[: experiment.events(target)] if ctx is None or e not in ctx.unjudged]
     record: dict[str, Any] = {
         "schema": "acklab/trial/v1",
         "run_id": run_id,

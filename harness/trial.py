@@ -47,6 +47,7 @@ class TrialContext:
         self.confirmations: list[CommitConfirmation] = []
         self.parameters: dict[str, Any] = {}
         self.errors: list[str] = []
+        self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
         self._events: dict[int, Event] = {}
         self._on_delivery, self._on_observation = on_delivery, on_observation
 

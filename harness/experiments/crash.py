@@ -12,6 +12,15 @@ target's database, and kills it with SIGKILL:
   process. Nothing may be left half-written: the retry produces exactly one effect.
 
 Effects are read straight from the database, since the fixture is dead part of the time.
+
+A target spec with ``command:`` is a service the lab starts itself but cannot hook. For
+``crash-after-commit`` the lab reads the effects probe in a tight loop while the delivery
+is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
+records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
+the strike landed) or ``response-arrived-first`` (not evidence of a crash after commit).
+A missed strike is tried again on a fresh event, up to ``STRIKE_TRIES`` times; when none
+lands the trial is an error, never a pass. ``crash-mid-transaction`` is refused for spec
+targets: the lab cannot see when a service it does not know has its transaction open.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from harness.plan import PlannedDelivery, Settings
 from harness.providers import ProviderProfile
 from harness.targets import Endpoint, Needs, Target
 from harness.targets.effects import SqlProbe
+from harness.targets.spec import ServiceEndpoint, SpecTarget
 from harness.transports import socket_transport
 from harness.trial import TrialContext
 
@@ -41,6 +51,15 @@ CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
 MID_TRANSACTION_DELAY_MS = 400
 CRASH_WAIT_S = 10.0
+STRIKE_TRIES = 3  # fresh events a spec target's crash-after-commit strike may take to land
+LANDED = "killed-after-commit-before-response"
+MISSED = "response-arrived-first"
+NO_COMMIT = "no-commit-seen"
+NEEDS_COMMAND = (
+    "crash experiments need a target the lab runs as a process: the built-in fixture, or a target spec "
+    "with command: (argv that starts the service on the endpoint's port) so the lab can start, kill "
+    "and restart it; add command: to the spec"
+)
 
 
 @dataclass
@@ -107,15 +126,19 @@ class _CrashExperiment(Experiment):
     fault_name: ClassVar[str]
 
     def applicable(self, target: Target) -> str | None:
-        if target.kind != "fixture":
-            return "crash experiments need a target the lab runs as a process: the built-in fixture"
-        return None
+        if target.kind == "fixture":
+            return None
+        if isinstance(target, SpecTarget) and target.command is not None:
+            return None
+        return NEEDS_COMMAND
 
     def needs(self, target: Target, settings: Settings) -> Needs:
         return Needs(socket=True)
 
     def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
-        return serve_as_process(target, needs)
+        if target.kind == "fixture":
+            return serve_as_process(target, needs)
+        return target.serve(needs)
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: Settings
@@ -131,7 +154,13 @@ class CrashAfterCommitExperiment(_CrashExperiment):
     )
     fault_name = CrashAfterCommit.name
 
+    def events(self, target: Target) -> int:
+        return STRIKE_TRIES if target.kind != "fixture" else 1
+
     async def run(self, trial: TrialContext) -> None:
+        if isinstance(trial.lab.endpoint, ServiceEndpoint):
+            await self._run_on_service(trial, trial.lab.endpoint)
+            return
         process, _ = _process(trial)
         await _restart(process, crash_after_commit=True)
         event = trial.event(0)
@@ -148,6 +177,63 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         await retry_until_acked(trial, event, started=started, first=first)
         await trial.settle([event])
 
+    async def _run_on_service(self, trial: TrialContext, endpoint: ServiceEndpoint) -> None:
+        service = endpoint.service
+        if service is None:
+            raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")
+        outcomes: list[str] = []
+        used = []
+        starts = service.starts
+        for k in range(STRIKE_TRIES):
+            event = trial.event(k)
+            used.append(event)
+            await trial.observe(event, "before")
+            started = time.monotonic()
+            sending = asyncio.create_task(
+                trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
+            )
+            killed, code = False, None
+            deadline = started + CRASH_WAIT_S
+            # A tight loop on the probe while the request is in flight: kill at the first sight
+            # of the commit, so the response (written after it) is cut off.
+            while not sending.done() and time.monotonic() < deadline:
+                if await endpoint.probe.count(event.event_id) >= 1:
+                    if not sending.done():
+                        code = await asyncio.to_thread(service.kill)
+                        killed = True
+                    break
+                await asyncio.sleep(0)
+            first = await sending
+            if killed and first.sender_status is None:
+                outcome = LANDED
+            elif first.sender_status is not None:
+                outcome = MISSED
+            else:
+                outcome = NO_COMMIT
+            outcomes.append(outcome)
+            trial.parameters.update(crash_exit_code=code)
+            await trial.observe(event, "after-crash")
+            if killed:
+                await asyncio.to_thread(service.start)
+            await retry_until_acked(trial, event, started=started, first=first)
+            if outcome == LANDED:
+                break
+        landed = outcomes[-1] == LANDED
+        trial.parameters.update(
+            strike_outcomes=outcomes,
+            crash_landed=landed,
+            restarts=service.starts - starts,
+            strike_tries=STRIKE_TRIES,
+        )
+        trial.unjudged.update(trial.plan.event_ids[len(used) : STRIKE_TRIES])
+        if not landed:
+            trial.errors.append(
+                f"the SIGKILL never landed between the commit and the response in {len(outcomes)} "
+                f"tries ({', '.join(outcomes)}): these deliveries are no evidence of a crash after "
+                "commit; the service answers faster than the lab can see its commit"
+            )
+        await trial.settle(used)
+
 
 class CrashMidTransactionExperiment(_CrashExperiment):
     name = "crash-mid-transaction"
@@ -156,6 +242,15 @@ class CrashMidTransactionExperiment(_CrashExperiment):
         "half-written, the lab restarts it, the sender retries, and exactly one effect remains."
     )
     fault_name = CrashMidTransaction.name
+
+    def applicable(self, target: Target) -> str | None:
+        if target.kind == "fixture":
+            return None
+        return (
+            "crash-mid-transaction runs only on the built-in fixture (a process the lab runs): in a "
+            "service it cannot hook, the lab has no reliable way to see when the handler's transaction "
+            "is open, so it cannot aim a kill inside it; use crash-after-commit on a target spec with command:"
+        )
 
     async def run(self, trial: TrialContext) -> None:
         process, database_url = _process(trial)

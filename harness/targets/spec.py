@@ -13,7 +13,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.errors import SpecError, TargetUnreachable
+from harness.leases import current_book
 from harness.providers import profile
+from harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
 from harness.signing import SIGNERS
 from harness.specs import load_spec
 from harness.targets.base import Endpoint, Expect, Needs, Target, check_local
@@ -48,11 +50,28 @@ def _mentions_event_id(template: Any) -> bool:
 
 
 @dataclass
+class ServiceEndpoint(Endpoint):
+    """A spec target's endpoint; `service` is the process of its ``command:`` (None without one)."""
+
+    service: ServiceProcess | None = None
+
+
+@dataclass
 class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
     effects: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
+    command: Command | None = None
+    service: ServiceProcess | None = field(default=None, repr=False)
+
+    def start_service(self) -> None:
+        """Start the service of ``command:`` for the run (once); a no-op without one."""
+        if self.command is None or (self.service is not None and self.service.running()):
+            return
+        if self.service is None:
+            self.service = ServiceProcess(self.command, self.endpoint, name=self.name, leases=current_book())
+        self.service.start()
 
     def _probe(self) -> EffectsProbe:
         if "sql" in self.effects:
@@ -75,6 +94,7 @@ class SpecTarget(Target):
             return None
 
     async def preflight(self) -> None:
+        await asyncio.to_thread(self.start_service)
         parts = urlsplit(self.endpoint)
         host = parts.hostname or "127.0.0.1"
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -98,10 +118,16 @@ class SpecTarget(Target):
         probe = self._probe()
         transport = socket_transport()
         try:
-            yield Endpoint(url=self.endpoint, transport=transport, probe=probe, socket=True)
+            yield ServiceEndpoint(
+                url=self.endpoint, transport=transport, probe=probe, socket=True, service=self.service
+            )
         finally:
             await probe.aclose()
             await transport.aclose()
+
+    async def aclose(self) -> None:
+        if self.service is not None:
+            await asyncio.to_thread(self.service.stop)
 
 
 def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
@@ -142,6 +168,7 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         if "sql" in effects
         else "http"
     )
+    command = doc.get("command")
     return SpecTarget(
         name=doc["name"],
         kind="spec",
@@ -159,4 +186,14 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         ),
         effects=effects,
         source=source,
+        command=_command(command) if command is not None else None,
+    )
+
+
+def _command(doc: Mapping[str, Any]) -> Command:
+    env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
+    return Command(
+        argv=tuple(str(a) for a in doc["argv"]),
+        env=env,
+        ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
     )

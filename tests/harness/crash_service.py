@@ -1,0 +1,56 @@
+"""A test handler as a service of its own, for target specs with ``command:``.
+
+``python -m tests.harness.crash_service --variant receipt|no-dedupe --port N --db URL``
+serves `handler_app` with uvicorn on 127.0.0.1:N; the signing secret comes from the
+environment (ACKLAB_TEST_WEBHOOK_SECRET). ``--after-commit-ms`` is work the service does
+after its handler committed and before the response is written (an email, a log flush),
+the window in which the lab's SIGKILL must land.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tests.harness.handlers import NoDedupe, Receipt, Variant, handler_app
+
+VARIANTS: dict[str, Variant] = {"receipt": Receipt(), "no-dedupe": NoDedupe()}
+
+
+class AfterCommitWork:
+    """Delays the start of every response: the handler has returned (committed) by then."""
+
+    def __init__(self, app: ASGIApp, delay_s: float) -> None:
+        self.app, self.delay_s = app, delay_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def delayed(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            await send(message)
+
+        await self.app(scope, receive, delayed if scope["type"] == "http" else send)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variant", choices=sorted(VARIANTS), required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--after-commit-ms", type=int, default=0)
+    args = parser.parse_args()
+    app = handler_app(VARIANTS[args.variant], args.db, os.environ["ACKLAB_TEST_WEBHOOK_SECRET"])
+    uvicorn.run(
+        AfterCommitWork(app, args.after_commit_ms / 1000),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+    )
+
+
+if __name__ == "__main__":
+    main()
