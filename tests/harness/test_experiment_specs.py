@@ -80,7 +80,10 @@ def test_specs_asking_for_different_trials_need_an_explicit_trials(tmp_path, cap
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"apiVersion": "acklab/v1", "kind": "target", "name": "x"}, "this option takes a spec of kind 'experiment'"),
+        (
+            {"apiVersion": "acklab/v1", "kind": "target", "name": "x"},
+            "this option takes a spec of kind 'experiment'",
+        ),
         ({"apiVersion": "acklab/v1", "kind": "experiment", "name": "x", "uses": "lost-ak"}, "uses"),
     ],
 )
