@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/bandit -q -c pyproject.toml -r acklab app harness evidence console flows
 
 typecheck: install
-	$(BIN)/mypy
+	scripts/typecheck.sh
 
 pytest: install system-deps
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing

@@ -19,9 +19,9 @@ from pydantic import SecretStr, ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app.errors import INVALID_INPUT, LAB_ERROR, FixtureError
-from app.main import create_app
-from app.settings import Settings
+from acklab.app.errors import INVALID_INPUT, LAB_ERROR, FixtureError
+from acklab.app.main import create_app
+from acklab.app.settings import Settings
 
 OK = 0
 USAGE = 2
@@ -130,7 +130,7 @@ def serve(target: str, host: str, port: int, log_level: str, **options: Any) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m app.cli fixture ...``: the same command without the acklab dispatcher."""
+    """``python -m acklab.app.cli fixture ...``: the same command without the acklab dispatcher."""
     try:
         rc = serve.main(args=argv, prog_name="acklab serve", standalone_mode=False)
     except click.UsageError as exc:

@@ -16,8 +16,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.errors import ConfigError, DatabaseUnavailable
-from app.models import Base
+from acklab.app.errors import ConfigError, DatabaseUnavailable
+from acklab.app.models import Base
 
 # A writer waits this long for SQLite's write lock before "database is locked". It must
 # exceed the longest simulated processing delay times the number of queued writers.

@@ -16,11 +16,11 @@ from fastapi import Depends, Request
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from app.contract import ORDER_PAID, Delivery, OrderPaidEvent, WebhookEvent
-from app.errors import Rejection
-from app.runtime import Fixture
-from app.schemes import SCHEMES, verify
-from app.signing import VerificationFailed
+from acklab.app.contract import ORDER_PAID, Delivery, OrderPaidEvent, WebhookEvent
+from acklab.app.errors import Rejection
+from acklab.app.runtime import Fixture
+from acklab.app.schemes import SCHEMES, verify
+from acklab.app.signing import VerificationFailed
 
 
 def get_fixture(request: Request) -> Fixture:

@@ -16,14 +16,14 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.contract import OrderPaidEvent
-from app.db import create_db_engine, prepare_database
-from app.errors import ConfigError, Rejection
-from app.routes import router
-from app.runtime import Fixture, load_handler
-from app.schemas import ErrorBody
-from app.schemes import SCHEMES, Scheme
-from app.settings import Settings
+from acklab.app.contract import OrderPaidEvent
+from acklab.app.db import create_db_engine, prepare_database
+from acklab.app.errors import ConfigError, Rejection
+from acklab.app.routes import router
+from acklab.app.runtime import Fixture, load_handler
+from acklab.app.schemas import ErrorBody
+from acklab.app.schemes import SCHEMES, Scheme
+from acklab.app.settings import Settings
 
 TITLE = "acklab webhook fixture"
 

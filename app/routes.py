@@ -8,10 +8,10 @@ from fastapi import APIRouter, Response
 from sqlalchemy import func, select, text
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import DeliveryDep, FixtureDep, SessionDep
-from app.errors import Rejection
-from app.models import Fulfillment, Order
-from app.schemas import Effects, ErrorBody, FulfillmentOut, Health, OrderOut, WebhookAck
+from acklab.app.deps import DeliveryDep, FixtureDep, SessionDep
+from acklab.app.errors import Rejection
+from acklab.app.models import Fulfillment, Order
+from acklab.app.schemas import Effects, ErrorBody, FulfillmentOut, Health, OrderOut, WebhookAck
 
 router = APIRouter(
     responses={503: {"model": ErrorBody, "description": "The database is unreachable; retry later."}}

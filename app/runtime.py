@@ -11,12 +11,12 @@ from typing import cast
 
 from sqlalchemy import Engine
 
-from app.contract import Delivery, Handler, HandlerResult
-from app.db import write_session
-from app.errors import ConfigError
-from app.settings import Settings
+from acklab.app.contract import Delivery, Handler, HandlerResult
+from acklab.app.db import write_session
+from acklab.app.errors import ConfigError
+from acklab.app.settings import Settings
 
-HANDLER_MODULES = {"live": "app.webhooks", "unsafe": "app.unsafe"}
+HANDLER_MODULES = {"live": "acklab.app.webhooks", "unsafe": "acklab.app.unsafe"}
 
 
 def load_handler(name: str) -> Handler:

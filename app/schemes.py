@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.signing import (
+from acklab.app.signing import (
     github_signature,
     shopify_signature,
     standard_signature,

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.signing import SigningError, decode_whsec
+from acklab.app.signing import SigningError, decode_whsec
 
 HandlerName = Literal["live", "unsafe"]
 SchemeName = Literal["standard", "stripe", "github", "gitlab", "shopify"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-from app.contract import Delivery, HandlerResult, ack
-from app.db import insert_for
-from app.models import Fulfillment, Order, utcnow
+from acklab.app.contract import Delivery, HandlerResult, ack
+from acklab.app.db import insert_for
+from acklab.app.models import Fulfillment, Order, utcnow
 
 
 def process(session: Session, delivery: Delivery) -> HandlerResult:

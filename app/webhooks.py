@@ -20,9 +20,9 @@ import json
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from app.contract import Delivery, HandlerResult, OrderPaidData, ack
-from app.db import insert_for
-from app.models import Fulfillment, Order, Receipt, utcnow
+from acklab.app.contract import Delivery, HandlerResult, OrderPaidData, ack
+from acklab.app.db import insert_for
+from acklab.app.models import Fulfillment, Order, Receipt, utcnow
 
 
 def process(session: Session, delivery: Delivery) -> HandlerResult:

@@ -67,7 +67,7 @@ def phase_overview(evidence: Path, requests: int) -> dict[str, Any]:
     import httpx
     from anyio.from_thread import start_blocking_portal
 
-    from console.app import create_app
+    from acklab.console.app import create_app
 
     started = time.perf_counter()
     app = create_app(evidence, refresh_interval=1.0)
@@ -112,7 +112,7 @@ def phase_overview(evidence: Path, requests: int) -> dict[str, Any]:
 
 
 def phase_snapshot(evidence: Path, out: Path) -> dict[str, Any]:
-    from console.export import build_snapshot
+    from acklab.console.export import build_snapshot
 
     result = build_snapshot(evidence, out, env={})
     return {

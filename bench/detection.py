@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from acklab.harness.pgtemp import start_postgres
+from acklab.harness.plan import Settings
+from acklab.harness.runner import RunOptions, run
 from bench.figures import Figure, print_figure
-from harness.pgtemp import start_postgres
-from harness.plan import Settings
-from harness.runner import RunOptions, run
 
 BURSTS = (2, 4, 8, 16, 32)
 TARGET_BURST = 16

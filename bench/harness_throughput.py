@@ -34,16 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from harness.lab import Lab
-from harness.plan import Settings, TrialPlan, event_ids
-from harness.providers import profile
-from harness.runner import RunOptions, run
-from harness.signing import SIGNERS, whsec_key
-from harness.targets import Endpoint, Needs
-from harness.targets.fixture import fixture_target
-from harness.targets.server import ThreadedServer
-from harness.transports import FaultTransport
-from harness.trial import TrialContext
+from acklab.harness.lab import Lab
+from acklab.harness.plan import Settings, TrialPlan, event_ids
+from acklab.harness.providers import profile
+from acklab.harness.runner import RunOptions, run
+from acklab.harness.signing import SIGNERS, whsec_key
+from acklab.harness.targets import Endpoint, Needs
+from acklab.harness.targets.fixture import fixture_target
+from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.transports import FaultTransport
+from acklab.harness.trial import TrialContext
 
 if TYPE_CHECKING:
     from bench.figures import Figure

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.journal import _DDL, BUSY_TIMEOUT_S, Journal
 from bench.figures import Figure, print_figure
-from evidence.bundle import utcnow
-from evidence.journal import _DDL, BUSY_TIMEOUT_S, Journal
 
 INSERT = (
     "INSERT INTO entries (run_id, kind, name, status, started_at, ended_at,"

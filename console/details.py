@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from evidence.validate import problems, schema_kinds
+from acklab.evidence.validate import problems, schema_kinds
 
 from . import trail as trail_model
 from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref

@@ -11,7 +11,7 @@ warning, because reviewers need to see what was tampered with.
 
 from __future__ import annotations
 
-from evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 
 
 class ConsoleError(AcklabError):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from evidence.bundle import utcnow
+from acklab.evidence.bundle import utcnow
 
 from . import details, views
 from .compare import build, pair_table

@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import verify
+from acklab.evidence.bundle import verify
 
 from .errors import EvidenceDirError
 from .scan import (

@@ -86,7 +86,7 @@ def verdict_class(value: Any) -> str:
 def environment() -> Environment:
     """The (cached) template environment, autoescaping everything."""
     env = Environment(
-        loader=PackageLoader("console", "templates"),
+        loader=PackageLoader("acklab.console", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,

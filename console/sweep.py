@@ -15,8 +15,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from evidence.heatmap import sweep_heatmap
-from evidence.validate import problems
+from acklab.evidence.heatmap import sweep_heatmap
+from acklab.evidence.validate import problems
 
 from .index import Snapshot
 from .links import Links

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 
-from evidence.bundle import MANIFEST, Verification, find_bundles, verify
-from evidence.errors import EvidenceInvalid
-from evidence.exitcodes import ExitCode
-from evidence.gitlab_source import GitLabAccess
-from evidence.history import load_history, render_table
+from acklab.evidence.bundle import MANIFEST, Verification, find_bundles, verify
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.gitlab_source import GitLabAccess
+from acklab.evidence.history import load_history, render_table
 
 EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -104,7 +104,7 @@ def merge_command(inputs: tuple[Path, ...], out_dir: Path, run_id: str | None) -
     run.json takes the worst verdict; reports/junit.xml is regenerated; the manifest says
     kind "merged" and lists merged_from. Prints the merged bundle's path.
     """
-    from evidence.merge import merge
+    from acklab.evidence.merge import merge
 
     bundles = [bundle for path in inputs for bundle in bundles_in(path)]
     destination = merge(bundles, out_dir, run_id=run_id)
@@ -161,7 +161,7 @@ def pull_command(
     Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
     or job does not exist.
     """
-    from evidence.pull import pull
+    from acklab.evidence.pull import pull
 
     access = gitlab_access(gitlab_url, os.environ)
     pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name)
@@ -192,7 +192,7 @@ def sast_command(bandit_json: Path, out: Path) -> int:
     The report is validated against GitLab's SAST schema 15.2.1 before it is written; point
     `artifacts:reports:sast` at OUT.
     """
-    from evidence.reports.sast import convert_file
+    from acklab.evidence.reports.sast import convert_file
 
     report = convert_file(bandit_json, out)
     click.echo(f"{out}: {len(report['vulnerabilities'])} finding(s), valid GitLab SAST 15.2.1", err=True)

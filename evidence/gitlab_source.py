@@ -18,7 +18,7 @@ from typing import Any
 import gitlab
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
-from evidence.errors import EvidenceError, EvidenceInvalid
+from acklab.evidence.errors import EvidenceError, EvidenceInvalid
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from evidence.errors import EvidenceInvalid
-from evidence.journal import Journal, JournalEntry, journal_path
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.journal import Journal, JournalEntry, journal_path
 
 
 def load_history(run_id: str, evidence_dir: Path) -> list[JournalEntry]:

@@ -15,8 +15,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidence.bundle import utcnow
-from evidence.errors import IntegrityError
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.errors import IntegrityError
 
 # best to worst; a tuple, not a dict keyed by "pass" (bandit reads that as a password)
 VERDICT_ORDER = ("pass", "fail", "error")

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import MANIFEST, BundleWriter, bundle_files, load_manifest, verify
-from evidence.errors import EvidenceInvalid, IntegrityError
-from evidence.incidents import Group, merge_group, worst
-from evidence.reports.junit import experiments_junit
-from evidence.validate import validate
+from acklab.evidence.bundle import MANIFEST, BundleWriter, bundle_files, load_manifest, verify
+from acklab.evidence.errors import EvidenceInvalid, IntegrityError
+from acklab.evidence.incidents import Group, merge_group, worst
+from acklab.evidence.reports.junit import experiments_junit
+from acklab.evidence.validate import validate
 
 JUNIT = "reports/junit.xml"
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from evidence.bundle import MANIFEST, atomic_write, dump_json, utcnow, verify
-from evidence.errors import EvidenceError, EvidenceInvalid, IntegrityError
-from evidence.gitlab_source import ArtifactJob, GitLabAccess, PipelineArtifacts
-from evidence.validate import validate
+from acklab.evidence.bundle import MANIFEST, atomic_write, dump_json, utcnow, verify
+from acklab.evidence.errors import EvidenceError, EvidenceInvalid, IntegrityError
+from acklab.evidence.gitlab_source import ArtifactJob, GitLabAccess, PipelineArtifacts
+from acklab.evidence.validate import validate
 
 MAX_UNPACKED_BYTES = 2 << 30
 MAX_MEMBERS = 200_000

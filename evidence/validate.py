@@ -46,7 +46,7 @@ def _is_datetime(value: object) -> bool:
 @cache
 def _registry() -> Registry[Any]:
     resources_: list[tuple[str, Resource[Any]]] = []
-    for entry in resources.files("evidence").joinpath("schemas").iterdir():
+    for entry in resources.files("acklab.evidence").joinpath("schemas").iterdir():
         if entry.name.endswith(".schema.json"):
             doc = json.loads(entry.read_text(encoding="utf-8"))
             resource = Resource.from_contents(doc, default_specification=DRAFT202012)
@@ -105,7 +105,7 @@ def validate(kind: str, doc: Mapping[str, Any] | Any, *, what: str | None = None
 
 def vendored_names() -> list[str]:
     """The vendored schemas, by file name without `.json` (e.g. `gitlab-sast-report-format-15.2.1`)."""
-    vendor = resources.files("evidence").joinpath("schemas", "vendor")
+    vendor = resources.files("acklab.evidence").joinpath("schemas", "vendor")
     return sorted(e.name.removesuffix(".json") for e in vendor.iterdir() if e.name.endswith(".json"))
 
 
@@ -116,7 +116,7 @@ def vendored_validator(name: str) -> Validator:
         raise EvidenceInvalid(
             f"no vendored schema {name!r}; vendored: {', '.join(vendored_names()) or 'none'}"
         )
-    entry = resources.files("evidence").joinpath("schemas", "vendor", f"{name}.json")
+    entry = resources.files("acklab.evidence").joinpath("schemas", "vendor", f"{name}.json")
     schema = json.loads(entry.read_text(encoding="utf-8"))
     cls = validators.validator_for(schema)
     cls.check_schema(schema)

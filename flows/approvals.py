@@ -24,9 +24,9 @@ from typing import Any, Protocol, TextIO
 import click
 import yaml
 
-from evidence.bundle import utcnow
-from evidence.errors import EvidenceInvalid
-from evidence.validate import validate
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate
 
 from .errors import FlowSpecInvalid, GateRefused, NoDecision
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import ExitCode
 
 from .approvals import choose_source
 from .proposers import make_proposer

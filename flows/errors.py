@@ -17,7 +17,7 @@ the flow ends with exit 1 (recorded as outcome "failed").
 
 from __future__ import annotations
 
-from evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 
 
 class FlowError(AcklabError):

@@ -83,7 +83,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return round(ordered[rank - 1], 3)
 
 
-def resolved_module(checkout: Path, module: str = "app.webhooks") -> str:
+def resolved_module(checkout: Path, module: str = "acklab.app.webhooks") -> str:
     """The file `module` is imported from by a process the flow starts in `checkout`."""
     done = subprocess.run(  # nosec B603
         [sys.executable, "-c", _WHERE, module],
@@ -112,7 +112,7 @@ def run_lab(
     module = resolved_module(checkout)
     if not Path(module).resolve().is_relative_to(checkout.resolve()):
         raise FlowError(
-            f"app.webhooks resolves to {module}, outside the checkout under test {checkout}; "
+            f"acklab.app.webhooks resolves to {module}, outside the checkout under test {checkout}; "
             "the lab would attack the wrong code (is PYTHONPATH or PYTHONSAFEPATH forced?)"
         )
     argv = [sys.executable, "-c", _RUN, "run", "--target", target, "--trials", str(trials)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 
 from . import guard, report
 from .approvals import Decision, DecisionSource, Question

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from evidence.errors import EvidenceInvalid
-from evidence.validate import validate
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate
 
 from .errors import FlowSpecInvalid
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import BundleWriter, utcnow
-from evidence.journal import Journal, journal_path
+from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.journal import Journal, journal_path
 
 from .approvals import Decision
 from .errors import GateRefused

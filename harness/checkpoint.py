@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import BundleWriter
-from evidence.errors import EvidenceError
-from evidence.validate import validate
-from harness.errors import SpecError
-from harness.events import EventBus, ExperimentFinished
-from harness.experiments import Experiment
-from harness.plan import RunPlan
-from harness.records import incident, incident_id, run_document, run_entry
-from harness.targets import Target
+from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.errors import EvidenceError
+from acklab.evidence.validate import validate
+from acklab.harness.errors import SpecError
+from acklab.harness.events import EventBus, ExperimentFinished
+from acklab.harness.experiments import Experiment
+from acklab.harness.plan import RunPlan
+from acklab.harness.records import incident, incident_id, run_document, run_entry
+from acklab.harness.targets import Target
 
 
 @dataclass
@@ -96,7 +96,7 @@ class RunState:
 
 
 def junit(run: dict[str, Any], incidents: list[dict[str, Any]]) -> bytes:
-    from evidence.reports.junit import experiments_junit
+    from acklab.evidence.reports.junit import experiments_junit
 
     return experiments_junit(run, incidents)
 

@@ -18,16 +18,16 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
-from evidence.exitcodes import ExitCode
-from harness.errors import SpecError
-from harness.experiment_specs import DEFAULT_TRIALS, resolve
-from harness.experiments import EXPERIMENTS
-from harness.plan import Settings
-from harness.progress import ProgressDisplay
-from harness.providers import DEFAULT_TIME_COMPRESSION
-from harness.runner import RunOptions, prepare
-from harness.runner import run as run_lab
-from harness.specs import all_problems, load_spec
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
+from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.plan import Settings
+from acklab.harness.progress import ProgressDisplay
+from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.runner import RunOptions, prepare
+from acklab.harness.runner import run as run_lab
+from acklab.harness.specs import all_problems, load_spec
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -175,7 +175,7 @@ def validate(file: Path) -> int:
     if not problems:
         kind, doc = load_spec(file)
         if kind == "target":
-            from harness.targets.spec import check_target_doc
+            from acklab.harness.targets.spec import check_target_doc
 
             check_target_doc(doc, source=str(file))
         click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})", err=True)

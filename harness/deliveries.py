@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidence.bundle import utcnow
+from acklab.evidence.bundle import utcnow
 
 EXCERPT_CHARS = 500
 

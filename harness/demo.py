@@ -20,14 +20,14 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from evidence.exitcodes import ExitCode
-from harness import pgtemp
-from harness.progress import STYLE, ProgressDisplay
-from harness.runner import RunOptions, RunResult, run
-from harness.signing import SIGNERS, Attempt
-from harness.targets import Needs
-from harness.targets.fixture import fixture_target
-from harness.templates import conflicting, render
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness import pgtemp
+from acklab.harness.progress import STYLE, ProgressDisplay
+from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.signing import SIGNERS, Attempt
+from acklab.harness.targets import Needs
+from acklab.harness.targets.fixture import fixture_target
+from acklab.harness.templates import conflicting, render
 
 console = Console(stderr=True, highlight=False)
 

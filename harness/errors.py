@@ -15,7 +15,7 @@ AcklabError (evidence.exitcodes)
 
 from __future__ import annotations
 
-from evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 
 
 class HarnessError(AcklabError):

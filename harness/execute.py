@@ -6,17 +6,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evidence.bundle import utcnow
-from harness.credentials import redact
-from harness.deliveries import DeliveryRecord, Observation
-from harness.errors import HarnessError
-from harness.events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
-from harness.experiments import Experiment
-from harness.lab import Lab
-from harness.plan import RunPlan, TrialPlan
-from harness.targets import Target
-from harness.trial import TrialContext
-from harness.verdicts import judge
+from acklab.evidence.bundle import utcnow
+from acklab.harness.credentials import redact
+from acklab.harness.deliveries import DeliveryRecord, Observation
+from acklab.harness.errors import HarnessError
+from acklab.harness.events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
+from acklab.harness.experiments import Experiment
+from acklab.harness.lab import Lab
+from acklab.harness.plan import RunPlan, TrialPlan
+from acklab.harness.targets import Target
+from acklab.harness.trial import TrialContext
+from acklab.harness.verdicts import judge
 
 
 def trial_record(

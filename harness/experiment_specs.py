@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SpecError
-from harness.plan import Settings
-from harness.specs import load_spec
+from acklab.harness.errors import SpecError
+from acklab.harness.plan import Settings
+from acklab.harness.specs import load_spec
 
 DEFAULT_TRIALS = 5
 

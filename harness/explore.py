@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 
-from harness.errors import HarnessError
-from harness.lab import Lab
-from harness.plan import Settings, TrialPlan, event_ids
-from harness.schedules import ScheduleRunner, Step
-from harness.targets import Needs, Target
+from acklab.harness.errors import HarnessError
+from acklab.harness.lab import Lab
+from acklab.harness.plan import Settings, TrialPlan, event_ids
+from acklab.harness.schedules import ScheduleRunner, Step
+from acklab.harness.targets import Needs, Target
 
 T = TypeVar("T")
 EVENTS = 3  # event indices a schedule plays with: enough for reordering, small enough to shrink
@@ -104,7 +104,7 @@ class LabSession:
         self.examples += 1
         ids, orders = event_ids(self.seed, "explore", index, EVENTS, self.salt)
         plan = TrialPlan(f"explore-{index:04d}", "explore", index, ids, orders, (), self.salt)
-        from harness.trial import TrialContext
+        from acklab.harness.trial import TrialContext
 
         return ScheduleRunner(TrialContext(self._lab, plan), self.target.expect)
 
@@ -203,9 +203,9 @@ def new_seed() -> int:
 
 def load_incident(path: Path) -> dict[str, Any]:
     """An explorer incident (validated), for `acklab replay`."""
-    from evidence.errors import EvidenceError
-    from evidence.validate import validate
-    from harness.errors import SpecError
+    from acklab.evidence.errors import EvidenceError
+    from acklab.evidence.validate import validate
+    from acklab.harness.errors import SpecError
 
     try:
         doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

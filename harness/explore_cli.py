@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from evidence.bundle import BundleWriter, acklab_version, utcnow
-from evidence.exitcodes import ExitCode
-from harness.errors import SpecError
-from harness.explore import (
+from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
+from acklab.harness.explore import (
     EVENTS,
     MAX_BURST,
     STEPS,
@@ -29,10 +29,10 @@ from harness.explore import (
     new_seed,
     replay_schedule,
 )
-from harness.leases import leasing
-from harness.runner import new_run_id
-from harness.schedules import Step
-from harness.targets import Target, resolve_target
+from acklab.harness.leases import leasing
+from acklab.harness.runner import new_run_id
+from acklab.harness.schedules import Step
+from acklab.harness.targets import Target, resolve_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 NAME = "explore"

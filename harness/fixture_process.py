@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from harness.errors import HarnessError
-from harness.leased_process import LeasedProcess
-from harness.leases import NO_LEASES, LeaseBook
+from acklab.harness.errors import HarnessError
+from acklab.harness.leased_process import LeasedProcess
+from acklab.harness.leases import NO_LEASES, LeaseBook
 
 READY_TIMEOUT_S = 30.0
 # `acklab serve fixture ...` without depending on where the console script was installed.

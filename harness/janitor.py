@@ -28,10 +28,10 @@ from typing import Any
 
 import click
 
-from evidence.bundle import utcnow
-from evidence.exitcodes import ExitCode
-from evidence.journal import Journal, JournalEntry, journal_path
-from harness.leases import same_process_alive
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.journal import Journal, JournalEntry, journal_path
+from acklab.harness.leases import same_process_alive
 
 KILL_WAIT_S = 5.0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from evidence.journal import Journal, journal_path
-from harness.events import (
+from acklab.evidence.journal import Journal, journal_path
+from acklab.harness.events import (
     DeliveryRecorded,
     Event,
     ExperimentFinished,

@@ -13,11 +13,11 @@ from functools import cached_property
 
 import httpx
 
-from harness.plan import Settings
-from harness.providers import ProviderProfile, profile
-from harness.signing import SIGNERS, Signer
-from harness.targets import Endpoint, Needs, Target
-from harness.transports import FaultTransport
+from acklab.harness.plan import Settings
+from acklab.harness.providers import ProviderProfile, profile
+from acklab.harness.signing import SIGNERS, Signer
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.transports import FaultTransport
 
 MIN_HORIZON_S = 30.0
 

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from harness.errors import HarnessError
-from harness.leases import NO_LEASES, Lease, LeaseBook, same_process_alive, start_ticks
+from acklab.harness.errors import HarnessError
+from acklab.harness.leases import NO_LEASES, Lease, LeaseBook, same_process_alive, start_ticks
 
 
 class LeasedProcess:

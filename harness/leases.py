@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from evidence.bundle import utcnow
-from evidence.journal import Journal, journal_path
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.journal import Journal, journal_path
 
 Resource: TypeAlias = Literal["process", "proxy", "database", "directory"]
 

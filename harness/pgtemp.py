@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from acklab.harness.errors import HarnessError
 
 
 def available() -> bool:

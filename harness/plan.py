@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import SpecError
-from harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.errors import SpecError
+from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.events import (
+from acklab.harness.events import (
     Event,
     ExperimentFinished,
     ExperimentStarted,

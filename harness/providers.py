@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.errors import SpecError
+from acklab.harness.errors import SpecError
 
 SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify", "none")
 DEFAULT_TIME_COMPRESSION = 10_000.0

@@ -10,11 +10,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evidence.bundle import acklab_version, utcnow
-from harness.experiments import Experiment
-from harness.plan import RunPlan
-from harness.targets import Target
-from harness.verdicts import combine
+from acklab.evidence.bundle import acklab_version, utcnow
+from acklab.harness.experiments import Experiment
+from acklab.harness.plan import RunPlan
+from acklab.harness.targets import Target
+from acklab.harness.verdicts import combine
 
 DESIGN_VIOLATION_KEYS = ("invariant", "event_id", "observed", "expected", "detail")
 

@@ -2,7 +2,7 @@
 
 Python API (what `acklab run` and the repair flow use)::
 
-    from harness.runner import RunOptions, run
+    from acklab.harness.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
     result.exit_code, result.as_json()
 
@@ -28,20 +28,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import BundleWriter, utcnow
-from evidence.errors import EvidenceError
-from evidence.exitcodes import ExitCode
-from harness.checkpoint import RunState, load_resume
-from harness.credentials import MIN_SECRET_CHARS, url_secrets
-from harness.errors import HarnessError, RunInterrupted, SpecError
-from harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
-from harness.execute import execute_experiment
-from harness.experiments import EXPERIMENTS, Experiment, by_name
-from harness.leases import leasing
-from harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, select, trial_id
-from harness.providers import profile
-from harness.records import design_json
-from harness.targets import Target, resolve_target
+from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.errors import EvidenceError
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.checkpoint import RunState, load_resume
+from acklab.harness.credentials import MIN_SECRET_CHARS, url_secrets
+from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
+from acklab.harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.execute import execute_experiment
+from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
+from acklab.harness.leases import leasing
+from acklab.harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, select, trial_id
+from acklab.harness.providers import profile
+from acklab.harness.records import design_json
+from acklab.harness.targets import Target, resolve_target
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ async def _main(
     bus = EventBus(consumers)
     if options.journal:
         try:
-            from harness.journal_sink import JournalSink
+            from acklab.harness.journal_sink import JournalSink
 
             bus.add(JournalSink(options.out, secrets=refused))
         except (ImportError, EvidenceError) as exc:

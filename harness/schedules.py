@@ -16,12 +16,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from harness.deliveries import DeliveryRecord
-from harness.errors import HarnessError, SpecError
-from harness.faults import LostAck, NoFault
-from harness.targets import Expect
-from harness.templates import Event, conflicting
-from harness.trial import TrialContext
+from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.faults import LostAck, NoFault
+from acklab.harness.targets import Expect
+from acklab.harness.templates import Event, conflicting
+from acklab.harness.trial import TrialContext
 
 Op: TypeAlias = Literal["send", "burst", "lost-ack", "conflict"]
 OPS: tuple[Op, ...] = ("send", "burst", "lost-ack", "conflict")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.errors import TargetUnreachable
-from harness.leased_process import LeasedProcess
-from harness.leases import NO_LEASES, LeaseBook
+from acklab.harness.errors import TargetUnreachable
+from acklab.harness.leased_process import LeasedProcess
+from acklab.harness.leases import NO_LEASES, LeaseBook
 
 DEFAULT_READY_TIMEOUT_S = 15.0
 

@@ -14,7 +14,7 @@ import hmac
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.errors import SpecError
+from acklab.harness.errors import SpecError
 
 # Headers whose values are (or are derived from) a secret; never written to evidence.
 REDACTED_HEADERS = frozenset(

@@ -15,9 +15,9 @@ import yaml
 from jsonschema import ValidationError
 from jsonschema.exceptions import best_match
 
-from evidence.errors import EvidenceInvalid
-from evidence.validate import schema_kinds, validator
-from harness.errors import SpecError
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import schema_kinds, validator
+from acklab.harness.errors import SpecError
 
 
 def _is_spec_schema(kind: str) -> bool:

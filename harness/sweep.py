@@ -19,13 +19,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness.events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
-from harness.experiments import EXPERIMENTS
-from harness.plan import Settings
-from harness.progress import STYLE, ProgressDisplay
-from harness.providers import DEFAULT_TIME_COMPRESSION
-from harness.sweep_plan import TEMP_SQLITE, SweepRun
-from harness.sweep_run import SweepOptions, SweepResult, run_sweep
+from acklab.harness.events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.plan import Settings
+from acklab.harness.progress import STYLE, ProgressDisplay
+from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.sweep_plan import TEMP_SQLITE, SweepRun
+from acklab.harness.sweep_run import SweepOptions, SweepResult, run_sweep
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 LOG_WIDTH = 150

@@ -27,13 +27,13 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from evidence.errors import EvidenceError
-from evidence.validate import validate
-from harness.credentials import redact, url_password, url_secrets
-from harness.errors import SpecError
-from harness.experiments import by_name
-from harness.plan import Settings
-from harness.targets import resolve_target
+from acklab.evidence.errors import EvidenceError
+from acklab.evidence.validate import validate
+from acklab.harness.credentials import redact, url_password, url_secrets
+from acklab.harness.errors import SpecError
+from acklab.harness.experiments import by_name
+from acklab.harness.plan import Settings
+from acklab.harness.targets import resolve_target
 
 FIXTURE_BACKENDS = ("sqlite", "postgresql")  # what the fixture runs on (app/db.py)
 TEMP_SQLITE = "sqlite"  # --db value (and label) of the temporary SQLite default

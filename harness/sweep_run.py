@@ -31,17 +31,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from evidence.bundle import BundleWriter, acklab_version, utcnow
-from evidence.exitcodes import ExitCode
-from evidence.heatmap import sweep_heatmap
-from harness.credentials import redact
-from harness.errors import HarnessError, RunInterrupted, SpecError
-from harness.events import Consumer, Event, RunStarted
-from harness.plan import Settings
-from harness.runner import RunOptions
-from harness.runner import run as run_lab
-from harness.sweep_plan import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
-from harness.verdicts import combine
+from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.heatmap import sweep_heatmap
+from acklab.harness.credentials import redact
+from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
+from acklab.harness.events import Consumer, Event, RunStarted
+from acklab.harness.plan import Settings
+from acklab.harness.runner import RunOptions
+from acklab.harness.runner import run as run_lab
+from acklab.harness.sweep_plan import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
+from acklab.harness.verdicts import combine
 
 HEATMAP_FILE = "heatmap.svg"
 SKIPPED, PENDING = "skipped", "pending"

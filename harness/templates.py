@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import SpecError
+from acklab.harness.errors import SpecError
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 KNOWN = ("event_id", "order_id", "seq", "timestamp")

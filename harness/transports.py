@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from evidence.bundle import utcnow
-from harness.deliveries import DeliveryRecord
+from acklab.evidence.bundle import utcnow
+from acklab.harness.deliveries import DeliveryRecord
 
 if TYPE_CHECKING:
-    from harness.faults import Fault
+    from acklab.harness.faults import Fault
 
 TICKET = "acklab.ticket"
 DEFAULT_HORIZON_S = 30.0

@@ -17,14 +17,14 @@ from typing import Any
 
 import httpx
 
-from evidence.bundle import utcnow
-from harness.deliveries import CommitConfirmation, DeliveryRecord, Observation
-from harness.faults import Fault, NoFault
-from harness.lab import Lab
-from harness.plan import TrialPlan
-from harness.signing import Attempt, redact
-from harness.templates import Event, render
-from harness.transports import TICKET, Ticket
+from acklab.evidence.bundle import utcnow
+from acklab.harness.deliveries import CommitConfirmation, DeliveryRecord, Observation
+from acklab.harness.faults import Fault, NoFault
+from acklab.harness.lab import Lab
+from acklab.harness.plan import TrialPlan
+from acklab.harness.signing import Attempt, redact
+from acklab.harness.templates import Event, render
+from acklab.harness.transports import TICKET, Ticket
 
 CONFIRM_WINDOW_S = 2.0
 STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.targets import Expect
+from acklab.harness.targets import Expect
 
 INVARIANTS = (
     "at-most-once-effect",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from harness.pgtemp import PostgresServer, start_postgres
+from acklab.harness.pgtemp import PostgresServer, start_postgres
+
+BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +25,12 @@ def postgres_server() -> Iterator[PostgresServer]:
 def pg_url(postgres_server: PostgresServer) -> str:
     """The URL of a fresh, empty PostgreSQL database of its own (psycopg 3 driver)."""
     return postgres_server.create_database()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """One import name: nothing of acklab may have been imported under a bare top-level name
+    (``evidence``, ``app``...) — that would be a second copy of the module, with its own state."""
+    bare = sorted(name for name in sys.modules if name.split(".")[0] in BARE_NAMES)
+    if bare:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        sys.stderr.write(f"\nacklab modules imported under a bare name (import acklab.<name>): {bare}\n")

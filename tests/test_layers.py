@@ -1,4 +1,9 @@
-"""The layer rules of ARCHITECTURE.md, checked on every module's imports."""
+"""The layer rules of ARCHITECTURE.md, checked on every module's imports.
+
+Every package is imported by its one import name (``acklab.harness``, ``acklab.app``...); a
+bare top-level ``import app`` or ``from harness import ...`` is itself a violation: installed
+beside a user's own ``app`` package it would import theirs.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"app", "harness", "evidence", "console", "flows", "acklab", "tests"}
+PACKAGES = {"app", "harness", "evidence", "console", "flows"}
+OURS = {*PACKAGES, "acklab", "tests"}
 ALLOWED: dict[str, set[str]] = {
     "app": set(),
     "evidence": set(),
@@ -26,10 +32,19 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+            found += [(node.lineno, _layer(alias.name)) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module.split(".")[0]))
+            found.append((node.lineno, _layer(node.module)))
     return found
+
+
+def _layer(module: str) -> str:
+    """``acklab.harness.runner`` -> ``harness``; ``acklab.cli`` -> ``acklab``; a bare
+    ``harness.runner`` -> ``bare:harness`` (always a violation); anything else: its top name."""
+    parts = module.split(".")
+    if parts[0] == "acklab":
+        return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else "acklab"
+    return f"bare:{parts[0]}" if parts[0] in PACKAGES else parts[0]
 
 
 def violations(root: Path = ROOT) -> list[str]:
@@ -38,6 +53,10 @@ def violations(root: Path = ROOT) -> list[str]:
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root)
             for lineno, top in imports_of(path):
+                if top.startswith("bare:"):
+                    name = top.removeprefix("bare:")
+                    bad.append(f"{rel}:{lineno} imports the bare name {name}; import acklab.{name}")
+                    continue
                 if top not in OURS or top == package:
                     continue
                 if top not in allowed:
@@ -56,11 +75,13 @@ def test_no_import_crosses_a_layer():
 def test_the_checker_catches_a_crossing(tmp_path):
     for package in ALLOWED:
         (tmp_path / package).mkdir()
-    (tmp_path / "evidence" / "leaky.py").write_text("from harness import experiments\n")
-    (tmp_path / "harness" / "engine.py").write_text("import app.webhooks\n")
+    (tmp_path / "evidence" / "leaky.py").write_text("from acklab.harness import experiments\n")
+    (tmp_path / "harness" / "engine.py").write_text("import acklab.app.webhooks\n")
+    (tmp_path / "console" / "bare.py").write_text("from evidence.bundle import BundleWriter\n")
     assert violations(tmp_path) == [
         "evidence/leaky.py:1 imports harness (allowed: none)",
         "harness/engine.py:1 imports app outside ['harness/targets/fixture.py']",
+        "console/bare.py:1 imports the bare name evidence; import acklab.evidence",
     ]
 
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evidence.errors import EvidenceInvalid
+from acklab.evidence.errors import EvidenceInvalid
 
 SEVERITIES = ("info", "minor", "major", "critical", "blocker")
 _BOM = b"\xef\xbb\xbf"

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import acklab_version, atomic_write, dump_json
-from evidence.errors import EvidenceInvalid
-from evidence.validate import validate_vendored
+from acklab.evidence.bundle import acklab_version, atomic_write, dump_json
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate_vendored
 
 SCHEMA = "gitlab-sast-report-format-15.2.1"
 SCHEMA_VERSION = "15.2.1"

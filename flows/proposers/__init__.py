@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flows.errors import FlowSpecInvalid
-from flows.spec import FlowSpec
+from acklab.flows.errors import FlowSpecInvalid
+from acklab.flows.spec import FlowSpec
 
 from .base import LLMCall, Proposal, ProposalRequest, Proposer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flows.spec import Limits, Scope
+from acklab.flows.spec import Limits, Scope
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 import httpx
 
-from flows.diffs import fenced_diffs
-from flows.errors import FlowSpecInvalid, ProposerUnavailable
-from flows.spec import LLMSettings
+from acklab.flows.diffs import fenced_diffs
+from acklab.flows.errors import FlowSpecInvalid, ProposerUnavailable
+from acklab.flows.spec import LLMSettings
 
 from .base import LLMCall, Proposal, ProposalRequest
 

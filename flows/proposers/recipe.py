@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from flows.diffs import make_diff
-from flows.errors import FlowSpecInvalid
+from acklab.flows.diffs import make_diff
+from acklab.flows.errors import FlowSpecInvalid
 
 from .base import Proposal, ProposalRequest
 
@@ -30,7 +30,7 @@ def recipe_template(name: str) -> str:
     """The handler source a recipe restores."""
     if name not in RECIPES:
         raise FlowSpecInvalid(f"unknown recipe {name!r}; known recipes: {', '.join(sorted(RECIPES))}")
-    return resources.files("flows").joinpath("recipes", RECIPES[name]).read_text(encoding="utf-8")
+    return resources.files("acklab.flows").joinpath("recipes", RECIPES[name]).read_text(encoding="utf-8")
 
 
 class RecipeProposer:

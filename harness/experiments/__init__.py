@@ -5,14 +5,18 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from harness.errors import UnknownExperiment
-from harness.experiments.base import Experiment
-from harness.experiments.concurrent import ConcurrentDuplicatesExperiment
-from harness.experiments.conflict import ConflictingPayloadExperiment
-from harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
-from harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
-from harness.experiments.replay import ReplayExperiment
-from harness.experiments.retrying import LostAckExperiment, LostAckResetExperiment, TimeoutOverlapExperiment
+from acklab.harness.errors import UnknownExperiment
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.experiments.concurrent import ConcurrentDuplicatesExperiment
+from acklab.harness.experiments.conflict import ConflictingPayloadExperiment
+from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
+from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
+from acklab.harness.experiments.replay import ReplayExperiment
+from acklab.harness.experiments.retrying import (
+    LostAckExperiment,
+    LostAckResetExperiment,
+    TimeoutOverlapExperiment,
+)
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e

@@ -6,10 +6,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Endpoint, Needs, Target
-from harness.trial import TrialContext
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.trial import TrialContext
 
 
 class Experiment(ABC):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from harness.experiments.base import Experiment
-from harness.faults import NoFault
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Needs, Target
-from harness.trial import TrialContext
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.faults import NoFault
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Needs, Target
+from acklab.harness.trial import TrialContext
 
 
 class ConcurrentDuplicatesExperiment(Experiment):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.experiments.base import Experiment, retry_plan
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Target
-from harness.templates import conflicting
-from harness.trial import TrialContext
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Target
+from acklab.harness.templates import conflicting
+from acklab.harness.trial import TrialContext
 
 
 class ConflictingPayloadExperiment(Experiment):

@@ -33,19 +33,19 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.errors import HarnessError
-from harness.experiments.base import Experiment, retry_plan
-from harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
-from harness.fixture_process import FixtureProcess
-from harness.inflight import wait_in_transaction
-from harness.leases import current_book
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Endpoint, Needs, Target
-from harness.targets.effects import SqlProbe
-from harness.targets.spec import ServiceEndpoint, SpecTarget
-from harness.transports import socket_transport
-from harness.trial import TrialContext
+from acklab.harness.errors import HarnessError
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
+from acklab.harness.fixture_process import FixtureProcess
+from acklab.harness.inflight import wait_in_transaction
+from acklab.harness.leases import current_book
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
+from acklab.harness.transports import socket_transport
+from acklab.harness.trial import TrialContext
 
 CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"

@@ -29,18 +29,18 @@ from typing import Any, ClassVar, cast
 
 from sqlalchemy.engine import make_url
 
-from harness.errors import HarnessError
-from harness.experiments.base import Experiment, retry_plan
-from harness.experiments.struck import DbLinkStruck, retry_until_acked
-from harness.faults import SenderTimeout
-from harness.inflight import wait_in_transaction
-from harness.leases import current_book
-from harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Endpoint, Needs, Target
-from harness.targets.effects import SqlProbe
-from harness.trial import TrialContext
+from acklab.harness.errors import HarnessError
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.experiments.struck import DbLinkStruck, retry_until_acked
+from acklab.harness.faults import SenderTimeout
+from acklab.harness.inflight import wait_in_transaction
+from acklab.harness.leases import current_book
+from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.trial import TrialContext
 
 DB_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "no-2xx-without-commit")
 MID_TRANSACTION_DELAY_MS = 300  # the handler's work before COMMIT: the window a strike aims at

@@ -12,13 +12,13 @@ import hashlib
 import time
 from typing import ClassVar
 
-from harness.experiments.base import Experiment
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.signing import foreign_secret, signs_timestamp
-from harness.targets import Target
-from harness.templates import conflicting
-from harness.trial import TrialContext
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.signing import foreign_secret, signs_timestamp
+from acklab.harness.targets import Target
+from acklab.harness.templates import conflicting
+from acklab.harness.trial import TrialContext
 
 STALE_AGE_S = 3600  # far beyond the 300 s every reference verifier allows
 TAMPER = {"acklab_tampered": True}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.experiments.base import Experiment, retry_plan
-from harness.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
-from harness.plan import PlannedDelivery, Settings
-from harness.providers import ProviderProfile
-from harness.targets import Needs, Target
-from harness.trial import TrialContext
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Needs, Target
+from acklab.harness.trial import TrialContext
 
 RETRY_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
 MIN_TIMEOUT_S = 0.001

@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import httpx
 
-from harness.deliveries import DeliveryRecord
-from harness.templates import Event
-from harness.transports import Exchange
-from harness.trial import STOP_RETRYING, TrialContext
+from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.templates import Event
+from acklab.harness.transports import Exchange
+from acklab.harness.trial import STOP_RETRYING, TrialContext
 
 
 class _Struck:

@@ -11,8 +11,8 @@ A finding about the system under test is never one of these (it is a verdict).
 
 from __future__ import annotations
 
-from evidence.exitcodes import ExitCode
-from harness.errors import HarnessError
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import HarnessError
 
 
 class NetFaultError(HarnessError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import ExitCode
 
 from .errors import NetFaultError
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Self, TypeAlias
 
-from evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import ExitCode
 
 from . import toxics
 from .errors import FaultInUse, LinkUnhealthy, NetFaultError

@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
-from harness.errors import RemoteRefused, SpecError
-from harness.provenance import Revision, revision_of
-from harness.targets.effects import EffectsProbe
+from acklab.harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
+from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.provenance import Revision, revision_of
+from acklab.harness.targets.effects import EffectsProbe
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from harness.errors import ProbeError, SpecError
+from acklab.harness.errors import ProbeError, SpecError
 
 
 class EffectsProbe(Protocol):

@@ -20,19 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import app as fixture_package
-from app.errors import FixtureError
-from app.main import create_app
-from app.settings import Settings
-from evidence.exitcodes import ExitCode
-from harness.credentials import redact
-from harness.errors import HarnessError, SpecError
-from harness.leases import Lease, current_book
-from harness.providers import profile
-from harness.targets.base import Endpoint, Expect, Needs, Target
-from harness.targets.effects import HttpProbe, database_kind
-from harness.targets.server import ThreadedServer
-from harness.transports import asgi_transport, socket_transport
+import acklab.app as fixture_package
+from acklab.app.errors import FixtureError
+from acklab.app.main import create_app
+from acklab.app.settings import Settings
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.credentials import redact
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.leases import Lease, current_book
+from acklab.harness.providers import profile
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
+from acklab.harness.targets.effects import HttpProbe, database_kind
+from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.transports import asgi_transport, socket_transport
 
 HANDLERS = ("live", "unsafe")
 FIXTURE_SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify")

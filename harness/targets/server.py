@@ -14,7 +14,7 @@ from typing import Any
 
 import uvicorn
 
-from harness.errors import HarnessError
+from acklab.harness.errors import HarnessError
 
 
 class ThreadedServer:

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.errors import SpecError, TargetUnreachable
-from harness.leases import current_book
-from harness.providers import profile
-from harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
-from harness.signing import SIGNERS
-from harness.specs import load_spec
-from harness.targets.base import Endpoint, Expect, Needs, Target, check_local
-from harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
-from harness.templates import KNOWN, unknown_placeholders
-from harness.transports import socket_transport
+from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.leases import current_book
+from acklab.harness.providers import profile
+from acklab.harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
+from acklab.harness.signing import SIGNERS
+from acklab.harness.specs import load_spec
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local
+from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from acklab.harness.templates import KNOWN, unknown_placeholders
+from acklab.harness.transports import socket_transport
 
 ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
 DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}

@@ -20,10 +20,10 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
-from app.main import create_app
-from app.models import Fulfillment, Order, Receipt
-from app.settings import Settings
-from app.signing import standard_signature
+from acklab.app.main import create_app
+from acklab.app.models import Fulfillment, Order, Receipt
+from acklab.app.settings import Settings
+from acklab.app.signing import standard_signature
 
 SECRET = "whsec_" + base64.b64encode(b"acklab-test-secret-32-bytes-long").decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"some-other-secret-32-bytes-long!").decode()

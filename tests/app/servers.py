@@ -1,4 +1,4 @@
-"""Real-socket servers for the slow tests: uvicorn in a thread, or `python -m app.cli` in a subprocess."""
+"""Real-socket servers for the slow tests: uvicorn in a thread, or `python -m acklab.app.cli` in a subprocess."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ class Served:
 
 @contextmanager
 def serve_in_subprocess(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """Run ``python -m app.cli fixture --port 0 ARGS``; stop it (if still alive) when the block ends."""
+    """Run ``python -m acklab.app.cli fixture --port 0 ARGS``; stop it (if still alive) when the block ends."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "fixture", "--port", "0", *args],
+        [sys.executable, "-m", "acklab.app.cli", "fixture", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,  # uvicorn's access log goes to stdout, our messages to stderr
         text=True,

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from acklab.app.settings import Settings
 from acklab.cli import main
-from app.settings import Settings
 from tests.app.conftest import SECRET, new_event_id, order_event, standard_headers
 from tests.app.servers import serve_in_subprocess
 

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.main import create_app
-from app.settings import Settings
+from acklab.app.main import create_app
+from acklab.app.settings import Settings
 from tests.app.conftest import SECRET, new_event_id, order_event, standard_headers
 from tests.app.servers import serve_in_subprocess, serve_in_thread
 

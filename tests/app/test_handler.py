@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.db import create_db_engine
+from acklab.app.db import create_db_engine
 from tests.app.conftest import (
     OTHER_SECRET,
     AppClient,

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from app.main import create_app
-from app.schemes import sign
-from app.settings import Settings
+from acklab.app.main import create_app
+from acklab.app.schemes import sign
+from acklab.app.settings import Settings
 from tests.app.conftest import SECRET
 
 OPERATIONS = [

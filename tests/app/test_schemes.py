@@ -11,7 +11,7 @@ import pytest
 import stripe
 import svix.webhooks
 
-from app.schemes import sign
+from acklab.app.schemes import sign
 from tests.app.conftest import OTHER_SECRET, SECRET, MakeClient, new_event_id, order_event
 
 Signer = Callable[[str, bytes, str, int], dict[str, str]]  # (event_id, body, secret, timestamp) -> headers

@@ -11,14 +11,14 @@ from types import ModuleType
 
 import pytest
 
-import app.unsafe
-import app.webhooks
-from app import runtime
+import acklab.app.unsafe
+import acklab.app.webhooks
+from acklab.app import runtime
 from tests.app.conftest import MakeClient, new_event_id, order_event, standard_headers
 
-HANDLERS = {"live": Path(app.webhooks.__file__), "unsafe": Path(app.unsafe.__file__)}
+HANDLERS = {"live": Path(acklab.app.webhooks.__file__), "unsafe": Path(acklab.app.unsafe.__file__)}
 # What a handler file may import from the fixture: the contract, the models, the dialect helper.
-HANDLER_MAY_IMPORT = {"app.contract", "app.models", "app.db"}
+HANDLER_MAY_IMPORT = {"acklab.app.contract", "acklab.app.models", "acklab.app.db"}
 
 
 def _load_copy(path: Path, name: str) -> ModuleType:
@@ -32,14 +32,14 @@ def _load_copy(path: Path, name: str) -> ModuleType:
 
 
 def test_both_handlers_expose_the_same_interface() -> None:
-    for module in (app.webhooks, app.unsafe):
+    for module in (acklab.app.webhooks, acklab.app.unsafe):
         public = {
             name
             for name, value in vars(module).items()
             if inspect.isfunction(value) and value.__module__ == module.__name__ and not name.startswith("_")
         }
         assert public == {"process"}, module.__name__
-    assert inspect.signature(app.webhooks.process) == inspect.signature(app.unsafe.process)
+    assert inspect.signature(acklab.app.webhooks.process) == inspect.signature(acklab.app.unsafe.process)
 
 
 @pytest.mark.parametrize("path", HANDLERS.values(), ids=HANDLERS.keys())
@@ -47,11 +47,11 @@ def test_a_handler_file_imports_only_the_contract(path: Path) -> None:
     imported = {
         node.module
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("app")
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("acklab")
     }
     assert imported <= HANDLER_MAY_IMPORT
     assert not any(
-        alias.name.startswith("app")
+        alias.name.startswith("acklab")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Import)
         for alias in node.names

@@ -12,8 +12,8 @@ import svix.webhooks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.schemes import SCHEMES, sign, verify
-from app.signing import (
+from acklab.app.schemes import SCHEMES, sign, verify
+from acklab.app.signing import (
     SigningError,
     VerificationFailed,
     decode_whsec,

@@ -18,7 +18,7 @@ import uvicorn
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from fastapi import FastAPI
 
-from console.app import create_app
+from acklab.console.app import create_app
 from tests.console.samples import make_evidence
 
 CHROMIUM = "/usr/bin/chromium"

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import BundleWriter
-from evidence.reports.junit import experiments_junit
+from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.reports.junit import experiments_junit
 from tests.console.sample_docs import (
     BASE_TIME,
     XSS_ATTR,

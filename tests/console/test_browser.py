@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from console.export import build_snapshot
+from acklab.console.export import build_snapshot
 from tests.console.conftest import SCREENSHOTS, SubPathServer
 from tests.console.samples import XSS_SCRIPT
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from acklab.cli import main
-from evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import ExitCode
 from tests.console.conftest import free_port
 
 ACKLAB = Path(sys.executable).parent / "acklab"

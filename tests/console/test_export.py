@@ -10,9 +10,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from acklab.cli import main
-from console.errors import OutputRefused
-from console.export import build_snapshot
-from evidence.exitcodes import ExitCode
+from acklab.console.errors import OutputRefused
+from acklab.console.export import build_snapshot
+from acklab.evidence.exitcodes import ExitCode
 from tests.console.samples import make_run_bundle
 
 CI = {"CI_PIPELINE_ID": "777", "CI_COMMIT_SHA": "abcdef1234567890" * 2}

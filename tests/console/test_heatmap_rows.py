@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from console.index import EvidenceIndex
-from console.overview import EXPERIMENT_ORDER, heatmap
-from console.svg import wrap_name
+from acklab.console.index import EvidenceIndex
+from acklab.console.overview import EXPERIMENT_ORDER, heatmap
+from acklab.console.svg import wrap_name
 from tests.console.conftest import SCREENSHOTS, LiveServer
 from tests.console.samples import BASE_TIME, make_run_bundle
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from console import index as index_module
-from console.errors import EvidenceDirError
-from console.index import FAILED, INCOMPLETE, VERIFIED, EvidenceIndex
-from console.scan import bundle_key, discover
-from evidence.exitcodes import ExitCode
+from acklab.console import index as index_module
+from acklab.console.errors import EvidenceDirError
+from acklab.console.index import FAILED, INCOMPLETE, VERIFIED, EvidenceIndex
+from acklab.console.scan import bundle_key, discover
+from acklab.evidence.exitcodes import ExitCode
 from tests.console.samples import make_run_bundle
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console.export import build_snapshot
-from console.index import VERIFIED, EvidenceIndex
-from evidence.bundle import find_bundles
+from acklab.console.export import build_snapshot
+from acklab.console.index import VERIFIED, EvidenceIndex
+from acklab.evidence.bundle import find_bundles
 
 pytestmark = pytest.mark.slow
 ACKLAB = Path(sys.executable).parent / "acklab"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from console.security import CSP, resolve_inside
+from acklab.console.security import CSP, resolve_inside
 from tests.console.conftest import LiveServer
 
 PAGES = [

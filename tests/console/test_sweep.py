@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from console.export import build_snapshot
-from console.index import INCOMPLETE, VERIFIED, EvidenceIndex
-from console.scan import bundle_key
-from console.sweep import incident_href, nested_bundles
-from evidence.validate import validate
+from acklab.console.export import build_snapshot
+from acklab.console.index import INCOMPLETE, VERIFIED, EvidenceIndex
+from acklab.console.scan import bundle_key
+from acklab.console.sweep import incident_href, nested_bundles
+from acklab.evidence.validate import validate
 from tests.console.conftest import LiveServer, SubPathServer
 from tests.console.samples import XSS_ATTR, XSS_SCRIPT
 from tests.console.test_browser import watched

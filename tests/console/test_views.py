@@ -6,8 +6,8 @@ import re
 from datetime import timedelta
 from html import unescape
 
-from console.render import BOUNDARY
-from evidence.bundle import BundleWriter
+from acklab.console.render import BOUNDARY
+from acklab.evidence.bundle import BundleWriter
 from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_incident, make_run_bundle
 
 LOST_ACK_UNSAFE = "/bundles/run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evidence.bundle import BundleWriter
+from acklab.evidence.bundle import BundleWriter
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:00:01Z"

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from evidence.bundle import BundleWriter, find_bundles, verify
-from evidence.errors import EvidenceError, EvidenceInvalid
-from evidence.exitcodes import ExitCode
-from evidence.validate import validate
+from acklab.evidence.bundle import BundleWriter, find_bundles, verify
+from acklab.evidence.errors import EvidenceError, EvidenceInvalid
+from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.validate import validate
 
 
 def run_doc(run_id="r1"):

@@ -1,6 +1,6 @@
 import json
 
-from evidence.journal import Journal, journal_path
+from acklab.evidence.journal import Journal, journal_path
 from tests.evidence.factories import write_run_bundle
 
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from evidence.errors import EvidenceInvalid
-from evidence.journal import Journal, JournalError, journal_path
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.journal import Journal, JournalError, journal_path
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:01.250000Z"
 
@@ -16,7 +16,7 @@ T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:01.250000Z"
 WRITER = """
 import sys
 from pathlib import Path
-from evidence.journal import Journal
+from acklab.evidence.journal import Journal
 path, run_id, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 with Journal(path) as journal:
     i = 0

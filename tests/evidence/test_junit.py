@@ -1,6 +1,6 @@
 import xml.etree.ElementTree as ET
 
-from evidence.reports.junit import experiments_junit
+from acklab.evidence.reports.junit import experiments_junit
 
 VIOLATION = {
     "invariant": "at-most-once-effect",

@@ -4,10 +4,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from evidence.bundle import verify
-from evidence.errors import IntegrityError
-from evidence.merge import merge
-from evidence.validate import validate
+from acklab.evidence.bundle import verify
+from acklab.evidence.errors import IntegrityError
+from acklab.evidence.merge import merge
+from acklab.evidence.validate import validate
 from tests.evidence.factories import write_run_bundle
 
 

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from evidence.bundle import verify
+from acklab.evidence.bundle import verify
 from tests.evidence.factories import write_run_bundle
 
 

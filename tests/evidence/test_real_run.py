@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from evidence.bundle import find_bundles, verify
-from evidence.validate import validate
+from acklab.evidence.bundle import find_bundles, verify
+from acklab.evidence.validate import validate
 
 SECRET_KEY = b"acklab-planted-key-0001!"  # 24 bytes, like a Standard Webhooks key
 PLANTED = {

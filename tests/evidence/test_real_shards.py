@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from evidence.bundle import find_bundles, verify
-from evidence.validate import validate
+from acklab.evidence.bundle import find_bundles, verify
+from acklab.evidence.validate import validate
 from tests.evidence.test_real_run import leaks, run_acklab
 
 ARGS = ("run", "--target", "fixture:unsafe", "--experiment", "lost-ack", "--experiment", "replay")

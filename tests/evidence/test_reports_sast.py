@@ -6,10 +6,10 @@ from importlib import resources
 
 import pytest
 
-from evidence.errors import EvidenceInvalid
-from evidence.reports.codequality import check_file, problems
-from evidence.reports.sast import SCHEMA, bandit_to_sast, convert_file
-from evidence.validate import vendored_problems, vendored_validator
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.reports.codequality import check_file, problems
+from acklab.evidence.reports.sast import SCHEMA, bandit_to_sast, convert_file
+from acklab.evidence.validate import vendored_problems, vendored_validator
 
 INSECURE = """\
 import hashlib
@@ -40,12 +40,12 @@ def bandit_json(tmp_path_factory):
 
 
 def test_vendored_schema_is_the_pinned_copy_and_draft_07():
-    data = resources.files("evidence").joinpath("schemas", "vendor", f"{SCHEMA}.json").read_bytes()
+    data = resources.files("acklab.evidence").joinpath("schemas", "vendor", f"{SCHEMA}.json").read_bytes()
     assert (
         hashlib.sha256(data).hexdigest() == "f3d877b4ecb519775bb268be0544284a09a01d54c29e4fcc6cb8fed3d91ae1bf"
     )
     assert type(vendored_validator(SCHEMA)).__name__ == "Draft7Validator"
-    sources = resources.files("evidence").joinpath("schemas", "vendor", "SOURCES.md").read_text()
+    sources = resources.files("acklab.evidence").joinpath("schemas", "vendor", "SOURCES.md").read_text()
     assert f"{SCHEMA}.json" in sources
     assert "MIT" in sources
 

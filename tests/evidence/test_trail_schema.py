@@ -2,8 +2,8 @@ import copy
 
 import pytest
 
-from evidence.errors import EvidenceInvalid
-from evidence.validate import validate
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate
 
 SHA = "a" * 64
 

@@ -67,7 +67,7 @@ def gitlab_mr(tmp_path: Path):
     The bare repository holds a sandbox of this project (unsafe handler) on main, and the
     MR's source branch adds one more commit that does not touch app/webhooks.py.
     """
-    from flows.sandbox import make_sandbox
+    from acklab.flows.sandbox import make_sandbox
     from tests.doubles.gitlab import merge_requests
     from tests.doubles.gitlab.fixtures import JOB_TOKEN, PRIVATE_TOKEN
     from tests.doubles.gitlab.server import create_app, serve
@@ -162,7 +162,7 @@ def fast_spec(
 @pytest.fixture(scope="session")
 def sandbox_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One sandbox (unsafe handler committed) per test session; tests clone it."""
-    from flows.sandbox import make_sandbox
+    from acklab.flows.sandbox import make_sandbox
 
     template = tmp_path_factory.mktemp("template") / "sandbox"
     make_sandbox(template)

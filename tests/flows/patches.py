@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.diffs import make_diff
+from acklab.flows.diffs import make_diff
 from tests.flows.conftest import LIVE, UNSAFE
 
 HANDLER = "app/webhooks.py"

@@ -7,8 +7,8 @@ import json
 import click
 import pytest
 
-from flows.approvals import AutoApprove, FileDecisions, NoSource, Question, choose_source
-from flows.errors import FlowSpecInvalid, GateRefused, NoDecision
+from acklab.flows.approvals import AutoApprove, FileDecisions, NoSource, Question, choose_source
+from acklab.flows.errors import FlowSpecInvalid, GateRefused, NoDecision
 
 SHA = "a" * 64
 Q = Question(gate="approve", proposal_id="p1", proposal_sha256=SHA, summary="a diff")
@@ -104,7 +104,7 @@ def test_file_and_auto_exclude_each_other(tmp_path):
 def test_the_terminal_asks_for_decision_actor_delegation_reason_and_feedback():
     from click.testing import CliRunner
 
-    from flows.approvals import TerminalDecisions
+    from acklab.flows.approvals import TerminalDecisions
 
     runner = CliRunner()
     answers = "modify\nbob\nalice\nnot yet\nreject conflicts with 409\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.diffs import fenced_diffs, make_diff, parse_diff
+from acklab.flows.diffs import fenced_diffs, make_diff, parse_diff
 from tests.flows.conftest import LIVE, UNSAFE, run_git
 
 

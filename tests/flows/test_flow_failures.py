@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from flows.approvals import Question
-from flows.proposers.llm import LLMProposer
-from flows.proposers.recipe import RecipeProposer
-from flows.publish import LocalPublisher
-from flows.runner import FlowConfig, run_flow
-from flows.spec import LLMSettings, load_spec
-from flows.worktree import repo_snapshot
+from acklab.flows.approvals import Question
+from acklab.flows.proposers.llm import LLMProposer
+from acklab.flows.proposers.recipe import RecipeProposer
+from acklab.flows.publish import LocalPublisher
+from acklab.flows.runner import FlowConfig, run_flow
+from acklab.flows.spec import LLMSettings, load_spec
+from acklab.flows.worktree import repo_snapshot
 from tests.flows.conftest import fast_spec
 
 pytestmark = pytest.mark.slow

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from flows.approvals import AutoApprove, Decision, Question
-from flows.errors import HeadMoved
-from flows.lab import run_lab
-from flows.proposers import make_proposer
-from flows.publish import GitLabPublisher
-from flows.runner import FlowConfig, run_flow
-from flows.spec import load_spec
-from flows.worktree import head_sha, worktree
+from acklab.flows.approvals import AutoApprove, Decision, Question
+from acklab.flows.errors import HeadMoved
+from acklab.flows.lab import run_lab
+from acklab.flows.proposers import make_proposer
+from acklab.flows.publish import GitLabPublisher
+from acklab.flows.runner import FlowConfig, run_flow
+from acklab.flows.spec import load_spec
+from acklab.flows.worktree import head_sha, worktree
 from tests.flows.conftest import LIVE, fast_spec, load_trail, run_git, write_decisions
 
 pytestmark = pytest.mark.slow
@@ -178,7 +178,7 @@ def test_gitlabs_per_file_lock_refuses_a_file_changed_in_between(gitlab_env, tmp
 def test_missing_gitlab_settings_name_the_variables(monkeypatch):
     for var in ("GITLAB_URL", "CI_SERVER_URL", "GITLAB_TOKEN", "CI_JOB_TOKEN", "CI_PROJECT_ID"):
         monkeypatch.delenv(var, raising=False)
-    from flows.errors import FlowSpecInvalid
+    from acklab.flows.errors import FlowSpecInvalid
 
     with pytest.raises(
         FlowSpecInvalid,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.worktree import repo_snapshot
+from acklab.flows.worktree import repo_snapshot
 from tests.doubles.openai_api import openai_double
 from tests.flows import patches
 from tests.flows.conftest import fast_spec, load_trail, run_git, write_decisions

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from evidence.bundle import verify as verify_bundle
-from evidence.journal import Journal
-from flows.lab import run_lab
-from flows.worktree import repo_snapshot, worktree
+from acklab.evidence.bundle import verify as verify_bundle
+from acklab.evidence.journal import Journal
+from acklab.flows.lab import run_lab
+from acklab.flows.worktree import repo_snapshot, worktree
 from tests.flows.conftest import LIVE, fast_spec, load_trail, run_git, write_decisions
 
 pytestmark = pytest.mark.slow
@@ -111,7 +111,7 @@ def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(
     assert ("run", "repair-webhook-handler", "published") in kinds
 
     # the demo's before/after table reads the same trail
-    from flows.demo import show_before_after
+    from acklab.flows.demo import show_before_after
 
     show_before_after(bundle / "trail.json")
     table = capsys.readouterr().err

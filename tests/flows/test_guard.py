@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from flows.diffs import make_diff
-from flows.guard import check, path_problem
-from flows.spec import load_spec
-from flows.worktree import head_sha, repo_snapshot
+from acklab.flows.diffs import make_diff
+from acklab.flows.guard import check, path_problem
+from acklab.flows.spec import load_spec
+from acklab.flows.worktree import head_sha, repo_snapshot
 from tests.flows.conftest import LIVE, ROOT, UNSAFE
 
 SPEC = load_spec(ROOT / "flows" / "repair.yaml")
@@ -75,7 +75,7 @@ def test_static_refusals(small_repo, diff, reason):
 def test_limits(small_repo):
     import dataclasses
 
-    from flows.spec import Limits
+    from acklab.flows.spec import Limits
 
     tight = dataclasses.replace(SPEC, limits=Limits(max_files=1, max_changed_lines=5))
     result = judge(small_repo, GOOD, tight)

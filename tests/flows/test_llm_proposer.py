@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from flows.diffs import make_diff
-from flows.errors import FlowSpecInvalid, ProposerUnavailable
-from flows.proposers.llm import LLMProposer
-from flows.spec import LLMSettings, load_spec
+from acklab.flows.diffs import make_diff
+from acklab.flows.errors import FlowSpecInvalid, ProposerUnavailable
+from acklab.flows.proposers.llm import LLMProposer
+from acklab.flows.spec import LLMSettings, load_spec
 from tests.doubles.openai_api import openai_double
 from tests.flows.conftest import LIVE, ROOT, UNSAFE
 from tests.flows.test_recipe import request

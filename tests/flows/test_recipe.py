@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flows.proposers import ProposalRequest, make_proposer
-from flows.proposers.recipe import recipe_template
-from flows.spec import load_spec
+from acklab.flows.proposers import ProposalRequest, make_proposer
+from acklab.flows.proposers.recipe import recipe_template
+from acklab.flows.spec import load_spec
 from tests.flows.conftest import LIVE, ROOT, UNSAFE, run_git
 
 SPEC = load_spec(ROOT / "flows" / "repair.yaml")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flows.errors import FlowSpecInvalid
-from flows.sandbox import make_sandbox
+from acklab.flows.errors import FlowSpecInvalid
+from acklab.flows.sandbox import make_sandbox
 from tests.flows.conftest import ROOT, UNSAFE, run_git
 
 

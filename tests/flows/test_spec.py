@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.errors import FlowSpecInvalid
-from flows.spec import load_spec, parse_spec
+from acklab.flows.errors import FlowSpecInvalid
+from acklab.flows.spec import load_spec, parse_spec
 from tests.flows.conftest import ROOT
 
 SPEC = ROOT / "flows" / "repair.yaml"

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from flows.errors import FlowError
-from flows.lab import percentile, resolved_module
-from flows.worktree import head_sha, python_env, repo_snapshot, worktree
+from acklab.flows.errors import FlowError
+from acklab.flows.lab import percentile, resolved_module
+from acklab.flows.worktree import head_sha, python_env, repo_snapshot, worktree
 from tests.flows.conftest import ROOT, make_repo
 
 
@@ -39,7 +39,9 @@ def test_a_bad_commit_is_a_flow_error(small_repo):
 def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
     """The key design point: the lab attacks the worktree's app.webhooks, not the installed one."""
     copy = tmp_path / "project"
-    shutil.copytree(ROOT / "app", copy / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("acklab", "app", "harness"):  # a checkout's shape: acklab/ beside its packages
+        shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", copy / "pyproject.toml")
     (copy / "app" / "webhooks.py").write_text(
         (ROOT / "app" / "unsafe.py").read_text() + "MARKER = 'patched'\n"
     )
@@ -47,7 +49,7 @@ def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
     with worktree(repo, head_sha(repo)) as wt:
         assert resolved_module(wt.path) == str(wt.path / "app" / "webhooks.py")
         done = subprocess.run(
-            [sys.executable, "-c", "import app.webhooks as m; print(m.__file__, m.MARKER)"],
+            [sys.executable, "-c", "import acklab.app.webhooks as m; print(m.__file__, m.MARKER)"],
             cwd=tmp_path,  # not the worktree: PYTHONPATH alone must be enough
             env=python_env(wt.path),
             capture_output=True,
@@ -57,7 +59,7 @@ def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
         assert done.stdout.split() == [str(wt.path / "app" / "webhooks.py"), "patched"]
     # without the worktree on PYTHONPATH, the installed (editable) project wins
     done = subprocess.run(
-        [sys.executable, "-c", "import app.webhooks as m; print(m.__file__)"],
+        [sys.executable, "-c", "import acklab.app.webhooks as m; print(m.__file__)"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.targets.server import ThreadedServer
+from acklab.harness.targets.server import ThreadedServer
 from tests.harness.handlers import EFFECTS_QUERY, Variant, handler_app
 
 SECRET = "whsec_" + base64.b64encode(b"acklab-test-secret-0123456789ab").decode()

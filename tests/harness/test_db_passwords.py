@@ -11,10 +11,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from harness.credentials import redact, url_password, url_secrets
-from harness.pgtemp import PostgresServer
-from harness.runner import RunOptions, _secrets
-from harness.targets import resolve_target
+from acklab.harness.credentials import redact, url_password, url_secrets
+from acklab.harness.pgtemp import PostgresServer
+from acklab.harness.runner import RunOptions, _secrets
+from acklab.harness.targets import resolve_target
 
 ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(sys.argv[1:])"]
 

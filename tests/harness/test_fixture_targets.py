@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from evidence.bundle import verify
-from evidence.journal import Journal, journal_path
-from evidence.validate import validate
-from harness.runner import RunOptions, run
+from acklab.evidence.bundle import verify
+from acklab.evidence.journal import Journal, journal_path
+from acklab.evidence.validate import validate
+from acklab.harness.runner import RunOptions, run
 
 
 def by_name(result):

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import SpecError
-from harness.experiments import EXPERIMENTS
-from harness.plan import Settings, parse_shard
-from harness.runner import build_plan
-from harness.targets.fixture import fixture_target
+from acklab.harness.errors import SpecError
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.plan import Settings, parse_shard
+from acklab.harness.runner import build_plan
+from acklab.harness.targets.fixture import fixture_target
 
 TARGET = fixture_target("fixture:live", db_url=None)
 ALL = list(EXPERIMENTS.values())

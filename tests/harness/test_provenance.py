@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evidence.validate import validate
-from harness import provenance
-from harness.provenance import Revision, revision_of
-from harness.runner import RunOptions, run
-from harness.targets import resolve_target
+from acklab.evidence.validate import validate
+from acklab.harness import provenance
+from acklab.harness.provenance import Revision, revision_of
+from acklab.harness.runner import RunOptions, run
+from acklab.harness.targets import resolve_target
 from tests.harness.handlers import Receipt
 
 CI_SHA = "0123456789abcdef0123456789abcdef01234567"

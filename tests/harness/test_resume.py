@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence.bundle import verify
+from acklab.evidence.bundle import verify
 
 ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(sys.argv[1:])"]
 TRIALS = 12

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks import Webhook
 
-from app.schemes import verify
-from harness.providers import PROFILES, SCHEMES
-from harness.signing import SIGNERS, Attempt, foreign_secret, redact, signs_timestamp
+from acklab.app.schemes import verify
+from acklab.harness.providers import PROFILES, SCHEMES
+from acklab.harness.signing import SIGNERS, Attempt, foreign_secret, redact, signs_timestamp
 from tests.harness.conftest import SECRET
 
 bodies = st.binary(min_size=0, max_size=256).map(lambda b: b'{"x":"' + b.hex().encode() + b'"}')

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.targets import Expect
-from harness.verdicts import judge
+from acklab.harness.targets import Expect
+from acklab.harness.verdicts import judge
 
 EXPECT = Expect(max_effects=1, conflict_status=(409, 422))
 

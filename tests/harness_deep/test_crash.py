@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evidence.exitcodes import ExitCode
-from harness.errors import SpecError
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
 from tests.harness_deep.conftest import experiment, trials
 
 pytestmark = pytest.mark.slow
@@ -59,7 +59,7 @@ def test_crash_experiments_need_a_target_the_lab_runs(run_lab, tmp_path):
 
 
 def test_the_deeper_experiments_do_not_run_by_default():
-    from harness.experiments import by_name
+    from acklab.harness.experiments import by_name
 
     names = [e.name for e in by_name([])]
     assert names == [

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evidence.exitcodes import ExitCode
-from harness.errors import SpecError, TargetUnreachable
-from harness.fixture_process import free_port
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.fixture_process import free_port
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness_deep.conftest import experiment, trials
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evidence.exitcodes import ExitCode
-from harness.errors import SpecError
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
 from tests.harness_deep.conftest import experiment, trials
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -65,7 +65,7 @@ def test_database_link_faults_need_postgresql(run_lab):
 
 
 def test_the_proxy_is_leased_and_released_in_the_journal(run_lab, pg_url, tmp_path):
-    from evidence.journal import Journal
+    from acklab.evidence.journal import Journal
 
     result = run_lab("fixture:live", "db-reset", db=pg_url)
     with Journal(tmp_path / "out" / "journal.sqlite") as journal:

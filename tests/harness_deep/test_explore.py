@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from acklab.cli import main
-from evidence.bundle import verify
-from harness.explore import LabSession, replay_schedule
-from harness.schedules import Step
-from harness.targets import resolve_target
+from acklab.evidence.bundle import verify
+from acklab.harness.explore import LabSession, replay_schedule
+from acklab.harness.schedules import Step
+from acklab.harness.targets import resolve_target
 
 pytestmark = pytest.mark.slow
 

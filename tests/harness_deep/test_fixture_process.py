@@ -9,10 +9,10 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.schemes import sign
-from evidence.journal import Journal
-from harness.fixture_process import FixtureProcess
-from harness.leases import LeaseBook
+from acklab.app.schemes import sign
+from acklab.evidence.journal import Journal
+from acklab.harness.fixture_process import FixtureProcess
+from acklab.harness.leases import LeaseBook
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from acklab.cli import main
-from evidence.journal import Journal, journal_path
-from harness.fixture_process import LAUNCHER
-from harness.janitor import open_leases, sweep
-from harness.leases import LeaseBook, same_process_alive, start_ticks
+from acklab.evidence.journal import Journal, journal_path
+from acklab.harness.fixture_process import LAUNCHER
+from acklab.harness.janitor import open_leases, sweep
+from acklab.harness.leases import LeaseBook, same_process_alive, start_ticks
 
 
 def janitor(capsys, out: Path) -> tuple[int, dict]:

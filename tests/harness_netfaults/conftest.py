@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from harness.netfaults import ProxyThread, postgres_probe
-from harness.pgtemp import PostgresServer
+from acklab.harness.netfaults import ProxyThread, postgres_probe
+from acklab.harness.pgtemp import PostgresServer
 
 Connect = Callable[..., psycopg.Connection]
 

@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from harness.netfaults import (
+from acklab.harness.netfaults import (
     Down,
     FaultInUse,
     FaultProxy,
@@ -21,7 +21,7 @@ from harness.netfaults import (
     Timeout,
     postgres_probe,
 )
-from harness.pgtemp import free_port
+from acklab.harness.pgtemp import free_port
 
 
 class Boom(Exception):

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from evidence.exitcodes import ExitCode
-from harness.netfaults import (
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.netfaults import (
     FAULT_TYPES,
     Bandwidth,
     Down,

@@ -14,7 +14,7 @@ import time
 import psycopg
 import pytest
 
-from harness.netfaults import (
+from acklab.harness.netfaults import (
     Bandwidth,
     Down,
     Latency,

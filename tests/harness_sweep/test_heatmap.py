@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from evidence.heatmap import HeatCell, describe, render_heatmap
+from acklab.evidence.heatmap import HeatCell, describe, render_heatmap
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -68,7 +68,7 @@ def test_describe_reads_as_a_sentence():
 
 
 def test_a_sweep_document_draws_with_links_the_reader_chooses():
-    from evidence.heatmap import sweep_heatmap
+    from acklab.evidence.heatmap import sweep_heatmap
 
     cells = [
         {"target": "fixture:live", "database": "sqlite", "experiment": "lost-ack", "verdict": "pass",

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from evidence.bundle import verify
-from evidence.validate import validate
+from acklab.evidence.bundle import verify
+from acklab.evidence.validate import validate
 from tests.harness_sweep.conftest import (
     ACKLAB,
     PASSWORD,

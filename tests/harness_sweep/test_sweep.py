@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from console.index import VERIFIED, EvidenceIndex
-from console.overview import heatmap
-from evidence.bundle import find_bundles, load_manifest, verify
-from evidence.validate import validate
+from acklab.console.index import VERIFIED, EvidenceIndex
+from acklab.console.overview import heatmap
+from acklab.evidence.bundle import find_bundles, load_manifest, verify
+from acklab.evidence.validate import validate
 from tests.harness_sweep.conftest import (
     PASSWORD,
     cell,

@@ -7,11 +7,11 @@ from importlib import resources
 
 import pytest
 
-from evidence.errors import EvidenceInvalid
-from evidence.validate import validate
-from harness.errors import SpecError
-from harness.experiments import EXPERIMENTS
-from harness.sweep_plan import (
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate
+from acklab.harness.errors import SpecError
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.sweep_plan import (
     TEMP_SQLITE,
     Database,
     derive_seed,
@@ -101,5 +101,7 @@ def test_the_sweep_schema_refuses_an_unredacted_password():
 
 
 def test_the_experiment_schema_accepts_every_stable_experiment():
-    schema = json.loads(resources.files("evidence").joinpath("schemas/experiment.schema.json").read_text())
+    schema = json.loads(
+        resources.files("acklab.evidence").joinpath("schemas/experiment.schema.json").read_text()
+    )
     assert schema["properties"]["uses"]["enum"] == list(EXPERIMENTS)
