@@ -54,7 +54,7 @@ def small_repo(tmp_path: Path) -> Path:
             "app/webhooks.py": UNSAFE,
             "tests/test_app.py": "def test_ok():\n    assert True\n",
             ".gitlab-ci.yml": "test:\n  script: [make test]\n",
-            "pyproject.toml": "[tool.ruff]\nline-length = 110\n\n[tool.ruff.lint.isort]\nknown-first-party = [\"acklab\"]\n",
+            "pyproject.toml": '[tool.ruff]\nline-length = 110\n\n[tool.ruff.lint.isort]\nknown-first-party = ["acklab"]\n',
             "README.md": "hello\n",
         },
     )
