@@ -1,0 +1,118 @@
+"""HTTP endpoints: the webhook, health, orders, and the lab's effects probe."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Response
+from sqlalchemy import func, select, text
+from starlette.concurrency import run_in_threadpool
+
+from acklab.app.deps import DeliveryDep, FixtureDep, SessionDep
+from acklab.app.errors import Rejection
+from acklab.app.models import Fulfillment, Order
+from acklab.app.schemas import Effects, ErrorBody, FulfillmentOut, Health, OrderOut, WebhookAck
+
+router = APIRouter(
+    responses={503: {"model": ErrorBody, "description": "The database is unreachable; retry later."}}
+)
+
+REPLAYED_HEADER = {
+    "Idempotent-Replayed": {
+        "description": "'true' when this answer replays the stored answer to an earlier delivery.",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+
+WEBHOOK_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": WebhookAck, "description": "Fulfilled (or a replay of it).", "headers": REPLAYED_HEADER},
+    202: {
+        "model": WebhookAck,
+        "description": "Unknown event type: acknowledged and recorded, nothing fulfilled.",
+        "headers": REPLAYED_HEADER,
+    },
+    401: {
+        "model": ErrorBody,
+        "description": "Missing, malformed or wrong signature; stale or future timestamp.",
+    },
+    409: {"model": ErrorBody, "description": "This event id was already received with a different body."},
+    413: {"model": ErrorBody, "description": "The body exceeds ACKLAB_MAX_BODY_BYTES."},
+    422: {"model": ErrorBody, "description": "Malformed JSON, a schema violation, or no event id."},
+}
+
+
+@router.post(
+    "/webhooks/orders",
+    response_model=WebhookAck,
+    responses=WEBHOOK_RESPONSES,
+    summary="Receive an order event",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OrderPaidEvent"}}},
+        }
+    },
+)
+async def receive_order_event(delivery: DeliveryDep, fixture: FixtureDep) -> Response:
+    """Verify, parse and hand the delivery to the configured handler; answer what it returns.
+
+    Other event types than ``order.paid`` are accepted with any object as ``data``.
+    """
+    result = await run_in_threadpool(fixture.deliver, delivery)
+    # The handler's JSON text goes out as is, so a replay is byte-identical to the original.
+    return Response(
+        content=result.body_json(),
+        status_code=result.status_code,
+        headers=dict(result.headers),
+        media_type="application/json",
+    )
+
+
+@router.get("/health", response_model=Health, summary="Liveness, handler, scheme and database")
+def health(fixture: FixtureDep, session: SessionDep) -> Health:
+    """Answer ``ok`` once the database answers a trivial query."""
+    session.execute(text("SELECT 1"))
+    settings = fixture.settings
+    database: Literal["sqlite", "postgresql"] = (
+        "postgresql" if fixture.engine.dialect.name == "postgresql" else "sqlite"
+    )
+    return Health(status="ok", handler=settings.handler, scheme=settings.scheme, database=database)
+
+
+@router.get(
+    "/orders/{order_id}",
+    response_model=OrderOut,
+    responses={404: {"model": ErrorBody, "description": "No event has reported this order."}},
+    summary="An order and its fulfillments",
+)
+def get_order(order_id: str, session: SessionDep) -> OrderOut:
+    """The order as last reported, with every fulfillment recorded for it."""
+    order = session.get(Order, order_id)
+    if order is None:
+        raise Rejection(404, "not_found", f"no order {order_id!r}; no order.paid event has named it")
+    return OrderOut(
+        order_id=order.order_id,
+        status=order.status,
+        amount_cents=order.amount_cents,
+        currency=order.currency,
+        updated_at=order.updated_at,
+        fulfillments=[
+            FulfillmentOut(
+                id=f.id,
+                event_id=f.event_id,
+                amount_cents=f.amount_cents,
+                currency=f.currency,
+                created_at=f.created_at,
+            )
+            for f in order.fulfillments
+        ],
+    )
+
+
+@router.get("/events/{event_id}/effects", response_model=Effects, summary="The lab's effects probe")
+def get_effects(event_id: str, session: SessionDep) -> Effects:
+    """How many fulfillments carry ``event_id`` (0 when the event is unknown)."""
+    count = session.execute(
+        select(func.count()).select_from(Fulfillment).where(Fulfillment.event_id == event_id)
+    )
+    return Effects(event_id=event_id, count=count.scalar_one())

@@ -1,0 +1,196 @@
+"""The detail views: an incident's timeline, the two-target comparison, the repair trail."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from acklab.evidence.validate import problems, schema_kinds
+
+from . import trail as trail_model
+from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref
+from .index import VERIFIED, Integrity
+from .overview import paginate
+from .scan import as_dict, as_list, as_str
+from .security import resolve_inside
+from .svg import delivery_latency_svg, durations_svg
+from .timeline import trial_views
+from .views import Context
+
+TRAIL_FIELDS = {
+    "schema", "flow", "run_id", "started_at", "ended_at", "target", "spec_sha256", "scope",
+    "expected_head_sha", "merge_request", "checkpoints", "proposals", "outcome",
+    "outcome_detail", "exit_code",
+}  # fmt: skip
+
+
+def schema_problems(kind: str, doc: Any, integrity: Integrity, limit: int = 20) -> list[str]:
+    """The first schema problems of a document, so a hand-edited bundle shows what is off.
+
+    A verified bundle is skipped: BundleWriter validates every document before writing it,
+    and the manifest proves nothing changed since.
+    """
+    if doc is None or kind not in schema_kinds() or integrity.status == VERIFIED:
+        return []
+    return problems(kind, doc)[:limit]
+
+
+def _pairs_for(ctx: Context, pairs: list[Pair]) -> list[Pair]:
+    # The snapshot only pre-renders the pairs of the comparison index.
+    if ctx.links.static_mode:
+        rendered = rendered_pairs(ctx.snapshot)
+        return [p for p in pairs if p in rendered]
+    return pairs
+
+
+def incident(ctx: Context, key: str, incident_id: str) -> str | None:
+    """An incident: verdict, boundary, violations, and every trial's delivery timeline."""
+    summary = ctx.snapshot.incident(key, incident_id)
+    found = ctx.snapshot.by_key.get(key)
+    if summary is None or found is None or summary.path is None:
+        return None
+    doc, problem = ctx.index.document(found, summary.path)
+    integrity = ctx.integrity(found)
+    d = as_dict(doc)
+    trials = trial_views(d)
+    return ctx.page(
+        "incident.html",
+        title=f"Incident {incident_id}",
+        nav="overview",
+        bundle=found,
+        integrity=integrity,
+        summary=summary,
+        doc=d,
+        target=as_dict(d.get("target")),
+        experiment=as_dict(d.get("experiment")),
+        figures=as_dict(d.get("summary")),
+        violations=[as_dict(v) for v in as_list(d.get("violations"))],
+        trials=trials,
+        chart=delivery_latency_svg(trials),
+        pairs=_pairs_for(ctx, counterparts(ctx.snapshot, summary)),
+        problem=problem,
+        schema_problems=schema_problems("incident", doc, integrity),
+    )
+
+
+def compare_index(ctx: Context, page: int = 1) -> str:
+    """Every (experiment, seed) that more than one target ran, as comparable pairs (newest first, paginated)."""
+    pairs = paginate(pair_table(ctx.snapshot), page)
+    return ctx.page("compare_index.html", title="Compare targets", nav="compare", pairs=pairs)
+
+
+def compare(
+    ctx: Context, left_ref: str | None, right_ref: str | None, event: str | None, step: int | None
+) -> str | None:
+    """Two incidents side by side for one event, the current step highlighted."""
+    left = resolve_ref(ctx.snapshot, left_ref)
+    right = resolve_ref(ctx.snapshot, right_ref)
+    if left is None or right is None or left.path is None or right.path is None:
+        return None
+    pair = Pair(left.experiment, left.seed, left, right)
+    left_doc = ctx.index.document(ctx.snapshot.by_key[left.bundle], left.path)
+    right_doc = ctx.index.document(ctx.snapshot.by_key[right.bundle], right.path)
+    comparison = build(pair, left_doc, right_doc, event=event, step=step)
+    mismatch = (left.experiment, left.seed) != (right.experiment, right.seed)
+    warnings = []
+    for bundle_key in sorted({left.bundle, right.bundle}):
+        found = ctx.snapshot.by_key[bundle_key]
+        integrity = ctx.integrity(found)
+        if integrity.status != VERIFIED:
+            warnings.append((found, integrity))
+    return ctx.page(
+        "compare.html",
+        title=f"Compare · {left.experiment}",
+        nav="compare",
+        c=comparison,
+        pair=pair,
+        mismatch=mismatch,
+        warnings=warnings,
+    )
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """A line of a unified diff with its role (add, del, hunk, meta, ctx)."""
+
+    role: str
+    text: str
+
+
+def diff_lines(diff: str) -> list[DiffLine]:
+    """A unified diff split into lines with their roles, for colouring."""
+    out = []
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            role = "meta"
+        elif line.startswith("@@"):
+            role = "hunk"
+        elif line.startswith("+"):
+            role = "add"
+        elif line.startswith("-"):
+            role = "del"
+        else:
+            role = "ctx"
+        out.append(DiffLine(role, line))
+    return out
+
+
+def _incident_href(ctx: Context, path: str) -> str | None:
+    """A link to the incident an output names as `<bundle>/incidents/<file>` (relative to the evidence dir)."""
+    bundle_rel, sep, name = path.partition("/incidents/")
+    by_rel = ctx.snapshot.extras.get("by_rel")
+    if not isinstance(by_rel, dict):
+        by_rel = ctx.snapshot.extras["by_rel"] = {b.rel: b for b in ctx.snapshot.bundles}
+    found = by_rel.get(bundle_rel) if sep else None
+    if found is None:
+        return None
+    incident = next((i for i in found.incidents if i.path == f"incidents/{name}" and i.incident_id), None)
+    return ctx.links.incident(found.key, incident.incident_id) if incident and incident.incident_id else None
+
+
+def trail(ctx: Context, key: str) -> str | None:
+    """The repair trail: checkpoints with decisions, proposals with their diffs, verification, timings."""
+    found = ctx.snapshot.by_key.get(key)
+    if found is None or not found.has_trail:
+        return None
+    doc, problem = ctx.index.document(found, "trail.json")
+    integrity = ctx.integrity(found)
+    d = as_dict(doc)
+    checkpoints = [as_dict(c) for c in as_list(d.get("checkpoints"))]
+    proposals = [as_dict(p) for p in as_list(d.get("proposals"))]
+    incident_href = functools.partial(_incident_href, ctx)
+
+    def log_href(rel: str) -> str | None:
+        return ctx.links.raw(found.key, rel) if resolve_inside(found.path, rel) else None
+
+    timings = [
+        (as_str(c.get("name"), "?"), c.get("duration_ms"), as_str(c.get("status"), "?"))
+        for c in checkpoints
+        if isinstance(c.get("duration_ms"), int | float)
+    ]
+    return ctx.page(
+        "trail.html",
+        title=f"Repair trail · {found.rel}",
+        nav="overview",
+        bundle=found,
+        integrity=integrity,
+        trail=d,
+        checkpoints=checkpoints,
+        proposals=[(p, diff_lines(as_str(p.get("diff")))) for p in proposals],
+        runs=[
+            (as_str(c.get("name"), "?"), found_runs)
+            for c in checkpoints
+            if (found_runs := trail_model.experiments(as_dict(c.get("outputs")), incident_href))
+        ],
+        checks=[
+            (as_str(c.get("name"), "?"), cs)
+            for c in checkpoints
+            if (cs := trail_model.checks(as_dict(c.get("outputs")), log_href))
+        ],
+        changes=trail_model.changes(checkpoints, incident_href),
+        timings=durations_svg(timings),
+        extra={k: v for k, v in d.items() if k not in TRAIL_FIELDS},
+        problem=problem,
+        schema_problems=schema_problems("trail", doc, integrity),
+    )

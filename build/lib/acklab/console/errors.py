@@ -1,0 +1,32 @@
+"""Errors of the console package.
+
+AcklabError (evidence.exitcodes)
+└── ConsoleError                  exit 4: the console or the snapshot could not be served or built
+    ├── EvidenceDirError          exit 3: --evidence names no readable directory
+    └── OutputRefused             exit 5: --out would overwrite or contain the evidence it reads
+
+A bundle that fails verification is not an error here: the console shows it under a
+warning, because reviewers need to see what was tampered with.
+"""
+
+from __future__ import annotations
+
+from acklab.evidence.exitcodes import AcklabError, ExitCode
+
+
+class ConsoleError(AcklabError):
+    """Root of the console package's errors."""
+
+    exit_code = ExitCode.LAB_ERROR
+
+
+class EvidenceDirError(ConsoleError):
+    """The evidence directory is missing or is not a directory."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class OutputRefused(ConsoleError):
+    """The snapshot's output directory is unsafe (it equals or contains the evidence directory)."""
+
+    exit_code = ExitCode.REFUSED

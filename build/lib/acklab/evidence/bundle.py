@@ -1,0 +1,226 @@
+"""Bundles: one directory per run, sweep or flow run, with a sha256 manifest of every file.
+
+Layout (DESIGN.md): `manifest.json`, `run.json`, `incidents/*.json`, `trials/*.json`,
+`reports/`, and `trail.json` for a repair flow run. Every JSON document is validated before
+it is written; every file is written atomically (temporary file, fsync, rename), so a killed
+writer leaves either the old file or the new one, never half of one. The manifest is written
+last: a bundle without one is incomplete (an interrupted run), and `verify` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import EvidenceError, IntegrityError
+from .validate import validate
+
+MANIFEST = "manifest.json"
+CI_VARIABLES = {
+    "pipeline_id": "CI_PIPELINE_ID",
+    "job_id": "CI_JOB_ID",
+    "job_name": "CI_JOB_NAME",
+    "commit_sha": "CI_COMMIT_SHA",
+    "merge_request_iid": "CI_MERGE_REQUEST_IID",
+    "project_path": "CI_PROJECT_PATH",
+    "pipeline_url": "CI_PIPELINE_URL",
+}
+
+
+def utcnow() -> str:
+    """Now, as the ISO-8601 UTC timestamp every record uses."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def acklab_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("acklab")
+    except PackageNotFoundError:  # pragma: no cover - bare checkout
+        return "0+unknown"
+
+
+def ci_metadata(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """GitLab's predefined CI variables that are present (none outside a pipeline)."""
+    env = os.environ if env is None else env
+    return {key: env[var] for key, var in CI_VARIABLES.items() if env.get(var)}
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 16), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a crash leaves the old content or the new, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_json(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def safe_relpath(relpath: str) -> PurePosixPath:
+    """A bundle-relative path, refusing absolute paths and `..` (the manifest may not point outside)."""
+    rel = PurePosixPath(relpath)
+    if rel.is_absolute() or not rel.parts or any(part in ("..", "") for part in rel.parts):
+        raise EvidenceError(f"bundle path {relpath!r} must be relative and stay inside the bundle")
+    return rel
+
+
+@dataclass
+class BundleWriter:
+    """Writes one bundle. Refuses to write any registered secret (defence in depth)."""
+
+    root: Path
+    kind: str = "run"
+    secrets: list[str] = field(default_factory=list)
+    # defaults to the directory's name; given when a bundle is staged under another name
+    bundle_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.bundle_id = self.bundle_id or self.root.name
+
+    def _guard(self, relpath: str, data: bytes) -> None:
+        for secret in self.secrets:
+            if secret and secret.encode() in data:
+                raise EvidenceError(
+                    f"refusing to write {relpath}: it contains a secret (a lab bug; please report)"
+                )
+
+    def write_bytes(self, relpath: str, data: bytes) -> Path:
+        rel = safe_relpath(relpath)
+        if str(rel) == MANIFEST:
+            raise EvidenceError("manifest.json is written by finalize() only")
+        self._guard(relpath, data)
+        path = self.root / rel
+        atomic_write(path, data)
+        return path
+
+    def write_json(self, relpath: str, doc: Any, *, kind: str | None) -> Path:
+        """Validate `doc` as `kind` (when given) and write it; nothing is written if it is invalid."""
+        if kind is not None:
+            validate(kind, doc, what=relpath)
+        return self.write_bytes(relpath, dump_json(doc))
+
+    def finalize(
+        self, *, env: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write `manifest.json` over every other file in the bundle; return the bundle path."""
+        manifest: dict[str, Any] = {
+            "schema": "acklab/manifest/v1",
+            "bundle_id": self.bundle_id,
+            "kind": self.kind,
+            "created_at": utcnow(),
+            "acklab_version": acklab_version(),
+            "ci": ci_metadata(env),
+            "files": file_table(self.root),
+        }
+        manifest.update(extra or {})
+        validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
+        data = dump_json(manifest)
+        self._guard(MANIFEST, data)
+        atomic_write(self.root / MANIFEST, data)
+        return self.root
+
+
+def bundle_files(root: Path) -> Iterable[str]:
+    """Every file of a bundle except its manifest and leftover temporary files, as posix paths."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            rel = path.relative_to(root).as_posix()
+            if rel != MANIFEST and not (path.name.startswith(".") and path.name.endswith(".tmp")):
+                yield rel
+
+
+def file_table(root: Path) -> dict[str, dict[str, Any]]:
+    return {
+        rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
+        for rel in bundle_files(root)
+    }
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The result of checking a bundle against its manifest."""
+
+    bundle: Path
+    changed: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not (self.changed or self.missing or self.extra or self.problem)
+
+    def describe(self) -> list[str]:
+        lines = [f"changed: {p}" for p in self.changed]
+        lines += [f"missing: {p}" for p in self.missing]
+        lines += [f"extra: {p}" for p in self.extra]
+        if self.problem:
+            lines.append(self.problem)
+        return lines
+
+
+def load_manifest(root: Path) -> dict[str, Any]:
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        raise IntegrityError(f"{root}: no {MANIFEST} (an incomplete or interrupted bundle?)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"{path}: unreadable manifest: {exc}") from exc
+    validate("manifest", manifest, what=str(path))
+    return manifest  # type: ignore[no-any-return]
+
+
+def verify(root: Path) -> Verification:
+    """Compare every file of the bundle with the manifest's sha256 and size."""
+    root = Path(root)
+    try:
+        manifest = load_manifest(root)
+    except EvidenceError as exc:
+        return Verification(bundle=root, problem=str(exc))
+    expected: dict[str, dict[str, Any]] = manifest["files"]
+    present = set(bundle_files(root))
+    changed = []
+    for rel, entry in sorted(expected.items()):
+        if rel in present and sha256_file(root / rel) != entry["sha256"]:
+            changed.append(rel)
+    missing = sorted(set(expected) - present)
+    extra = sorted(present - set(expected))
+    return Verification(bundle=root, changed=tuple(changed), missing=tuple(missing), extra=tuple(extra))
+
+
+def find_bundles(evidence_dir: Path) -> list[Path]:
+    """Every bundle (a directory holding manifest.json or run.json) under an evidence directory."""
+    evidence_dir = Path(evidence_dir)
+    found = {p.parent for p in evidence_dir.rglob(MANIFEST)} | {
+        p.parent for p in evidence_dir.rglob("run.json")
+    }
+    found |= {p.parent for p in evidence_dir.rglob("trail.json")}
+    return sorted(found)

@@ -1,0 +1,223 @@
+"""`acklab evidence ...` and `acklab history`: check, combine, fetch and convert evidence.
+
+Commands return the exit code of the contract; errors are `EvidenceError`s, which the
+`acklab` dispatcher prints and maps onto their exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+
+from acklab.evidence.bundle import MANIFEST, Verification, find_bundles, verify
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.gitlab_source import GitLabAccess
+from acklab.evidence.history import load_history, render_table
+
+EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
+
+
+def bundles_in(path: Path) -> list[Path]:
+    """`path` itself when it is a bundle, else every bundle found under it (exit 3 when none)."""
+    if not path.exists():
+        raise EvidenceInvalid(f"{str(path)!r} does not exist; expected a bundle or an evidence directory")
+    if (path / MANIFEST).is_file():
+        return [path]
+    found = find_bundles(path)
+    if not found:
+        raise EvidenceInvalid(
+            f"no bundle under {str(path)!r} (a bundle is a directory with manifest.json); "
+            "expected the directory `acklab run --out DIR` wrote to, or one bundle in it"
+        )
+    return found
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def evidence() -> None:
+    """Verify, merge and pull evidence bundles; convert scanner output to GitLab reports.
+
+    A bundle is one directory per run with manifest.json (sha256 of every file), run.json,
+    incidents/, trials/ and reports/. An evidence directory (`acklab run --out DIR`) holds
+    several bundles and the journal.
+    """
+
+
+@evidence.command("verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per bundle instead of text.")
+def verify_command(path: Path, as_json: bool) -> int:
+    """Check every file of PATH against its manifest (PATH: a bundle or an evidence directory).
+
+    Exit 0 when every bundle is intact; exit 7 naming, for each bundle, every changed,
+    missing or extra file (and bundles with no manifest, i.e. incomplete ones).
+    """
+    results: list[Verification] = [verify(bundle) for bundle in bundles_in(path)]
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "bundle": str(r.bundle),
+                        "ok": r.ok,
+                        "changed": list(r.changed),
+                        "missing": list(r.missing),
+                        "extra": list(r.extra),
+                        "problem": r.problem,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
+    else:
+        for result in results:
+            click.echo(f"{result.bundle}: {'intact' if result.ok else 'NOT INTACT'}")
+            for line in result.describe():
+                click.echo(f"  {line}")
+    bad = [r for r in results if not r.ok]
+    if bad and not as_json:
+        click.echo(f"{len(bad)} of {len(results)} bundle(s) failed verification", err=True)
+    return int(ExitCode.INTEGRITY if bad else ExitCode.OK)
+
+
+@evidence.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=EVIDENCE_DIR,
+    help="Evidence directory to write the merged bundle into (as OUT/RUN_ID).",
+)
+@click.option("--run-id", default=None, help="Id of the merged run (default: the shards' common run id).")
+def merge_command(inputs: tuple[Path, ...], out_dir: Path, run_id: str | None) -> int:
+    """Combine the bundles of parallel CI jobs (shards) into one bundle, without duplicates.
+
+    Each INPUT is a bundle or an evidence directory holding bundles. Every input is verified
+    first (a tampered one: exit 7, nothing written). Identical trials are kept once, differing
+    ones refused (exit 7); incidents split across shards are recomputed from their trials;
+    run.json takes the worst verdict; reports/junit.xml is regenerated; the manifest says
+    kind "merged" and lists merged_from. Prints the merged bundle's path.
+    """
+    from acklab.evidence.merge import merge
+
+    bundles = [bundle for path in inputs for bundle in bundles_in(path)]
+    destination = merge(bundles, out_dir, run_id=run_id)
+    click.echo(str(destination))
+    click.echo(f"merged {len(bundles)} bundle(s) into {destination}", err=True)
+    return int(ExitCode.OK)
+
+
+def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
+    """GitLab URL and token from the environment; tokens are never taken on the command line."""
+    url = url or env.get("GITLAB_URL") or env.get("CI_SERVER_URL")
+    if not url:
+        raise click.UsageError("no GitLab URL: set GITLAB_URL (inside a pipeline CI_SERVER_URL is used)")
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError(f"GitLab URL {url!r} must start with https:// (or http://)")
+    if env.get("GITLAB_TOKEN"):
+        return GitLabAccess(url=url.rstrip("/"), token=env["GITLAB_TOKEN"], from_variable="GITLAB_TOKEN")
+    if env.get("CI_JOB_TOKEN"):
+        return GitLabAccess(
+            url=url.rstrip("/"), token=env["CI_JOB_TOKEN"], from_variable="CI_JOB_TOKEN", is_job_token=True
+        )
+    raise click.UsageError(
+        "no GitLab token: set GITLAB_TOKEN (read_api scope), or run inside a pipeline (CI_JOB_TOKEN)"
+    )
+
+
+@evidence.command("pull")
+@click.option("--project", required=True, help="Project id or full path (group/project).")
+@click.option("--pipeline", required=True, type=click.IntRange(min=1), help="Pipeline id.")
+@click.option("--job", "job_name", default=None, help="Only this job's artifacts (exact job name).")
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("out"),
+    show_default=True,
+    type=EVIDENCE_DIR,
+    help="Evidence directory; bundles land in OUT/pipeline-ID/JOB-JOBID/BUNDLE.",
+)
+@click.option(
+    "--gitlab-url",
+    default=None,
+    help="GitLab base URL (default: $GITLAB_URL, else $CI_SERVER_URL).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the stored bundles as JSON.")
+def pull_command(
+    *, project: str, pipeline: int, job_name: str | None, out_dir: Path, gitlab_url: str | None, as_json: bool
+) -> int:
+    """Download a pipeline's evidence artifacts, verify every bundle, store the verified ones.
+
+    The token comes from $GITLAB_TOKEN (a personal or project access token with read_api) or,
+    inside a pipeline, $CI_JOB_TOKEN; it is never printed or written. Every bundle found in
+    the artifact archives is verified against its manifest first: if one fails, nothing is
+    stored and the exit code is 7. Stored bundles carry `pulled_from` in their manifest.
+    Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
+    or job does not exist.
+    """
+    from acklab.evidence.pull import pull
+
+    access = gitlab_access(gitlab_url, os.environ)
+    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name)
+    if as_json:
+        rows = [
+            {"bundle": str(p.path), "bundle_id": p.bundle_id, "job": p.job, "job_id": p.job_id}
+            for p in pulled
+        ]
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        for item in pulled:
+            click.echo(str(item.path))
+        click.echo(f"pulled {len(pulled)} verified bundle(s) from pipeline {pipeline}", err=True)
+    return int(ExitCode.OK)
+
+
+@evidence.command("sast")
+@click.argument("bandit_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the GitLab SAST report (e.g. reports/gl-sast-report.json).",
+)
+def sast_command(bandit_json: Path, out: Path) -> int:
+    """Convert bandit's JSON (`bandit -f json -o BANDIT_JSON -r .`) to GitLab's SAST report.
+
+    The report is validated against GitLab's SAST schema 15.2.1 before it is written; point
+    `artifacts:reports:sast` at OUT.
+    """
+    from acklab.evidence.reports.sast import convert_file
+
+    report = convert_file(bandit_json, out)
+    click.echo(f"{out}: {len(report['vulnerabilities'])} finding(s), valid GitLab SAST 15.2.1", err=True)
+    return int(ExitCode.OK)
+
+
+@click.command("history", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_id")
+@click.option(
+    "--evidence",
+    "evidence_dir",
+    default=Path("out"),
+    show_default=True,
+    type=EVIDENCE_DIR,
+    help="The evidence directory whose journal.sqlite to read (`acklab run --out DIR`).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as a JSON array.")
+def history(run_id: str, evidence_dir: Path, as_json: bool) -> int:
+    """Replay RUN_ID's steps from the journal: kind, name, status, start, end and duration.
+
+    Exit 3 when the run id is unknown (the known ones are listed).
+    """
+    entries = load_history(run_id, evidence_dir)
+    if as_json:
+        click.echo(json.dumps([e.as_dict() for e in entries], indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_table(entries))
+    return int(ExitCode.OK)

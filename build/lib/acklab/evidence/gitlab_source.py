@@ -1,0 +1,122 @@
+"""Reading a pipeline's artifacts from GitLab with python-gitlab — the only module that talks to it.
+
+python-gitlab's errors are converted here, at the boundary, and chained:
+401 → "token rejected" (exit 4), 403 → "token lacks permission" (exit 4),
+404 → "project / pipeline / job not found" (exit 3), no connection → exit 4.
+Tokens travel in headers only and are never part of a message.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gitlab
+from gitlab.exceptions import GitlabAuthenticationError, GitlabError
+
+from acklab.evidence.errors import EvidenceError, EvidenceInvalid
+
+
+@dataclass(frozen=True)
+class GitLabAccess:
+    """Where GitLab is and how to authenticate: a private (personal, project) token or a CI job token."""
+
+    url: str
+    token: str
+    from_variable: str  # the variable the token came from, for messages (never the value)
+    is_job_token: bool = False
+
+    def __repr__(self) -> str:  # keep the token out of tracebacks and logs
+        return f"GitLabAccess(url={self.url!r}, token=<from {self.from_variable}>, job_token={self.is_job_token})"
+
+
+@dataclass(frozen=True)
+class ArtifactJob:
+    """A job of the pipeline that has an artifact archive."""
+
+    id: int
+    name: str
+    status: str
+
+
+@contextmanager
+def gitlab_errors(access: GitLabAccess, what: str) -> Iterator[None]:
+    """Convert python-gitlab and connection errors into EvidenceErrors naming `what` and the fix."""
+    try:
+        yield
+    except GitlabAuthenticationError as exc:
+        raise EvidenceError(
+            f"GitLab at {access.url} rejected the token from {access.from_variable} (401 Unauthorized) "
+            f"while reading {what}; check that it is valid, not expired, and has the read_api scope"
+        ) from exc
+    except GitlabError as exc:
+        code = getattr(exc, "response_code", None)
+        if code == 404:
+            raise EvidenceInvalid(
+                f"{what} not found at {access.url} (404); check the id, or that the token from "
+                f"{access.from_variable} can see it"
+            ) from exc
+        if code == 403:
+            raise EvidenceError(
+                f"the token from {access.from_variable} may not read {what} (403 Forbidden); "
+                "a CI_JOB_TOKEN reaches few endpoints — use GITLAB_TOKEN with read_api"
+            ) from exc
+        raise EvidenceError(f"GitLab at {access.url} failed while reading {what}: {exc}") from exc
+    except OSError as exc:  # requests' connection errors are OSErrors
+        raise EvidenceError(
+            f"cannot reach GitLab at {access.url} ({type(exc).__name__}); check GITLAB_URL / CI_SERVER_URL"
+        ) from exc
+
+
+class PipelineArtifacts:
+    """The artifact archives of one pipeline, fetched with the real python-gitlab client."""
+
+    def __init__(self, access: GitLabAccess, project: str, pipeline: int, *, timeout_s: float = 60.0) -> None:
+        self.access = access
+        self.project_ref = project
+        self.pipeline_id = pipeline
+        if access.is_job_token:
+            self._gl = gitlab.Gitlab(access.url, job_token=access.token, timeout=timeout_s)
+        else:
+            self._gl = gitlab.Gitlab(access.url, private_token=access.token, timeout=timeout_s)
+        with gitlab_errors(access, f"project {project!r}"):
+            # A job token may not read the project itself; the pipeline read below still checks it.
+            self._project: Any = self._gl.projects.get(project, lazy=access.is_job_token)
+        with gitlab_errors(access, f"pipeline {pipeline} of project {project!r}"):
+            self._pipeline: Any = self._project.pipelines.get(pipeline)
+
+    @property
+    def pipeline_url(self) -> str:
+        return str(getattr(self._pipeline, "web_url", ""))
+
+    def jobs(self) -> list[ArtifactJob]:
+        """Every job of the pipeline, oldest first, with or without artifacts."""
+        with gitlab_errors(self.access, f"the jobs of pipeline {self.pipeline_id}"):
+            listed = self._pipeline.jobs.list(get_all=True)
+        jobs = [
+            (
+                ArtifactJob(id=int(j.id), name=str(j.name), status=str(j.status)),
+                any(a.get("file_type") == "archive" for a in (j.attributes.get("artifacts") or [])),
+            )
+            for j in listed
+        ]
+        self._with_archive = {job.id for job, has in jobs if has}
+        return sorted((job for job, _ in jobs), key=lambda j: j.id)
+
+    def has_archive(self, job: ArtifactJob) -> bool:
+        return job.id in getattr(self, "_with_archive", set())
+
+    def download(self, job: ArtifactJob, into: Path) -> Path:
+        """Stream the job's artifact archive into a file under `into`; return its path."""
+        fd, name = tempfile.mkstemp(dir=into, prefix=f"job-{job.id}-", suffix=".zip")
+        path = Path(name)
+        with (
+            open(fd, "wb") as fh,
+            gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"),
+        ):
+            self._project.jobs.get(job.id, lazy=True).artifacts(streamed=True, action=fh.write)
+        return path

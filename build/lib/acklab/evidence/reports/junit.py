@@ -1,0 +1,151 @@
+"""JUnit XML from the experiments of a run, in the shape GitLab's test report reads.
+
+One ``<testsuite>`` per target, one ``<testcase>`` per target x experiment
+(``classname`` = target, ``name`` = experiment). A failed verdict carries a ``<failure>``
+listing every violation; a verdict ``error`` (the lab could not finish) is an ``<error>``,
+so that "the handler failed" and "the lab failed" stay apart in the merge request too.
+"""
+
+from __future__ import annotations
+
+# We only build XML here, never parse it, so the XML-parsing warning does not apply.
+import xml.etree.ElementTree as ET  # nosec B405
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Case:
+    """One target x experiment, as JUnit sees it."""
+
+    target: str
+    experiment: str
+    verdict: str
+    trials: int
+    violations: tuple[Mapping[str, Any], ...]
+    error: str | None
+    seconds: float
+    incident: str | None
+
+
+def _violation_line(violation: Mapping[str, Any]) -> str:
+    line = (
+        f"{violation.get('invariant')}: event {violation.get('event_id')} "
+        f"observed {violation.get('observed')!r}, expected {violation.get('expected')}"
+    )
+    if violation.get("trial"):
+        line += f" (trial {violation['trial']})"
+    if violation.get("detail"):
+        line += f" — {violation['detail']}"
+    return line
+
+
+def _case_from_incident(incident: Mapping[str, Any]) -> Case:
+    trials = incident.get("trials") or []
+    summary = incident.get("summary") or {}
+    errors = [t.get("error") for t in trials if t.get("error")]
+    return Case(
+        target=str(incident["target"]["name"]),
+        experiment=str(incident["experiment"]["name"]),
+        verdict=str(incident["verdict"]),
+        trials=int(summary.get("trials", len(trials))),
+        violations=tuple(incident.get("violations") or ()),
+        error="; ".join(sorted(set(errors))) or None,
+        seconds=sum(float(t.get("duration_ms", 0)) for t in trials) / 1000,
+        incident=incident.get("incident_id"),
+    )
+
+
+def _case_from_run_entry(target: str, entry: Mapping[str, Any]) -> Case:
+    return Case(
+        target=target,
+        experiment=str(entry["name"]),
+        verdict=str(entry["verdict"]),
+        trials=int(entry.get("trials", 0)),
+        violations=tuple(entry.get("violations") or ()),
+        error=entry.get("error"),
+        seconds=0.0,
+        incident=entry.get("incident"),
+    )
+
+
+def cases(run: Mapping[str, Any], incidents: Iterable[Mapping[str, Any]]) -> list[Case]:
+    """Every target x experiment: from the incidents, plus run.json entries without one."""
+    found = {}
+    for incident in incidents:
+        case = _case_from_incident(incident)
+        found[(case.target, case.experiment)] = case
+    target = str(run.get("target", "unknown"))
+    covered = {experiment for _, experiment in found}
+    for entry in run.get("experiments") or ():
+        if entry["name"] not in covered:
+            case = _case_from_run_entry(target, entry)
+            found[(case.target, case.experiment)] = case
+    return sorted(found.values(), key=lambda c: (c.target, c.experiment))
+
+
+def _testcase(suite: ET.Element, case: Case) -> None:
+    element = ET.SubElement(
+        suite,
+        "testcase",
+        classname=case.target,
+        name=case.experiment,
+        time=f"{case.seconds:.3f}",
+    )
+    if case.verdict == "fail":
+        count = len(case.violations)
+        failure = ET.SubElement(
+            element,
+            "failure",
+            type="InvariantViolated",
+            message=f"{count} violation(s) in {case.trials} trial(s) of {case.experiment} against {case.target}",
+        )
+        failure.text = "\n".join(_violation_line(v) for v in case.violations) or "verdict: fail"
+    elif case.verdict == "error":
+        error = ET.SubElement(
+            element,
+            "error",
+            type="LabError",
+            message=f"the lab could not finish {case.experiment} against {case.target}",
+        )
+        error.text = case.error or "verdict: error (see the incident and trial records)"
+    out = [f"trials: {case.trials}", f"verdict: {case.verdict}"]
+    if case.incident:
+        out.append(f"incident: {case.incident}")
+    ET.SubElement(element, "system-out").text = "\n".join(out)
+
+
+def experiments_junit(run: Mapping[str, Any], incidents: list[dict[str, Any]]) -> bytes:
+    """JUnit XML (UTF-8 bytes) for a run: one testsuite per target, one testcase per experiment."""
+    all_cases = cases(run, incidents)
+    root = ET.Element("testsuites", name=f"acklab {run.get('run_id', '')}".strip())
+    by_target: dict[str, list[Case]] = {}
+    for case in all_cases:
+        by_target.setdefault(case.target, []).append(case)
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for target, target_cases in sorted(by_target.items()):
+        counts = {
+            "tests": len(target_cases),
+            "failures": sum(c.verdict == "fail" for c in target_cases),
+            "errors": sum(c.verdict == "error" for c in target_cases),
+        }
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=target,
+            tests=str(counts["tests"]),
+            failures=str(counts["failures"]),
+            errors=str(counts["errors"]),
+            skipped="0",
+            time=f"{sum(c.seconds for c in target_cases):.3f}",
+        )
+        for case in target_cases:
+            _testcase(suite, case)
+        for key in totals:
+            totals[key] += counts[key]
+    for key, value in totals.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data + b"\n"

@@ -1,0 +1,180 @@
+"""`acklab flow ...`: run the scoped repair flow, make a sandbox to watch it in, or run the demo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from acklab.evidence.exitcodes import ExitCode
+
+from .approvals import choose_source
+from .proposers import make_proposer
+from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
+from .runner import FlowConfig, FlowResult, run_flow
+from .sandbox import make_sandbox
+from .spec import load_spec
+from .worktree import toplevel
+
+SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY")
+
+
+def secrets_from_env() -> list[str]:
+    """Values that must never reach the trail, the journal or a log."""
+    return [os.environ[v] for v in SECRET_VARIABLES if os.environ.get(v)]
+
+
+@click.group()
+def flow() -> None:
+    """The scoped repair flow: reproduce, propose, approve, apply, verify, strike again, publish."""
+
+
+def _mr_iid(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if value == "ci":
+        value = os.environ.get("CI_MERGE_REQUEST_IID", "")
+        if not value:
+            raise click.BadParameter("--mr ci needs CI_MERGE_REQUEST_IID (a merge request pipeline)")
+    if not value.isdigit() or int(value) < 1:
+        raise click.BadParameter(f"got {value!r}; expected a merge request IID like 12, or 'ci'")
+    return int(value)
+
+
+@flow.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path))
+@click.option("--local", is_flag=True, help="Commit the verified patch to a new local branch.")
+@click.option("--mr", "mr", metavar="IID", help="Publish to this merge request ('ci': CI_MERGE_REQUEST_IID).")
+@click.option(
+    "--proposer", type=click.Choice(["recipe", "llm"]), help="Override the spec's proposer (default: recipe)."
+)
+@click.option(
+    "--decisions",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML/JSON list of decisions for the approval gates (gate, decision, actor, delegated_by).",
+)
+@click.option(
+    "--auto-approve", is_flag=True, help="Approve the proposal as actor 'auto' (never the default)."
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path, file_okay=False), default=Path("out"), show_default=True
+)
+@click.option("--trials", type=click.IntRange(1, 100), help="Override the spec's trials per experiment.")
+@click.option("--seed", type=int, help="Override the spec's seed.")
+@click.option(
+    "--propose-only",
+    is_flag=True,
+    help="Stop before the approve gate: reproduce, propose, guard, print the proposal (exit 0).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
+def run(
+    *,
+    spec_path: Path,
+    local: bool,
+    mr: str | None,
+    proposer: str | None,
+    decisions: Path | None,
+    auto_approve: bool,
+    out: Path,
+    trials: int | None,
+    seed: int | None,
+    propose_only: bool,
+    as_json: bool,
+) -> int:
+    """Repair the handler under the flow spec SPEC (e.g. flows/repair.yaml).
+
+    Exit codes: 0 published, applied or nothing to repair; 1 the patch did not hold;
+    3 invalid spec or decisions; 4 the lab could not run; 5 a gate refused (scope guard,
+    approval, moved head); 6 interrupted.
+    """
+    iid = _mr_iid(mr)
+    if local and iid is not None:
+        raise click.UsageError("--local and --mr exclude each other; pick where the patch goes")
+    spec = load_spec(spec_path)
+    if trials is not None:
+        spec = dataclasses.replace(spec, trials=trials)
+    if seed is not None:
+        spec = dataclasses.replace(spec, seed=seed)
+    repo = toplevel(Path.cwd())
+    source = choose_source(decisions=decisions, auto_approve=auto_approve, interactive=sys.stdin.isatty())
+    publisher: Publisher = NoPublisher()
+    if local:
+        publisher = LocalPublisher(repo=repo, branch_prefix=spec.branch_prefix)
+    elif iid is not None:
+        publisher = GitLabPublisher.from_env(iid)
+    config = FlowConfig(
+        repo=repo,
+        spec=spec,
+        out=out if out.is_absolute() else Path.cwd() / out,
+        proposer=make_proposer(proposer or spec.proposer, spec),
+        decisions=source,
+        publisher=publisher,
+        secrets=secrets_from_env(),
+        propose_only=propose_only,
+    )
+    result = run_flow(config)
+    _print(result, as_json=as_json)
+    return result.exit_code
+
+
+def _print(result: FlowResult, *, as_json: bool) -> None:
+    doc = {
+        "run_id": result.run_id,
+        "outcome": result.outcome,
+        "exit_code": result.exit_code,
+        "detail": result.detail,
+        "bundle": str(result.bundle),
+        "trail": str(result.bundle / "trail.json"),
+        "published": result.published,
+        "summary": result.summary,
+        "proposal": result.proposal,
+    }
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"flow {result.run_id}: {result.outcome} (exit {result.exit_code})")
+    click.echo(f"  {result.detail}")
+    for line in result.summary:
+        click.echo(f"  {line}")
+    click.echo(f"  trail: {doc['trail']}")
+    if result.outcome == "proposed" and result.proposal:
+        click.echo(f"proposal {result.proposal['id']} (sha256 {result.proposal['diff_sha256']}):")
+        click.echo(result.proposal["diff"], nl=False)
+
+
+@flow.command()
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+def sandbox(*, directory: Path) -> int:
+    """Make DIR a scratch repository whose app/webhooks.py is the unsafe handler.
+
+    Then watch the flow repair it: cd DIR && acklab flow run flows/repair.yaml --local
+    """
+    sha = make_sandbox(directory)
+    click.echo(f"sandbox ready at {directory} ({sha[:12]}): app/webhooks.py is the unsafe handler")
+    click.echo(f"next: cd {directory} && acklab flow run flows/repair.yaml --local")
+    return int(ExitCode.OK)
+
+
+@flow.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where to make the sandbox (default: a new temporary directory).",
+)
+@click.option("--trials", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Evidence directory for the flow's bundle (default: out/ inside the sandbox).",
+)
+def demo(*, directory: Path | None, trials: int, out: Path | None) -> int:
+    """The repair story: sandbox, recipe repair with delegated approvals, before and after."""
+    from .demo import run_demo
+
+    return run_demo(directory, trials=trials, out=out)

@@ -1,0 +1,70 @@
+"""Errors of the repair flow.
+
+AcklabError (evidence.exitcodes)
+└── FlowError                  exit 4: the flow could not run (git, a worktree, the lab)
+    ├── FlowSpecInvalid        exit 3: a flow spec or decisions file is not valid
+    ├── ProposerUnavailable    exit 4: the proposer could not be asked (LLM endpoint down, bad reply)
+    ├── PublishFailed          exit 4: GitLab could not be reached or refused for a non-gate reason
+    └── GateRefused            exit 5: a safety, scope, approval or head gate said no
+        ├── ScopeRefused       exit 5: the scope guard rejected the proposal twice
+        ├── NoDecision         exit 5: an approval gate has no decision source or no decision left
+        ├── DecisionRejected   exit 5: an approver rejected
+        └── HeadMoved          exit 5: the branch head (or the scoped file) moved during the flow
+
+A handler that still fails after a patch is not an error of the flow: it is a verdict, and
+the flow ends with exit 1 (recorded as outcome "failed").
+"""
+
+from __future__ import annotations
+
+from acklab.evidence.exitcodes import AcklabError, ExitCode
+
+
+class FlowError(AcklabError):
+    """Root of the repair flow's errors."""
+
+    exit_code = ExitCode.LAB_ERROR
+
+
+class FlowSpecInvalid(FlowError):
+    """A flow spec or a decisions file does not validate; nothing ran."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class ProposerUnavailable(FlowError):
+    """The proposer could not produce an answer (endpoint unreachable, HTTP error, bad JSON)."""
+
+    exit_code = ExitCode.LAB_ERROR
+
+
+class PublishFailed(FlowError):
+    """Publishing failed for a reason other than a gate (network, authentication, API error)."""
+
+    exit_code = ExitCode.LAB_ERROR
+
+
+class GateRefused(FlowError):
+    """A gate refused: nothing was applied to the repository or published."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class ScopeRefused(GateRefused):
+    """The scope guard rejected a proposal and its one retry."""
+
+    def __init__(self, message: str, *, reasons: list[str]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+
+class NoDecision(GateRefused):
+    """An approval gate found no decision: no progress without one."""
+
+
+class DecisionRejected(GateRefused):
+    """An approver rejected the proposal (or the known gap)."""
+
+
+class HeadMoved(GateRefused):
+    """The merge request head or the scoped file changed since the flow started."""

@@ -1,0 +1,254 @@
+"""What the flow tells people: incident summaries, strike-again comparisons, gap options, the MR note.
+
+Where strike-again finds a gap, two options are laid out with their measured gain and cost
+and neither is recommended: the approver decides, and the decision is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .lab import ExperimentResult, LabRun, Latency
+
+BOUNDARY = (
+    "acklab proves at-most-once effects in the handler's own database under the faults it ran; "
+    "it does not claim exactly-once delivery across systems."
+)
+
+
+def incident_summary(run: LabRun, *, limit: int = 12) -> str:
+    """The failing experiments and their first violations, one line each."""
+    lines: list[str] = []
+    for name in run.failing():
+        exp = run.experiments[name]
+        lines.append(f"{name}: {exp.verdict}, {len(exp.violations)} violation(s) in {exp.trials} trial(s)")
+        for v in exp.violations[:3]:
+            lines.append(
+                f"  - {v.get('invariant')}: event {v.get('event_id')} observed {v.get('observed')}, "
+                f"expected {v.get('expected')} ({str(v.get('detail', ''))[:160]})"
+            )
+    return "\n".join(lines[:limit]) or "(no violations recorded)"
+
+
+def _latency_text(latency: Latency | None) -> str:
+    return f"p50 {latency.p50:.1f} ms / p95 {latency.p95:.1f} ms" if latency else "no latency recorded"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One experiment before and after the patch."""
+
+    experiment: str
+    before: ExperimentResult | None
+    after: ExperimentResult
+
+    @property
+    def status(self) -> str:
+        if self.after.verdict == "pass":
+            return "held"
+        if self.before is not None and self.before.verdict == "pass":
+            return "regression"
+        return "gap"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.experiment,
+            "status": self.status,
+            "before": self.before.verdict if self.before else None,
+            "after": self.after.verdict,
+            "violations_after": len(self.after.violations),
+            "latency_before": self.before.latency.as_dict() if self.before and self.before.latency else None,
+            "latency_after": self.after.latency.as_dict() if self.after.latency else None,
+        }
+
+    def line(self) -> str:
+        before = self.before.verdict if self.before else "not run"
+        before_latency = self.before.latency if self.before else None
+        return (
+            f"{self.experiment}: {self.status} (before {before}, after {self.after.verdict}; "
+            f"latency before {_latency_text(before_latency)}, after {_latency_text(self.after.latency)})"
+        )
+
+
+def compare(before: LabRun | None, after: LabRun) -> list[Comparison]:
+    return [
+        Comparison(experiment=name, before=before.experiments.get(name) if before else None, after=result)
+        for name, result in after.experiments.items()
+    ]
+
+
+def measure_option(
+    *,
+    key: str,
+    title: str,
+    results: dict[str, ExperimentResult],
+    baseline: dict[str, ExperimentResult],
+    changed_lines: int,
+    note: str,
+) -> dict[str, Any]:
+    """One option's measured gain (experiments it makes pass) and cost (what still fails, latency, size)."""
+    fixed = sorted(n for n, r in results.items() if r.verdict == "pass" and baseline[n].verdict != "pass")
+    still = sorted(n for n, r in results.items() if r.verdict != "pass")
+    deltas = {}
+    for name, result in results.items():
+        old, new = baseline[name].latency, result.latency
+        if old and new:
+            deltas[name] = {"p50_ms": round(new.p50 - old.p50, 3), "p95_ms": round(new.p95 - old.p95, 3)}
+    return {
+        "option": key,
+        "title": title,
+        "gain": {
+            "experiments_fixed": fixed,
+            "passing": sorted(n for n, r in results.items() if r.verdict == "pass"),
+        },
+        "cost": {
+            "experiments_still_failing": still,
+            "latency_delta_vs_head": deltas,
+            "changed_lines": changed_lines,
+        },
+        "note": note,
+    }
+
+
+def option_text(option: dict[str, Any]) -> str:
+    gain, cost = option["gain"], option["cost"]
+    deltas = "; ".join(
+        f"{n} p50 {d['p50_ms']:+.1f} ms, p95 {d['p95_ms']:+.1f} ms"
+        for n, d in sorted(cost["latency_delta_vs_head"].items())
+    )
+    return (
+        f"option {option['option']}: {option['title']}\n"
+        f"    gain: fixes {', '.join(gain['experiments_fixed']) or 'nothing'}\n"
+        f"    cost: still failing {', '.join(cost['experiments_still_failing']) or 'nothing'}; "
+        f"{cost['changed_lines']} changed lines; latency vs head: {deltas or 'not measured'}\n"
+        f"    {option['note']}"
+    )
+
+
+def gap_question(comparisons: list[Comparison], options: list[dict[str, Any]]) -> str:
+    gaps = [c for c in comparisons if c.status != "held"]
+    lines = ["strike-again found gaps the patch does not close:"]
+    lines += [f"  {c.line()}" for c in gaps]
+    lines.append("two options, measured; acklab recommends neither:")
+    lines += [f"  {option_text(o)}" for o in options]
+    lines.append(
+        "approve = publish this patch knowing the gaps; reject = publish nothing; modify = ask again"
+    )
+    return "\n".join(lines)
+
+
+def evidence_link(bundle_rel: str) -> str:
+    """A link to the bundle: the job's artifacts in a pipeline, the path otherwise."""
+    job_url = os.environ.get("CI_JOB_URL")
+    return f"{job_url}/artifacts/browse/{bundle_rel}/" if job_url else bundle_rel
+
+
+def mr_note(
+    *,
+    run_id: str,
+    proposal: dict[str, Any],
+    decisions: list[dict[str, Any]],
+    reproduce: LabRun,
+    verify: LabRun,
+    checks: list[dict[str, Any]],
+    comparisons: list[Comparison],
+    bundle_rel: str,
+) -> str:
+    """The MR note: what was repaired, by whom approved, every verdict, and where the evidence is."""
+    who = proposal.get("recipe") or "llm"
+    lines = [
+        f"### acklab repair flow `{run_id}`",
+        "",
+        f"Patch to {', '.join(f'`{f}`' for f in proposal['files'])} proposed by "
+        f"**{proposal['proposer']}** (`{who}`), diff sha256 `{proposal['diff_sha256'][:12]}`.",
+        "",
+        "| gate | decision | actor | delegated by | source |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {d['gate']} | {d['decision']} | {d['actor']} | {d['delegated_by'] or '-'} | {d['source']} |"
+        for d in decisions
+    ]
+    lines += ["", "| experiment | head | patched | latency head → patched |", "| --- | --- | --- | --- |"]
+    for name, before in reproduce.experiments.items():
+        after = verify.experiments.get(name)
+        if after is not None:
+            lines.append(
+                f"| {name} | {before.verdict} | {after.verdict} | "
+                f"{_latency_text(before.latency)} → {_latency_text(after.latency)} |"
+            )
+    for c in comparisons:
+        before_latency = c.before.latency if c.before else None
+        lines.append(
+            f"| {c.experiment} (strike-again: {c.status}) | {c.before.verdict if c.before else '-'} | "
+            f"{c.after.verdict} | {_latency_text(before_latency)} → {_latency_text(c.after.latency)} |"
+        )
+    lines += [
+        "",
+        "Checks in the patched worktree: " + ", ".join(f"{c['name']} {c['status']}" for c in checks),
+    ]
+    lines += ["", f"Evidence: {evidence_link(bundle_rel)} (trail.json)", "", f"_{BOUNDARY}_"]
+    return "\n".join(lines)
+
+
+def approve_question(proposal: dict[str, Any], failing: list[str], expected: str) -> str:
+    """What the approve gate shows: who proposed what, why, what the guard checked, and the diff."""
+    calls = "".join(
+        f"\n  llm call: {c['model']}, {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
+        f"{c['latency_ms']:.0f} ms"
+        for c in proposal["llm_calls"]
+    )
+    recipe = f" (recipe {proposal['recipe']})" if proposal["recipe"] else ""
+    return (
+        f"proposal {proposal['id']} by {proposal['proposer']}{recipe}: "
+        f"{proposal['changed_lines']} changed lines in {', '.join(proposal['files'])}{calls}\n"
+        f"why: {proposal['rationale']}\n"
+        f"it aims at: {', '.join(failing)} failing at {expected[:12]}\n"
+        f"guard: {'; '.join(proposal['guard']['reasons'])}\n\n{proposal['diff']}"
+    )
+
+
+def commit_message(
+    *,
+    handler: str,
+    proposal: dict[str, Any],
+    run_id: str,
+    failing: list[str],
+    expected: str,
+    decisions: list[dict[str, Any]],
+    bundle_rel: str,
+) -> str:
+    approvals = "; ".join(
+        f"{d['gate']}: {d['decision']} by {d['actor']}"
+        + (f" (delegated by {d['delegated_by']})" if d["delegated_by"] else "")
+        for d in decisions
+    )
+    recipe = f": {proposal['recipe']}" if proposal["recipe"] else ""
+    return (
+        f"Repair {handler} ({proposal['proposer']}{recipe})\n\n"
+        f"acklab flow {run_id}: {', '.join(failing)} failed at {expected[:12]} and pass on this patch.\n"
+        f"Approved: {approvals}\nTrail: {bundle_rel}/trail.json\n"
+    )
+
+
+def relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path, base) if path.resolve().is_relative_to(base.resolve()) else str(path)
+    except ValueError:  # pragma: no cover - different drives
+        return str(path)
+
+
+def run_outputs(run: LabRun, out: Path) -> dict[str, Any]:
+    return {
+        "lab_run_id": run.run_id,
+        "lab_bundle": relative(Path(run.bundle), out) if run.bundle else None,
+        "verdict": run.verdict,
+        "experiments": [
+            e.as_dict() | {"incident": relative(Path(e.incident), out) if e.incident else None}
+            for e in run.experiments.values()
+        ],
+        "handler_module": run.handler_module,
+    }

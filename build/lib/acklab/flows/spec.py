@@ -1,0 +1,199 @@
+"""The flow spec (`kind: flow`): loaded once, validated against `flow.schema.json`, frozen.
+
+The spec says what a repair may touch (scope), how much (limits), which experiments
+reproduce the failure and which strike again, how a patch is verified, and the order of the
+checkpoints. Nothing in it can be changed by a patch: `flows/` is outside every scope.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.validate import validate
+
+from .errors import FlowSpecInvalid
+
+CHECKPOINTS: tuple[str, ...] = (
+    "reproduce",
+    "propose",
+    "approve",
+    "apply",
+    "verify",
+    "strike-again",
+    "publish",
+)
+OPTIONAL_CHECKPOINTS = frozenset({"strike-again"})
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The paths a patch may touch: an allow glob must match and no deny glob may (deny wins)."""
+
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+
+    def permits(self, path: str) -> bool:
+        return _matches_any(path, self.allow) and not _matches_any(path, self.deny)
+
+    def why_not(self, path: str) -> str | None:
+        """None when `path` is in scope; otherwise the rule that keeps it out."""
+        for glob in self.deny:
+            if _matches(path, glob):
+                return f"{path!r} is denied by scope rule {glob!r}"
+        if not _matches_any(path, self.allow):
+            return f"{path!r} is outside the allowed scope {list(self.allow)}"
+        return None
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"allow": list(self.allow), "deny": list(self.deny)}
+
+
+def _matches(path: str, glob: str) -> bool:
+    if glob.endswith("/"):
+        return path.startswith(glob)
+    return path == glob or fnmatch.fnmatchcase(path, glob)
+
+
+def _matches_any(path: str, globs: tuple[str, ...]) -> bool:
+    return any(_matches(path, glob) for glob in globs)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_files: int
+    max_changed_lines: int
+
+
+@dataclass(frozen=True)
+class VerifyCommand:
+    name: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    timeout_s: float = 120.0
+    max_tokens: int = 4096
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """A validated flow spec."""
+
+    name: str
+    target: str
+    scope: Scope
+    limits: Limits
+    reproduce: tuple[str, ...]
+    strike_again: tuple[str, ...]
+    trials: int
+    seed: int
+    verify: tuple[VerifyCommand, ...]
+    verify_timeout_s: float
+    checkpoints: tuple[str, ...]
+    proposer: str = "recipe"
+    recipe: str = "receipt-handler"
+    retries: int = 1
+    max_rounds: int = 3
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    branch_prefix: str = "acklab/repair-"
+    description: str = ""
+    sha256: str = ""
+    path: str = ""
+
+    def has(self, checkpoint: str) -> bool:
+        return checkpoint in self.checkpoints
+
+    def scoped_files(self) -> list[str]:
+        """The allow entries that name one file (no glob characters): what a recipe may rewrite."""
+        return [a for a in self.scope.allow if not any(c in a for c in "*?[") and not a.endswith("/")]
+
+
+def load_spec(path: Path) -> FlowSpec:
+    """Read, validate and freeze the flow spec at `path` (FlowSpecInvalid, exit 3, when it is not one)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FlowSpecInvalid(
+            f"cannot read the flow spec {str(path)!r}: {exc.strerror}; "
+            "pass the path of a `kind: flow` file, e.g. flows/repair.yaml"
+        ) from exc
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise FlowSpecInvalid(f"{path} is not YAML: {exc}") from exc
+    return parse_spec(doc, what=str(path), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSpec:
+    try:
+        validate("flow", doc, what=what)
+    except EvidenceInvalid as exc:
+        raise FlowSpecInvalid(str(exc)) from exc
+    checkpoints = tuple(doc["checkpoints"])
+    _check_order(checkpoints, what)
+    experiments = doc["experiments"]
+    overlap = sorted(set(experiments["reproduce"]) & set(experiments["strike_again"]))
+    if overlap:
+        raise FlowSpecInvalid(
+            f"{what}: experiments {overlap} are listed in both reproduce and strike_again; "
+            "an experiment is either what the patch aims at or what strikes again, not both"
+        )
+    for glob in [*doc["scope"]["allow"], *doc["scope"]["deny"]]:
+        if PurePosixPath(glob).is_absolute() or ".." in PurePosixPath(glob).parts:
+            raise FlowSpecInvalid(f"{what}: scope glob {glob!r} must be repository-relative without '..'")
+    proposer = doc.get("proposer", {})
+    llm = proposer.get("llm", {})
+    verify = doc["verify"]
+    return FlowSpec(
+        name=doc["name"],
+        description=doc.get("description", ""),
+        target=doc["target"],
+        scope=Scope(allow=tuple(doc["scope"]["allow"]), deny=tuple(doc["scope"]["deny"])),
+        limits=Limits(
+            max_files=doc["limits"]["max_files"], max_changed_lines=doc["limits"]["max_changed_lines"]
+        ),
+        reproduce=tuple(experiments["reproduce"]),
+        strike_again=tuple(experiments["strike_again"]),
+        trials=experiments.get("trials", 2),
+        seed=experiments.get("seed", 7),
+        verify=tuple(VerifyCommand(name=c["name"], argv=tuple(c["argv"])) for c in verify["commands"]),
+        verify_timeout_s=float(verify.get("timeout_s", 600)),
+        checkpoints=checkpoints,
+        proposer=proposer.get("default", "recipe"),
+        recipe=proposer.get("recipe", "receipt-handler"),
+        retries=proposer.get("retries", 1),
+        max_rounds=proposer.get("max_rounds", 3),
+        llm=LLMSettings(
+            timeout_s=float(llm.get("timeout_s", 120)),
+            max_tokens=int(llm.get("max_tokens", 4096)),
+            temperature=float(llm.get("temperature", 0)),
+        ),
+        branch_prefix=doc.get("publish", {}).get("branch_prefix", "acklab/repair-"),
+        sha256=sha256,
+        path=what,
+    )
+
+
+def _check_order(checkpoints: tuple[str, ...], what: str) -> None:
+    required = [c for c in CHECKPOINTS if c not in OPTIONAL_CHECKPOINTS]
+    missing = [c for c in required if c not in checkpoints]
+    if missing:
+        raise FlowSpecInvalid(
+            f"{what}: checkpoints {missing} are missing; every flow runs {', '.join(required)} "
+            "(strike-again is optional)"
+        )
+    expected = [c for c in CHECKPOINTS if c in checkpoints]
+    if list(checkpoints) != expected:
+        raise FlowSpecInvalid(
+            f"{what}: checkpoints must run in the order {expected}; got {list(checkpoints)}"
+        )

@@ -1,0 +1,218 @@
+"""The trail: `trail.json` in the flow run's bundle, and one journal row per step.
+
+Each checkpoint is recorded with its start, end, input hashes, outputs, decision and
+error. The trail is rewritten (atomically, validated) after every checkpoint, so a flow
+that is killed leaves a trail saying how far it got (outcome "interrupted" until it ends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets as _random
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.journal import Journal, journal_path
+
+from .approvals import Decision
+from .errors import GateRefused
+from .spec import FlowSpec
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"flow-{stamp}-{_random.token_hex(3)}"
+
+
+def sha256_of(value: str | bytes) -> str:
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class CheckpointRecord:
+    """A checkpoint while it runs; the `with trail.checkpoint(...)` body fills in outputs."""
+
+    name: str
+    started_at: str
+    input_hashes: dict[str, str]
+    attempt: int | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    decision: Decision | None = None
+    status: str = "ok"
+    error: str | None = None
+    ended_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_ms": _duration_ms(self.started_at, self.ended_at),
+            "status": self.status,
+            "input_hashes": dict(self.input_hashes),
+            "outputs": self.outputs,
+            "decision": self.decision.as_trail() if self.decision else None,
+            "error": self.error,
+        }
+        if self.attempt is not None:
+            doc["attempt"] = self.attempt
+        return doc
+
+
+def _duration_ms(started: str, ended: str | None) -> float | None:
+    if ended is None:
+        return None
+    start = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    end = datetime.fromisoformat(ended.replace("Z", "+00:00"))
+    return max(0.0, round((end - start).total_seconds() * 1000, 3))
+
+
+class Trail:
+    """Records one flow run into `<out>/<run_id>/` (bundle kind "flow") and the evidence journal."""
+
+    def __init__(self, *, spec: FlowSpec, out: Path, secrets: list[str], run_id: str | None = None) -> None:
+        self.run_id = run_id or new_run_id()
+        self.out = Path(out)
+        self.writer = BundleWriter(self.out / self.run_id, kind="flow", secrets=list(secrets))
+        self.journal = Journal(journal_path(self.out), secrets=list(secrets))
+        self.doc: dict[str, Any] = {
+            "schema": "acklab/trail/v1",
+            "flow": spec.name,
+            "run_id": self.run_id,
+            "started_at": utcnow(),
+            "ended_at": None,
+            "target": spec.target,
+            "scope": spec.scope.as_dict(),
+            "expected_head_sha": None,
+            "merge_request": None,
+            "checkpoints": [],
+            "proposals": [],
+            "outcome": "interrupted",
+            "outcome_detail": "the flow is running (or was stopped before it ended)",
+            "exit_code": 6,
+        }
+        if spec.sha256:
+            self.doc["spec_sha256"] = spec.sha256
+        self.journal.record(
+            run_id=self.run_id,
+            kind="run",
+            name=spec.name,
+            status="started",
+            started_at=self.doc["started_at"],
+            payload={"kind": "flow", "spec": spec.path, "target": spec.target},
+        )
+
+    @property
+    def bundle(self) -> Path:
+        return self.writer.root
+
+    def set(self, **fields: Any) -> None:
+        self.doc.update(fields)
+        self._write()
+
+    @contextmanager
+    def checkpoint(
+        self, name: str, *, inputs: Mapping[str, str | bytes], attempt: int | None = None
+    ) -> Iterator[CheckpointRecord]:
+        """Time and record one checkpoint; a GateRefused marks it refused, any other error failed."""
+        record = CheckpointRecord(
+            name=name,
+            started_at=utcnow(),
+            input_hashes={key: sha256_of(value) for key, value in inputs.items()},
+            attempt=attempt,
+        )
+        self.journal.record(
+            run_id=self.run_id, kind="checkpoint", name=name, status="started", started_at=record.started_at
+        )
+        try:
+            yield record
+        except GateRefused as exc:
+            record.status, record.error = "refused", str(exc)
+            raise
+        except BaseException as exc:
+            record.status = "failed"
+            record.error = str(exc) or type(exc).__name__
+            raise
+        finally:
+            record.ended_at = utcnow()
+            self.doc["checkpoints"].append(record.as_dict())
+            self.journal.record(
+                run_id=self.run_id,
+                kind="checkpoint",
+                name=name,
+                status=record.status,
+                started_at=record.started_at,
+                ended_at=record.ended_at,
+                payload={
+                    "attempt": record.attempt,
+                    "input_hashes": record.input_hashes,
+                    "outputs": record.outputs,
+                    "error": record.error,
+                },
+            )
+            if record.decision is not None:
+                self.journal.record(
+                    run_id=self.run_id,
+                    kind="decision",
+                    name=record.decision.gate,
+                    status=record.decision.decision,
+                    started_at=record.decision.decided_at,
+                    ended_at=record.decision.decided_at,
+                    payload=record.decision.as_trail(),
+                )
+            self._write()
+
+    def skipped(self, name: str, why: str) -> None:
+        now = utcnow()
+        record = CheckpointRecord(name=name, started_at=now, input_hashes={}, status="skipped", error=why)
+        record.ended_at = now
+        self.doc["checkpoints"].append(record.as_dict())
+        self.journal.record(
+            run_id=self.run_id, kind="checkpoint", name=name, status="skipped", payload={"why": why}
+        )
+        self._write()
+
+    def add_proposal(self, proposal: dict[str, Any]) -> None:
+        self.doc["proposals"].append(proposal)
+        self.writer.write_bytes(f"proposals/{proposal['id']}.diff", proposal["diff"].encode("utf-8"))
+        self.journal.record(
+            run_id=self.run_id,
+            kind="proposal",
+            name=proposal["id"],
+            status="allowed" if proposal["guard"]["allowed"] else "rejected",
+            payload={k: v for k, v in proposal.items() if k != "diff"},
+        )
+        self._write()
+
+    def write_text(self, relpath: str, text: str) -> str:
+        """Write a text file (a check's log) into the bundle, secrets redacted; returns its relpath."""
+        for secret in self.writer.secrets:
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        self.writer.write_bytes(relpath, text.encode("utf-8"))
+        return relpath
+
+    def finish(self, *, outcome: str, detail: str, exit_code: int) -> Path:
+        """Close the trail: outcome, exit code, manifest. Returns the bundle path."""
+        self.doc.update(outcome=outcome, outcome_detail=detail, exit_code=exit_code, ended_at=utcnow())
+        self._write()
+        self.journal.record(
+            run_id=self.run_id,
+            kind="run",
+            name=self.doc["flow"],
+            status=outcome,
+            started_at=self.doc["started_at"],
+            ended_at=self.doc["ended_at"],
+            payload={"exit_code": exit_code, "detail": detail, "bundle": str(self.bundle)},
+        )
+        self.journal.close()
+        return self.writer.finalize()
+
+    def _write(self) -> None:
+        self.writer.write_json("trail.json", self.doc, kind="trail")

@@ -1,0 +1,185 @@
+"""``acklab run``, ``acklab plan`` and ``acklab validate``.
+
+Commands return the exit code of the contract (DESIGN.md); errors are `AcklabError`s that
+the dispatcher prints. Human output goes to stderr; ``--json`` prints exactly one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.table import Table
+
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
+from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.plan import Settings
+from acklab.harness.progress import ProgressDisplay
+from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.runner import RunOptions, prepare
+from acklab.harness.runner import run as run_lab
+from acklab.harness.specs import all_problems, load_spec
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--target",
+            default="fixture:live",
+            show_default=True,
+            help="fixture:live, fixture:unsafe, or a target spec file (kind: target).",
+        ),
+        click.option(
+            "--experiment",
+            "experiments",
+            multiple=True,
+            metavar="NAME|FILE",
+            help=f"Repeatable; default: {', '.join(n for n, e in EXPERIMENTS.items() if e.default)}; "
+            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}. "
+            "Or an experiment spec file (kind: experiment) that sets trials and parameters.",
+        ),
+        click.option(
+            "--trials",
+            type=click.IntRange(min=1),
+            default=None,
+            help=f"Trials per experiment.  [default: an experiment spec's trials, else {DEFAULT_TRIALS}]",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=None,
+            help="Root seed of the plan (event ids); default: random, recorded.",
+        ),
+        click.option(
+            "--db",
+            default=None,
+            metavar="URL",
+            help="Fixture targets: database URL instead of a temporary SQLite file.",
+        ),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("out"),
+            show_default=True,
+            help="Evidence directory; the run's bundle is <out>/<run_id>/.",
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
+        ),
+        click.option(
+            "--resume",
+            default=None,
+            metavar="RUN_ID",
+            help="Finish an interrupted run (same --out, same --target).",
+        ),
+        click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."),
+        click.option(
+            "--shard",
+            default=None,
+            metavar="I/N",
+            help="Run only shard I of N of the trial plan (CI parallel:matrix).",
+        ),
+        click.option(
+            "--burst",
+            type=click.IntRange(2, 256),
+            default=16,
+            show_default=True,
+            help="concurrent-duplicates: deliveries released together.",
+        ),
+        click.option(
+            "--time-compression",
+            type=click.FloatRange(min=0, min_open=True),
+            default=DEFAULT_TIME_COMPRESSION,
+            show_default=True,
+            help="Retry schedules are divided by this factor (order and count kept).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run_options(kwargs: dict[str, Any]) -> RunOptions:
+    settings = Settings(time_compression=kwargs["time_compression"], burst=kwargs["burst"])
+    ctx = click.get_current_context()
+    explicit = {
+        name: kwargs[name]
+        for name in ("burst", "time_compression")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    resolved = resolve(tuple(kwargs["experiments"]), kwargs["trials"], settings, explicit=explicit)
+    return RunOptions(
+        target=kwargs["target"],
+        experiments=resolved.names,
+        trials=resolved.trials,
+        seed=kwargs["seed"],
+        db=kwargs["db"],
+        out=kwargs["out"],
+        resume=kwargs["resume"],
+        allow_remote=kwargs["allow_remote"],
+        shard=kwargs["shard"],
+        settings=resolved.settings,
+    )
+
+
+@click.command("run", context_settings=CONTEXT)
+@_options
+def run(**kwargs: Any) -> int:
+    """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
+    result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    if kwargs["as_json"]:
+        click.echo(json.dumps(result.as_json(), sort_keys=False))
+    return int(result.exit_code)
+
+
+@click.command("plan", context_settings=CONTEXT)
+@_options
+def plan(**kwargs: Any) -> int:
+    """Print the frozen delivery plan of a run; nothing is sent."""
+    _, _, the_plan, _, _ = prepare(_run_options(kwargs))
+    if kwargs["as_json"]:
+        click.echo(json.dumps(the_plan.as_dict()))
+        return int(ExitCode.OK)
+    console = Console(highlight=False)
+    console.print(
+        f"plan for [bold]{the_plan.target}[/]: seed {the_plan.seed}, {the_plan.trials_per_experiment} trials per "
+        f"experiment, {len(the_plan.trials)} trials"
+        + (f", shard {the_plan.shard_label}" if the_plan.shard else "")
+    )
+    table = Table("trial", "events", "deliveries (kind/attempt/fault @ms)")
+    for trial in the_plan.trials:
+        steps = [f"{d.kind}/{d.attempt}/{d.fault}@{d.at_ms:g}" for d in trial.deliveries]
+        grouped = [(step, len(list(run))) for step, run in itertools.groupby(steps)]
+        deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
+        table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
+    console.print(table)
+    return int(ExitCode.OK)
+
+
+@click.command("validate", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(path_type=Path))
+def validate(file: Path) -> int:
+    """Check a target, experiment or flow spec file (the kind is read from its `kind:`)."""
+    problems = all_problems(file)
+    if not problems:
+        kind, doc = load_spec(file)
+        if kind == "target":
+            from acklab.harness.targets.spec import check_target_doc
+
+            check_target_doc(doc, source=str(file))
+        click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})", err=True)
+        return int(ExitCode.OK)
+    for line in problems:
+        click.echo(f"{file}: {line}", err=True)
+    raise SpecError(f"{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")

@@ -1,0 +1,139 @@
+"""The records a trial accumulates: deliveries (both sides of each HTTP attempt),
+effects observations and lost-ack commit confirmations.
+
+A delivery has two sides that finish at different times: what the simulated *sender*
+saw (``sender_status``; under a fault a synthetic 504, a reset or a timeout) and what
+the *handler* answered (``status``, filled in when its answer reaches the lab, possibly
+long after the sender gave up). Verdicts read the handler side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acklab.evidence.bundle import utcnow
+
+EXCERPT_CHARS = 500
+
+
+@dataclass
+class DeliveryRecord:
+    """One HTTP attempt; serialised by `as_dict` into the trial schema's `delivery`."""
+
+    seq: int
+    event_id: str
+    attempt: int
+    kind: str
+    fault: str
+    headers: dict[str, str]
+    body: bytes = field(repr=False)
+    sent_at: str = ""
+    latency_ms: float = 0.0
+    status: int | None = None
+    sender_status: int | None = None
+    handler_error: str | None = None
+    sender_error: str | None = None
+    response_excerpt: str | None = None
+    handler_done: bool = False
+    sender_done: bool = False
+    on_complete: Callable[[DeliveryRecord], None] | None = field(default=None, repr=False)
+
+    @property
+    def body_sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+    @property
+    def acknowledged(self) -> bool:
+        """The handler answered 2xx (whatever the sender saw)."""
+        return self.status is not None and 200 <= self.status < 300
+
+    def finish_handler(
+        self, *, status: int | None, latency_ms: float, error: str | None, excerpt: str | None
+    ) -> None:
+        self.status, self.latency_ms, self.handler_error = status, round(latency_ms, 3), error
+        self.response_excerpt = excerpt[:EXCERPT_CHARS] if excerpt is not None else None
+        self.handler_done = True
+        self._maybe_complete()
+
+    def finish_sender(self, *, status: int | None, error: str | None) -> None:
+        self.sender_status, self.sender_error = status, error
+        self.sender_done = True
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.handler_done and self.sender_done and self.on_complete is not None:
+            callback, self.on_complete = self.on_complete, None
+            callback(self)
+
+    @property
+    def error(self) -> str | None:
+        parts = []
+        if self.sender_error:
+            parts.append(f"sender: {self.sender_error}")
+        if self.handler_error:
+            parts.append(f"handler: {self.handler_error}")
+        elif not self.handler_done:
+            parts.append("handler: no answer reached the lab")
+        return "; ".join(parts) or None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "fault": self.fault,
+            "sent_at": self.sent_at or utcnow(),
+            "latency_ms": self.latency_ms,
+            "status": self.status,
+            "sender_status": self.sender_status,
+            "error": self.error,
+            "headers": self.headers,
+            "body_sha256": self.body_sha256,
+            "response_excerpt": self.response_excerpt,
+        }
+
+
+@dataclass(frozen=True)
+class Observation:
+    """An effects count read back from the target's database."""
+
+    at: str
+    event_id: str
+    effects: int
+    source: str
+    after_seq: int | None
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "event_id": self.event_id,
+            "effects": self.effects,
+            "source": self.source,
+            "after_seq": self.after_seq,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class CommitConfirmation:
+    """lost-ack: the lab saw the handler's commit before handing the sender a synthetic status."""
+
+    seq: int
+    confirmed: bool
+    effects: int
+    observed_at: str
+    synthetic_status: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "confirmed": self.confirmed,
+            "effects": self.effects,
+            "observed_at": self.observed_at,
+            "synthetic_status": self.synthetic_status,
+        }

@@ -1,0 +1,176 @@
+"""Executing one experiment's trials against a served target, one checkpoint per trial."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.credentials import redact
+from acklab.harness.deliveries import DeliveryRecord, Observation
+from acklab.harness.errors import HarnessError
+from acklab.harness.events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
+from acklab.harness.experiments import Experiment
+from acklab.harness.lab import Lab
+from acklab.harness.plan import RunPlan, TrialPlan
+from acklab.harness.targets import Target
+from acklab.harness.trial import TrialContext
+from acklab.harness.verdicts import judge
+
+
+def trial_record(
+    *,
+    run_id: str,
+    plan: RunPlan,
+    trial: TrialPlan,
+    target: Target,
+    experiment: Experiment,
+    started_at: str,
+    duration_ms: float,
+    ctx: TrialContext | None,
+    error: str | None,
+) -> dict[str, Any]:
+    """The trial's record with its verdict, judged from the record alone."""
+    judged = [e for e in trial.event_ids[: experiment.events(target)] if ctx is None or e not in ctx.unjudged]
+    record: dict[str, Any] = {
+        "schema": "acklab/trial/v1",
+        "run_id": run_id,
+        "trial_id": trial.trial_id,
+        "target": target.name,
+        "experiment": trial.experiment,
+        "index": trial.index,
+        "seed": plan.seed,
+        "event_ids": judged,
+        "started_at": started_at,
+        "ended_at": utcnow(),
+        "duration_ms": round(duration_ms, 3),
+        "verdict": "error",
+        "deliveries": [d.as_dict() for d in ctx.deliveries] if ctx else [],
+        "observations": [o.as_dict() for o in ctx.observations] if ctx else [],
+        "commit_confirmations": [c.as_dict() for c in ctx.confirmations] if ctx else [],
+        "violations": [],
+        "error": None,
+        "parameters": {
+            **(ctx.parameters if ctx else {}),
+            "expect": {
+                "max_effects": target.expect.max_effects,
+                "conflict_status": list(target.expect.conflict_status),
+            },
+            "sender_timeout_s": target.timeout_s,
+            "provider": target.scheme,
+            **({"id_salt": trial.salt} if trial.salt else {}),
+        },
+    }
+    judgement = judge(record, target.expect)
+    errors = ([error] if error else []) + (ctx.errors if ctx else []) + judgement.errors
+    record["violations"] = judgement.violations
+    # Library messages may quote a database URL; records show it as user:***@.
+    record["error"] = redact("; ".join(errors)) if errors else None
+    record["verdict"] = "error" if errors else judgement.verdict
+    return record
+
+
+async def execute_experiment(
+    experiment: Experiment,
+    *,
+    target: Target,
+    plan: RunPlan,
+    todo: Sequence[TrialPlan],
+    run_id: str,
+    bus: EventBus,
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    """Run `todo` (the unfinished trials of `experiment`); each finished trial is checkpointed."""
+    if not todo:
+        return
+    needs = experiment.needs(target, plan.settings)
+    written: set[str] = set()
+    try:
+        async with Lab.open(target, needs, plan.settings, experiment.serve(target, needs)) as lab:
+            for trial in todo:
+                await _one(
+                    experiment, lab=lab, plan=plan, trial=trial, run_id=run_id, bus=bus, checkpoint=checkpoint
+                )
+                written.add(trial.trial_id)
+    except HarnessError as exc:
+        # The lab could not serve the target for this experiment: every trial left is a lab error.
+        for trial in todo:
+            if trial.trial_id not in written:
+                record = trial_record(
+                    run_id=run_id,
+                    plan=plan,
+                    trial=trial,
+                    target=target,
+                    experiment=experiment,
+                    started_at=utcnow(),
+                    duration_ms=0.0,
+                    ctx=None,
+                    error=str(exc),
+                )
+                _finish(bus, run_id, trial, record, checkpoint)
+
+
+def _finish(
+    bus: EventBus,
+    run_id: str,
+    trial: TrialPlan,
+    record: dict[str, Any],
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    rel = checkpoint(record)
+    bus.emit(
+        TrialFinished(
+            run_id,
+            trial.trial_id,
+            trial.experiment,
+            record["verdict"],
+            record["started_at"],
+            record["ended_at"],
+            record,
+            rel,
+        )
+    )
+
+
+async def _one(
+    experiment: Experiment,
+    *,
+    lab: Lab,
+    plan: RunPlan,
+    trial: TrialPlan,
+    run_id: str,
+    bus: EventBus,
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    started_at, started = utcnow(), time.monotonic()
+    bus.emit(TrialStarted(run_id, trial.trial_id, trial.experiment, started_at))
+
+    def delivered(record: DeliveryRecord) -> None:
+        bus.emit(DeliveryRecorded(run_id, trial.trial_id, record.as_dict()))
+
+    def observed(observation: Observation) -> None:
+        bus.emit(ObservationRecorded(run_id, trial.trial_id, observation.as_dict()))
+
+    ctx = TrialContext(lab, trial, on_delivery=delivered, on_observation=observed)
+    error: str | None = None
+    try:
+        await experiment.run(ctx)
+    except HarnessError as exc:
+        error = str(exc)
+    except Exception as exc:  # a lab bug must end as verdict "error" (exit 4), never as a pass
+        error = f"lab failure: {type(exc).__name__}: {exc}"
+    if error is not None:
+        await lab.transport.quiesce(lab.horizon_s)
+    record = trial_record(
+        run_id=run_id,
+        plan=plan,
+        trial=trial,
+        target=lab.target,
+        experiment=experiment,
+        started_at=started_at,
+        duration_ms=(time.monotonic() - started) * 1000,
+        ctx=ctx,
+        error=error,
+    )
+    _finish(bus, run_id, trial, record, checkpoint)

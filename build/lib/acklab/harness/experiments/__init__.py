@@ -1,0 +1,52 @@
+"""The experiments, by stable name (DESIGN.md): the first six run by default, in this order."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from acklab.harness.errors import UnknownExperiment
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.experiments.concurrent import ConcurrentDuplicatesExperiment
+from acklab.harness.experiments.conflict import ConflictingPayloadExperiment
+from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
+from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
+from acklab.harness.experiments.replay import ReplayExperiment
+from acklab.harness.experiments.retrying import (
+    LostAckExperiment,
+    LostAckResetExperiment,
+    TimeoutOverlapExperiment,
+)
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        LostAckExperiment(),
+        LostAckResetExperiment(),
+        TimeoutOverlapExperiment(),
+        ConcurrentDuplicatesExperiment(),
+        ConflictingPayloadExperiment(),
+        ReplayExperiment(),
+        # Deeper faults (issue 8): run only when named (`default = False`).
+        CrashAfterCommitExperiment(),
+        CrashMidTransactionExperiment(),
+        DbLatencyExperiment(),
+        DbResetExperiment(),
+        DbBlackholeExperiment(),
+    )
+}
+
+__all__ = ["EXPERIMENTS", "Experiment", "by_name"]
+
+
+def by_name(names: Iterable[str]) -> list[Experiment]:
+    """The experiments named (all of them when none is), in the stable order, without duplicates."""
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        if name not in EXPERIMENTS:
+            close = difflib.get_close_matches(name, list(EXPERIMENTS), n=1, cutoff=0.5)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UnknownExperiment(
+                f"--experiment: got {name!r}; expected one of {', '.join(EXPERIMENTS)}.{hint}"
+            )
+    return [e for name, e in EXPERIMENTS.items() if name in wanted or (not wanted and e.default)]

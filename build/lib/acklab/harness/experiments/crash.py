@@ -1,0 +1,276 @@
+"""The handler's process dies mid-delivery: ``crash-after-commit`` and ``crash-mid-transaction``.
+
+The lab runs the fixture as a process of its own (`harness.fixture_process`), on the
+target's database, and kills it with SIGKILL:
+
+* ``crash-after-commit``: the fixture starts with its lab-only crash hook, which SIGKILLs
+  the process after the handler's transaction committed and before the response is
+  written. The sender sees the connection drop; the lab restarts the fixture (hook off),
+  the sender retries, and the effects must still be exactly one.
+* ``crash-mid-transaction``: the fixture starts with simulated work inside the
+  transaction; once the lab sees that transaction open in the database it SIGKILLs the
+  process. Nothing may be left half-written: the retry produces exactly one effect.
+
+Effects are read straight from the database, since the fixture is dead part of the time.
+
+A target spec with ``command:`` is a service the lab starts itself but cannot hook. For
+``crash-after-commit`` the lab reads the effects probe in a tight loop while the delivery
+is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
+records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
+the strike landed) or ``response-arrived-first`` (not evidence of a crash after commit).
+A missed strike is tried again on a fresh event, up to ``STRIKE_TRIES`` times; when none
+lands the trial is an error, never a pass. ``crash-mid-transaction`` is refused for spec
+targets: the lab cannot see when a service it does not know has its transaction open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import ClassVar
+
+from acklab.harness.errors import HarnessError
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
+from acklab.harness.fixture_process import FixtureProcess
+from acklab.harness.inflight import wait_in_transaction
+from acklab.harness.leases import current_book
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
+from acklab.harness.transports import socket_transport
+from acklab.harness.trial import TrialContext
+
+CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
+FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+MID_TRANSACTION_DELAY_MS = 400
+CRASH_WAIT_S = 10.0
+STRIKE_TRIES = 3  # fresh events a spec target's crash-after-commit strike may take to land
+LANDED = "killed-after-commit-before-response"
+MISSED = "response-arrived-first"
+NO_COMMIT = "no-commit-seen"
+NEEDS_COMMAND = (
+    "crash experiments need a target the lab runs as a process: the built-in fixture, or a target spec "
+    "with command: (argv that starts the service on the endpoint's port) so the lab can start, kill "
+    "and restart it; add command: to the spec"
+)
+
+
+@dataclass
+class ProcessEndpoint(Endpoint):
+    """The fixture served as a process the lab may kill and restart."""
+
+    process: FixtureProcess | None = None
+    database_url: str = ""
+
+
+@asynccontextmanager
+async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
+    """Serve the fixture with `acklab serve fixture` on a fixed loopback port."""
+    database_url = str(getattr(target, "database_url", ""))
+    process = FixtureProcess(
+        handler=str(target.handler),
+        database_url=database_url,
+        secret=target.secret,
+        scheme=target.scheme,
+        leases=current_book(),
+    )
+    await asyncio.to_thread(process.start)
+    probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
+    transport = socket_transport()
+    try:
+        yield ProcessEndpoint(
+            url=f"{process.url}/webhooks/orders",
+            transport=transport,
+            probe=probe,
+            socket=True,
+            processing_delay_ms=needs.processing_delay_ms,
+            process=process,
+            database_url=database_url,
+        )
+    finally:
+        await transport.aclose()
+        await probe.aclose()
+        await asyncio.to_thread(process.stop)
+
+
+def _process(trial: TrialContext) -> tuple[FixtureProcess, str]:
+    endpoint = trial.lab.endpoint
+    if not isinstance(endpoint, ProcessEndpoint) or endpoint.process is None:
+        raise HarnessError(
+            "a crash experiment ran without its fixture process (the lab served it another way)"
+        )
+    return endpoint.process, endpoint.database_url
+
+
+async def _restart(
+    process: FixtureProcess, *, crash_after_commit: bool = False, processing_delay_ms: int = 0
+) -> None:
+    await asyncio.to_thread(process.kill)
+    await asyncio.to_thread(
+        functools.partial(
+            process.start, crash_after_commit=crash_after_commit, processing_delay_ms=processing_delay_ms
+        )
+    )
+
+
+class _CrashExperiment(Experiment):
+    invariants: ClassVar[tuple[str, ...]] = CRASH_INVARIANTS
+    default: ClassVar[bool] = False  # not among the six a plain `acklab run` runs
+    fault_name: ClassVar[str]
+
+    def applicable(self, target: Target) -> str | None:
+        if target.kind == "fixture":
+            return None
+        if isinstance(target, SpecTarget) and target.command is not None:
+            return None
+        return NEEDS_COMMAND
+
+    def needs(self, target: Target, settings: Settings) -> Needs:
+        return Needs(socket=True)
+
+    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        if target.kind == "fixture":
+            return serve_as_process(target, needs)
+        return target.serve(needs)
+
+    def planned(
+        self, target: Target, profile: ProviderProfile, settings: Settings
+    ) -> tuple[PlannedDelivery, ...]:
+        return retry_plan(profile, settings, "original", self.fault_name)
+
+
+class CrashAfterCommitExperiment(_CrashExperiment):
+    name = "crash-after-commit"
+    description = (
+        "The handler's process is killed (SIGKILL) after its transaction committed and before the "
+        "response is written; the lab restarts it, the sender retries, and exactly one effect remains."
+    )
+    fault_name = CrashAfterCommit.name
+
+    def events(self, target: Target) -> int:
+        return STRIKE_TRIES if target.kind != "fixture" else 1
+
+    async def run(self, trial: TrialContext) -> None:
+        if isinstance(trial.lab.endpoint, ServiceEndpoint):
+            await self._run_on_service(trial, trial.lab.endpoint)
+            return
+        process, _ = _process(trial)
+        await _restart(process, crash_after_commit=True)
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        started = time.monotonic()
+        first = await trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
+        code = await asyncio.to_thread(process.wait_exit, CRASH_WAIT_S)
+        trial.parameters.update(crash_exit_code=code, restarts=process.starts)
+        if code is None:
+            trial.errors.append(f"the fixture did not crash within {CRASH_WAIT_S} s of the delivery")
+        after = await trial.observe(event, "after-crash")
+        trial.parameters["crash_landed"] = code is not None and after.effects >= 1
+        await _restart(process)
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])
+
+    async def _run_on_service(self, trial: TrialContext, endpoint: ServiceEndpoint) -> None:
+        service = endpoint.service
+        if service is None:
+            raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")
+        outcomes: list[str] = []
+        used = []
+        starts = service.starts
+        for k in range(STRIKE_TRIES):
+            event = trial.event(k)
+            used.append(event)
+            await trial.observe(event, "before")
+            started = time.monotonic()
+            sending = asyncio.create_task(
+                trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
+            )
+            killed, code = False, None
+            deadline = started + CRASH_WAIT_S
+            # A tight loop on the probe while the request is in flight: kill at the first sight
+            # of the commit, so the response (written after it) is cut off.
+            while not sending.done() and time.monotonic() < deadline:
+                if await endpoint.probe.count(event.event_id) >= 1:
+                    if not sending.done():
+                        code = await asyncio.to_thread(service.kill)
+                        killed = True
+                    break
+                await asyncio.sleep(0)
+            first = await sending
+            if killed and first.sender_status is None:
+                outcome = LANDED
+            elif first.sender_status is not None:
+                outcome = MISSED
+            else:
+                outcome = NO_COMMIT
+            outcomes.append(outcome)
+            trial.parameters.update(crash_exit_code=code)
+            await trial.observe(event, "after-crash")
+            if killed:
+                await asyncio.to_thread(service.start)
+            await retry_until_acked(trial, event, started=started, first=first)
+            if outcome == LANDED:
+                break
+        landed = outcomes[-1] == LANDED
+        trial.parameters.update(
+            strike_outcomes=outcomes,
+            crash_landed=landed,
+            restarts=service.starts - starts,
+            strike_tries=STRIKE_TRIES,
+        )
+        trial.unjudged.update(trial.plan.event_ids[len(used) : STRIKE_TRIES])
+        if not landed:
+            trial.errors.append(
+                f"the SIGKILL never landed between the commit and the response in {len(outcomes)} "
+                f"tries ({', '.join(outcomes)}): these deliveries are no evidence of a crash after "
+                "commit; the service answers faster than the lab can see its commit"
+            )
+        await trial.settle(used)
+
+
+class CrashMidTransactionExperiment(_CrashExperiment):
+    name = "crash-mid-transaction"
+    description = (
+        "The handler's process is killed (SIGKILL) while its transaction is open; nothing may be left "
+        "half-written, the lab restarts it, the sender retries, and exactly one effect remains."
+    )
+    fault_name = CrashMidTransaction.name
+
+    def applicable(self, target: Target) -> str | None:
+        if target.kind == "fixture":
+            return None
+        return (
+            "crash-mid-transaction runs only on the built-in fixture (a process the lab runs): in a "
+            "service it cannot hook, the lab has no reliable way to see when the handler's transaction "
+            "is open, so it cannot aim a kill inside it; use crash-after-commit on a target spec with command:"
+        )
+
+    async def run(self, trial: TrialContext) -> None:
+        process, database_url = _process(trial)
+        await _restart(process, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        started = time.monotonic()
+        sending = asyncio.create_task(
+            trial.send(event, kind="original", attempt=1, fault=CrashMidTransaction())
+        )
+        inside = await wait_in_transaction(database_url, CRASH_WAIT_S)
+        code = await asyncio.to_thread(process.kill)
+        first = await sending
+        trial.parameters.update(
+            crash_exit_code=code, transaction_seen_open=inside, processing_delay_ms=MID_TRANSACTION_DELAY_MS
+        )
+        if not inside:
+            trial.errors.append(f"the handler's transaction was not seen open within {CRASH_WAIT_S} s")
+        after = await trial.observe(event, "after-crash")
+        trial.parameters["left_half_written"] = after.effects != 0
+        await _restart(process)
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])

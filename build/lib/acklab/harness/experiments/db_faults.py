@@ -1,0 +1,259 @@
+"""Faults on the link between the fixture and PostgreSQL: ``db-latency``, ``db-reset``, ``db-blackhole``.
+
+The lab serves the fixture with its database URL pointed at a `harness.netfaults` proxy in
+front of the real PostgreSQL, and strikes that link during a delivery:
+
+* ``db-reset``: the connection is reset (RST). Three strikes, in turn per trial:
+  ``ack-lost`` (downstream, mid-transaction: the COMMIT happens, its answer never comes),
+  ``commit-lost`` (upstream, mid-transaction: the COMMIT never arrives) and
+  ``before-the-handler`` (the pool's connections are reset as the handler starts).
+* ``db-blackhole``: the same three strikes with Toxiproxy's ``timeout`` toxic: nothing
+  passes, and the proxy closes the link after a second of silence.
+* ``db-latency``: every chunk on the link is delayed; the sender's first timeout is set
+  below the handler's measured latency, so it retries into a handler still working.
+
+A handler that could not commit must answer 5xx, never 2xx (``no-2xx-without-commit``,
+judged on the ``after-fault`` observation); the sender retries after the fault is lifted
+and the link verified; the final state holds exactly one effect per event. The same
+fixture instance serves every trial: it must reconnect by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, ClassVar, cast
+
+from sqlalchemy.engine import make_url
+
+from acklab.harness.errors import HarnessError
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.experiments.struck import DbLinkStruck, retry_until_acked
+from acklab.harness.faults import SenderTimeout
+from acklab.harness.inflight import wait_in_transaction
+from acklab.harness.leases import current_book
+from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
+from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.providers import ProviderProfile
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.trial import TrialContext
+
+DB_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "no-2xx-without-commit")
+MID_TRANSACTION_DELAY_MS = 300  # the handler's work before COMMIT: the window a strike aims at
+BLACKHOLE_CLOSE_MS = 1000
+OPEN_TRANSACTION_WAIT_S = 10.0
+LATENCY = Latency(ms=40, jitter=10, stream="both")
+MIN_TIMEOUT_S = 0.001
+FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+
+
+@dataclasses.dataclass(frozen=True)
+class Strike:
+    """One way a trial breaks the link: the fault, and whether it waits for an open transaction."""
+
+    label: str
+    fault: Fault
+    mid_transaction: bool
+    commits: bool = False  # whether the handler's COMMIT reaches the database when it lands as aimed
+
+
+@dataclasses.dataclass
+class DbLinkEndpoint(Endpoint):
+    """The fixture served through a fault proxy; effects are read from the real database."""
+
+    proxy: ProxyThread | None = None
+    database_url: str = ""
+
+
+def via_proxy(url: str, port: int) -> str:
+    """``url`` with its host and port replaced by the proxy's loopback address."""
+    return make_url(url).set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+
+
+def db_link_unsupported(target: Target) -> str | None:
+    """Why ``target`` cannot have its database link broken by the lab, or None."""
+    if target.kind != "fixture":
+        return "faults on the database link need the built-in fixture (the lab puts a proxy in front of its database)"
+    if target.database != "postgresql" or not getattr(target, "db_url", None):
+        return (
+            f"the fixture's database is {target.database!r}; faults on the database link need a TCP link: "
+            "pass --db postgresql+psycopg://user@127.0.0.1:5432/db"
+        )
+    return None
+
+
+@asynccontextmanager
+async def serve_behind_proxy(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
+    """Serve the fixture with its database URL pointing at a fresh fault proxy."""
+    real_url = str(getattr(target, "db_url", ""))
+    parsed = make_url(real_url)
+    proxy = ProxyThread(
+        (parsed.host or "127.0.0.1", parsed.port or 5432), probe=postgres_probe, name=f"db-link:{target.name}"
+    )
+    await asyncio.to_thread(proxy.start)
+    leases = current_book()
+    lease = leases.acquire(
+        "proxy", str(proxy.listen_port), port=proxy.listen_port, upstream=f"{parsed.host}:{parsed.port}"
+    )
+    probe = SqlProbe(real_url, FIXTURE_EFFECTS_SQL)
+    try:
+        proxied: Target = dataclasses.replace(
+            cast(Any, target), db_url=via_proxy(real_url, proxy.listen_port)
+        )
+        async with proxied.serve(needs) as served:
+            fields = {f.name: getattr(served, f.name) for f in dataclasses.fields(Endpoint)}
+            yield DbLinkEndpoint(**{**fields, "probe": probe}, proxy=proxy, database_url=real_url)
+    finally:
+        await probe.aclose()
+        await asyncio.to_thread(proxy.stop)
+        leases.release(lease)
+
+
+def _link(trial: TrialContext) -> tuple[ProxyThread, str]:
+    """The proxy on the trial's database link, and the real database's URL."""
+    endpoint = trial.lab.endpoint
+    if not isinstance(endpoint, DbLinkEndpoint) or endpoint.proxy is None:
+        raise HarnessError("a database-link experiment ran without its proxy (the lab served it another way)")
+    return endpoint.proxy, endpoint.database_url
+
+
+@asynccontextmanager
+async def injected(trial: TrialContext, fault: Fault) -> AsyncIterator[ProxyThread]:
+    """``fault`` on the link for the body; lifted and the link verified afterwards, even on error."""
+    proxy, _ = _link(trial)
+    mark = len(proxy.events)
+    await asyncio.to_thread(proxy.apply, fault)
+    try:
+        yield proxy
+    finally:
+        try:
+            await asyncio.to_thread(proxy.lift)
+            await asyncio.to_thread(proxy.verify_healthy)
+        finally:
+            trial.parameters["db_fault"] = fault.record()
+            trial.parameters["proxy_events"] = [e.record() for e in proxy.events[mark:]]
+
+
+class _DbLinkExperiment(Experiment):
+    invariants: ClassVar[tuple[str, ...]] = DB_INVARIANTS
+    default: ClassVar[bool] = False  # not among the six a plain `acklab run` runs
+
+    def applicable(self, target: Target) -> str | None:
+        return db_link_unsupported(target)
+
+    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        return serve_behind_proxy(target, needs)
+
+
+class _StrikeExperiment(_DbLinkExperiment):
+    strikes: ClassVar[tuple[Strike, ...]]
+
+    def needs(self, target: Target, settings: Settings) -> Needs:
+        return Needs(socket=True, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
+
+    def planned(
+        self, target: Target, profile: ProviderProfile, settings: Settings
+    ) -> tuple[PlannedDelivery, ...]:
+        return retry_plan(profile, settings, "original", DbLinkStruck.name)
+
+    async def run(self, trial: TrialContext) -> None:
+        strike = self.strikes[trial.plan.index % len(self.strikes)]
+        _, database_url = _link(trial)
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        trial.parameters.update(strike=strike.label, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
+        started = time.monotonic()
+        if strike.mid_transaction:
+            sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=DbLinkStruck()))
+            quiet_s = MID_TRANSACTION_DELAY_MS / 3000
+            if not await wait_in_transaction(database_url, OPEN_TRANSACTION_WAIT_S, quiet_for_s=quiet_s):
+                trial.errors.append(
+                    f"the handler's transaction was not seen open within {OPEN_TRANSACTION_WAIT_S} s; "
+                    "the strike could not aim"
+                )
+            async with injected(trial, strike.fault):
+                first = await sending
+                await trial.lab.transport.quiesce(trial.lab.horizon_s)
+        else:
+            async with injected(trial, strike.fault):
+                first = await trial.send(event, kind="original", attempt=1, fault=DbLinkStruck())
+                await trial.lab.transport.quiesce(trial.lab.horizon_s)
+        after = await trial.observe(event, "after-fault")
+        # Evidence that the strike hit what it aimed at (the COMMIT's answer, or the COMMIT).
+        trial.parameters["strike_landed"] = (after.effects >= 1) == strike.commits
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])
+
+
+class DbResetExperiment(_StrikeExperiment):
+    name = "db-reset"
+    description = (
+        "The fixture's connection to PostgreSQL is reset (RST) mid-transaction — after its COMMIT was sent "
+        "(the answer is lost), before it (the COMMIT is lost) — or as the handler starts; the handler must "
+        "answer 5xx, the sender retries after the link is healthy, and exactly one effect remains."
+    )
+    strikes = (
+        Strike("ack-lost", ResetPeer(stream="downstream"), True, commits=True),
+        Strike("commit-lost", ResetPeer(stream="upstream"), True),
+        Strike("before-the-handler", ResetPeer(stream="downstream"), False),
+    )
+
+
+class DbBlackholeExperiment(_StrikeExperiment):
+    name = "db-blackhole"
+    description = (
+        "The fixture's link to PostgreSQL goes silent (nothing passes; the proxy closes it after a second) "
+        "mid-transaction after or before the COMMIT, or as the handler starts; the handler must answer "
+        "5xx, the sender retries after the link is healthy, and exactly one effect remains."
+    )
+    strikes = (
+        Strike("ack-lost", Timeout(timeout=BLACKHOLE_CLOSE_MS, stream="downstream"), True, commits=True),
+        Strike("commit-lost", Timeout(timeout=BLACKHOLE_CLOSE_MS, stream="upstream"), True),
+        Strike("before-the-handler", Timeout(timeout=BLACKHOLE_CLOSE_MS), False),
+    )
+
+
+class DbLatencyExperiment(_DbLinkExperiment):
+    name = "db-latency"
+    description = (
+        "Every chunk between the fixture and PostgreSQL is delayed (40 ms ± 10, both ways); the sender's "
+        "first timeout is set below the handler's measured latency, so it retries into a handler still "
+        "working on the slow link."
+    )
+    calibration_events = 1
+
+    def needs(self, target: Target, settings: Settings) -> Needs:
+        return Needs(socket=True)
+
+    def planned(
+        self, target: Target, profile: ProviderProfile, settings: Settings
+    ) -> tuple[PlannedDelivery, ...]:
+        calibration = PlannedDelivery(
+            event=1, kind="probe", attempt=1, fault="none", at_ms=0, when="before the trial"
+        )
+        return (calibration, *retry_plan(profile, settings, "original", SenderTimeout.name))
+
+    async def run(self, trial: TrialContext) -> None:
+        event = trial.event(0)
+        await trial.observe(event, "before")
+        async with injected(trial, LATENCY):
+            calibration = trial.event(self.events_per_trial)
+            request, record = trial.prepare(
+                calibration, kind="probe", attempt=1, fault=SenderTimeout(trial.lab.horizon_s)
+            )
+            await trial.transmit(request, record)
+            await trial.lab.transport.quiesce(trial.lab.horizon_s)
+            timeout_s = max(MIN_TIMEOUT_S, record.latency_ms / 1000 * trial.lab.settings.overlap_ratio)
+            trial.parameters.update(
+                measured_latency_ms=record.latency_ms, first_timeout_s=round(timeout_s, 6)
+            )
+            started = time.monotonic()
+            first = await trial.send(event, kind="original", attempt=1, fault=SenderTimeout(timeout_s))
+            await retry_until_acked(trial, event, started=started, first=first)
+            await trial.lab.transport.quiesce(trial.lab.horizon_s)
+        await trial.observe(event, "after-fault")
+        await trial.settle([event])

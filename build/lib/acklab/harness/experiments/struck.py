@@ -1,0 +1,73 @@
+"""What the deeper experiments share: sender-side fault labels and the sender's retries.
+
+In the deeper experiments the fault strikes away from the HTTP exchange — on the link to
+the database, or by killing the handler's process — so the sender sees whatever reaches
+it (the handler's answer, a timeout, a dropped connection). The labels below only name
+that fault in the delivery records. After the fault, the sender retries on its compressed
+schedule, exactly as `TrialContext.deliver` does, until it sees a 2xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import httpx
+
+from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.templates import Event
+from acklab.harness.transports import Exchange
+from acklab.harness.trial import STOP_RETRYING, TrialContext
+
+
+class _Struck:
+    async def sender_view(self, exchange: Exchange) -> httpx.Response:
+        return exchange.respond(await exchange.answer_within(exchange.ticket.sender_timeout_s))
+
+
+@dataclass(frozen=True)
+class DbLinkStruck(_Struck):
+    """This attempt ran while a fault was on the handler's link to its database."""
+
+    name: ClassVar[str] = "db-link"
+
+
+@dataclass(frozen=True)
+class CrashAfterCommit(_Struck):
+    """The handler's process SIGKILLs itself after its commit, before it answers."""
+
+    name: ClassVar[str] = "crash-after-commit"
+
+
+@dataclass(frozen=True)
+class CrashMidTransaction(_Struck):
+    """The lab SIGKILLs the handler's process while its transaction is open."""
+
+    name: ClassVar[str] = "crash-mid-transaction"
+
+
+def sender_acked(record: DeliveryRecord) -> bool:
+    status = record.sender_status
+    return status is not None and (200 <= status < 300 or status in STOP_RETRYING)
+
+
+async def retry_until_acked(
+    trial: TrialContext, event: Event, *, started: float, first: DeliveryRecord
+) -> list[DeliveryRecord]:
+    """Attempts 2..N at the schedule's offsets from ``started``, until the sender sees a 2xx."""
+    if sender_acked(first):
+        return []
+    schedule = trial.lab.schedule
+    attempts = min(len(schedule), trial.lab.settings.max_attempts)
+    sent: list[DeliveryRecord] = []
+    for n in range(2, attempts + 1):
+        delay = started + schedule[n - 1] - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        record = await trial.send(event, kind="retry", attempt=n)
+        sent.append(record)
+        if sender_acked(record):
+            break
+    return sent

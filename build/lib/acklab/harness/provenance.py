@@ -1,0 +1,75 @@
+"""Which code a verdict is about: the commit of the handler under test, for the incident's target.
+
+``CI_COMMIT_SHA`` when a pipeline sets it; otherwise ``git rev-parse HEAD`` of the checkout
+the handler's code comes from (the fixture: the checkout holding the imported ``app``
+package; a target spec: the working directory). ``dirty`` says whether that checkout had
+uncommitted changes when the run started (a repair flow tests a patch before committing
+it): the sha alone would then name code that is not what ran. Neither is ever a reason to
+fail a run: without git, outside a repository, or when git refuses (another user's
+checkout), both are unknown (None).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess  # nosec B404
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GIT_TIMEOUT_S = 10.0
+_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+@dataclass(frozen=True)
+class Revision:
+    """The commit of the code under test, and whether its checkout was dirty (None: unknown)."""
+
+    commit_sha: str | None = None
+    dirty: bool | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The incident's ``target.commit_sha`` (always) and ``target.dirty`` (when known)."""
+        return {"commit_sha": self.commit_sha, **({"dirty": self.dirty} if self.dirty is not None else {})}
+
+
+def _git(directory: Path, *args: str) -> str | None:
+    """`git -C directory ARGS`'s stdout, or None when git is missing or fails in any way."""
+    git = shutil.which("git")
+    if git is None or not directory.is_dir():
+        return None
+    try:
+        # git by absolute path, our own argv list, no shell.
+        done = subprocess.run(  # nosec B603
+            [git, "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            # A locale or pager of the user's must not change what we parse.
+            env={**os.environ, "LC_ALL": "C", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _ci_sha(env: Mapping[str, str]) -> str | None:
+    value = env.get("CI_COMMIT_SHA", "").strip().lower()
+    return value if _SHA.fullmatch(value) else None
+
+
+def revision_of(directory: Path | None, env: Mapping[str, str] | None = None) -> Revision:
+    """The revision of the code in `directory` (any folder inside its checkout)."""
+    env = os.environ if env is None else env
+    head = status = None
+    if directory is not None:
+        head = _git(directory, "rev-parse", "--verify", "--quiet", "HEAD")
+        # Only a checkout with a commit has a meaningful "dirty" (an empty repository has no HEAD).
+        status = _git(directory, "status", "--porcelain") if head else None
+    sha = _ci_sha(env) or (head.strip() if head and _SHA.fullmatch(head.strip()) else None)
+    return Revision(commit_sha=sha, dirty=None if status is None else bool(status.strip()))

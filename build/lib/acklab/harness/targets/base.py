@@ -1,0 +1,130 @@
+"""What the lab needs to know about a target, however it is provided (fixture or spec file)."""
+
+from __future__ import annotations
+
+import ipaddress
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from acklab.harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
+from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.provenance import Revision, revision_of
+from acklab.harness.targets.effects import EffectsProbe
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a correct handler does: at most `max_effects` per event; conflicts get one of `conflict_status`."""
+
+    max_effects: int = 1
+    conflict_status: tuple[int, ...] = (409, 422)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an experiment needs of the endpoint it is given."""
+
+    socket: bool = False  # real TCP: concurrency, timeouts and resets need one
+    processing_delay_ms: int = 0  # fixture only: simulated work inside the handler's transaction
+
+
+@dataclass
+class Endpoint:
+    """A served target: where to send, through which transport, and how to count effects."""
+
+    url: str
+    transport: httpx.AsyncBaseTransport
+    probe: EffectsProbe
+    socket: bool
+    processing_delay_ms: int = 0
+
+
+@dataclass
+class Target(ABC):
+    """A webhook consumer under test plus the way to count its side effects."""
+
+    name: str
+    kind: str  # "fixture" or "spec"
+    handler: str | None
+    endpoint: str
+    database: str | None
+    scheme: str
+    secret: str = field(repr=False)
+    timeout_s: float
+    template: Mapping[str, Any]
+    conflict_set: Mapping[str, Any]
+    expect: Expect
+    # Processing delays only a built-in fixture can simulate (timeout-overlap uses it).
+    can_delay: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        """The incident's ``target`` object (never a credential)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "handler": self.handler,
+            "endpoint": self.endpoint,
+            "database": redact(self.database) if self.database else None,
+            "provider": self.scheme,
+            **self.revision.describe(),
+        }
+
+    def source_dir(self) -> Path | None:
+        """A folder inside the checkout the handler's code comes from (None: unknown)."""
+        return None
+
+    @cached_property
+    def revision(self) -> Revision:
+        """The handler's commit, read once: the runner pins it before it writes anything, so the
+        run's own evidence directory never makes the checkout look dirty."""
+        return revision_of(self.source_dir())
+
+    def database_urls(self) -> tuple[str, ...]:
+        """The database URLs the lab holds for this target (never written: they may carry a password)."""
+        return ()
+
+    def credentials(self) -> set[str]:
+        """What no written byte may contain: the signing secret, each database password in every spelling."""
+        found = {self.secret} if len(self.secret) >= MIN_SECRET_CHARS else set()
+        return found.union(*(url_secrets(url) for url in self.database_urls()))
+
+    async def preflight(self) -> None:  # noqa: B027 - optional hook
+        """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""
+
+    @abstractmethod
+    def serve(self, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        """Serve (or connect to) the target for one experiment."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what the target holds for the whole run (a temporary database)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_local(url: str, *, field_name: str, allow_remote: bool) -> None:
+    """Refuse (exit 5) a URL whose host is off the loopback range, unless allowed."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{field_name}: got {url!r}; expected an http(s):// URL with a host")
+    if not allow_remote and not is_loopback(parts.hostname):
+        raise RemoteRefused(
+            f"{field_name} {url!r} is off the loopback range (host {parts.hostname!r}); acklab attacks "
+            "it on purpose, so only local targets are allowed. Pass --allow-remote if you own it."
+        )

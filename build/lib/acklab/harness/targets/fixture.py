@@ -1,0 +1,169 @@
+"""The built-in targets ``fixture:live`` and ``fixture:unsafe``: the webhook fixture in ``app/``.
+
+The only harness module that imports ``app``. The lab starts the fixture itself, on a
+temporary SQLite database (or on ``--db URL``), in-process over ASGI where that is
+faithful and on a real uvicorn socket where an experiment needs one (concurrency,
+timeouts, resets). Every experiment gets a fresh app instance on the same database; the
+timeout-overlap experiment's instance has the lab-only ``processing_delay_ms`` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import acklab.app as fixture_package
+from acklab.app.errors import FixtureError
+from acklab.app.main import create_app
+from acklab.app.settings import Settings
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.credentials import redact
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.leases import Lease, current_book
+from acklab.harness.providers import profile
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
+from acklab.harness.targets.effects import HttpProbe, database_kind
+from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.transports import asgi_transport, socket_transport
+
+HANDLERS = ("live", "unsafe")
+FIXTURE_SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify")
+IN_PROCESS = "http://fixture.acklab"
+FIXTURE_TEMPLATE = {
+    "id": "{{event_id}}",
+    "type": "order.paid",
+    "timestamp": "{{timestamp}}",
+    "data": {"order_id": "{{order_id}}", "amount_cents": 1200, "currency": "EUR"},
+}
+FIXTURE_CONFLICT = {"data.amount_cents": 9900}
+
+
+def new_secret() -> str:
+    """A fresh Standard Webhooks secret (whsec_ + base64 of 24 random bytes) for one run."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+@dataclass
+class FixtureTarget(Target):
+    """The webhook fixture with the `handler` under test (``live`` or ``unsafe``)."""
+
+    db_url: str | None = None
+    _tmpdir: Path | None = field(default=None, repr=False)
+    _lease: Lease | None = field(default=None, repr=False)
+
+    @property
+    def database_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        if self._tmpdir is None:
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
+            self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
+        return f"sqlite:///{self._tmpdir / 'fixture.db'}"
+
+    def _app(self, processing_delay_ms: int) -> Any:
+        try:
+            settings = Settings(
+                database_url=self.database_url,
+                handler=self.handler,  # type: ignore[arg-type]
+                scheme=self.scheme,  # type: ignore[arg-type]
+                secret=self.secret,  # type: ignore[arg-type]
+                processing_delay_ms=processing_delay_ms,
+            )
+            return create_app(settings)
+        except FixtureError as exc:
+            # The fixture names the URL it was given, password and all: the message reaches
+            # records and stderr redacted, and the original is not chained into tracebacks.
+            raise HarnessError(
+                f"the fixture could not start: {redact(str(exc))}", exit_code=ExitCode(exc.exit_code)
+            ) from None
+
+    def database_urls(self) -> tuple[str, ...]:
+        return (self.db_url,) if self.db_url else ()
+
+    def source_dir(self) -> Path | None:
+        # The checkout holding the app package that is imported, i.e. the handler that runs.
+        where = fixture_package.__file__
+        return Path(where).resolve().parent if where else None
+
+    async def preflight(self) -> None:
+        app = await asyncio.to_thread(self._app, 0)
+        app.state.fixture.engine.dispose()
+
+    @asynccontextmanager
+    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+        app = await asyncio.to_thread(self._app, needs.processing_delay_ms)
+        if needs.socket or needs.processing_delay_ms:
+            server = await asyncio.to_thread(ThreadedServer(app).start)
+            probe = HttpProbe(
+                f"{server.url}/events/{{{{event_id}}}}/effects",
+                "count",
+                transport=socket_transport(),
+                source="fixture",
+            )
+            transport = socket_transport()
+            try:
+                yield Endpoint(
+                    f"{server.url}/webhooks/orders", transport, probe, True, needs.processing_delay_ms
+                )
+            finally:
+                await transport.aclose()
+                await probe.aclose()
+                await asyncio.to_thread(server.stop)
+            return
+        async with app.router.lifespan_context(app):
+            probe = HttpProbe(
+                f"{IN_PROCESS}/events/{{{{event_id}}}}/effects",
+                "count",
+                transport=asgi_transport(app),
+                source="fixture",
+            )
+            transport = asgi_transport(app)
+            try:
+                yield Endpoint(f"{IN_PROCESS}/webhooks/orders", transport, probe, False)
+            finally:
+                await transport.aclose()
+                await probe.aclose()
+
+    async def aclose(self) -> None:
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+        if self._lease is not None:
+            current_book().release(self._lease)
+            self._lease = None
+
+
+def fixture_target(ref: str, *, db_url: str | None) -> FixtureTarget:
+    """``fixture:live`` / ``fixture:unsafe`` (optionally ``@<scheme>``, e.g. ``fixture:live@stripe``)."""
+    spec = ref.removeprefix("fixture:")
+    handler, _, scheme = spec.partition("@")
+    scheme = scheme or "standard"
+    if handler not in HANDLERS:
+        raise SpecError(f"--target: got {ref!r}; expected fixture:live, fixture:unsafe or a target spec file")
+    if scheme not in FIXTURE_SCHEMES:
+        raise SpecError(
+            f"--target: got scheme {scheme!r} in {ref!r}; the fixture signs with one of {', '.join(FIXTURE_SCHEMES)}"
+        )
+    return FixtureTarget(
+        name=f"fixture:{handler}" + (f"@{scheme}" if scheme != "standard" else ""),
+        kind="fixture",
+        handler=handler,
+        endpoint="fixture /webhooks/orders (in-process ASGI; uvicorn on 127.0.0.1 where a socket is needed)",
+        database=database_kind(db_url) if db_url else "sqlite",
+        scheme=scheme,
+        secret=new_secret(),
+        timeout_s=profile(scheme).timeout_s,
+        template=FIXTURE_TEMPLATE,
+        conflict_set=FIXTURE_CONFLICT,
+        expect=Expect(),
+        can_delay=True,
+        db_url=db_url,
+    )

@@ -1,0 +1,219 @@
+"""One trial in progress: it delivers like the provider would, observes, and keeps the records.
+
+Experiments call `send` (one attempt), `deliver` (an attempt and the provider's retries
+until the sender sees a 2xx), `observe` and `settle` (wait for quiescence, then read the
+final effects). Everything sent or read is recorded; verdicts are computed later from the
+records alone (`harness.verdicts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.deliveries import CommitConfirmation, DeliveryRecord, Observation
+from acklab.harness.faults import Fault, NoFault
+from acklab.harness.lab import Lab
+from acklab.harness.plan import TrialPlan
+from acklab.harness.signing import Attempt, redact
+from acklab.harness.templates import Event, render
+from acklab.harness.transports import TICKET, Ticket
+
+CONFIRM_WINDOW_S = 2.0
+STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint
+
+
+class TrialContext:
+    """Delivers, observes and records for one trial of one experiment."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        plan: TrialPlan,
+        *,
+        on_delivery: Callable[[DeliveryRecord], None] | None = None,
+        on_observation: Callable[[Observation], None] | None = None,
+    ) -> None:
+        self.lab, self.plan = lab, plan
+        self.deliveries: list[DeliveryRecord] = []
+        self.observations: list[Observation] = []
+        self.confirmations: list[CommitConfirmation] = []
+        self.parameters: dict[str, Any] = {}
+        self.errors: list[str] = []
+        self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
+        self._events: dict[int, Event] = {}
+        self._on_delivery, self._on_observation = on_delivery, on_observation
+
+    # -- events ------------------------------------------------------------------------
+
+    def event(self, k: int) -> Event:
+        """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
+        if k not in self._events:
+            created = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            self._events[k] = render(
+                self.lab.target.template,
+                event_id=self.plan.event_ids[k],
+                order_id=self.plan.order_ids[k],
+                seq=self.plan.index * 100 + k,
+                timestamp=created,
+            )
+        return self._events[k]
+
+    # -- delivering --------------------------------------------------------------------
+
+    def _last_seq(self) -> int | None:
+        return self.deliveries[-1].seq if self.deliveries else None
+
+    def prepare(
+        self,
+        event: Event,
+        *,
+        kind: str,
+        attempt: int,
+        fault: Fault,
+        timestamp: int | None = None,
+        secret: str | None = None,
+        signed_body: bytes | None = None,
+    ) -> tuple[httpx.Request, DeliveryRecord]:
+        """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when tampering."""
+        lab = self.lab
+        stamp = int(time.time()) if timestamp is None else timestamp
+        signed = Attempt(
+            event.event_id, event.event_type, signed_body or event.body, stamp, str(uuid.uuid4())
+        )
+        headers = {"Content-Type": "application/json", "User-Agent": "acklab"}
+        headers.update(lab.signer.headers(signed, lab.target.secret if secret is None else secret))
+        record = DeliveryRecord(
+            seq=len(self.deliveries),
+            event_id=event.event_id,
+            attempt=attempt,
+            kind=kind,
+            fault=fault.name,
+            headers=redact(headers),
+            body=event.body,
+            on_complete=self._on_delivery,
+        )
+        self.deliveries.append(record)
+        ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
+        request = lab.client.build_request(
+            "POST", lab.url, content=event.body, headers=headers, extensions={TICKET: ticket}
+        )
+        return request, record
+
+    async def transmit(self, request: httpx.Request, record: DeliveryRecord) -> DeliveryRecord:
+        """Send a prepared attempt; the sender's view lands in the record, never raises."""
+        try:
+            response = await self.lab.client.send(request)
+            await response.aclose()
+        except httpx.TimeoutException as exc:
+            record.finish_sender(status=None, error=f"timeout: {exc}")
+        except httpx.HTTPError as exc:
+            record.finish_sender(status=None, error=f"{type(exc).__name__}: {exc}")
+        else:
+            record.finish_sender(status=response.status_code, error=None)
+        return record
+
+    async def send(
+        self, event: Event, *, kind: str, attempt: int = 1, fault: Fault | None = None, **how: Any
+    ) -> DeliveryRecord:
+        request, record = self.prepare(event, kind=kind, attempt=attempt, fault=fault or NoFault(), **how)
+        return await self.transmit(request, record)
+
+    async def deliver(
+        self, event: Event, *, first_fault: Fault | None = None, kind: str = "original"
+    ) -> list[DeliveryRecord]:
+        """Attempt 1 (with `first_fault`), then the provider's retries until the sender sees a 2xx.
+
+        Attempt n is sent at the compressed schedule's n-th offset from the first attempt, and
+        never before the sender is done with attempt n-1. A fresh signature each time; the
+        same body bytes and event id.
+        """
+        schedule = self.lab.schedule
+        attempts = min(len(schedule), self.lab.settings.max_attempts)
+        sent: list[DeliveryRecord] = []
+        started = time.monotonic()
+        for n in range(1, attempts + 1):
+            delay = started + schedule[n - 1] - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            fault = first_fault if (n == 1 and first_fault is not None) else NoFault()
+            record = await self.send(event, kind=kind if n == 1 else "retry", attempt=n, fault=fault)
+            sent.append(record)
+            status = record.sender_status
+            if status is not None and (200 <= status < 300 or status in STOP_RETRYING):
+                break
+        return sent
+
+    async def _confirm(self, record: DeliveryRecord, synthetic_status: int) -> None:
+        """lost-ack: read the effects back until the handler's commit shows (or the window ends)."""
+        deadline = time.monotonic() + (CONFIRM_WINDOW_S if record.acknowledged else 0)
+        while True:
+            effects = await self.lab.endpoint.probe.count(record.event_id)
+            if effects >= 1 or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        now = utcnow()
+        self.confirmations.append(
+            CommitConfirmation(record.seq, effects >= 1, effects, now, synthetic_status)
+        )
+        self._record(
+            Observation(
+                now,
+                record.event_id,
+                effects,
+                self.lab.endpoint.probe.source,
+                record.seq,
+                "commit-confirmation",
+            )
+        )
+
+    # -- observing ---------------------------------------------------------------------
+
+    def _record(self, observation: Observation) -> Observation:
+        self.observations.append(observation)
+        if self._on_observation is not None:
+            self._on_observation(observation)
+        return observation
+
+    async def observe(self, event: Event, note: str) -> Observation:
+        effects = await self.lab.endpoint.probe.count(event.event_id)
+        return self._record(
+            Observation(
+                utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, self._last_seq(), note
+            )
+        )
+
+    async def _stable_count(self, event_id: str) -> int:
+        """The count once it reads the same over the settle window (bounded by the horizon)."""
+        step = self.lab.settings.settle_ms / 2000
+        deadline = time.monotonic() + self.lab.horizon_s
+        reads = [await self.lab.endpoint.probe.count(event_id)]
+        while len(reads) < 3 or len(set(reads[-3:])) > 1:
+            if time.monotonic() > deadline:
+                self.errors.append(f"effects of {event_id} never settled: read {reads[-3:]}")
+                break
+            await asyncio.sleep(step)
+            reads.append(await self.lab.endpoint.probe.count(event_id))
+        return reads[-1]
+
+    async def settle(self, events: Iterable[Event], note: str = "final") -> None:
+        """Quiescence: wait until no delivery is in flight and the effects stop moving; then observe."""
+        if not await self.lab.transport.quiesce(self.lab.horizon_s):
+            self.errors.append(
+                f"{self.lab.transport.inflight} deliveries still in flight after {self.lab.horizon_s:.0f} s; "
+                "the handler never answered them"
+            )
+        events = list(events)
+        counts = await asyncio.gather(*(self._stable_count(e.event_id) for e in events))
+        last = self._last_seq()
+        for event, effects in zip(events, counts, strict=True):
+            self._record(
+                Observation(utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, last, note)
+            )

@@ -1,0 +1,144 @@
+"""One import name (DESIGN.md): the wheel installs `acklab` and nothing beside it.
+
+The folders stay at the repository's top level; pyproject's package-dir maps them beneath
+`acklab`. These tests build the real wheel and install it next to a user's package that
+ships its own `app/` and `console/`, as a service repository would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"app": "acklab.app", "harness": "acklab.harness", "evidence": "acklab.evidence"}
+FOLDERS |= {"console": "acklab.console", "flows": "acklab.flows", "acklab": "acklab"}
+
+
+def _declared() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def test_every_package_folder_is_declared_under_acklab():
+    declared = _declared()
+    found = set()
+    for folder, name in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([name, *rel.parts]))
+    assert set(declared["packages"]) == found  # type: ignore[arg-type]
+    assert declared["package-dir"] == {v: k for k, v in FOLDERS.items()}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("acklab-*.whl")
+    return built
+
+
+@pytest.mark.slow
+def test_the_wheel_has_one_top_level_name_and_its_data(wheel: Path):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        assert archive.read(top_level).decode().split() == ["acklab"]
+        assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"acklab"}
+    for needed in (
+        "acklab/py.typed",
+        "acklab/app/webhooks.py",
+        "acklab/harness/experiments/__init__.py",
+        "acklab/evidence/schemas/run.schema.json",
+        "acklab/evidence/schemas/vendor/SOURCES.md",
+        "acklab/console/templates/base.html",
+        "acklab/console/static/console.css",
+        "acklab/flows/repair.yaml",
+        "acklab/flows/recipes/receipt_handler.py.txt",
+    ):
+        assert needed in names, needed
+
+
+USER_FILES = {
+    "pyproject.toml": (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "shop-service"\nversion = "1.0"\n\n'
+        '[tool.setuptools]\npackages = ["app", "console"]\n'
+    ),
+    "app/__init__.py": "SHOP = 'the shop service'\n",
+    "app/main.py": "def main() -> str:\n    return 'shop'\n",
+    "console/__init__.py": "CONSOLE = 'the shop console'\n",
+}
+
+
+@pytest.mark.slow
+def test_installed_beside_a_service_with_its_own_app_nothing_of_theirs_changes(wheel: Path, tmp_path: Path):
+    service = tmp_path / "shop"
+    for rel, text in USER_FILES.items():
+        (service / rel).parent.mkdir(parents=True, exist_ok=True)
+        (service / rel).write_text(text)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # acklab's dependencies come from this interpreter's environment (no download); a path
+    # line in a .pth file adds the folder without running the .pth files inside it, so the
+    # development checkout's editable finder stays out of the fresh environment.
+    Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, str(service)], check=True, timeout=300, capture_output=True)
+    subprocess.run([*pip, str(wheel)], check=True, timeout=300, capture_output=True)
+    installed = {rel: (Path(site) / rel).read_text() for rel in USER_FILES if rel != "pyproject.toml"}
+    assert installed == {rel: text for rel, text in USER_FILES.items() if rel != "pyproject.toml"}
+
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONHOME"}}
+    env["PYTHONPATH"] = "."  # as CI jobs often do: the service's own checkout first on sys.path
+    argv = ["run", "--target", "fixture:live", "--experiment", "lost-ack", "--trials", "1", "--json"]
+    done = subprocess.run(
+        [str(venv / "bin" / "acklab"), *argv, "--out", str(tmp_path / "out")],
+        cwd=service,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    probe = "import app, console, acklab.app.webhooks as w; print(app.SHOP, console.CONSOLE, w.__file__)"
+    seen = subprocess.run(
+        [str(python), "-c", probe], cwd=service, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert seen.startswith("the shop service the shop console ")
+    assert Path(seen.split()[-1]).is_relative_to(site)
+
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "acklab"], check=True, timeout=120)
+    assert not (Path(site) / "acklab").exists()
+    assert {rel: (Path(site) / rel).read_text() for rel in installed} == installed
