@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,14 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
-from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.harness.errors import SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.plan import Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.records import error_json
 from acklab.harness.runner import RunOptions, prepare
 from acklab.harness.runner import run as run_lab
 from acklab.harness.specs import all_problems, load_spec
@@ -104,6 +106,14 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Retry schedules are divided by this factor (order and count kept).",
         ),
+        click.option(
+            "--settle-ms",
+            type=click.FloatRange(min=1, max=600_000),
+            default=Settings().settle_ms,
+            show_default=True,
+            help="Effects count as settled once they read the same over this window (after the "
+            "target's expect.effects_within_s has passed since the last answer).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -111,11 +121,13 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run_options(kwargs: dict[str, Any]) -> RunOptions:
-    settings = Settings(time_compression=kwargs["time_compression"], burst=kwargs["burst"])
+    settings = Settings(
+        time_compression=kwargs["time_compression"], burst=kwargs["burst"], settle_ms=kwargs["settle_ms"]
+    )
     ctx = click.get_current_context()
     explicit = {
         name: kwargs[name]
-        for name in ("burst", "time_compression")
+        for name in ("burst", "time_compression", "settle_ms")
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     resolved = resolve(tuple(kwargs["experiments"]), kwargs["trials"], settings, explicit=explicit)
@@ -133,11 +145,32 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
     )
 
 
+@contextmanager
+def _json_on_error(as_json: bool, target: str) -> Iterator[None]:
+    """With --json, a run that ends without a verdict (exit 3-7) still prints its one object."""
+    try:
+        yield
+    except AcklabError as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, str(exc))))
+        raise
+    except Exception as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, f"lab failure: {type(exc).__name__}: {exc}")))
+        raise
+
+
 @click.command("run", context_settings=CONTEXT)
 @_options
 def run(**kwargs: Any) -> int:
-    """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
-    result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    """Attack a target with fault experiments and give a verdict.
+
+    Exit 0: every experiment passed. 1: an experiment proved a violation (even if others
+    erred; they are listed). 4: nothing failed but something could not be judged. An
+    experiment that does not apply to the target is listed as skipped, with its reason.
+    """
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
         click.echo(json.dumps(result.as_json(), sort_keys=False))
     return int(result.exit_code)
@@ -147,7 +180,8 @@ def run(**kwargs: Any) -> int:
 @_options
 def plan(**kwargs: Any) -> int:
     """Print the frozen delivery plan of a run; nothing is sent."""
-    _, _, the_plan, _, _ = prepare(_run_options(kwargs))
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        _, _, the_plan, _, _ = prepare(_run_options(kwargs))
     if kwargs["as_json"]:
         click.echo(json.dumps(the_plan.as_dict()))
         return int(ExitCode.OK)
@@ -164,6 +198,9 @@ def plan(**kwargs: Any) -> int:
         deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
         table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
     console.print(table)
+    for skipped in the_plan.skipped:
+        what = f"{skipped.name} ({skipped.variant})" if skipped.variant else skipped.name
+        console.print(f"skipped: {what}: {skipped.reason}")
     return int(ExitCode.OK)
 
 
@@ -178,7 +215,7 @@ def validate(file: Path) -> int:
             from acklab.harness.targets.spec import check_target_doc
 
             check_target_doc(doc, source=str(file))
-        click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})", err=True)
+        click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
         return int(ExitCode.OK)
     for line in problems:
         click.echo(f"{file}: {line}", err=True)
