@@ -95,7 +95,15 @@ def test_run_json_prints_exactly_the_design_object_and_a_failed_handler_exits_1(
     assert set(result) == {"run_id", "verdict", "target", "error", "experiments", "bundle"}
     assert (result["verdict"], result["target"], result["error"]) == ("fail", "fixture:unsafe", None)
     (experiment,) = result["experiments"]
-    assert set(experiment) == {"name", "verdict", "trials", "reason", "fault_landed", "violations", "incident"}
+    assert set(experiment) == {
+        "name",
+        "verdict",
+        "trials",
+        "reason",
+        "fault_landed",
+        "violations",
+        "incident",
+    }
     assert (experiment["name"], experiment["verdict"], experiment["trials"]) == ("lost-ack", "fail", 1)
     assert (experiment["fault_landed"], experiment["reason"]) == (1, None)
     (violation,) = experiment["violations"]
@@ -176,7 +184,6 @@ def test_validate_refuses_a_contradictory_expect_with_exit_3(tmp_path, capsys, m
     path = spec(tmp_path, expect={"conflict": "ignore", "effects_within_s": 0.5})
     assert acklab("validate", str(path)) == 0
     assert "a valid target spec" in capsys.readouterr().out
-
 
 
 def test_a_fixture_database_that_does_not_answer_is_exit_4(tmp_path, capsys):
