@@ -23,6 +23,9 @@ from acklab.harness.execute import rejudge
 from acklab.harness.targets import Endpoint, Needs, Target
 
 CONCURRENT_READS = 8
+# The last trial was judged moments ago: give a straggler of its background work a moment
+# before the one read that could still catch it.
+LATE_GRACE_S = 0.25
 
 
 async def _reread_one(endpoint: Endpoint, record: dict[str, Any], gate: asyncio.Semaphore) -> None:
@@ -64,6 +67,7 @@ async def reread(target: Target, records: Iterable[dict[str, Any]]) -> list[dict
     records = [r for r in records if r["deliveries"]]
     if not records:
         return []
+    await asyncio.sleep(LATE_GRACE_S)
     gate = asyncio.Semaphore(CONCURRENT_READS)
     try:
         async with target.serve(Needs()) as endpoint:

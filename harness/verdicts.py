@@ -258,9 +258,15 @@ def _judge_delivered(
                 "expect.effects_within_s"
             )
         else:
+            hint = (
+                ""
+                if expect.effects_within_s
+                else " (if this consumer acknowledges first and works "
+                "afterwards, set expect.effects_within_s to how long the work may take)"
+            )
             detail = (
                 f"{role}the handler answered {first['status']} to delivery seq {first['seq']} but no side "
-                f"effect exists{waited}"
+                f"effect exists{waited}{hint}"
             )
         result.violate("acked-exactly-once", event_id, counts.judged, "== 1", detail, delivery=first)
     return True
