@@ -19,7 +19,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -61,10 +61,18 @@ def accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
         return False
 
 
-def readiness(url: str, statuses: tuple[int, ...], client: httpx.Client) -> tuple[bool, str]:
-    """One readiness poll: (ready, what was seen)."""
+def readiness(
+    url: str, statuses: tuple[int, ...], client: httpx.Client, *, hang_is_ready: bool = False
+) -> tuple[bool, str]:
+    """One readiness poll: (ready, what was seen).
+
+    `hang_is_ready`: a service the lab did not start, that accepted the connection but did not
+    answer a GET in time, is taken as it is (its webhook route may simply not serve GET).
+    """
     try:
         response = client.get(url)
+    except httpx.TimeoutException as exc:
+        return hang_is_ready and not isinstance(exc, httpx.ConnectTimeout), f"GET {url}: no answer ({exc})"
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     status = response.status_code
@@ -78,16 +86,21 @@ def describe_rule(url: str, statuses: tuple[int, ...]) -> str:
 
 
 def wait_ready(
-    url: str, statuses: tuple[int, ...], timeout_s: float, *, alive: object = None
+    url: str,
+    statuses: tuple[int, ...],
+    timeout_s: float,
+    *,
+    alive: Callable[[], bool] | None = None,
+    hang_is_ready: bool = False,
 ) -> tuple[bool, str]:
     """Poll until ready or `timeout_s`; (ready, the last thing seen). `alive()` False stops early."""
     deadline = time.monotonic() + timeout_s
     seen = "nothing yet"
     with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False) as client:
         while True:
-            if callable(alive) and not alive():
+            if alive is not None and not alive():
                 return False, seen
-            ready, seen = readiness(url, statuses, client)
+            ready, seen = readiness(url, statuses, client, hang_is_ready=hang_is_ready)
             if ready or time.monotonic() >= deadline:
                 return ready, seen
             time.sleep(POLL_S)

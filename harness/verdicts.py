@@ -303,7 +303,14 @@ def _judge_unacknowledged(
     if booting and not answers:
         result.errors.append(
             f"{event_id}: no attempt reached a ready handler — the answers ({statuses}) came while the lab's "
-            "own service was booting or restarting; the lab did not test the handler"
+            "own service was booting, restarting or down; the lab did not test the handler"
+        )
+        return False
+    if not answers and counts.last == 0:
+        why = next((d["error"] for d in delivered if d.get("error")), "no answer")
+        result.errors.append(
+            f"{event_id}: no attempt got an answer from the handler ({why}); nothing was tested — "
+            "is the service up at the endpoint?"
         )
         return False
     if counts.last == 0:

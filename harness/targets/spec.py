@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -150,7 +151,9 @@ class SpecTarget(Target):
         await writer.wait_closed()
         if self.command is None:
             # A service the lab did not start may still be booting: wait for it as for our own.
-            ready, seen = await asyncio.to_thread(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S)
+            ready, seen = await asyncio.to_thread(
+                functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
+            )
             if not ready:
                 raise TargetUnreachable(
                     f"target {self.name!r}: the service at {self.endpoint} never became ready within "

@@ -152,7 +152,7 @@ def test_answers_from_the_labs_own_booting_service_make_the_trial_an_error_never
     ]
     result = judge(trial(booting, [observation(0, "before"), observation(0, "final")]), EXPECT)
     assert result.verdict == "error"
-    assert "booting or restarting" in result.errors[0]
+    assert "booting, restarting or down" in result.errors[0]
 
 
 def test_a_count_that_grew_after_judgement_fails_at_most_once_and_says_when():
