@@ -223,7 +223,7 @@ def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
 
 
 def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
-    """Refuse (exit 3) an ``expect:`` that contradicts itself or the spec."""
+    """Refuse (exit 3) an ``expect:`` or ``command:`` that contradicts itself or cannot work."""
     expect = doc.get("expect", {})
     if expect.get("conflict") == "ignore" and "conflict_status" in expect:
         raise SpecError(
@@ -232,6 +232,12 @@ def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
             "conflict_status, or set conflict: reject"
         )
     command = doc.get("command", {})
+    cwd = command.get("cwd")
+    if isinstance(cwd, str) and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
+        raise SpecError(
+            f"{source}: command.cwd: got {cwd!r}, which is not a directory ({Path(source).parent / cwd}); "
+            "a relative cwd is read from the spec file's folder"
+        )
     statuses = command.get("ready", {}).get("status", [])
     if statuses and all(s in (502, 503, 504) for s in statuses):
         raise SpecError(

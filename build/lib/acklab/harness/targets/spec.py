@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -12,14 +13,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.leases import current_book
 from acklab.harness.providers import profile
-from acklab.harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
+from acklab.harness.service_process import (
+    DEFAULT_READY_TIMEOUT_S,
+    Command,
+    ServiceProcess,
+    describe_rule,
+    host_port,
+    wait_ready,
+)
 from acklab.harness.signing import SIGNERS
 from acklab.harness.specs import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.templates import KNOWN, unknown_placeholders
 from acklab.harness.transports import socket_transport
 
@@ -54,6 +63,23 @@ class ServiceEndpoint(Endpoint):
     """A spec target's endpoint; `service` is the process of its ``command:`` (None without one)."""
 
     service: ServiceProcess | None = None
+    probe_url: str | None = None  # effects.http.url, when the probe is HTTP
+
+    def service_state(self) -> tuple[bool, int] | None:
+        return None if self.service is None else self.service.state()
+
+    def down(self) -> str | None:
+        return None if self.service is None else self.service.down_reason
+
+    def probe_served_by_service(self) -> bool:
+        """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
+        http = getattr(self.probe, "source", "") == "http"
+        return (
+            http
+            and self.service is not None
+            and self.probe_url is not None
+            and (host_port(self.probe_url) == host_port(self.url))
+        )
 
 
 @dataclass
@@ -79,6 +105,22 @@ class SpecTarget(Target):
             return SqlProbe(resolve_env(sql["url"], field_name="effects.sql.url"), sql["count"])
         http = self.effects["http"]
         return HttpProbe(http["url"], http["json_path"])
+
+    def _state(self) -> StateProbe | None:
+        """``effects.sql.state`` or ``effects.http.state_path``: the committed state of one event."""
+        if "sql" in self.effects:
+            sql = self.effects["sql"]
+            if "state" not in sql:
+                return None
+            return SqlState(resolve_env(sql["url"], field_name="effects.sql.url"), sql["state"])
+        http = self.effects["http"]
+        if "state_path" not in http:
+            return None
+        headers = {
+            str(k): resolve_env(str(v), field_name=f"effects.http.headers.{k}")
+            for k, v in http.get("headers", {}).items()
+        }
+        return HttpState(http["url"], http["state_path"], headers=headers)
 
     def database_urls(self) -> tuple[str, ...]:
         if "sql" not in self.effects:
@@ -107,22 +149,52 @@ class SpecTarget(Target):
             ) from exc
         writer.close()
         await writer.wait_closed()
-        probe = self._probe()
+        if self.command is None:
+            # A service the lab did not start may still be booting: wait for it as for our own.
+            ready, seen = await asyncio.to_thread(
+                functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
+            )
+            if not ready:
+                raise TargetUnreachable(
+                    f"target {self.name!r}: the service at {self.endpoint} never became ready within "
+                    f"{DEFAULT_READY_TIMEOUT_S:g} s (readiness: {describe_rule(self.endpoint, ())}; last: "
+                    f"{seen}); wait for it to boot, or let the lab start it with command: and command.ready"
+                )
+        probe, state = self._probe(), self._state()
         try:
             await probe.count("acklab-preflight")
+            if state is not None:
+                await state.read("acklab-preflight")
         finally:
             await probe.aclose()
+            if state is not None:
+                await state.aclose()
 
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
-        probe = self._probe()
+        if self.service is not None and not self.service.running():
+            # Down since a crash it did not come back from: try once more for this experiment;
+            # its trials are lab errors with the cause when it still does not come back.
+            try:
+                await asyncio.to_thread(self.service.start)
+            except HarnessError as exc:
+                raise TargetUnreachable(f"the lab's service is down and did not come back: {exc}") from exc
+        probe, state = self._probe(), self._state()
         transport = socket_transport()
         try:
             yield ServiceEndpoint(
-                url=self.endpoint, transport=transport, probe=probe, socket=True, service=self.service
+                url=self.endpoint,
+                transport=transport,
+                probe=probe,
+                socket=True,
+                state=state,
+                service=self.service,
+                probe_url=self.effects["http"]["url"] if "http" in self.effects else None,
             )
         finally:
             await probe.aclose()
+            if state is not None:
+                await state.aclose()
             await transport.aclose()
 
     async def aclose(self) -> None:
@@ -131,7 +203,8 @@ class SpecTarget(Target):
 
 
 def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
-    """The checks a schema cannot express: placeholders, and where the event id must be."""
+    """The checks a schema cannot express: placeholders, where the event id must be, contradictions."""
+    check_expect(doc, source=source)
     scheme = doc["signing"]["scheme"]
     unknown = unknown_placeholders(doc["event"])
     if unknown:
@@ -149,6 +222,30 @@ def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
         )
 
 
+def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
+    """Refuse (exit 3) an ``expect:`` or ``command:`` that contradicts itself or cannot work."""
+    expect = doc.get("expect", {})
+    if expect.get("conflict") == "ignore" and "conflict_status" in expect:
+        raise SpecError(
+            f"{source}: expect: conflict: ignore says a conflicting body is answered 2xx (dedupe by id), but "
+            f"conflict_status {expect['conflict_status']!r} lists the statuses that reject it; remove "
+            "conflict_status, or set conflict: reject"
+        )
+    command = doc.get("command", {})
+    cwd = command.get("cwd")
+    if isinstance(cwd, str) and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
+        raise SpecError(
+            f"{source}: command.cwd: got {cwd!r}, which is not a directory ({Path(source).parent / cwd}); "
+            "a relative cwd is read from the spec file's folder"
+        )
+    statuses = command.get("ready", {}).get("status", [])
+    if statuses and all(s in (502, 503, 504) for s in statuses):
+        raise SpecError(
+            f"{source}: command.ready.status: got {statuses!r}; 502, 503 and 504 are what a booting service "
+            "or its proxy answers, not readiness; use the status the service answers once it is up (e.g. [200])"
+        )
+
+
 def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
     """Load and check a target spec; refuse remote endpoints (exit 5) before any traffic."""
     _, doc = load_spec(path, expected_kind="target")
@@ -158,6 +255,9 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
     effects = doc["effects"]
     if "http" in effects:
         check_local(effects["http"]["url"], field_name="effects.http.url", allow_remote=allow_remote)
+    ready_url = doc.get("command", {}).get("ready", {}).get("url")
+    if ready_url is not None:
+        check_local(ready_url, field_name="command.ready.url", allow_remote=allow_remote)
     scheme = doc["signing"]["scheme"]
     secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
     SIGNERS[scheme].check_secret(secret)
@@ -183,17 +283,32 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         expect=Expect(
             max_effects=int(expect.get("max_effects", 1)),
             conflict_status=tuple(expect.get("conflict_status", (409, 422))),
+            conflict=str(expect.get("conflict", "reject")),
+            effects_within_s=float(expect.get("effects_within_s", 0)),
         ),
         effects=effects,
         source=source,
-        command=_command(command) if command is not None else None,
+        command=_command(command, spec_dir=path.resolve().parent) if command is not None else None,
     )
 
 
-def _command(doc: Mapping[str, Any]) -> Command:
+def _command(doc: Mapping[str, Any], *, spec_dir: Path) -> Command:
     env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
+    cwd = None
+    if "cwd" in doc:
+        # Relative to the spec file: a spec committed beside the service names its folder.
+        cwd = (spec_dir / resolve_env(str(doc["cwd"]), field_name="command.cwd")).resolve()
+        if not cwd.is_dir():
+            raise SpecError(
+                f"command.cwd: got {doc['cwd']!r}, which is not a directory ({cwd}); a relative cwd is "
+                "read from the spec file's folder"
+            )
+    ready = doc.get("ready", {})
     return Command(
         argv=tuple(str(a) for a in doc["argv"]),
         env=env,
         ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
+        cwd=cwd,
+        ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
+        ready_status=tuple(int(s) for s in ready.get("status", ())),
     )
