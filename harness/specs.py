@@ -11,11 +11,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import ValidationError
 from jsonschema.exceptions import best_match
 
 from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.loading import SPEC, DocumentError
+from acklab.evidence.loading import load_yaml as load_bounded_yaml
 from acklab.evidence.validate import schema_kinds, validator
 from acklab.harness.errors import SpecError
 
@@ -33,15 +34,14 @@ def spec_kinds() -> list[str]:
 
 
 def load_yaml(path: Path) -> Any:
+    """A spec file's document, read within the SPEC limits (size, depth, aliases; exit 3 beyond)."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist; check the path (relative to {Path.cwd()})")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read it: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+        return load_bounded_yaml(path, limits=SPEC)
+    except DocumentError as exc:
+        raise SpecError(str(exc)) from exc
 
 
 def _value(instance: Any) -> str:
