@@ -67,6 +67,7 @@ def verify_command(path: Path, as_json: bool) -> int:
                         "changed": list(r.changed),
                         "missing": list(r.missing),
                         "extra": list(r.extra),
+                        "links": list(r.links),
                         "problem": r.problem,
                     }
                     for r in results
