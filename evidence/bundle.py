@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import manifest_signature
 from .errors import EvidenceError, IntegrityError
 from .loading import DocumentError, load_evidence_json
 from .validate import validate
@@ -132,7 +133,15 @@ class BundleWriter:
     def finalize(
         self, *, env: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None
     ) -> Path:
-        """Write `manifest.json` over every other file in the bundle; return the bundle path."""
+        """Write `manifest.json` over every other file in the bundle; return the bundle path.
+
+        When the evidence directory holding the bundle has a journal, the manifest binds the
+        journal's newest entry (``journal_head``) and the journal records the manifest's
+        sha256 (``bundle``/``finalised``): each vouches for the other after the fact. With
+        ``ACKLAB_MANIFEST_KEY`` set, the manifest is signed (`evidence.manifest_signature`).
+        """
+        from .journal import JOURNAL_FILE, Journal  # the journal imports this module
+
         manifest: dict[str, Any] = {
             "schema": "acklab/manifest/v1",
             "bundle_id": self.bundle_id,
@@ -143,10 +152,35 @@ class BundleWriter:
             "files": file_table(self.root),
         }
         manifest.update(extra or {})
-        validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
-        data = dump_json(manifest)
-        self._guard(MANIFEST, data)
-        atomic_write(self.root / MANIFEST, data)
+        journal_file = self.root.parent / JOURNAL_FILE
+        journal = Journal(journal_file, secrets=self.secrets) if journal_file.is_file() else None
+        try:
+            head = journal.head() if journal is not None else None
+            if head is not None:
+                manifest["journal_head"] = {"entry": head[0], "sha256": head[1]}
+            key = manifest_signature.signing_key(env)
+            if key is not None:
+                manifest["signature"] = manifest_signature.sign(manifest, key)
+            validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
+            data = dump_json(manifest)
+            self._guard(MANIFEST, data)
+            atomic_write(self.root / MANIFEST, data)
+            if journal is not None:
+                journal.record(
+                    run_id=self.bundle_id,
+                    kind="bundle",
+                    name=self.bundle_id,
+                    status="finalised",
+                    ended_at=manifest["created_at"],
+                    payload={
+                        "manifest_sha256": hashlib.sha256(data).hexdigest(),
+                        "bundle": self.root.name,
+                        "kind": self.kind,
+                    },
+                )
+        finally:
+            if journal is not None:
+                journal.close()
         return self.root
 
 
@@ -203,16 +237,30 @@ class Verification:
     problem: str | None = None
     # Symbolic links anywhere in the bundle: the lab writes none, and nothing follows them.
     links: tuple[str, ...] = ()
+    # Disagreements with the journal or the manifest's signature (`evidence.tamper`).
+    journal: tuple[str, ...] = ()
+    signature: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.changed or self.missing or self.extra or self.problem or self.links)
+        return not (
+            self.changed
+            or self.missing
+            or self.extra
+            or self.problem
+            or self.links
+            or self.journal
+            or self.signature
+        )
 
     def describe(self) -> list[str]:
         lines = [f"changed: {p}" for p in self.changed]
         lines += [f"missing: {p}" for p in self.missing]
         lines += [f"extra: {p}" for p in self.extra]
         lines += [f"symlink: {p} (a bundle holds no links; acklab never follows one)" for p in self.links]
+        lines += [f"journal: {why}" for why in self.journal]
+        if self.signature:
+            lines.append(f"signature: {self.signature}")
         if self.problem:
             lines.append(self.problem)
         return lines
@@ -265,6 +313,7 @@ def verify(root: Path) -> Verification:
         missing=tuple(missing),
         extra=tuple(extra),
         links=tuple(links),
+        signature=manifest_signature.check(manifest, manifest_signature.signing_key()),
     )
 
 
