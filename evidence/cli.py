@@ -181,9 +181,31 @@ def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
     default=None,
     help="GitLab base URL (default: $GITLAB_URL, else $CI_SERVER_URL).",
 )
+@click.option(
+    "--max-archive-mib",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Abandon a job's artifact archive that grows past this while downloading.",
+)
+@click.option(
+    "--max-total-mib",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="The most one pull downloads, and the most it unpacks, in all.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the stored bundles as JSON.")
 def pull_command(
-    *, project: str, pipeline: int, job_name: str | None, out_dir: Path, gitlab_url: str | None, as_json: bool
+    *,
+    project: str,
+    pipeline: int,
+    job_name: str | None,
+    out_dir: Path,
+    gitlab_url: str | None,
+    max_archive_mib: int,
+    max_total_mib: int,
+    as_json: bool,
 ) -> int:
     """Download a pipeline's evidence artifacts, verify every bundle, store the verified ones.
 
@@ -192,12 +214,14 @@ def pull_command(
     the artifact archives is verified against its manifest first: if one fails, nothing is
     stored and the exit code is 7. Stored bundles carry `pulled_from` in their manifest.
     Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
-    or job does not exist.
+    or job does not exist. All or nothing: an archive past --max-archive-mib, a pull past
+    --max-total-mib, or two bundles that would be stored under one name store nothing (exit 7).
     """
-    from acklab.evidence.pull import pull
+    from acklab.evidence.pull import PullCaps, pull
 
     access = gitlab_access(gitlab_url, os.environ)
-    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name)
+    caps = PullCaps(download=max_archive_mib << 20, total=max_total_mib << 20)
+    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name, caps=caps)
     if as_json:
         rows = [
             {"bundle": str(p.path), "bundle_id": p.bundle_id, "job": p.job, "job_id": p.job_id}

@@ -41,6 +41,11 @@ class ArtifactJob:
     id: int
     name: str
     status: str
+    archive_size: int | None = None  # as GitLab lists it (checked again while downloading)
+
+
+class DownloadTooLarge(EvidenceError):
+    """An artifact archive grew past the cap while streaming; the download was abandoned."""
 
 
 @contextmanager
@@ -99,7 +104,9 @@ class PipelineArtifacts:
             listed = self._pipeline.jobs.list(get_all=True)
         jobs = [
             (
-                ArtifactJob(id=int(j.id), name=str(j.name), status=str(j.status)),
+                ArtifactJob(
+                    id=int(j.id), name=str(j.name), status=str(j.status), archive_size=_archive_size(j)
+                ),
                 any(a.get("file_type") == "archive" for a in (j.attributes.get("artifacts") or [])),
             )
             for j in listed
@@ -110,13 +117,36 @@ class PipelineArtifacts:
     def has_archive(self, job: ArtifactJob) -> bool:
         return job.id in getattr(self, "_with_archive", set())
 
-    def download(self, job: ArtifactJob, into: Path) -> Path:
-        """Stream the job's artifact archive into a file under `into`; return its path."""
+    def download(self, job: ArtifactJob, into: Path, *, max_bytes: int | None = None) -> Path:
+        """Stream the job's artifact archive into a file under `into`; return its path.
+
+        With `max_bytes`, the download is abandoned (DownloadTooLarge) as soon as it grows past
+        it: a server that streams without end costs the disk no more than the cap.
+        """
         fd, name = tempfile.mkstemp(dir=into, prefix=f"job-{job.id}-", suffix=".zip")
         path = Path(name)
-        with (
-            open(fd, "wb") as fh,
-            gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"),
-        ):
-            self._project.jobs.get(job.id, lazy=True).artifacts(streamed=True, action=fh.write)
+        written = 0
+
+        with open(fd, "wb") as fh:
+
+            def write(chunk: bytes) -> None:
+                nonlocal written
+                written += len(chunk)
+                if max_bytes is not None and written > max_bytes:
+                    raise DownloadTooLarge(
+                        f"the artifacts of job {job.name!r} ({job.id}) grew past {max_bytes:,} bytes "
+                        "while downloading; abandoned"
+                    )
+                fh.write(chunk)
+
+            with gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"):
+                self._project.jobs.get(job.id, lazy=True).artifacts(streamed=True, action=write)
         return path
+
+
+def _archive_size(job: Any) -> int | None:
+    for artifact in job.attributes.get("artifacts") or []:
+        if isinstance(artifact, dict) and artifact.get("file_type") == "archive":
+            size = artifact.get("size")
+            return size if isinstance(size, int) and not isinstance(size, bool) else None
+    return None
