@@ -135,10 +135,10 @@ def _bundle_pages(
     for incident in bundle.incidents:
         if incident.incident_id and incident.path:
             try:
-                pages = details.incident_pages(index.outline(bundle.path / incident.path))
+                count = details.incident_pages(index.outline(bundle.path / incident.path))
             except OutlineError:
-                pages = 1  # the page says why the incident cannot be read
-            for page in range(1, pages + 1):
+                count = 1  # the page says why the incident cannot be read
+            for page in range(1, count + 1):
                 rel = StaticLinks.incident_file(key, incident.incident_id, page)
                 ctx = _ctx(index, snapshot, site, rel)
                 writer.page(rel, details.incident(ctx, key, incident.incident_id, page))

@@ -35,7 +35,6 @@ from .scan import (
     bundle_key,
     cheap_signature,
     discover,
-    is_regular,
     read_json,
     summarise_bundle,
 )

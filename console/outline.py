@@ -240,7 +240,7 @@ def _trials(reader: _Reader, result: Outline) -> None:
 
 def page_trials(
     path: Path, spans: list[TrialSpan], first: int, last: int
-) -> list[tuple[TrialSpan, dict[str, Any]]]:
+) -> list[tuple[int, TrialSpan, dict[str, Any]]]:
     """(position, span, trial) of the trials holding deliveries `first` .. `last - 1`, parsed as UTF-8.
 
     A trial without deliveries belongs to the page its position falls on; at most

@@ -103,7 +103,7 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 def served_hosts(listen: str, extra: Iterable[str] = ()) -> frozenset[str]:
     """The host names a console listening on `listen` answers to (lower case, no port)."""
     names = {*LOOPBACK_NAMES, *(h.strip().lower().strip("[]") for h in extra if h.strip())}
-    if listen not in ("0.0.0.0", "::", ""):  # noqa: S104  # nosec B104 - compared, not bound
+    if listen not in ("0.0.0.0", "::", ""):  # noqa: S104 - compared, never bound
         names.add(listen.lower().strip("[]"))
     return frozenset(names)
 

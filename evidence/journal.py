@@ -67,7 +67,7 @@ CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 """
 _COLUMNS = ", ".join(COLUMNS)  # constant identifiers, never input
-_SELECT_CHAIN = f"SELECT {_COLUMNS}, prev_hash, entry_hash FROM entries ORDER BY id"  # noqa: S608  # nosec B608
+_SELECT_CHAIN = f"SELECT {_COLUMNS}, prev_hash, entry_hash FROM entries ORDER BY id"  # noqa: S608
 
 
 class JournalError(EvidenceError):
@@ -237,7 +237,7 @@ class Journal:
         self._db.execute("ALTER TABLE entries ADD COLUMN prev_hash TEXT")
         self._db.execute("ALTER TABLE entries ADD COLUMN entry_hash TEXT")
         previous = GENESIS
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id").fetchall()  # noqa: S608  # nosec B608
+        rows = self._db.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id").fetchall()  # noqa: S608
         for row in rows:
             digest = entry_hash(previous, tuple(row))
             self._db.execute(

@@ -290,10 +290,10 @@ def _check_events(text: str, source: str, limits: Limits, exit_code: ExitCode | 
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > limits.max_depth:
-                    mark = event.start_mark
+                    line = event.start_mark.line + 1 if event.start_mark is not None else "?"
                     raise DocumentError(
                         source,
-                        f"nests deeper than {limits.max_depth} levels (line {mark.line + 1}); acklab refuses it",
+                        f"nests deeper than {limits.max_depth} levels (line {line}); acklab refuses it",
                         exit_code=exit_code,
                     )
             elif isinstance(event, yaml.CollectionEndEvent):

@@ -92,7 +92,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--burst",
-            type=click.IntRange(*map(int, BOUNDS["burst"])),
+            type=click.IntRange(int(BOUNDS["burst"][0]), int(BOUNDS["burst"][1])),
             default=16,
             show_default=True,
             help="concurrent-duplicates: deliveries released together.",
