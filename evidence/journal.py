@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from .bundle import utcnow
-from .chain import COLUMNS, GENESIS, ChainReport, entry_hash, walk
+from .chain import GENESIS, ChainReport, entry_hash, walk
 from .errors import EvidenceError
 from .validate import validate
 
@@ -66,8 +66,15 @@ BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END;
 CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 """
-_COLUMNS = ", ".join(COLUMNS)  # constant identifiers, never input
-_SELECT_CHAIN = f"SELECT {_COLUMNS}, prev_hash, entry_hash FROM entries ORDER BY id"  # noqa: S608
+# The columns of evidence.chain.COLUMNS, in its order (a test holds them equal).
+_SELECT_ROWS = (
+    "SELECT id, run_id, kind, name, status, started_at, ended_at, duration_ms, payload, recorded_at"
+    " FROM entries ORDER BY id"
+)
+_SELECT_CHAIN = (
+    "SELECT id, run_id, kind, name, status, started_at, ended_at, duration_ms, payload, recorded_at,"
+    " prev_hash, entry_hash FROM entries ORDER BY id"
+)
 
 
 class JournalError(EvidenceError):
@@ -237,7 +244,7 @@ class Journal:
         self._db.execute("ALTER TABLE entries ADD COLUMN prev_hash TEXT")
         self._db.execute("ALTER TABLE entries ADD COLUMN entry_hash TEXT")
         previous = GENESIS
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id").fetchall()  # noqa: S608
+        rows = self._db.execute(_SELECT_ROWS).fetchall()
         for row in rows:
             digest = entry_hash(previous, tuple(row))
             self._db.execute(
