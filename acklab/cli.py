@@ -121,10 +121,18 @@ def missing_module(exc: ModuleNotFoundError) -> str:
 
 
 def _unavailable(name: str, why: str) -> click.Command:
+    """A stand-in for a command that cannot be imported: whatever it is given, it says why (exit 4)."""
+
     def callback(**_: Any) -> None:
         raise AcklabError(f"`acklab {name}` is not available: {why}", exit_code=ExitCode.LAB_ERROR)
 
-    return click.Command(name, callback=callback, help=f"(not available: {why})")
+    return click.Command(
+        name,
+        callback=callback,
+        help=f"(not available: {why})",
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 EPILOG = (

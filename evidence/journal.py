@@ -36,6 +36,8 @@ from typing import Any
 from .bundle import utcnow
 from .chain import GENESIS, ChainReport, entry_hash, walk
 from .errors import EvidenceError
+from .exitcodes import ExitCode
+from .loading import EVIDENCE, parse_json
 from .validate import validate
 
 JOURNAL_FILE = "journal.sqlite"
@@ -361,7 +363,10 @@ class Journal:
                 started_at=r[5],
                 ended_at=r[6],
                 duration_ms=r[7],
-                payload=json.loads(r[8]),
+                # Read bounded: a forged row may nest without end (exit 7, never a RecursionError).
+                payload=parse_json(
+                    r[8], source=f"{self.path}: entry #{r[0]}", limits=EVIDENCE, exit_code=ExitCode.INTEGRITY
+                ),
                 recorded_at=r[9],
             )
             for r in rows

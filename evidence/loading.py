@@ -305,6 +305,10 @@ def _check_events(text: str, source: str, limits: Limits, exit_code: ExitCode | 
                     exit_code=exit_code,
                 )
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own limit, met while scanning ahead
+            raise DocumentError(
+                source, f"nests deeper than {limits.max_depth} levels; acklab refuses it", exit_code=exit_code
+            ) from exc
         raise DocumentError(source, f"is not valid YAML: {exc}", exit_code=exit_code) from exc
 
 
