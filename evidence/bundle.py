@@ -158,7 +158,7 @@ class BundleWriter:
             head = journal.head() if journal is not None else None
             if head is not None:
                 manifest["journal_head"] = {"entry": head[0], "sha256": head[1]}
-            key = manifest_signature.signing_key(env)
+            key = manifest_signature.signing_key()
             if key is not None:
                 manifest["signature"] = manifest_signature.sign(manifest, key)
             validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")

@@ -8,6 +8,7 @@ Tokens travel in headers only and are never part of a message.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,21 +127,25 @@ class PipelineArtifacts:
         fd, name = tempfile.mkstemp(dir=into, prefix=f"job-{job.id}-", suffix=".zip")
         path = Path(name)
         written = 0
-
-        with open(fd, "wb") as fh:
-
-            def write(chunk: bytes) -> None:
-                nonlocal written
-                written += len(chunk)
-                if max_bytes is not None and written > max_bytes:
-                    raise DownloadTooLarge(
-                        f"the artifacts of job {job.name!r} ({job.id}) grew past {max_bytes:,} bytes "
-                        "while downloading; abandoned"
-                    )
-                fh.write(chunk)
-
-            with gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"):
-                self._project.jobs.get(job.id, lazy=True).artifacts(streamed=True, action=write)
+        handle: Any = self._project.jobs.get(job.id, lazy=True)
+        with (
+            open(fd, "wb") as fh,
+            gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"),
+        ):
+            # The response itself, not python-gitlab's chunk callback: abandoning a download
+            # must close its connection here, not leave it to the garbage collector.
+            response = self._gl.http_get(
+                f"{handle.manager.path}/{handle.encoded_id}/artifacts", streamed=True, raw=True
+            )
+            with contextlib.closing(response):
+                for chunk in response.iter_content(chunk_size=1 << 16):
+                    written += len(chunk)
+                    if max_bytes is not None and written > max_bytes:
+                        raise DownloadTooLarge(
+                            f"the artifacts of job {job.name!r} ({job.id}) grew past {max_bytes:,} bytes "
+                            "while downloading; abandoned"
+                        )
+                    fh.write(chunk)
         return path
 
 
