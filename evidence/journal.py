@@ -62,12 +62,13 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_by_run ON entries (run_id, id);
 CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (kind, run_id);
 """
-_TRIGGERS = """
-CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
-BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END;
-CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
-BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
-"""
+_TRIGGER_STATEMENTS = (
+    "CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries"
+    " BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries"
+    " BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END",
+)
+_TRIGGERS = "".join(f"{statement};\n" for statement in _TRIGGER_STATEMENTS)
 # The columns of evidence.chain.COLUMNS, in its order (a test holds them equal).
 _SELECT_ROWS = (
     "SELECT id, run_id, kind, name, status, started_at, ended_at, duration_ms, payload, recorded_at"
@@ -253,7 +254,11 @@ class Journal:
                 "UPDATE entries SET prev_hash = ?, entry_hash = ? WHERE id = ?", (previous, digest, row[0])
             )
             previous = digest
-        self._db.executescript(f"{_TRIGGERS} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        # One statement at a time: executescript() would commit the transaction first.
+        for statement in _TRIGGER_STATEMENTS:
+            self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._db.execute("COMMIT")
 
     def __enter__(self) -> Journal:
         return self

@@ -36,6 +36,7 @@ import click
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.history import printable
 from acklab.evidence.journal import Journal, JournalEntry, journal_path
 from acklab.harness.lease_witness import WITNESSES, Witness, connect_postgres, inside_temp_root
 from acklab.harness.leases import same_process_alive
@@ -165,6 +166,14 @@ def _end_database(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]
     return f"dropped database {name!r}", True
 
 
+def _unmark(entry: JournalEntry) -> None:
+    """Remove the token the lab left beside a resource it has now cleaned (its pid-file)."""
+    witness = WITNESSES.get(str(entry.payload.get("resource")))
+    token, detail = entry.payload.get("token"), entry.payload.get("detail")
+    if witness is not None and isinstance(token, str) and token and isinstance(detail, dict):
+        witness.unmark(token, detail)
+
+
 def clean(entry: JournalEntry) -> tuple[str, bool]:
     """End what one open lease names, once the resource proves it is the lab's; (outcome, ok)."""
     resource = entry.payload.get("resource")
@@ -198,6 +207,7 @@ def sweep(journal: Journal, *, dry_run: bool = False) -> list[Cleanup]:
             continue
         outcome, ok = clean(entry)
         if ok:
+            _unmark(entry)
             journal.record(
                 run_id=entry.run_id,
                 kind="lease",
@@ -230,10 +240,14 @@ def janitor(*, out: Path, dry_run: bool, as_json: bool) -> int:
             done = sweep(journal, dry_run=dry_run)
     for cleanup in done:
         mark = "in use" if cleanup.in_use else ("ok" if cleanup.ok else "FAILED")
-        click.echo(f"{mark:7} {cleanup.lease} (run {cleanup.run_id}): {cleanup.outcome}", err=True)
+        # A forged lease names whatever it likes: shown with control characters escaped.
+        line = f"{mark:7} {cleanup.lease} (run {cleanup.run_id}): {cleanup.outcome}"
+        click.echo(printable(line), err=True)
     if not done:
         click.echo("acklab janitor: no open leases", err=True)
     failed = [c for c in done if not c.ok]
     if as_json:
-        click.echo(json.dumps({"cleaned": [c.as_dict() for c in done], "failed": len(failed)}))
+        click.echo(
+            json.dumps({"cleaned": [c.as_dict() for c in done], "failed": len(failed)}, ensure_ascii=True)
+        )
     return int(ExitCode.LAB_ERROR if failed else ExitCode.OK)

@@ -194,3 +194,32 @@ def test_history_reads_a_read_only_evidence_directory(recorded, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "lost-ack-0000" in done.stdout
     assert sorted(p.name for p in recorded.iterdir()) == before
+
+
+def test_a_journal_written_before_the_chain_is_sealed_when_next_opened(tmp_path, acklab):
+    out = tmp_path / "out"
+    out.mkdir()
+    db = sqlite3.connect(journal_path(out))
+    db.executescript(
+        """
+        CREATE TABLE entries (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, kind TEXT NOT NULL,
+            name TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT, ended_at TEXT, duration_ms REAL,
+            payload TEXT NOT NULL, recorded_at TEXT NOT NULL);
+        CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END;
+        INSERT INTO entries (run_id, kind, name, status, payload, recorded_at)
+            VALUES ('old', 'run', 'fixture:live', 'pass', '{}', '2026-01-01T00:00:00Z');
+        PRAGMA user_version = 1;
+        """
+    )
+    db.close()
+    code, text, err = acklab("history", "old", "--evidence", out)  # read-only: shown, not sealed
+    assert code == 0, err
+    with Journal(journal_path(out)) as journal:  # the next writer seals it
+        journal.record(run_id="new", kind="note", name="n", status="ok")
+        report = journal.verify_chain()
+    assert report.ok
+    assert report.entries == 2
+    code, text, err = acklab("history", "old", "--evidence", out)
+    assert code == 0, err
+    assert "fixture:live" in text
