@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gitlab
+import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid
@@ -137,6 +138,10 @@ class PipelineArtifacts:
             response = self._gl.http_get(
                 f"{handle.manager.path}/{handle.encoded_id}/artifacts", streamed=True, raw=True
             )
+            if not isinstance(response, requests.Response):  # raw=True: always a Response
+                raise EvidenceError(
+                    f"GitLab at {self.access.url} answered the artifacts of job {job.id} oddly"
+                )
             with contextlib.closing(response):
                 for chunk in response.iter_content(chunk_size=1 << 16):
                     written += len(chunk)
