@@ -165,7 +165,9 @@ def stat_sig(path: Path) -> tuple[int, int] | None:
 
 
 def listing_sig(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    """Names, mtimes and sizes of the regular files directly in `directory`."""
+    """Names, mtimes and sizes of the regular files directly in `directory` (none if it is a link)."""
+    if os.path.islink(directory):  # a symlinked incidents/ or reports/ would list files elsewhere
+        return ()
     try:
         with os.scandir(directory) as it:
             out = []

@@ -122,6 +122,23 @@ def test_symlinks_in_a_bundle_are_never_followed(tmp_path, evidence, console, ac
     assert "symlink: run.json" in out
 
 
+def test_a_symlinked_incidents_directory_lists_nothing_from_elsewhere(tmp_path, evidence, console):
+    elsewhere = tmp_path / "elsewhere-incidents"
+    elsewhere.mkdir()
+    planted = json.loads((evidence / "r1" / "incidents" / "lost-ack.json").read_text())
+    planted["verdict"] = SECRET
+    write(elsewhere / "planted.json", json.dumps(planted))
+    (evidence / "r2" / "reports").rename(tmp_path / "r2-reports")
+    (evidence / "r2" / "reports").symlink_to(elsewhere, target_is_directory=True)
+    real = evidence / "r2" / "incidents"
+    real.rename(tmp_path / "r2-incidents")
+    real.symlink_to(elsewhere, target_is_directory=True)
+    client = console(evidence)
+    for url in ("/", "/bundles/r2", "/bundles/r2/pipeline", "/bundles/r2/incidents/lost-ack"):
+        assert SECRET not in client.get(url).text, url
+    assert client.get("/bundles/r2/incidents/planted").status_code == 404
+
+
 def test_verify_reports_an_added_symlink_as_an_integrity_failure(tmp_path, evidence, acklab):
     outside = write(tmp_path / "elsewhere" / "x.json", "{}")
     (evidence / "r2" / "incidents" / "extra.json").symlink_to(outside)
