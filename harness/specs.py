@@ -49,6 +49,11 @@ def _value(instance: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _short(message: str, limit: int = 300) -> str:
+    """jsonschema's messages quote the whole value; a hostile one may be megabytes."""
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
 def _fix(error: ValidationError) -> str:
     schema = error.schema if isinstance(error.schema, dict) else {}
     keyword = error.validator
@@ -71,15 +76,15 @@ def _fix(error: ValidationError) -> str:
     if keyword == "const":
         return f"set it to {schema.get('const')!r}"
     description = schema.get("description")
-    return f"expected {description}" if description else error.message
+    return f"expected {description}" if description else _short(error.message)
 
 
 def describe(error: ValidationError) -> str:
     """'field: got value; what is wrong (fix: ...)' for one schema error."""
-    where = ".".join(str(p) for p in error.absolute_path) or "(the document)"
+    where = _short(".".join(str(p) for p in error.absolute_path) or "(the document)", 120)
     if error.validator == "required":
-        return f"{where}: {error.message} (fix: {_fix(error)})"
-    return f"{where}: got {_value(error.instance)}; {error.message} (fix: {_fix(error)})"
+        return f"{where}: {_short(error.message)} (fix: {_fix(error)})"
+    return f"{where}: got {_value(error.instance)}; {_short(error.message)} (fix: {_fix(error)})"
 
 
 def check(kind: str, doc: Any, *, source: str) -> None:

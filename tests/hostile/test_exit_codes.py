@@ -227,3 +227,14 @@ def test_history_of_a_journal_with_a_nested_payload_is_exit_7(tmp_path, acklab):
     assert code == 7, err
     assert "nests deeper" in err
     shutil.rmtree(out)
+
+
+def test_a_conflict_path_thousands_of_segments_deep_is_refused_and_the_message_stays_short(tmp_path, acklab):
+    key = ".".join(["a"] * 5000)  # set_path would nest 5,000 objects: the body encoder would recurse
+    spec = write(
+        tmp_path / "deep-path.yaml", target_spec(extra=f'conflict:\n  set:\n    ? "{key}"\n    : 1\n')
+    )
+    code, _, err = acklab("validate", spec)
+    assert code == 3, err[:500]
+    assert "conflict.set" in err
+    assert len(err) < 3000  # the offending value is quoted short, not whole
