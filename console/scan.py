@@ -28,6 +28,8 @@ LEAF_DIRS = frozenset({"incidents", "trials", "reports"})
 # sweep.json is written before a sweep's first run starts and its manifest only at the end,
 # so it alone makes a sweep in progress visible.
 MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json")
+# A merged bundle may hold thousands of incidents; a planted one millions of empty files.
+MAX_INCIDENTS_PER_BUNDLE = 50_000
 SAFE_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -415,9 +417,13 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         if why:
             problems.append(why)
     incidents: list[IncidentSummary] = []
-    for name, *_ in listing_sig(path / "incidents"):
-        if not name.endswith(".json"):
-            continue
+    names = [name for name, *_ in listing_sig(path / "incidents") if name.endswith(".json")]
+    if len(names) > MAX_INCIDENTS_PER_BUNDLE:
+        problems.append(
+            f"incidents/ holds {len(names):,} files; the console reads the first {MAX_INCIDENTS_PER_BUNDLE:,}"
+        )
+        names = names[:MAX_INCIDENTS_PER_BUNDLE]
+    for name in names:
         try:
             outlined: Outline | None = outline_of(path / "incidents" / name)
         except OutlineError as exc:
