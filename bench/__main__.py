@@ -34,6 +34,7 @@ SUITE = (
     "verdict_trust",
     "explorer",
     "console_scale",
+    "hostile_inputs",
     "journal_writes",
     "test_timing",
 )
