@@ -197,7 +197,7 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
         try:
             notes = validate_target(doc, source=str(file), allow_unset=allow_unset, allow_remote=allow_remote)
         except HarnessError as exc:
-            click.echo(f"{file}: not valid: {exc}")
+            click.echo(f"{file}: not valid: {str(exc).removeprefix(f'{file}: ')}")
             raise
         for note in notes:
             click.echo(f"{file}: note: {note}")
