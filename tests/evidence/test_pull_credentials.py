@@ -12,7 +12,11 @@ import json
 import pytest
 
 from tests.doubles.gitlab.object_storage import serve_storage
-from tests.evidence.test_pull import all_bytes, env, pipeline  # noqa: F401 - fixtures, used by name
+from tests.evidence import test_pull
+from tests.evidence.test_pull import all_bytes
+
+# The pull tests' fixtures: a pipeline with two bundles in its artifacts, GITLAB_URL/GITLAB_TOKEN set.
+pipeline, env = test_pull.pipeline, test_pull.env
 
 TOKEN_HEADERS = {"private-token", "job-token", "authorization"}
 
@@ -24,7 +28,7 @@ def test_the_token_does_not_follow_the_redirect_to_object_storage(
     pipeline,
     env,
     acklab,
-    variable,  # noqa: F811
+    variable,
 ):
     _, pipe = pipeline
     if variable == "CI_JOB_TOKEN":
@@ -49,7 +53,9 @@ def test_the_token_does_not_follow_the_redirect_to_object_storage(
     assert len(seen) == 2  # both archives came from object storage
     assert all(TOKEN_HEADERS.isdisjoint(headers) for headers in seen), seen
     downloads = [r for r in gitlab_double.state.requests if r.path.endswith("/artifacts")]
-    assert downloads and all(r.auth in ("private", "job") and r.status == 302 for r in downloads)
+    assert downloads
+    assert all(r.auth in ("private", "job") for r in downloads)
+    assert all(r.status == 302 for r in downloads)
 
 
 def test_credentials_in_gitlab_url_are_never_sent_printed_or_written(
@@ -57,7 +63,7 @@ def test_credentials_in_gitlab_url_are_never_sent_printed_or_written(
     gitlab_double,
     pipeline,
     env,
-    acklab,  # noqa: F811
+    acklab,
 ):
     _, pipe = pipeline
     password = "glpat-in-the-url-0123456789"
@@ -81,7 +87,7 @@ def test_credentials_in_gitlab_url_without_a_token_variable_are_refused(
     gitlab_double,
     pipeline,
     env,
-    acklab,  # noqa: F811
+    acklab,
 ):
     _, pipe = pipeline
     env.delenv("GITLAB_TOKEN")

@@ -44,7 +44,7 @@ EFFECTS_QUERY = "SELECT count(*) FROM pushes WHERE event_id = :event_id"
 
 def app_from_env() -> Starlette:
     env = os.environ
-    print(  # noqa: T201 - the careless log line the lab must redact
+    print(
         f"keyed_service: starting with DATABASE_URL={env['DATABASE_URL']} SIGNING_SECRET={env['SIGNING_SECRET']} "
         f"HOOK_KEY={env['HOOK_KEY']} TENANT_TOKEN={env['TENANT_TOKEN']} READ_KEY={env['READ_KEY']}",
         flush=True,
@@ -54,7 +54,7 @@ def app_from_env() -> Starlette:
     required = {"x-api-key": env["HOOK_KEY"], "x-tenant-token": env["TENANT_TOKEN"]}
 
     def receive(headers: dict[str, str], token: str, body: bytes) -> tuple[int, dict[str, str]]:
-        print(f"keyed_service: POST /hooks token={token} headers={headers}", flush=True)  # noqa: T201
+        print(f"keyed_service: POST /hooks token={token} headers={headers}", flush=True)
         if not hmac.compare_digest(token, env["URL_TOKEN"]):
             return 401, {"error": "token"}
         for name, value in required.items():
@@ -88,7 +88,7 @@ def app_from_env() -> Starlette:
             return int(conn.execute(query).scalar_one())
 
     async def effects(request: Request) -> JSONResponse:
-        print(f"keyed_service: GET /effects headers={dict(request.headers)}", flush=True)  # noqa: T201
+        print(f"keyed_service: GET /effects headers={dict(request.headers)}", flush=True)
         if not hmac.compare_digest(request.headers.get("x-read-key", ""), env["READ_KEY"]):
             return JSONResponse({"error": "x-read-key"}, status_code=401)
         return JSONResponse({"count": await run_in_threadpool(count, request.path_params["event_id"])})
