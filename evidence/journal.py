@@ -197,6 +197,16 @@ class Journal:
         """Append one entry and return its id. Raises EvidenceInvalid when it does not validate."""
         redactor = known(self._secrets)
         name, status = redactor.text(name), redactor.text(status)
+        payload = payload if payload is not None else {}
+        try:
+            payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            # One pass over the whole text is the common case; only when it finds something
+            # is the payload redacted string by string (which keeps the JSON sound).
+            if redactor.text(payload_json) != payload_json:
+                payload = redactor.doc(payload)
+                payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise JournalError(f"payload of {kind}/{name} is not JSON: {exc}") from exc
         entry: dict[str, Any] = {
             "run_id": run_id,
             "kind": kind,
@@ -205,14 +215,10 @@ class Journal:
             "started_at": started_at,
             "ended_at": ended_at,
             "duration_ms": _duration_ms(started_at, ended_at),
-            "payload": redactor.doc(payload) if payload is not None else {},
+            "payload": payload,
             "recorded_at": utcnow(),
         }
         validate("journal-entry", entry, what=f"journal entry {kind}/{name} of run {run_id!r}")
-        try:
-            payload_json = json.dumps(entry["payload"], sort_keys=True, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise JournalError(f"payload of {kind}/{name} is not JSON: {exc}") from exc
         row = (run_id, kind, name, status, started_at, ended_at, entry["duration_ms"], payload_json)
         try:
             with self._lock:
