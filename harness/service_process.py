@@ -66,10 +66,13 @@ class ServiceProcess(LeasedProcess):
         log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
         # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
         self._log_lease = leases.acquire("directory", str(log_dir), path=str(log_dir))
+        self._kept_log: bytes | None = None
         super().__init__(log_dir=log_dir, log_prefix=f"service-{self.port}", leases=leases)
 
     def log_bytes(self, cap: int = LOG_CAP_BYTES) -> bytes:
         """The output of every start so far, oldest first, at most `cap` bytes (head and tail kept)."""
+        if self._kept_log is not None:  # the directory is gone: what it held when it was removed
+            return self._kept_log
         parts = []
         for n in range(1, self.starts + 1):
             path = self._log_dir / f"{self._log_prefix}-{n}.log"
@@ -85,7 +88,8 @@ class ServiceProcess(LeasedProcess):
         return head + f"\n--- acklab: {cut} bytes cut (service.log keeps {cap} bytes) ---\n".encode() + tail
 
     def remove_logs(self) -> None:
-        """Remove the log directory and release its lease (once the bundle has its copy)."""
+        """Remove the log directory and release its lease; `log_bytes` keeps answering (capped)."""
+        self._kept_log = self.log_bytes()
         shutil.rmtree(self._log_dir, ignore_errors=True)
         self._leases.release(self._log_lease, outcome="removed by its owner")
 

@@ -209,6 +209,7 @@ def flow_and_pull(sweep: Sweep, planted: Planted, env: dict[str, str]) -> None:
     run_git(root, "clone", "--quiet", "--bare", str(seed), str(bare))
     checkout = root / "checkout"
     run_git(root, "clone", "--quiet", "--branch", "feature/orders", str(bare), str(checkout))
+    before = run_git(bare, "rev-parse", "feature/orders").strip()
     state = GitLabDouble(private_tokens={planted.gitlab_token})
     project = state.add_project("shop/orders", id=42)
     merge_requests.add_repository(project, bare)
@@ -234,7 +235,9 @@ def flow_and_pull(sweep: Sweep, planted: Planted, env: dict[str, str]) -> None:
         )  # fmt: skip
         sweep.facts["flow"] = json.loads(flow.out)["outcome"]
         sweep.extra_text["mr notes"] = json.dumps(mr.notes)
-        sweep.extra_text["pushed commits"] = run_git(bare, "log", "-p", "--all")
+        pushed = run_git(bare, "log", "-p", f"{before}..feature/orders")
+        assert pushed  # the flow published a commit
+        sweep.extra_text["pushed commits"] = pushed
 
         pipeline = state.add_pipeline(project)
         state.add_job(pipeline, "acklab run", artifacts=zipped(root / "out"))
@@ -335,7 +338,8 @@ def test_no_planted_value_is_in_any_byte_written(sweep):
     leaks = []
     scanned = 0
     for path in sorted(sweep.root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
+        # The flow's sandbox is a copy of this project, this test (and its planted values) included.
+        if path.is_file() and not path.is_symlink() and path.name != Path(__file__).name:
             data = path.read_bytes()
             scanned += 1
             leaks += [(str(path), name) for spelling, name in spellings.items() if spelling.encode() in data]

@@ -123,9 +123,8 @@ class SpecTarget(Target):
 
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
-        if self.service is None or not self.service.starts:
-            return {}
-        return {"service.log": self.service.log_bytes()}
+        log = self.service.log_bytes() if self.service is not None else b""
+        return {"service.log": log} if log else {}
 
     async def aclose(self) -> None:
         if self.service is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.redaction import redact
 
 from . import __version__
 
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
     except AcklabError as exc:
-        click.echo(f"acklab: error: {exc}", err=True)
+        # Library messages quote URLs and values: the process's redaction has the last word.
+        click.echo(f"acklab: error: {redact(str(exc))}", err=True)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

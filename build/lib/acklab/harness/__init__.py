@@ -10,10 +10,9 @@ Python API (what the repair flow and the benchmarks use)::
     result.as_json()      # exactly the ``acklab run --json`` object
     result.bundle         # out/<run_id>/ (run.json, incidents/, trials/, reports/, manifest.json)
 
-From another checkout, run it as a subprocess with ``cwd`` and ``PYTHONPATH`` set to that
-checkout, so ``app`` (and the harness) are imported from it and not from the installed
-project: ``PYTHONPATH=<worktree> python -c "import sys; from acklab.cli import main;
-main(sys.argv[1:])" run --json ...``.
+From another checkout, run it as a subprocess whose ``acklab`` is that checkout's
+(``cwd`` or ``PYTHONPATH`` set to it): a checkout's ``acklab`` package maps its own
+folders beneath it (see ``acklab/__init__.py``), so ``acklab.app`` is that checkout's.
 
 Layout: `providers` (facts), `signing`, `transports` + `faults` (the one seam),
 `targets/` (fixture, spec files, effects probes), `experiments/`, `plan`, `trial`,
