@@ -145,7 +145,7 @@ def check_local(url: str, *, field_name: str, allow_remote: bool, shown: str | N
 
     `shown` names the URL in messages (``env:NAME`` when it came from the environment: the
     value may carry a token)."""
-    name = shown if shown is not None else redact(url)
+    name = redact(shown if shown is not None else url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(f"{field_name}: got {name!r}; expected an http(s):// URL with a host")
