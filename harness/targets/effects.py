@@ -31,9 +31,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
+from acklab.harness.bodies import read_capped
 from acklab.harness.errors import ProbeError, SpecError
 
+# An effects endpoint answers a small JSON object; more is refused, not buffered.
+PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
 # What a read-only SQLite connection may do: read tables, call functions, recurse (CTEs).
 _SQLITE_READING = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -206,21 +210,30 @@ class HttpProbe:
     async def count(self, event_id: str) -> int:
         url = self._template.replace("{{event_id}}", event_id)
         try:
-            response = await self._client.get(url)
+            async with self._client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    raise ProbeError(
+                        f"effects probe {self._where(event_id)} answered {response.status_code}; "
+                        "check effects.http.url and effects.http.headers"
+                    )
+                # The target answers: read it bounded, never a body it chose to make huge.
+                body = await read_capped(response, PROBE_LIMITS.max_bytes)
         except httpx.HTTPError as exc:
             # httpx's messages may quote the URL (and its token): named as the spec names it.
             raise ProbeError(
                 f"effects probe {self._where(event_id)} failed: {type(exc).__name__}: {redact(str(exc))}"
             ) from exc
-        if response.status_code >= 400:
+        if body.truncated:
             raise ProbeError(
-                f"effects probe {self._where(event_id)} answered {response.status_code}; "
-                "check effects.http.url and effects.http.headers"
+                f"effects probe {self._where(event_id)} answered more than {PROBE_LIMITS.describe_size()}; "
+                "an effects endpoint answers a small JSON object"
             )
         try:
-            value: Any = response.json()
-        except ValueError as exc:
-            raise ProbeError(f"effects probe {self._where(event_id)} did not answer JSON: {exc}") from exc
+            value: Any = parse_json(
+                body.data, source=f"effects probe {self._where(event_id)}", limits=PROBE_LIMITS
+            )
+        except DocumentError as exc:
+            raise ProbeError(f"{exc.source} did not answer readable JSON: {exc.problem}") from exc
         for part in self._path.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise ProbeError(
