@@ -99,6 +99,8 @@ class RunState:
             started_at=self.started_at,
             experiments=entries + self._skipped_entries(),
         )
+        for rel, data in self.target.attachments().items():
+            self.writer.write_bytes(rel, data)
         self.writer.write_json("run.json", run, kind="run")
         self.writer.write_bytes("reports/junit.xml", junit(run, incidents))
         self.writer.finalize()

@@ -11,11 +11,18 @@ service that works — many answer 503 while they boot. The lab polls ``ready.ur
 the endpoint) with GET until it answers one of ``ready.status`` (default: anything but a
 refused connection, 502, 503 or 504), within ``ready_timeout_s``. A kill waits for the whole
 process group to die and the port to be free, so a restart never races the old workers.
+
+Its stdout and stderr go to a log file per start, in a temporary directory that is leased
+too (the janitor removes it after a crash) and removed when the run ends; the run's
+bundle keeps them as ``service.log`` (`ServiceProcess.log_bytes`: every start, capped at
+`LOG_CAP_BYTES`; the bundle writer redacts it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -34,6 +41,8 @@ DEFAULT_READY_TIMEOUT_S = 15.0
 NOT_READY = frozenset({502, 503, 504})  # a proxy or a booting service, not the handler
 PORT_FREE_S = 10.0
 POLL_S = 0.05
+LOG_CAP_BYTES = 1 << 20  # service.log in a bundle: the first LOG_HEAD_BYTES and the rest from the end
+LOG_HEAD_BYTES = 128 << 10
 
 
 @dataclass(frozen=True)
@@ -115,11 +124,35 @@ class ServiceProcess(LeasedProcess):
         self.command, self.endpoint, self.name = command, endpoint, name
         self.host, self.port = host_port(endpoint)
         self.ready_url = command.ready_url or endpoint
-        super().__init__(
-            log_dir=Path(tempfile.mkdtemp(prefix="acklab-service-log-")),
-            log_prefix=f"service-{self.port}",
-            leases=leases,
-        )
+        log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
+        # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
+        self._log_lease = leases.acquire("directory", str(log_dir), path=str(log_dir))
+        self._kept_log: bytes | None = None
+        super().__init__(log_dir=log_dir, log_prefix=f"service-{self.port}", leases=leases)
+
+    def log_bytes(self, cap: int = LOG_CAP_BYTES) -> bytes:
+        """The output of every start so far, oldest first, at most `cap` bytes (head and tail kept)."""
+        if self._kept_log is not None:  # the directory is gone: what it held when it was removed
+            return self._kept_log
+        parts = []
+        for n in range(1, self.starts + 1):
+            path = self._log_dir / f"{self._log_prefix}-{n}.log"
+            with contextlib.suppress(OSError):
+                parts.append(
+                    f"--- acklab: start {n} of the service of command: ---\n".encode() + path.read_bytes()
+                )
+        data = b"".join(parts)
+        if len(data) <= cap:
+            return data
+        head, tail = data[:LOG_HEAD_BYTES], data[-(cap - LOG_HEAD_BYTES) :]
+        cut = len(data) - len(head) - len(tail)
+        return head + f"\n--- acklab: {cut} bytes cut (service.log keeps {cap} bytes) ---\n".encode() + tail
+
+    def remove_logs(self) -> None:
+        """Remove the log directory and release its lease; `log_bytes` keeps answering (capped)."""
+        self._kept_log = self.log_bytes()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._leases.release(self._log_lease, outcome="removed by its owner")
 
     def start(self) -> None:
         """Start the command and wait until it is ready; `down_reason` says why when it is not."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -13,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from acklab.evidence.redaction import redact, remember
+from acklab.harness.credentials import resolve_env, url_secrets
 from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.leases import current_book
 from acklab.harness.providers import profile
@@ -26,36 +26,27 @@ from acklab.harness.service_process import (
 )
 from acklab.harness.signing import SIGNERS
 from acklab.harness.specs import load_spec
-from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from acklab.harness.targets.spec_checks import (
+    DEFAULT_CONFLICT,
+    check_database_url,
+    check_reach,
+    check_target_doc,
+    check_url,
+    shown,
+)
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
-from acklab.harness.templates import KNOWN, unknown_placeholders
 from acklab.harness.transports import socket_transport
 
-ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
-DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
+__all__ = ["ServiceEndpoint", "SpecTarget", "check_target_doc", "load_target", "resolve_env"]
 
 
-def resolve_env(value: str, *, field_name: str) -> str:
-    """``env:VAR`` -> the variable's value (exit 3 naming VAR when unset); a literal stays as is."""
-    match = ENV_REF.match(value)
-    if not match:
-        return value
-    name = match.group(1)
-    resolved = os.environ.get(name)
-    if not resolved:
-        raise SpecError(
-            f"{field_name}: {value!r} names the environment variable {name}, which is not set; export {name}=..."
-        )
+def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str, str]:
+    """A spec's headers with ``env:NAME`` values read; every value becomes a secret (literal too)."""
+    resolved = {str(k): resolve_env(str(v), field_name=f"{field_name}.{k}") for k, v in headers.items()}
+    remember(*resolved.values())
     return resolved
-
-
-def _mentions_event_id(template: Any) -> bool:
-    if isinstance(template, dict):
-        return any(_mentions_event_id(v) for v in template.values())
-    if isinstance(template, list):
-        return any(_mentions_event_id(v) for v in template)
-    return isinstance(template, str) and re.search(r"\{\{\s*event_id\s*\}\}", template) is not None
 
 
 @dataclass
@@ -74,11 +65,8 @@ class ServiceEndpoint(Endpoint):
     def probe_served_by_service(self) -> bool:
         """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
         http = getattr(self.probe, "source", "") == "http"
-        return (
-            http
-            and self.service is not None
-            and self.probe_url is not None
-            and (host_port(self.probe_url) == host_port(self.url))
+        return http and self.service is not None and self.probe_url is not None and (
+            host_port(self.probe_url) == host_port(self.url)
         )
 
 
@@ -86,10 +74,11 @@ class ServiceEndpoint(Endpoint):
 class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
-    effects: Mapping[str, Any] = field(default_factory=dict)
+    effects: Mapping[str, Any] = field(default_factory=dict, repr=False)  # env: values read
     source: str = ""
     command: Command | None = None
     service: ServiceProcess | None = field(default=None, repr=False)
+    endpoint_ref: str = ""  # the spec's endpoint as written (env:NAME, or the URL)
 
     def start_service(self) -> None:
         """Start the service of ``command:`` for the run (once); a no-op without one."""
@@ -102,30 +91,28 @@ class SpecTarget(Target):
     def _probe(self) -> EffectsProbe:
         if "sql" in self.effects:
             sql = self.effects["sql"]
-            return SqlProbe(resolve_env(sql["url"], field_name="effects.sql.url"), sql["count"])
+            return SqlProbe(sql["url"], sql["count"])
         http = self.effects["http"]
-        return HttpProbe(http["url"], http["json_path"])
+        return HttpProbe(http["url"], http["json_path"], headers=http.get("headers", {}), shown=http["shown"])
 
     def _state(self) -> StateProbe | None:
         """``effects.sql.state`` or ``effects.http.state_path``: the committed state of one event."""
         if "sql" in self.effects:
             sql = self.effects["sql"]
-            if "state" not in sql:
-                return None
-            return SqlState(resolve_env(sql["url"], field_name="effects.sql.url"), sql["state"])
+            return SqlState(sql["url"], sql["state"]) if "state" in sql else None
         http = self.effects["http"]
         if "state_path" not in http:
             return None
-        headers = {
-            str(k): resolve_env(str(v), field_name=f"effects.http.headers.{k}")
-            for k, v in http.get("headers", {}).items()
-        }
-        return HttpState(http["url"], http["state_path"], headers=headers)
+        return HttpState(http["url"], http["state_path"], headers=http.get("headers", {}))
 
     def database_urls(self) -> tuple[str, ...]:
         if "sql" not in self.effects:
             return ()
-        return (resolve_env(self.effects["sql"]["url"], field_name="effects.sql.url"),)
+        return (self.effects["sql"]["url"],)
+
+    def describe(self) -> dict[str, Any]:
+        # An endpoint read from the environment is named by its variable: it may carry a token.
+        return {**super().describe(), "endpoint": shown(self.endpoint_ref, self.endpoint)}
 
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness
@@ -144,21 +131,25 @@ class SpecTarget(Target):
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
         except (OSError, TimeoutError) as exc:
             raise TargetUnreachable(
-                f"target {self.name!r}: nothing accepts connections at {self.endpoint} ({exc or 'timeout'}); "
-                "start the service, or fix endpoint in the spec"
+                f"target {self.name!r}: nothing accepts connections at {shown(self.endpoint_ref, self.endpoint)} "
+                f"({exc or 'timeout'}); start the service, or fix endpoint in the spec"
             ) from exc
         writer.close()
         await writer.wait_closed()
         if self.command is None:
             # A service the lab did not start may still be booting: wait for it as for our own.
             ready, seen = await asyncio.to_thread(
-                functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
+                functools.partial(
+                    wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True
+                )
             )
             if not ready:
+                where = shown(self.endpoint_ref, self.endpoint)
                 raise TargetUnreachable(
-                    f"target {self.name!r}: the service at {self.endpoint} never became ready within "
-                    f"{DEFAULT_READY_TIMEOUT_S:g} s (readiness: {describe_rule(self.endpoint, ())}; last: "
-                    f"{seen}); wait for it to boot, or let the lab start it with command: and command.ready"
+                    f"target {self.name!r}: the service at {where} never became ready within "
+                    f"{DEFAULT_READY_TIMEOUT_S:g} s (readiness: {describe_rule(where, ())}; last: "
+                    f"{redact(seen)}); wait for it to boot, or let the lab start it with command: and "
+                    "command.ready"
                 )
         probe, state = self._probe(), self._state()
         try:
@@ -197,84 +188,62 @@ class SpecTarget(Target):
                 await state.aclose()
             await transport.aclose()
 
+    def attachments(self) -> dict[str, bytes]:
+        # The service's own output is the only witness of what it did; the writer redacts it.
+        log = self.service.log_bytes() if self.service is not None else b""
+        return {"service.log": log} if log else {}
+
     async def aclose(self) -> None:
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
+            self.service.remove_logs()
 
 
-def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
-    """The checks a schema cannot express: placeholders, where the event id must be, contradictions."""
-    check_expect(doc, source=source)
-    scheme = doc["signing"]["scheme"]
-    unknown = unknown_placeholders(doc["event"])
-    if unknown:
-        raise SpecError(
-            f"{source}: {unknown[0]}: unknown placeholder; use one of {', '.join('{{' + k + '}}' for k in KNOWN)}"
-        )
-    if not _mentions_event_id(doc["event"]):
-        raise SpecError(
-            f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
-        )
-    if scheme == "stripe" and doc["event"].get("id") != "{{event_id}}":
-        raise SpecError(
-            f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
-            'set id: "{{event_id}}"'
-        )
-
-
-def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
-    """Refuse (exit 3) an ``expect:`` or ``command:`` that contradicts itself or cannot work."""
-    expect = doc.get("expect", {})
-    if expect.get("conflict") == "ignore" and "conflict_status" in expect:
-        raise SpecError(
-            f"{source}: expect: conflict: ignore says a conflicting body is answered 2xx (dedupe by id), but "
-            f"conflict_status {expect['conflict_status']!r} lists the statuses that reject it; remove "
-            "conflict_status, or set conflict: reject"
-        )
-    command = doc.get("command", {})
-    cwd = command.get("cwd")
-    if isinstance(cwd, str) and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
-        raise SpecError(
-            f"{source}: command.cwd: got {cwd!r}, which is not a directory ({Path(source).parent / cwd}); "
-            "a relative cwd is read from the spec file's folder"
-        )
-    statuses = command.get("ready", {}).get("status", [])
-    if statuses and all(s in (502, 503, 504) for s in statuses):
-        raise SpecError(
-            f"{source}: command.ready.status: got {statuses!r}; 502, 503 and 504 are what a booting service "
-            "or its proxy answers, not readiness; use the status the service answers once it is up (e.g. [200])"
-        )
+def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
+    """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule."""
+    if "sql" in doc:
+        url = check_database_url(doc["sql"]["url"], allow_remote=allow_remote)
+        state = {"state": doc["sql"]["state"]} if "state" in doc["sql"] else {}
+        return {"sql": {"url": url, "count": doc["sql"]["count"], **state}}
+    http = doc["http"]
+    url = check_url(
+        http["url"], field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True
+    )
+    return {
+        "http": {
+            "url": url,
+            "shown": shown(http["url"], url),
+            "json_path": http["json_path"],
+            "headers": resolve_headers(http.get("headers", {}), field_name="effects.http.headers"),
+            **({"state_path": http["state_path"]} if "state_path" in http else {}),
+        }
+    }
 
 
 def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
-    """Load and check a target spec; refuse remote endpoints (exit 5) before any traffic."""
+    """Load and check a target spec; refuse remote URLs (exit 5) before any traffic."""
     _, doc = load_spec(path, expected_kind="target")
     source = str(path)
     check_target_doc(doc, source=source)
-    check_local(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
-    effects = doc["effects"]
-    if "http" in effects:
-        check_local(effects["http"]["url"], field_name="effects.http.url", allow_remote=allow_remote)
-    ready_url = doc.get("command", {}).get("ready", {}).get("url")
-    if ready_url is not None:
-        check_local(ready_url, field_name="command.ready.url", allow_remote=allow_remote)
     scheme = doc["signing"]["scheme"]
     secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
+    remember(secret)
     SIGNERS[scheme].check_secret(secret)
+    headers = resolve_headers(doc.get("headers", {}), field_name="headers")
+    check_reach(doc, allow_remote=allow_remote)
+    endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
+    effects = _effects(doc["effects"], allow_remote=allow_remote)
+    if "sql" in effects:
+        remember(*url_secrets(effects["sql"]["url"]))
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
-    database = (
-        database_kind(resolve_env(effects["sql"]["url"], field_name="effects.sql.url"))
-        if "sql" in effects
-        else "http"
-    )
     command = doc.get("command")
     return SpecTarget(
         name=doc["name"],
         kind="spec",
         handler=doc["name"],
-        endpoint=doc["endpoint"],
-        database=database,
+        endpoint=endpoint,
+        database=database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
         scheme=scheme,
         secret=secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
@@ -286,9 +255,12 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
             conflict=str(expect.get("conflict", "reject")),
             effects_within_s=float(expect.get("effects_within_s", 0)),
         ),
+        headers=headers,
+        event_type=delivery.get("event_type"),
         effects=effects,
         source=source,
         command=_command(command, spec_dir=path.resolve().parent) if command is not None else None,
+        endpoint_ref=doc["endpoint"],
     )
 
 
@@ -309,6 +281,7 @@ def _command(doc: Mapping[str, Any], *, spec_dir: Path) -> Command:
         env=env,
         ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
         cwd=cwd,
+        # check_reach held it to the loopback rule already
         ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
         ready_status=tuple(int(s) for s in ready.get("status", ())),
     )

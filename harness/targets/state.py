@@ -7,8 +7,8 @@ that answers 2xx to a conflicting body and keeps one row, but overwrites that ro
 changed the state all the same.
 
 The state is recorded as canonical JSON text (rows or the value at the path), cut at
-`STATE_CHARS`. Reads are read-only: SQLite connections are ``query_only``, PostgreSQL
-transactions ``READ ONLY``, and every transaction is rolled back. Library errors become
+`STATE_CHARS`. Reads are read-only, on the same kind of connection as the effects probe's
+(`harness.targets.effects.read_only_engine`), and every transaction is rolled back. Library errors become
 `ProbeError` (exit 4): an unreadable state is a lab failure, never "unchanged".
 """
 
@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import httpx
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
+from acklab.harness.targets.effects import read_only_engine
 
 STATE_CHARS = 500
 
@@ -43,35 +45,28 @@ def canonical(value: Any) -> str:
 
 
 class SqlState:
-    """``effects.sql.state``: every row the query returns, on a read-only connection."""
+    """``effects.sql.state``: every row the query returns, on the effects probe's read-only connection."""
 
     def __init__(self, url: str, query: str) -> None:
         try:
-            parsed = make_url(url)
+            self._url = make_url(url)
         except ArgumentError as exc:
-            raise SpecError(f"effects.sql.url: got {url!r}; expected a SQLAlchemy URL") from exc
-        if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        self._url, self._query = parsed, text(query)
+            raise SpecError("effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db") from exc
+        self._label = redact(self._url.render_as_string(hide_password=True))
+        self._query = text(query)
         self._engine: Engine | None = None
 
     def _read(self, event_id: str) -> str:
         if self._engine is None:
-            self._engine = create_engine(self._url, pool_pre_ping=True)
+            self._engine = read_only_engine(self._url)
         try:
             with self._engine.connect() as conn:
-                if self._engine.dialect.name == "sqlite":
-                    conn.exec_driver_sql("PRAGMA query_only = ON")
-                elif self._engine.dialect.name == "postgresql":
-                    conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-                try:
-                    rows = [list(row) for row in conn.execute(self._query, {"event_id": event_id})]
-                finally:
-                    conn.rollback()
+                rows = [list(row) for row in conn.execute(self._query, {"event_id": event_id})]
+                conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
+            reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
             raise ProbeError(
-                f"state query on {self._url.render_as_string(hide_password=True)} failed: "
-                f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}; check effects.sql.state"
+                f"state query on {self._label} failed: {reason}; check effects.sql.state"
             ) from exc
         return canonical(rows)
 
