@@ -65,8 +65,11 @@ class ServiceEndpoint(Endpoint):
     def probe_served_by_service(self) -> bool:
         """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
         http = getattr(self.probe, "source", "") == "http"
-        return http and self.service is not None and self.probe_url is not None and (
-            host_port(self.probe_url) == host_port(self.url)
+        return (
+            http
+            and self.service is not None
+            and self.probe_url is not None
+            and (host_port(self.probe_url) == host_port(self.url))
         )
 
 
@@ -139,9 +142,7 @@ class SpecTarget(Target):
         if self.command is None:
             # A service the lab did not start may still be booting: wait for it as for our own.
             ready, seen = await asyncio.to_thread(
-                functools.partial(
-                    wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True
-                )
+                functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
             )
             if not ready:
                 where = shown(self.endpoint_ref, self.endpoint)

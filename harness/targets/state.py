@@ -51,7 +51,9 @@ class SqlState:
         try:
             self._url = make_url(url)
         except ArgumentError as exc:
-            raise SpecError("effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db") from exc
+            raise SpecError(
+                "effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db"
+            ) from exc
         self._label = redact(self._url.render_as_string(hide_password=True))
         self._query = text(query)
         self._engine: Engine | None = None
