@@ -34,6 +34,7 @@ SUITE = (
     "explorer",
     "console_scale",
     "journal_writes",
+    "flow_verify",
     "test_timing",
 )
 

@@ -8,6 +8,8 @@ left alone; one whose owner is gone is cleaned according to what it names:
   process that was started (its start time matches), never a reused pid;
 * ``directory``: removed (a temporary SQLite database and its files);
 * ``database``: dropped on its server (``DROP DATABASE ... WITH (FORCE)``);
+* ``worktree``: a git worktree of the repair flow, removed with ``git worktree remove`` and
+  pruned from the repository's list — only when the token beside it matches the lease's;
 * ``proxy``: a proxy runs inside the lab's own process, so it ended with its owner.
 
 Each cleaned lease gets its ``released`` entry (``payload.outcome``, ``payload.by``).
@@ -21,6 +23,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess  # nosec B404
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,8 @@ from acklab.evidence.journal import Journal, JournalEntry, journal_path
 from acklab.harness.leases import same_process_alive
 
 KILL_WAIT_S = 5.0
+GIT_TIMEOUT_S = 60
+WORKTREE_MARKER = ".acklab-lease"  # written by flows.worktree beside each worktree it leases
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,43 @@ def _end_database(detail: dict[str, Any]) -> tuple[str, bool]:
     return f"dropped database {name!r}", True
 
 
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        # git with an argv list, never a shell.
+        return subprocess.run(  # nosec B603 B607
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _end_worktree(detail: dict[str, Any]) -> tuple[str, bool]:
+    path, tmp, repo = (Path(str(detail.get(k, ""))) for k in ("path", "tmp", "repo"))
+    if not tmp.name.startswith("acklab-") or path.parent != tmp:
+        return f"refused to remove {path}: not a worktree the lab creates (acklab-*/checkout)", False
+    if tmp.exists():
+        marker = tmp / WORKTREE_MARKER
+        try:
+            found: str | None = marker.read_text(encoding="utf-8").strip()
+        except OSError:
+            found = None
+        if not found or found != detail.get("token"):
+            return f"refused to remove {path}: its token does not match the lease's", False
+        _git(repo, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(tmp, ignore_errors=True)
+    _git(repo, "worktree", "prune")
+    listed = _git(repo, "worktree", "list", "--porcelain")
+    if tmp.exists():
+        return f"could not remove {tmp}", False
+    if listed is not None and f"worktree {path}\n" in listed.stdout + "\n":
+        return f"removed {tmp}, but {repo} still lists the worktree {path}", False
+    return f"removed worktree {path} (and from {repo}'s worktree list)", True
+
+
 def clean(entry: JournalEntry) -> tuple[str, bool]:
     """End what one open lease names; (outcome, ok)."""
     resource = entry.payload.get("resource")
@@ -146,6 +188,8 @@ def clean(entry: JournalEntry) -> tuple[str, bool]:
         return _end_directory(detail)
     if resource == "database":
         return _end_database(detail)
+    if resource == "worktree":
+        return _end_worktree(detail)
     if resource == "proxy":
         return "the proxy ran inside its owner's process and ended with it", True
     return f"unknown resource {resource!r}: left alone", False

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeAlias
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.journal import Journal, journal_path
 
-Resource: TypeAlias = Literal["process", "proxy", "database", "directory"]
+Resource: TypeAlias = Literal["process", "proxy", "database", "directory", "worktree"]
 
 
 def start_ticks(pid: int) -> int | None:

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -66,6 +66,9 @@ class Target(ABC):
     expect: Expect
     # Processing delays only a built-in fixture can simulate (timeout-overlap uses it).
     can_delay: bool = False
+    # Every delivery crosses a real socket, whatever the experiment needs (a spec target, a
+    # fixture served from a checkout by a process of its own).
+    socket_only: ClassVar[bool] = False
 
     def describe(self) -> dict[str, Any]:
         """The incident's ``target`` object (never a credential)."""
