@@ -46,9 +46,8 @@ _ACKLAB = "import sys; sys.path.insert(0, sys.argv.pop(1)); from acklab.cli impo
 
 def own_acklab() -> list[str]:
     """argv prefix that runs this installation's `acklab` (``python -I``, its root on sys.path)."""
-    import acklab
-
-    return [sys.executable, "-I", "-c", _ACKLAB, str(Path(acklab.__file__).resolve().parent.parent)]
+    package = sys.modules["acklab"]  # this module is acklab.flows.demo: its top package is loaded
+    return [sys.executable, "-I", "-c", _ACKLAB, str(Path(str(package.__file__)).resolve().parent.parent)]
 
 
 def _say(message: str) -> None:
