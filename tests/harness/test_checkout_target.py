@@ -97,7 +97,11 @@ def test_a_checkout_whose_handler_would_come_from_elsewhere_is_not_served(tmp_pa
     # Without the checkout's own acklab/__init__.py, `acklab.app` would be the installed one.
     (copy / "acklab" / "__init__.py").write_text("")
     with pytest.raises(HarnessError, match="refused: the live handler would come from") as info:
-        run(RunOptions(target="fixture:live", checkout=copy, experiments=("lost-ack",), trials=1, out=tmp_path))
+        run(
+            RunOptions(
+                target="fixture:live", checkout=copy, experiments=("lost-ack",), trials=1, out=tmp_path
+            )
+        )
     assert info.value.exit_code == ExitCode.LAB_ERROR
 
 
