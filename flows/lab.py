@@ -114,8 +114,12 @@ def run_lab(
     trials: int,
     seed: int,
     out: Path,
+    secrets: Sequence[str] = (),
 ) -> LabRun:
-    """Attack the fixture of `checkout` with `experiments`; FlowError (exit 4) when the lab could not run."""
+    """Attack the fixture of `checkout` with `experiments`; FlowError (exit 4) when the lab could not run.
+
+    `secrets` (the flow's tokens) are refused in everything the run writes, like its own.
+    """
     options = RunOptions(
         target=target,
         checkout=checkout,
@@ -123,6 +127,7 @@ def run_lab(
         trials=trials,
         seed=seed,
         out=out.resolve(),
+        secrets=tuple(secrets),
     )
     try:
         result = harness_run(options)

@@ -134,6 +134,7 @@ class _Flow:
             trials=self.spec.trials,
             seed=self.spec.seed,
             out=self.c.out,
+            secrets=self.c.secrets,
         )
         for exp in run.experiments.values():
             self.say(f"  {exp.line()}")
