@@ -103,7 +103,7 @@ def figures(quick: bool = False) -> list[Figure]:
             subprocess.run(argv, cwd=wt.path, env=python_env(wt.path), capture_output=True, check=False)
 
         def tests_after() -> None:
-            checks._pytest(argv, wt, head, spec, trail=_Trail(), name="pytest")  # type: ignore[arg-type]
+            checks.pytest_check(argv, wt, head, spec, trail=_Trail(), name="pytest")  # type: ignore[arg-type]
 
         lab_after()  # the flow imports the harness once per process: not a per-checkout cost
         for _ in range(runs):

@@ -38,7 +38,9 @@ def run_checks(
         argv = [sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]]
         started = time.perf_counter()
         if is_pytest(argv):
-            code, output, reasons, extra = _pytest(argv, checkout, head, spec, trail=trail, name=command.name)
+            code, output, reasons, extra = pytest_check(
+                argv, checkout, head, spec, trail=trail, name=command.name
+            )
         else:
             code, output = _run(argv, checkout.path, spec)
             reasons, extra = ([] if code == 0 else [f"exit {code}"]), {}
@@ -81,10 +83,11 @@ def _run(argv: list[str], cwd: Path, spec: FlowSpec) -> tuple[int, str]:
         return 127, f"{argv[0]}: not found; install it or change verify.commands in {spec.path}"
 
 
-def _pytest(
+def pytest_check(
     argv: list[str], checkout: Worktree, head: Worktree, spec: FlowSpec, *, trail: Trail, name: str
 ) -> tuple[int, str, list[str], dict[str, Any]]:
-    """pytest in the patched worktree writing its report outside it; the head collected beside it."""
+    """pytest in the patched worktree writing its report outside it, the head's tests collected beside
+    it: (exit code, output, reasons it fails, what the report held)."""
     leases = current_book()
     scratch = Path(tempfile.mkdtemp(prefix="acklab-junit-"))
     lease = leases.acquire("directory", str(scratch), path=str(scratch))

@@ -76,6 +76,9 @@ ATTACKS = {
     "ESC in a comment": ("# \x1b[1A\x1b[2K hidden\n", "control-character"),
     "bidi override in a string": ("x = 'abc\u202edef'\n", "control-character"),
     "zero-width space": ("x\u200b = 1\n", "control-character"),
+    # identifiers are NFKC-normalised by the parser: fullwidth letters spell the same names
+    "fullwidth exec": ("\uff45\uff58\uff45\uff43('1')\n", "machinery-name"),
+    "fullwidth sys": ("import \uff53ys\n", "machinery-module"),
 }
 
 
