@@ -7,7 +7,9 @@ for the console, the repair flow or Playwright.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -60,10 +62,12 @@ class LazyGroup(click.Group):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            return _unavailable(cmd_name, f"{module_name} is not built yet ({exc})")
+            return _unavailable(cmd_name, missing_module(exc))
         command = getattr(module, attr, None)
         if not isinstance(command, click.Command):
-            return _unavailable(cmd_name, f"{module_name}.{attr} is not built yet")
+            return _unavailable(
+                cmd_name, f"{module_name}.{attr} is missing from this installation; reinstall acklab"
+            )
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -72,11 +76,63 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+# Import name -> (distribution to install, the acklab extra that brings it; None: a core dependency).
+PACKAGES: dict[str, tuple[str, str | None]] = {
+    "fastapi": ("fastapi", None),
+    "starlette": ("fastapi", None),
+    "sqlalchemy": ("SQLAlchemy", None),
+    "pydantic": ("pydantic", None),
+    "pydantic_settings": ("pydantic-settings", None),
+    "httpx": ("httpx", None),
+    "httpcore": ("httpx", None),
+    "uvicorn": ("uvicorn", None),
+    "jsonschema": ("jsonschema", None),
+    "referencing": ("jsonschema", None),
+    "gitlab": ("python-gitlab", None),
+    "yaml": ("PyYAML", None),
+    "rich": ("rich", None),
+    "click": ("click", None),
+    "jinja2": ("Jinja2", None),
+    "psycopg": ("psycopg[binary]", None),
+    "hypothesis": ("hypothesis", None),
+    "playwright": ("playwright", "dev"),
+    "pytest": ("pytest", "dev"),
+    "standardwebhooks": ("standardwebhooks", "dev"),
+    "stripe": ("stripe", "dev"),
+    "svix": ("svix", "dev"),
+    "schemathesis": ("schemathesis", "dev"),
+}
+
+
+def missing_module(exc: ModuleNotFoundError) -> str:
+    """What to install for a missing import: the package and, when optional, acklab's extra."""
+    name = (exc.name or "").split(".")[0]
+    if name == "acklab":
+        return (
+            f"acklab's own module {exc.name!r} is missing: the installation is incomplete; reinstall acklab"
+        )
+    distribution, extra = PACKAGES.get(name, (name, None))
+    if extra:
+        return f"it needs the Python package {distribution!r}: pip install 'acklab[{extra}]'"
+    return (
+        f"it needs the Python package {distribution!r}, one of acklab's dependencies: "
+        f"pip install {distribution!r} (or reinstall acklab)"
+    )
+
+
 def _unavailable(name: str, why: str) -> click.Command:
+    """A stand-in for a command that cannot be imported: whatever it is given, it says why (exit 4)."""
+
     def callback(**_: Any) -> None:
         raise AcklabError(f"`acklab {name}` is not available: {why}", exit_code=ExitCode.LAB_ERROR)
 
-    return click.Command(name, callback=callback, help=f"(not available: {why})")
+    return click.Command(
+        name,
+        callback=callback,
+        help=f"(not available: {why})",
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 EPILOG = (
@@ -88,12 +144,41 @@ EPILOG = (
 
 @click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="acklab")
-def cli() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="ACKLAB_DEBUG",
+    help="On an internal error, print the traceback (also: ACKLAB_DEBUG=1).",
+)
+def cli(debug: bool) -> None:
     """acklab — prove that a webhook handler keeps one event to at most one side effect."""
 
 
+def _debugging(argv: list[str] | None) -> bool:
+    args = sys.argv[1:] if argv is None else argv
+    # Only options before the subcommand belong to `acklab` itself.
+    leading = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
+    return "--debug" in leading or os.environ.get("ACKLAB_DEBUG", "") not in ("", "0", "false", "no")
+
+
+def _internal_error(exc: BaseException, debug: bool) -> None:
+    """An unexpected exception is the lab's failure (exit 4), never a verdict (exit 1)."""
+    if debug:
+        traceback.print_exception(exc)
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if len(what) > 500:
+        what = what[:497] + "..."
+    hint = "" if debug else " (run with --debug or ACKLAB_DEBUG=1 for the traceback)"
+    click.echo(f"acklab: internal error: {what}; please report it{hint}", err=True)
+    sys.exit(ExitCode.LAB_ERROR)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map errors onto the exit-code contract."""
+    """Entry point: run the CLI and map every error onto the exit-code contract.
+
+    Nothing escapes as a traceback with exit 1 (which means "a verdict failed"): an
+    unexpected exception is an internal error, exit 4.
+    """
     try:
         rc = cli.main(args=argv, prog_name="acklab", standalone_mode=False)
     except click.exceptions.Abort:
@@ -108,4 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+    except ModuleNotFoundError as exc:
+        click.echo(f"acklab: error: cannot run this command: {missing_module(exc)}", err=True)
+        sys.exit(ExitCode.LAB_ERROR)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # the last line of defence: RecursionError, MemoryError, bugs
+        _internal_error(exc, _debugging(argv))
     sys.exit(int(rc) if isinstance(rc, int) else 0)

@@ -33,6 +33,7 @@ SUITE = (
     "detection",
     "explorer",
     "console_scale",
+    "hostile_inputs",
     "journal_writes",
     "flow_verify",
     "test_timing",

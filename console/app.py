@@ -4,7 +4,7 @@ Routes (all GET/HEAD; every other method answers 405):
 
     /                                        overview (?page=N)
     /bundles/{key}                           one bundle (a sweep: its heatmap and nested runs)
-    /bundles/{key}/incidents/{incident_id}   an incident's timeline
+    /bundles/{key}/incidents/{incident_id}   an incident's timeline (?page=N: 200 deliveries a page)
     /bundles/{key}/trail                     a repair trail
     /bundles/{key}/pipeline                  pipeline evidence of a bundle
     /pipelines                               every bundle by pipeline (?page=N)
@@ -15,6 +15,7 @@ Routes (all GET/HEAD; every other method answers 405):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -26,7 +27,14 @@ from . import details, views
 from .index import EvidenceIndex
 from .links import LiveLinks
 from .render import Site, render
-from .security import RAW_CSP, ReadOnlyMiddleware, media_type, resolve_inside
+from .security import (
+    LOOPBACK_NAMES,
+    RAW_CSP,
+    HostCheckMiddleware,
+    ReadOnlyMiddleware,
+    media_type,
+    resolve_inside,
+)
 
 STATIC_DIR = Path(__file__).parent / "static"
 GET_HEAD = ["GET", "HEAD"]
@@ -46,8 +54,14 @@ class NotFound(StarletteHTTPException):
         super().__init__(status_code=404, detail=what)
 
 
-def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
-    """The console app over `evidence`; the index is built here, not at import time."""
+def create_app(
+    evidence: Path, *, refresh_interval: float = 1.0, hosts: Iterable[str] = LOOPBACK_NAMES
+) -> FastAPI:
+    """The console app over `evidence`; the index is built here, not at import time.
+
+    `hosts`: the names a request's ``Host`` may carry (`security.served_hosts`); by default
+    the loopback's.
+    """
     index = EvidenceIndex(evidence, refresh_interval=refresh_interval)
     index.snapshot()  # warm the index before the first request, so it answers quickly
     site = Site(static=False, evidence=str(evidence))
@@ -72,9 +86,10 @@ def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
         return html(views.bundle(ctx(), key, _int(page)), f"no bundle {key!r} in the evidence directory")
 
     @app.api_route("/bundles/{key}/incidents/{incident_id}", methods=GET_HEAD, response_class=HTMLResponse)
-    def incident(key: str, incident_id: str) -> HTMLResponse:
+    def incident(key: str, incident_id: str, page: str | None = None) -> HTMLResponse:
         return html(
-            details.incident(ctx(), key, incident_id), f"no incident {incident_id!r} in bundle {key!r}"
+            details.incident(ctx(), key, incident_id, _int(page)),
+            f"no incident {incident_id!r} in bundle {key!r}",
         )
 
     @app.api_route("/bundles/{key}/trail", methods=GET_HEAD, response_class=HTMLResponse)
@@ -132,4 +147,5 @@ def create_app(evidence: Path, *, refresh_interval: float = 1.0) -> FastAPI:
         return HTMLResponse(body, status_code=exc.status_code)
 
     app.add_middleware(ReadOnlyMiddleware)
+    app.add_middleware(HostCheckMiddleware, hosts=frozenset(h.lower() for h in hosts))
     return app

@@ -25,20 +25,33 @@ def _is_loopback(host: str) -> bool:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="interface to listen on")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-def console(evidence: Path, host: str, port: int) -> int:
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests for this host name (repeatable; e.g. behind a reverse proxy). "
+    "By default only the loopback and --host are answered: a page elsewhere cannot read the "
+    "evidence through DNS rebinding.",
+)
+def console(evidence: Path, host: str, port: int, allow_hosts: tuple[str, ...]) -> int:
     """Serve the read-only evidence console (GET and HEAD only; nothing can be changed)."""
     import uvicorn
 
     from .app import create_app
+    from .security import served_hosts
 
-    app = create_app(evidence)
+    hosts = served_hosts(host, allow_hosts)
+    app = create_app(evidence, hosts=hosts)
     if not _is_loopback(host):
         click.echo(
             f"acklab console: listening on {host}, which is not loopback: anyone who reaches it can read the evidence",
             err=True,
         )
     click.echo(
-        f"acklab console: http://{host}:{port}/ over {evidence} (read-only; Ctrl-C stops it)", err=True
+        f"acklab console: http://{host}:{port}/ over {evidence} (read-only; Ctrl-C stops it); "
+        f"answers to {', '.join(sorted(hosts))} (--allow-host NAME for another name)",
+        err=True,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import ceil
 from typing import Any
 
 from acklab.evidence.validate import problems, schema_kinds
@@ -11,12 +12,16 @@ from acklab.evidence.validate import problems, schema_kinds
 from . import trail as trail_model
 from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref
 from .index import VERIFIED, Integrity
-from .overview import paginate
+from .outline import Outline, OutlineError, page_trials
+from .overview import Page, paginate
 from .scan import as_dict, as_list, as_str
 from .security import resolve_inside
 from .svg import delivery_latency_svg, durations_svg
-from .timeline import trial_views
+from .timeline import TrialView, trial_view
 from .views import Context
+
+DELIVERIES_PER_PAGE = 200  # an incident may hold hundreds of thousands
+SCHEMA_CHECK_BYTES = 8 << 20  # larger incidents are not validated whole in a page view
 
 TRAIL_FIELDS = {
     "schema", "flow", "run_id", "started_at", "ended_at", "target", "spec_sha256", "scope",
@@ -44,16 +49,58 @@ def _pairs_for(ctx: Context, pairs: list[Pair]) -> list[Pair]:
     return pairs
 
 
-def incident(ctx: Context, key: str, incident_id: str) -> str | None:
-    """An incident: verdict, boundary, violations, and every trial's delivery timeline."""
+def incident_pages(outlined: Outline | None) -> int:
+    """How many pages the incident's deliveries take (at least one)."""
+    return max(1, ceil((outlined.deliveries if outlined else 0) / DELIVERIES_PER_PAGE))
+
+
+def _page_of_trials(path: Any, outlined: Outline, number: int) -> list[TrialView]:
+    first = (number - 1) * DELIVERIES_PER_PAGE
+    last = first + DELIVERIES_PER_PAGE
+    views = []
+    for position, span, trial in page_trials(path, outlined.trials, first, last):
+        view = trial_view(trial, position)
+        low = max(0, first - span.first)
+        high = max(low, min(len(view.rows), last - span.first))
+        views.append(replace(view, rows=view.rows[low:high], row_offset=low, row_count=len(view.rows)))
+    return views
+
+
+def incident(ctx: Context, key: str, incident_id: str, page: int = 1) -> str | None:
+    """An incident: verdict, boundary, violations, and its deliveries' timeline, a page at a time.
+
+    The incident is read as an outline (`console.outline`): a page parses only the trials
+    holding its deliveries, so the first page of a 200 MB incident costs what a small one does.
+    """
     summary = ctx.snapshot.incident(key, incident_id)
     found = ctx.snapshot.by_key.get(key)
     if summary is None or found is None or summary.path is None:
         return None
-    doc, problem = ctx.index.document(found, summary.path)
     integrity = ctx.integrity(found)
-    d = as_dict(doc)
-    trials = trial_views(d)
+    path = found.path / summary.path
+    problem: str | None = None
+    outlined: Outline | None = None
+    trials: list[TrialView] = []
+    pages = 1
+    try:
+        outlined = ctx.index.outline(path)
+        pages = incident_pages(outlined)
+        page = min(max(page, 1), pages)
+        trials = _page_of_trials(path, outlined, page)
+    except OutlineError as exc:
+        problem = f"{summary.path}: unreadable ({exc})"
+    d = outlined.head if outlined is not None else {}
+    checked: list[str] = []
+    if outlined is not None and integrity.status != VERIFIED:
+        if outlined.size <= SCHEMA_CHECK_BYTES:
+            doc, _ = ctx.index.document(found, summary.path)
+            checked = schema_problems("incident", doc, integrity)
+        else:
+            checked = [
+                "(not checked here: the incident is too large; `acklab evidence verify` checks the bundle)"
+            ]
+    total = outlined.deliveries if outlined is not None else 0
+    listed: Page[Any] = Page([], min(max(page, 1), pages), pages, total)
     return ctx.page(
         "incident.html",
         title=f"Incident {incident_id}",
@@ -65,12 +112,17 @@ def incident(ctx: Context, key: str, incident_id: str) -> str | None:
         target=as_dict(d.get("target")),
         experiment=as_dict(d.get("experiment")),
         figures=as_dict(d.get("summary")),
-        violations=[as_dict(v) for v in as_list(d.get("violations"))],
+        violations=[as_dict(v) for v in as_list(d.get("violations"))[:500]],
+        violation_count=len(as_list(d.get("violations"))),
         trials=trials,
+        listed=listed,
+        pager_href=lambda n: ctx.links.incident(key, incident_id, n),
+        first_shown=(listed.number - 1) * DELIVERIES_PER_PAGE + 1,
+        last_shown=min(total, listed.number * DELIVERIES_PER_PAGE),
         chart=delivery_latency_svg(trials),
         pairs=_pairs_for(ctx, counterparts(ctx.snapshot, summary)),
         problem=problem,
-        schema_problems=schema_problems("incident", doc, integrity),
+        schema_problems=checked,
     )
 
 

@@ -1,8 +1,10 @@
 """The GitLab Pages snapshot: the console's views rendered once, as relative static files.
 
 The snapshot must work under any sub-path (https://group.gitlab.io/project/), so every link
-is relative; it copies the raw files it links to; every page carries a banner saying it is
-a historical snapshot, with its generation time, pipeline and commit. It writes only inside
+is relative; it copies the raw files it links to, each as inert data (``.txt`` or ``.json``:
+a planted ``.html`` or ``.svg`` never becomes active content on the Pages origin); every page
+carries a banner saying it is a historical snapshot, with its generation time, pipeline and
+commit; an incident's deliveries are split over pages of their own. It writes only inside
 `--out`, refuses an `--out` that is, contains or lies inside the evidence directory, and
 only replaces a directory that an earlier snapshot wrote (it carries `snapshot.json`).
 """
@@ -24,6 +26,7 @@ from .compare import build, pair_table
 from .errors import OutputRefused
 from .index import EvidenceIndex, Snapshot
 from .links import StaticLinks
+from .outline import OutlineError
 from .overview import paginate
 from .render import Site
 from .scan import BundleSummary
@@ -131,8 +134,14 @@ def _bundle_pages(
         writer.page(rel, views.bundle(_ctx(index, snapshot, site, rel), key, page))
     for incident in bundle.incidents:
         if incident.incident_id and incident.path:
-            rel = StaticLinks.incident_file(key, incident.incident_id)
-            writer.page(rel, details.incident(_ctx(index, snapshot, site, rel), key, incident.incident_id))
+            try:
+                count = details.incident_pages(index.outline(bundle.path / incident.path))
+            except OutlineError:
+                count = 1  # the page says why the incident cannot be read
+            for page in range(1, count + 1):
+                rel = StaticLinks.incident_file(key, incident.incident_id, page)
+                ctx = _ctx(index, snapshot, site, rel)
+                writer.page(rel, details.incident(ctx, key, incident.incident_id, page))
     _copy_bundle(writer, bundle)
 
 

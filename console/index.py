@@ -28,6 +28,7 @@ from typing import Any
 from acklab.evidence.bundle import verify
 
 from .errors import EvidenceDirError
+from .outline import Outline, OutlineError, outline
 from .scan import (
     BundleSummary,
     IncidentSummary,
@@ -119,6 +120,10 @@ class EvidenceIndex:
         self._integrity: dict[Path, tuple[tuple[tuple[str, int, int], ...], Integrity]] = {}
         self._documents: OrderedDict[tuple[str, int, int], tuple[Any, str | None]] = OrderedDict()
         self._max_documents = documents
+        # Incident outlines (small: spans and latencies), computed while summarising and
+        # kept so the first page of a huge incident needs no second pass over it.
+        self._outlines: OrderedDict[tuple[str, int, int], Outline] = OrderedDict()
+        self._max_outlines = max(documents, 256)
         self._snapshot: Snapshot | None = None
         self._checked_at = 0.0
         self._refresh_lock = threading.Lock()
@@ -171,7 +176,7 @@ class EvidenceIndex:
                 seen[path] = cached
                 continue
             changed = True
-            seen[path] = (sig, summarise_bundle(self.root, path))
+            seen[path] = (sig, summarise_bundle(self.root, path, self.outline))
         if set(seen) != set(self._summaries):
             changed = True
         self._summaries = seen
@@ -191,9 +196,27 @@ class EvidenceIndex:
         generation = (previous.generation + 1) if previous else 1
         return Snapshot(generation=generation, bundles=bundles, by_key=by_key)
 
+    def outline(self, path: Path) -> Outline:
+        """An incident's outline (`console.outline`), cached on its (mtime, size); OutlineError."""
+        try:
+            st = path.lstat()
+        except OSError as exc:
+            raise OutlineError(f"is missing ({exc.strerror})") from exc
+        cache_key = (str(path), st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if cache_key in self._outlines:
+                self._outlines.move_to_end(cache_key)
+                return self._outlines[cache_key]
+        found = outline(path)
+        with self._lock:
+            self._outlines[cache_key] = found
+            while len(self._outlines) > self._max_outlines:
+                self._outlines.popitem(last=False)
+        return found
+
     def integrity(self, bundle: BundleSummary) -> Integrity:
         """The bundle's verification, recomputed only when one of its files changed."""
-        if not (bundle.path / "manifest.json").is_file():
+        if not os.path.lexists(bundle.path / "manifest.json"):
             return Integrity(INCOMPLETE, ("no manifest.json: the run was interrupted or is still writing",))
         with self._lock:
             cached = self._integrity.get(bundle.path)
@@ -212,7 +235,7 @@ class EvidenceIndex:
         """A JSON document of a bundle, cached on its (mtime, size); (None, why) when unreadable."""
         path = bundle.path / rel
         try:
-            st = path.stat()
+            st = path.lstat()  # a symlink is never followed: read_json refuses it, with the reason
         except OSError as exc:
             return None, f"{rel}: missing ({exc.strerror})"
         cache_key = (str(path), st.st_mtime_ns, st.st_size)

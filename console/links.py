@@ -27,8 +27,9 @@ class LiveLinks:
     def bundle(self, key: str, page: int = 1) -> str:
         return f"/bundles/{_q(key)}" + (f"?page={page}" if page > 1 else "")
 
-    def incident(self, key: str, incident_id: str) -> str:
-        return f"/bundles/{_q(key)}/incidents/{_q(incident_id)}"
+    def incident(self, key: str, incident_id: str, page: int = 1) -> str:
+        url = f"/bundles/{_q(key)}/incidents/{_q(incident_id)}"
+        return url + (f"?page={page}" if page > 1 else "")
 
     def trail(self, key: str) -> str:
         return f"/bundles/{_q(key)}/trail"
@@ -93,7 +94,10 @@ class StaticLinks:
         return "compare/index.html" if page <= 1 else f"compare/page-{page}.html"
 
     @staticmethod
-    def incident_file(key: str, incident_id: str) -> str:
+    def incident_file(key: str, incident_id: str, page: int = 1) -> str:
+        # Later pages in a folder of the incident's own: no incident id can name one of them.
+        if page > 1:
+            return f"bundles/{key}/incidents/{incident_id}/page-{page}.html"
         return f"bundles/{key}/incidents/{incident_id}.html"
 
     @staticmethod
@@ -114,7 +118,15 @@ class StaticLinks:
 
     @staticmethod
     def raw_file(key: str, rel: str) -> str:
-        return f"raw/{key}/{rel}"
+        """Where a bundle's file is published: as inert data, never as active content.
+
+        A static host serves a file by its extension, and a bundle may hold a planted
+        ``.html``, ``.svg`` or ``.xml`` whose scripts would run on the Pages origin. So every
+        file is published as text (``<name>.txt``, served ``text/plain``), JSON as JSON
+        (``application/json``, which no browser runs). Distinct names stay distinct.
+        """
+        inert = rel if rel.endswith(".json") else f"{rel}.txt"
+        return f"raw/{key}/{inert}"
 
     def overview(self, page: int = 1) -> str:
         return self._to(self.overview_file(page))
@@ -122,8 +134,8 @@ class StaticLinks:
     def bundle(self, key: str, page: int = 1) -> str:
         return self._to(self.bundle_file(key, page))
 
-    def incident(self, key: str, incident_id: str) -> str:
-        return self._to(self.incident_file(key, incident_id))
+    def incident(self, key: str, incident_id: str, page: int = 1) -> str:
+        return self._to(self.incident_file(key, incident_id, page))
 
     def trail(self, key: str) -> str:
         return self._to(self.trail_file(key))

@@ -7,7 +7,6 @@ XML with <testsuite>/<testsuites> is JUnit, a JSON array is Code Quality, a JSON
 
 from __future__ import annotations
 
-import json
 import re
 
 # Parsing only local evidence files, and any DTD is refused before parsing (see _junit),
@@ -18,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acklab.evidence.loading import DocumentError, Limits, parse_json, read_bounded
+
 MAX_REPORT_BYTES = 32 * 1024 * 1024
+REPORT_LIMITS = Limits(max_bytes=MAX_REPORT_BYTES)
 _DTD = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
@@ -100,10 +102,10 @@ def _severity_counts(items: list[Any]) -> dict[str, int]:
 
 def _json(report: Report, data: bytes) -> None:
     try:
-        doc = json.loads(data)
-    except ValueError as exc:
+        doc = parse_json(data, source=report.rel, limits=REPORT_LIMITS)
+    except DocumentError as exc:
         report.kind = "json"
-        report.problem = f"not valid JSON: {exc}"
+        report.problem = exc.problem
         return
     if isinstance(doc, list):
         report.kind = "code quality"
@@ -122,7 +124,7 @@ def read_report(bundle: Path, rel: str) -> Report:
     """Classify and count one report file; problems are recorded, never raised."""
     path = bundle / rel
     try:
-        size = path.stat().st_size
+        size = path.lstat().st_size
     except OSError as exc:
         return Report(rel, 0, problem=f"missing: {exc.strerror}")
     report = Report(rel, size)
@@ -130,9 +132,9 @@ def read_report(bundle: Path, rel: str) -> Report:
         report.problem = f"too large to count ({size} bytes)"
         return report
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        report.problem = f"unreadable: {exc.strerror}"
+        data = read_bounded(path, REPORT_LIMITS, follow_symlinks=False, what=rel)
+    except DocumentError as exc:
+        report.problem = exc.problem
         return report
     head = data.lstrip()[:200]
     if rel.endswith(".xml") or head.startswith(b"<"):

@@ -3,17 +3,24 @@
 Everything here is defensive: a bundle is evidence from a run that may have been
 interrupted, hand-edited or tampered with, so a missing field or an unreadable file becomes
 a visible problem on the page, never an exception that hides the rest of the evidence.
+Documents are read bounded (`evidence.loading`: size, depth) and never through a symbolic
+link; an incident is read as an outline (`console.outline`), whatever its size; and a bundle
+that cannot be summarised at all shows as broken with the reason.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from acklab.evidence.loading import DocumentError, load_evidence_json
+
+from .outline import Outline, OutlineError, outline
 
 # Directories inside a bundle that only hold documents: never descend into them looking
 # for nested bundles (with 10,000 incidents this keeps discovery to a handful of scandirs).
@@ -21,6 +28,8 @@ LEAF_DIRS = frozenset({"incidents", "trials", "reports"})
 # sweep.json is written before a sweep's first run starts and its manifest only at the end,
 # so it alone makes a sweep in progress visible.
 MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json")
+# A merged bundle may hold thousands of incidents; a planted one millions of empty files.
+MAX_INCIDENTS_PER_BUNDLE = 50_000
 SAFE_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -158,7 +167,9 @@ def stat_sig(path: Path) -> tuple[int, int] | None:
 
 
 def listing_sig(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    """Names, mtimes and sizes of the regular files directly in `directory`."""
+    """Names, mtimes and sizes of the regular files directly in `directory` (none if it is a link)."""
+    if os.path.islink(directory):  # a symlinked incidents/ or reports/ would list files elsewhere
+        return ()
     try:
         with os.scandir(directory) as it:
             out = []
@@ -194,11 +205,19 @@ def parse_time(value: Any) -> float | None:
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
-    """(document, None) or (None, why it could not be read)."""
+    """(document, None) or (None, why it could not be read): bounded, never through a link."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return None, f"{path.name}: unreadable ({exc.__class__.__name__}: {exc})"
+        return load_evidence_json(path, what=path.name), None
+    except DocumentError as exc:
+        return None, f"{path.name}: unreadable ({exc.problem})"
+
+
+def is_regular(path: Path) -> bool:
+    """A regular file, not a symbolic link to one (evidence is never read through a link)."""
+    return stat_sig(path) is not None
+
+
+OutlineOf = Callable[[Path], Outline]
 
 
 # Coercions for reading untrusted documents: a mistyped field reads as empty, never raises.
@@ -246,17 +265,22 @@ def is_faulted(delivery: dict[str, Any]) -> bool:
     return isinstance(fault, str) and fault not in ("", "none")
 
 
-def summarise_incident(key: str, rel: str, doc: Any, fallback_time: float) -> IncidentSummary:
-    """The summary of one incident document, tolerant of missing or mistyped fields."""
-    d = as_dict(doc)
+def summarise_incident(
+    key: str, rel: str, doc: Any, fallback_time: float, *, outlined: Outline | None = None
+) -> IncidentSummary:
+    """The summary of one incident (a whole document, or an outline's head), tolerant of odd fields."""
+    d = as_dict(outlined.head if outlined is not None else doc)
     summary = as_dict(d.get("summary"))
-    trials = as_list(d.get("trials"))
     faulted: list[float] = []
     clean: list[float] = []
-    for delivery in deliveries_of(d):
-        value = delivery.get("latency_ms")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            (faulted if is_faulted(delivery) else clean).append(float(value))
+    if outlined is not None:
+        faulted, clean, trial_count = outlined.faulted, outlined.clean, len(outlined.trials)
+    else:
+        trial_count = len(as_list(d.get("trials")))
+        for delivery in deliveries_of(d):
+            value = delivery.get("latency_ms")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                (faulted if is_faulted(delivery) else clean).append(float(value))
     created = as_str(d.get("created_at"))
     seed = d.get("seed")
     return IncidentSummary(
@@ -270,7 +294,7 @@ def summarise_incident(key: str, rel: str, doc: Any, fallback_time: float) -> In
         experiment=as_str(as_dict(d.get("experiment")).get("name"), "?"),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         verdict=as_str(d.get("verdict"), "unknown"),
-        trials=as_int(summary.get("trials"), len(trials)),
+        trials=as_int(summary.get("trials"), trial_count),
         passed=as_int(summary.get("passed")),
         failed=as_int(summary.get("failed")),
         errors=as_int(summary.get("errors")),
@@ -346,14 +370,40 @@ def orphan_entries(
     return out
 
 
-def summarise_bundle(root: Path, path: Path) -> BundleSummary:
-    """Read a bundle's manifest, run.json and incidents into a BundleSummary."""
+def summarise_bundle(root: Path, path: Path, outline_of: OutlineOf = outline) -> BundleSummary:
+    """Read a bundle's manifest, run.json and incidents into a BundleSummary; never raises.
+
+    Whatever goes wrong (an unreadable directory, a document no limit anticipated) makes the
+    bundle show as broken with the reason: one bad bundle never hides the others.
+    """
+    try:
+        return _summarise_bundle(root, path, outline_of)
+    except Exception as exc:  # the console must stay up whatever a bundle holds
+        rel = path.relative_to(root).as_posix() if path != root else "."
+        return BundleSummary(
+            key=bundle_key(rel if rel != "." else path.name),
+            path=path,
+            rel=rel,
+            kind="broken",
+            has_manifest=False,
+            created_at="",
+            sort_time=0.0,
+            ci={},
+            run=None,
+            incidents=[],
+            has_trail=False,
+            reports=[],
+            problems=[f"the bundle cannot be read: {type(exc).__name__}: {exc}"],
+        )
+
+
+def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSummary:
     rel = path.relative_to(root).as_posix() if path != root else "."
     key = bundle_key(rel if rel != "." else path.name)
     problems: list[str] = []
-    mtime = path.stat().st_mtime
+    mtime = path.lstat().st_mtime
     manifest: dict[str, Any] = {}
-    has_manifest = (path / "manifest.json").is_file()
+    has_manifest = is_regular(path / "manifest.json")
     if has_manifest:
         doc, why = read_json(path / "manifest.json")
         manifest = as_dict(doc)
@@ -361,19 +411,25 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
             problems.append(why)
     run: RunSummary | None = None
     run_doc: Any = None
-    if (path / "run.json").is_file():
+    if is_regular(path / "run.json"):
         run_doc, why = read_json(path / "run.json")
         run = summarise_run(run_doc)
         if why:
             problems.append(why)
     incidents: list[IncidentSummary] = []
-    for name, *_ in listing_sig(path / "incidents"):
-        if not name.endswith(".json"):
-            continue
-        doc, why = read_json(path / "incidents" / name)
-        if why:
-            problems.append(why)
-        incidents.append(summarise_incident(key, f"incidents/{name}", doc, mtime))
+    names = [name for name, *_ in listing_sig(path / "incidents") if name.endswith(".json")]
+    if len(names) > MAX_INCIDENTS_PER_BUNDLE:
+        problems.append(
+            f"incidents/ holds {len(names):,} files; the console reads the first {MAX_INCIDENTS_PER_BUNDLE:,}"
+        )
+        names = names[:MAX_INCIDENTS_PER_BUNDLE]
+    for name in names:
+        try:
+            outlined: Outline | None = outline_of(path / "incidents" / name)
+        except OutlineError as exc:
+            outlined = None
+            problems.append(f"{name}: unreadable ({exc})")
+        incidents.append(summarise_incident(key, f"incidents/{name}", None, mtime, outlined=outlined))
     if run is not None:
         covered = {i.path for i in incidents if i.path}
         # run.json does not name the database; a run uses one, so its incidents tell.
@@ -381,7 +437,7 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
         database = databases.pop() if len(databases) == 1 else None
         incidents += orphan_entries(key, run_doc, run, covered, mtime, database=database)
     sweep: SweepSummary | None = None
-    if (path / "sweep.json").is_file():
+    if is_regular(path / "sweep.json"):
         sweep_doc, why = read_json(path / "sweep.json")
         sweep = summarise_sweep(sweep_doc)
         if why:
@@ -392,7 +448,7 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
         or (sweep.started_at if sweep else "")
     )
     kind = as_str(manifest.get("kind")) or (
-        "sweep" if sweep else "flow" if (path / "trail.json").is_file() else "run"
+        "sweep" if sweep else "flow" if is_regular(path / "trail.json") else "run"
     )
     ci = {k: str(v) for k, v in as_dict(manifest.get("ci")).items() if isinstance(v, str | int)}
     return BundleSummary(
@@ -406,7 +462,7 @@ def summarise_bundle(root: Path, path: Path) -> BundleSummary:
         ci=ci,
         run=run,
         incidents=incidents,
-        has_trail=(path / "trail.json").is_file(),
+        has_trail=is_regular(path / "trail.json"),
         reports=[f"reports/{n}" for n, *_ in listing_sig(path / "reports")],
         problems=problems,
         sweep=sweep,

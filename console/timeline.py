@@ -71,6 +71,17 @@ class TrialView:
     rows: list[Row]
     violations: list[dict[str, Any]]
     confirmations: list[Confirmation]
+    # When a page shows part of the trial: its first row's position and the trial's row count.
+    row_offset: int = 0
+    row_count: int | None = None
+
+    @property
+    def total_rows(self) -> int:
+        return self.row_count if self.row_count is not None else len(self.rows)
+
+    @property
+    def partial(self) -> bool:
+        return self.row_offset > 0 or self.total_rows > len(self.rows)
 
 
 def _opt_int(value: Any) -> int | None:
@@ -160,26 +171,27 @@ def rows_of(trial: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def trial_view(raw: Any, n: int) -> TrialView:
+    """One trial (the `n`-th of its incident) as a TrialView."""
+    t = as_dict(raw)
+    return TrialView(
+        trial_id=as_str(t.get("trial_id"), f"trial-{n}"),
+        index=as_int(t.get("index"), n),
+        verdict=as_str(t.get("verdict"), "unknown"),
+        seed=_opt_int(t.get("seed")),
+        event_ids=[str(e) for e in as_list(t.get("event_ids"))],
+        started_at=as_str(t.get("started_at")),
+        duration_ms=_opt_num(t.get("duration_ms")),
+        error=as_str(t.get("error")) or None,
+        rows=rows_of(t),
+        violations=[as_dict(v) for v in as_list(t.get("violations"))],
+        confirmations=confirmations_of(t),
+    )
+
+
 def trial_views(incident: dict[str, Any]) -> list[TrialView]:
     """Every trial of an incident as a TrialView, in index order."""
-    views = []
-    for n, raw in enumerate(as_list(incident.get("trials"))):
-        t = as_dict(raw)
-        views.append(
-            TrialView(
-                trial_id=as_str(t.get("trial_id"), f"trial-{n}"),
-                index=as_int(t.get("index"), n),
-                verdict=as_str(t.get("verdict"), "unknown"),
-                seed=_opt_int(t.get("seed")),
-                event_ids=[str(e) for e in as_list(t.get("event_ids"))],
-                started_at=as_str(t.get("started_at")),
-                duration_ms=_opt_num(t.get("duration_ms")),
-                error=as_str(t.get("error")) or None,
-                rows=rows_of(t),
-                violations=[as_dict(v) for v in as_list(t.get("violations"))],
-                confirmations=confirmations_of(t),
-            )
-        )
+    views = [trial_view(raw, n) for n, raw in enumerate(as_list(incident.get("trials")))]
     return sorted(views, key=lambda v: v.index)
 
 

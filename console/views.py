@@ -17,7 +17,7 @@ from .links import Links
 from .overview import heatmap, latency_table, paginate
 from .render import Site, render
 from .reports import Report, read_reports
-from .scan import BundleSummary, IncidentSummary, as_dict, as_list, as_str
+from .scan import BundleSummary, IncidentSummary, as_dict, as_list, as_str, is_regular
 from .svg import heatmap_svg, latency_svg
 
 INCIDENTS_PER_PAGE = 50  # a merged bundle may hold thousands
@@ -96,7 +96,7 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
             if static_pairs is not None:
                 pairs = [p for p in pairs if p in static_pairs]
             compare[incident.incident_id] = pairs
-    raw = [rel for rel in ("run.json", "trail.json", "manifest.json") if (found.path / rel).is_file()]
+    raw = [rel for rel in ("run.json", "trail.json", "manifest.json") if is_regular(found.path / rel)]
     return ctx.page(
         "bundle.html",
         title=f"Bundle {found.rel}",
@@ -126,7 +126,7 @@ def sweep(ctx: Context, found: BundleSummary) -> str:
     nested = sweep_model.nested_bundles(ctx.snapshot, found)
     schema_problems = sweep_model.schema_problems(doc)
     valid = doc is not None and not schema_problems
-    raw = [rel for rel in ("sweep.json", "heatmap.svg", "manifest.json") if (found.path / rel).is_file()]
+    raw = [rel for rel in ("sweep.json", "heatmap.svg", "manifest.json") if is_regular(found.path / rel)]
     return ctx.page(
         "sweep.html",
         title=f"Sweep {found.rel}",

@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import manifest_signature
 from .errors import EvidenceError, IntegrityError
+from .loading import DocumentError, load_evidence_json
 from .validate import validate
 
 MANIFEST = "manifest.json"
@@ -55,8 +57,10 @@ def ci_metadata(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def sha256_file(path: Path) -> str:
+    """sha256 of a regular file; a symlink is refused (OSError ELOOP), never followed."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 16), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -129,7 +133,15 @@ class BundleWriter:
     def finalize(
         self, *, env: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None
     ) -> Path:
-        """Write `manifest.json` over every other file in the bundle; return the bundle path."""
+        """Write `manifest.json` over every other file in the bundle; return the bundle path.
+
+        When the evidence directory holding the bundle has a journal, the manifest binds the
+        journal's newest entry (``journal_head``) and the journal records the manifest's
+        sha256 (``bundle``/``finalised``): each vouches for the other after the fact. With
+        ``ACKLAB_MANIFEST_KEY`` set, the manifest is signed (`evidence.manifest_signature`).
+        """
+        from .journal import JOURNAL_FILE, Journal  # the journal imports this module
+
         manifest: dict[str, Any] = {
             "schema": "acklab/manifest/v1",
             "bundle_id": self.bundle_id,
@@ -140,20 +152,71 @@ class BundleWriter:
             "files": file_table(self.root),
         }
         manifest.update(extra or {})
-        validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
-        data = dump_json(manifest)
-        self._guard(MANIFEST, data)
-        atomic_write(self.root / MANIFEST, data)
+        journal_file = self.root.parent / JOURNAL_FILE
+        journal = Journal(journal_file, secrets=self.secrets) if journal_file.is_file() else None
+        try:
+            head = journal.head() if journal is not None else None
+            if head is not None:
+                manifest["journal_head"] = {"entry": head[0], "sha256": head[1]}
+            key = manifest_signature.signing_key()
+            if key is not None:
+                manifest["signature"] = manifest_signature.sign(manifest, key)
+            validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
+            data = dump_json(manifest)
+            self._guard(MANIFEST, data)
+            atomic_write(self.root / MANIFEST, data)
+            if journal is not None:
+                journal.record(
+                    run_id=self.bundle_id,
+                    kind="bundle",
+                    name=self.bundle_id,
+                    status="finalised",
+                    ended_at=manifest["created_at"],
+                    payload={
+                        "manifest_sha256": hashlib.sha256(data).hexdigest(),
+                        "bundle": self.root.name,
+                        "kind": self.kind,
+                    },
+                )
+        finally:
+            if journal is not None:
+                journal.close()
         return self.root
 
 
+def _walk(root: Path) -> tuple[list[str], list[str]]:
+    """(regular files, symbolic links) under `root` as sorted posix paths; links are never followed."""
+    files: list[str] = []
+    links: list[str] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = Path(entry.path).relative_to(root).as_posix()
+                if entry.is_symlink():
+                    links.append(rel)
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(rel)
+    return sorted(files), sorted(links)
+
+
+def _is_leftover(rel: str) -> bool:
+    name = PurePosixPath(rel).name
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def bundle_files(root: Path) -> Iterable[str]:
-    """Every file of a bundle except its manifest and leftover temporary files, as posix paths."""
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            rel = path.relative_to(root).as_posix()
-            if rel != MANIFEST and not (path.name.startswith(".") and path.name.endswith(".tmp")):
-                yield rel
+    """Every regular file of a bundle except its manifest and leftover temporary files, as posix paths."""
+    files, _ = _walk(Path(root))
+    return [rel for rel in files if rel != MANIFEST and not _is_leftover(rel)]
+
+
+def bundle_links(root: Path) -> list[str]:
+    """Every symbolic link in a bundle (a bundle the lab writes holds none)."""
+    return _walk(Path(root))[1]
 
 
 def file_table(root: Path) -> dict[str, dict[str, Any]]:
@@ -172,48 +235,86 @@ class Verification:
     missing: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
     problem: str | None = None
+    # Symbolic links anywhere in the bundle: the lab writes none, and nothing follows them.
+    links: tuple[str, ...] = ()
+    # Disagreements with the journal or the manifest's signature (`evidence.tamper`).
+    journal: tuple[str, ...] = ()
+    signature: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.changed or self.missing or self.extra or self.problem)
+        return not (
+            self.changed
+            or self.missing
+            or self.extra
+            or self.problem
+            or self.links
+            or self.journal
+            or self.signature
+        )
 
     def describe(self) -> list[str]:
         lines = [f"changed: {p}" for p in self.changed]
         lines += [f"missing: {p}" for p in self.missing]
         lines += [f"extra: {p}" for p in self.extra]
+        lines += [f"symlink: {p} (a bundle holds no links; acklab never follows one)" for p in self.links]
+        lines += [f"journal: {why}" for why in self.journal]
+        if self.signature:
+            lines.append(f"signature: {self.signature}")
         if self.problem:
             lines.append(self.problem)
         return lines
 
 
 def load_manifest(root: Path) -> dict[str, Any]:
+    """The bundle's manifest, read bounded and never through a link (IntegrityError, exit 7)."""
     path = Path(root) / MANIFEST
+    if path.is_symlink():
+        raise IntegrityError(f"{path} is a symbolic link; a manifest must be the bundle's own file")
     if not path.is_file():
         raise IntegrityError(f"{root}: no {MANIFEST} (an incomplete or interrupted bundle?)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IntegrityError(f"{path}: unreadable manifest: {exc}") from exc
+        manifest = load_evidence_json(path)
+    except DocumentError as exc:
+        raise IntegrityError(f"unreadable manifest: {exc}") from exc
     validate("manifest", manifest, what=str(path))
     return manifest  # type: ignore[no-any-return]
 
 
 def verify(root: Path) -> Verification:
-    """Compare every file of the bundle with the manifest's sha256 and size."""
+    """Compare every file of the bundle with the manifest's sha256 and size; links are failures."""
     root = Path(root)
+    if root.is_symlink():
+        return Verification(bundle=root, problem=f"{root} is a symbolic link; acklab does not follow it")
+    try:
+        files, links = _walk(root)
+    except OSError as exc:
+        return Verification(bundle=root, problem=f"{root}: cannot list the bundle: {exc.strerror}")
     try:
         manifest = load_manifest(root)
     except EvidenceError as exc:
-        return Verification(bundle=root, problem=str(exc))
+        return Verification(bundle=root, problem=str(exc), links=tuple(links))
     expected: dict[str, dict[str, Any]] = manifest["files"]
-    present = set(bundle_files(root))
+    present = {rel for rel in files if rel != MANIFEST and not _is_leftover(rel)}
     changed = []
     for rel, entry in sorted(expected.items()):
-        if rel in present and sha256_file(root / rel) != entry["sha256"]:
+        if rel not in present:
+            continue
+        try:
+            if sha256_file(root / rel) != entry["sha256"]:
+                changed.append(rel)
+        except OSError:  # replaced by a link or removed while verifying
             changed.append(rel)
-    missing = sorted(set(expected) - present)
+    missing = sorted(set(expected) - present - set(links))
     extra = sorted(present - set(expected))
-    return Verification(bundle=root, changed=tuple(changed), missing=tuple(missing), extra=tuple(extra))
+    return Verification(
+        bundle=root,
+        changed=tuple(changed),
+        missing=tuple(missing),
+        extra=tuple(extra),
+        links=tuple(links),
+        signature=manifest_signature.check(manifest, manifest_signature.signing_key()),
+    )
 
 
 def find_bundles(evidence_dir: Path) -> list[Path]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from acklab.evidence.bundle import MANIFEST, Verification, find_bundles, verify
-from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.errors import EvidenceInvalid, IntegrityError
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.gitlab_source import GitLabAccess
 from acklab.evidence.history import load_history, render_table
@@ -50,13 +50,41 @@ def evidence() -> None:
 @evidence.command("verify")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per bundle instead of text.")
-def verify_command(path: Path, as_json: bool) -> int:
+@click.option(
+    "--journal",
+    "with_journal",
+    is_flag=True,
+    help="Also compare each bundle's manifest with the hash the journal recorded when the bundle "
+    "was finalised (catches a bundle rewritten with its manifest recomputed).",
+)
+def verify_command(path: Path, as_json: bool, with_journal: bool) -> int:
     """Check every file of PATH against its manifest (PATH: a bundle or an evidence directory).
 
     Exit 0 when every bundle is intact; exit 7 naming, for each bundle, every changed,
-    missing or extra file (and bundles with no manifest, i.e. incomplete ones).
+    missing or extra file, every symbolic link, and bundles with no manifest (incomplete
+    ones). When the evidence directory has a journal, its hash chain is checked too (exit 7
+    naming the first entry changed after it was written); with ACKLAB_MANIFEST_KEY set,
+    every manifest's signature.
     """
+    from acklab.evidence.history import check_chain, printable
+    from acklab.evidence.journal import Journal
+    from acklab.evidence.tamper import compare, journal_for
+
     results: list[Verification] = [verify(bundle) for bundle in bundles_in(path)]
+    journal_problem: str | None = None
+    journal_file = journal_for(path)
+    if with_journal and not journal_file.is_file():
+        raise EvidenceInvalid(
+            f"--journal: no journal at {journal_file}; pass the evidence directory `acklab run --out DIR` wrote to"
+        )
+    if journal_file.is_file():
+        with Journal(journal_file, readonly=True) as journal:
+            try:
+                check_chain(journal)
+            except IntegrityError as exc:
+                journal_problem = str(exc)
+            if with_journal:
+                results = compare(results, journal)
     if as_json:
         click.echo(
             json.dumps(
@@ -67,6 +95,9 @@ def verify_command(path: Path, as_json: bool) -> int:
                         "changed": list(r.changed),
                         "missing": list(r.missing),
                         "extra": list(r.extra),
+                        "links": list(r.links),
+                        "journal": list(r.journal),
+                        "signature": r.signature,
                         "problem": r.problem,
                     }
                     for r in results
@@ -76,13 +107,15 @@ def verify_command(path: Path, as_json: bool) -> int:
         )
     else:
         for result in results:
-            click.echo(f"{result.bundle}: {'intact' if result.ok else 'NOT INTACT'}")
+            click.echo(f"{printable(str(result.bundle))}: {'intact' if result.ok else 'NOT INTACT'}")
             for line in result.describe():
-                click.echo(f"  {line}")
+                click.echo(f"  {printable(line)}")
     bad = [r for r in results if not r.ok]
     if bad and not as_json:
         click.echo(f"{len(bad)} of {len(results)} bundle(s) failed verification", err=True)
-    return int(ExitCode.INTEGRITY if bad else ExitCode.OK)
+    if journal_problem:
+        click.echo(f"journal: {journal_problem}", err=True)
+    return int(ExitCode.INTEGRITY if bad or journal_problem else ExitCode.OK)
 
 
 @evidence.command("merge")
@@ -148,9 +181,31 @@ def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
     default=None,
     help="GitLab base URL (default: $GITLAB_URL, else $CI_SERVER_URL).",
 )
+@click.option(
+    "--max-archive-mib",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Abandon a job's artifact archive that grows past this while downloading.",
+)
+@click.option(
+    "--max-total-mib",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="The most one pull downloads, and the most it unpacks, in all.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the stored bundles as JSON.")
 def pull_command(
-    *, project: str, pipeline: int, job_name: str | None, out_dir: Path, gitlab_url: str | None, as_json: bool
+    *,
+    project: str,
+    pipeline: int,
+    job_name: str | None,
+    out_dir: Path,
+    gitlab_url: str | None,
+    max_archive_mib: int,
+    max_total_mib: int,
+    as_json: bool,
 ) -> int:
     """Download a pipeline's evidence artifacts, verify every bundle, store the verified ones.
 
@@ -159,12 +214,14 @@ def pull_command(
     the artifact archives is verified against its manifest first: if one fails, nothing is
     stored and the exit code is 7. Stored bundles carry `pulled_from` in their manifest.
     Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
-    or job does not exist.
+    or job does not exist. All or nothing: an archive past --max-archive-mib, a pull past
+    --max-total-mib, or two bundles that would be stored under one name store nothing (exit 7).
     """
-    from acklab.evidence.pull import pull
+    from acklab.evidence.pull import PullCaps, pull
 
     access = gitlab_access(gitlab_url, os.environ)
-    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name)
+    caps = PullCaps(download=max_archive_mib << 20, total=max_total_mib << 20)
+    pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name, caps=caps)
     if as_json:
         rows = [
             {"bundle": str(p.path), "bundle_id": p.bundle_id, "job": p.job, "job_id": p.job_id}
@@ -213,11 +270,14 @@ def sast_command(bandit_json: Path, out: Path) -> int:
 def history(run_id: str, evidence_dir: Path, as_json: bool) -> int:
     """Replay RUN_ID's steps from the journal: kind, name, status, start, end and duration.
 
-    Exit 3 when the run id is unknown (the known ones are listed).
+    The journal's hash chain is checked first: exit 7 naming the first entry changed after it
+    was written. Exit 3 when the run id is unknown (the known ones are listed). Reads only:
+    works on a read-only evidence directory.
     """
     entries = load_history(run_id, evidence_dir)
     if as_json:
-        click.echo(json.dumps([e.as_dict() for e in entries], indent=2, ensure_ascii=False))
+        # ASCII: every control character (C0 and C1) reaches the terminal as an escape.
+        click.echo(json.dumps([e.as_dict() for e in entries], indent=2, ensure_ascii=True))
     else:
         click.echo(render_table(entries))
     return int(ExitCode.OK)

@@ -8,6 +8,7 @@ Tokens travel in headers only and are never part of a message.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gitlab
+import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid
@@ -41,6 +43,11 @@ class ArtifactJob:
     id: int
     name: str
     status: str
+    archive_size: int | None = None  # as GitLab lists it (checked again while downloading)
+
+
+class DownloadTooLarge(EvidenceError):
+    """An artifact archive grew past the cap while streaming; the download was abandoned."""
 
 
 @contextmanager
@@ -99,7 +106,9 @@ class PipelineArtifacts:
             listed = self._pipeline.jobs.list(get_all=True)
         jobs = [
             (
-                ArtifactJob(id=int(j.id), name=str(j.name), status=str(j.status)),
+                ArtifactJob(
+                    id=int(j.id), name=str(j.name), status=str(j.status), archive_size=_archive_size(j)
+                ),
                 any(a.get("file_type") == "archive" for a in (j.attributes.get("artifacts") or [])),
             )
             for j in listed
@@ -110,13 +119,44 @@ class PipelineArtifacts:
     def has_archive(self, job: ArtifactJob) -> bool:
         return job.id in getattr(self, "_with_archive", set())
 
-    def download(self, job: ArtifactJob, into: Path) -> Path:
-        """Stream the job's artifact archive into a file under `into`; return its path."""
+    def download(self, job: ArtifactJob, into: Path, *, max_bytes: int | None = None) -> Path:
+        """Stream the job's artifact archive into a file under `into`; return its path.
+
+        With `max_bytes`, the download is abandoned (DownloadTooLarge) as soon as it grows past
+        it: a server that streams without end costs the disk no more than the cap.
+        """
         fd, name = tempfile.mkstemp(dir=into, prefix=f"job-{job.id}-", suffix=".zip")
         path = Path(name)
+        written = 0
+        handle: Any = self._project.jobs.get(job.id, lazy=True)
         with (
             open(fd, "wb") as fh,
             gitlab_errors(self.access, f"the artifacts of job {job.name!r} ({job.id})"),
         ):
-            self._project.jobs.get(job.id, lazy=True).artifacts(streamed=True, action=fh.write)
+            # The response itself, not python-gitlab's chunk callback: abandoning a download
+            # must close its connection here, not leave it to the garbage collector.
+            response = self._gl.http_get(
+                f"{handle.manager.path}/{handle.encoded_id}/artifacts", streamed=True, raw=True
+            )
+            if not isinstance(response, requests.Response):  # raw=True: always a Response
+                raise EvidenceError(
+                    f"GitLab at {self.access.url} answered the artifacts of job {job.id} oddly"
+                )
+            with contextlib.closing(response):
+                for chunk in response.iter_content(chunk_size=1 << 16):
+                    written += len(chunk)
+                    if max_bytes is not None and written > max_bytes:
+                        raise DownloadTooLarge(
+                            f"the artifacts of job {job.name!r} ({job.id}) grew past {max_bytes:,} bytes "
+                            "while downloading; abandoned"
+                        )
+                    fh.write(chunk)
         return path
+
+
+def _archive_size(job: Any) -> int | None:
+    for artifact in job.attributes.get("artifacts") or []:
+        if isinstance(artifact, dict) and artifact.get("file_type") == "archive":
+            size = artifact.get("size")
+            return size if isinstance(size, int) and not isinstance(size, bool) else None
+    return None

@@ -2,7 +2,14 @@
 
 Every run, experiment, trial, delivery, observation, checkpoint, decision and lease is
 appended as one row (validated as `journal-entry` first). Rows are never changed: triggers
-refuse UPDATE and DELETE with ``RAISE(ABORT, ...)``, so a journal is a record, not a state.
+refuse UPDATE and DELETE with ``RAISE(ABORT, ...)`` (re-created on every open, so dropping
+them lasts only until the next one), so a journal is a record, not a state.
+
+Tamper evidence. Each row carries the hash of the row before it and its own
+(`evidence.chain`): an entry changed after the fact — triggers dropped, then UPDATE — breaks
+the chain there, and `verify_chain` (run by ``acklab history`` and ``acklab evidence
+verify``) names the first broken entry. A journal of schema version 1 is sealed with the
+chain when first opened for writing.
 
 Durability. The file is in WAL mode with ``synchronous=NORMAL``: each `record` is its own
 transaction, and a committed row survives the writer being killed (``kill -9``) because
@@ -27,12 +34,15 @@ from types import TracebackType
 from typing import Any
 
 from .bundle import utcnow
+from .chain import GENESIS, ChainReport, entry_hash, walk
 from .errors import EvidenceError
+from .exitcodes import ExitCode
+from .loading import EVIDENCE, parse_json
 from .validate import validate
 
 JOURNAL_FILE = "journal.sqlite"
 BUSY_TIMEOUT_S = 30.0
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -45,19 +55,39 @@ CREATE TABLE IF NOT EXISTS entries (
     ended_at    TEXT,
     duration_ms REAL,
     payload     TEXT NOT NULL,
-    recorded_at TEXT NOT NULL
+    recorded_at TEXT NOT NULL,
+    prev_hash   TEXT,
+    entry_hash  TEXT
 );
 CREATE INDEX IF NOT EXISTS entries_by_run ON entries (run_id, id);
 CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (kind, run_id);
-CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
-BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END;
-CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
-BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 """
+_TRIGGER_STATEMENTS = (
+    "CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries"
+    " BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries"
+    " BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END",
+)
+_TRIGGERS = "".join(f"{statement};\n" for statement in _TRIGGER_STATEMENTS)
+# The columns of evidence.chain.COLUMNS, in its order (a test holds them equal).
+_SELECT_ROWS = (
+    "SELECT id, run_id, kind, name, status, started_at, ended_at, duration_ms, payload, recorded_at"
+    " FROM entries ORDER BY id"
+)
+_SELECT_CHAIN = (
+    "SELECT id, run_id, kind, name, status, started_at, ended_at, duration_ms, payload, recorded_at,"
+    " prev_hash, entry_hash FROM entries ORDER BY id"
+)
 
 
 class JournalError(EvidenceError):
     """The journal could not be opened, read or appended to (exit 4)."""
+
+
+def _rows(cursor: sqlite3.Cursor) -> Any:
+    """Rows of a cursor in batches, so a journal of millions of entries is walked in little memory."""
+    while batch := cursor.fetchmany(1000):
+        yield from batch
 
 
 def journal_path(evidence_dir: Path) -> Path:
@@ -108,28 +138,63 @@ class Journal:
     """The append-only journal at `path` (created when absent). Safe across threads and processes.
 
     Use as a context manager, or call `close()`. Optional `secrets` are refused in any
-    payload (defence in depth: the journal is part of a run's output).
+    payload (defence in depth: the journal is part of a run's output). ``readonly=True``
+    reads an existing journal without writing a byte (it works in a read-only directory).
     """
 
-    def __init__(self, path: Path, *, secrets: list[str] | None = None) -> None:
+    def __init__(self, path: Path, *, secrets: list[str] | None = None, readonly: bool = False) -> None:
         self.path = Path(path)
+        self.readonly = readonly
         self._secrets = [s for s in (secrets or []) if s]
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
+            if readonly:
+                self._db = self._connect_readonly()
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                )
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
         try:
-            self._setup_when_unlocked()
+            if readonly:
+                self._check_version(self._db.execute("PRAGMA user_version").fetchone()[0])
+            else:
+                self._setup_when_unlocked()
         except sqlite3.Error as exc:
             self._db.close()
             raise JournalError(
                 f"{self.path} is not a usable acklab journal ({exc}); "
                 "move it aside and a new one will be created"
             ) from exc
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise sqlite3.OperationalError("no such file")
+        uri = self.path.resolve().as_uri()
+        try:
+            db = sqlite3.connect(
+                f"{uri}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            # A WAL journal in a directory nobody may write to (a mounted artifact, a copy):
+            # SQLite cannot make its shared-memory file there, so read the file as it is.
+            return sqlite3.connect(
+                f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
+
+    @staticmethod
+    def _check_version(version: int) -> None:
+        # 0: a new file; 1: written before the hash chain (sealed when opened for writing).
+        if version not in (0, 1, SCHEMA_VERSION):
+            raise sqlite3.DatabaseError(f"journal schema version {version}, expected {SCHEMA_VERSION}")
 
     def _setup_when_unlocked(self) -> None:
         # Switching a new file to WAL takes an exclusive lock, and SQLite can answer
@@ -154,19 +219,46 @@ class Journal:
             raise sqlite3.OperationalError(f"journal_mode is {mode!r}, WAL is required")
         self._db.execute("PRAGMA synchronous = NORMAL")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise sqlite3.DatabaseError(f"journal schema version {version}, expected {SCHEMA_VERSION}")
-        if version == 0:
-            # One transaction, so a concurrent opener sees either no tables or all of them
-            # (IF NOT EXISTS makes the race between two first openers harmless).
-            try:
+        self._check_version(version)
+        try:
+            if version == 0:
+                # One transaction, so a concurrent opener sees either no tables or all of them
+                # (IF NOT EXISTS makes the race between two first openers harmless).
                 self._db.executescript(
-                    f"BEGIN IMMEDIATE; {_DDL} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                    f"BEGIN IMMEDIATE; {_DDL} {_TRIGGERS} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
                 )
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            elif version == 1:
+                self._seal_version_1()
+            else:
+                # Re-created on every open: a trigger dropped by hand is back before the next append.
+                self._db.executescript(f"BEGIN IMMEDIATE; {_TRIGGERS} COMMIT;")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def _seal_version_1(self) -> None:
+        """Add the chain to a journal written before it: every row hashed as it stands now."""
+        self._db.execute("BEGIN IMMEDIATE")
+        if self._db.execute("PRAGMA user_version").fetchone()[0] != 1:  # another opener sealed it
+            self._db.execute("COMMIT")
+            return
+        self._db.execute("DROP TRIGGER IF EXISTS entries_no_update")
+        self._db.execute("ALTER TABLE entries ADD COLUMN prev_hash TEXT")
+        self._db.execute("ALTER TABLE entries ADD COLUMN entry_hash TEXT")
+        previous = GENESIS
+        rows = self._db.execute(_SELECT_ROWS).fetchall()
+        for row in rows:
+            digest = entry_hash(previous, tuple(row))
+            self._db.execute(
+                "UPDATE entries SET prev_hash = ?, entry_hash = ? WHERE id = ?", (previous, digest, row[0])
+            )
+            previous = digest
+        # One statement at a time: executescript() would commit the transaction first.
+        for statement in _TRIGGER_STATEMENTS:
+            self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._db.execute("COMMIT")
 
     def __enter__(self) -> Journal:
         return self
@@ -212,17 +304,45 @@ class Journal:
         for secret in self._secrets:
             if secret in payload_json or secret in name:
                 raise JournalError(f"refusing to journal {kind}/{name}: it contains a secret (a lab bug)")
-        row = (run_id, kind, name, status, started_at, ended_at, entry["duration_ms"], payload_json)
+        if self.readonly:
+            raise JournalError(f"the journal {self.path} was opened read-only")
+        fields = (
+            run_id,
+            kind,
+            name,
+            status,
+            started_at,
+            ended_at,
+            entry["duration_ms"],
+            payload_json,
+            entry["recorded_at"],
+        )
         try:
             with self._lock:
-                cursor = self._db.execute(
-                    "INSERT INTO entries (run_id, kind, name, status, started_at, ended_at,"
-                    " duration_ms, payload, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*row, entry["recorded_at"]),
-                )
+                # The head is read and the new row written in one write transaction, so two
+                # processes appending at once still make one unbroken chain.
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    head = self._db.execute(
+                        "SELECT id, entry_hash FROM entries ORDER BY id DESC LIMIT 1"
+                    ).fetchone()
+                    entry_id = (head[0] + 1) if head else 1
+                    previous = (head[1] or GENESIS) if head else GENESIS
+                    digest = entry_hash(previous, (entry_id, *fields))
+                    self._db.execute(
+                        "INSERT INTO entries (id, run_id, kind, name, status, started_at, ended_at,"
+                        " duration_ms, payload, recorded_at, prev_hash, entry_hash)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (entry_id, *fields, previous, digest),
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as exc:
             raise JournalError(f"cannot append to the journal {self.path}: {exc}") from exc
-        return int(cursor.lastrowid or 0)
+        return entry_id
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
@@ -248,11 +368,52 @@ class Journal:
                 started_at=r[5],
                 ended_at=r[6],
                 duration_ms=r[7],
-                payload=json.loads(r[8]),
+                # Read bounded: a forged row may nest without end (exit 7, never a RecursionError).
+                payload=parse_json(
+                    r[8], source=f"{self.path}: entry #{r[0]}", limits=EVIDENCE, exit_code=ExitCode.INTEGRITY
+                ),
                 recorded_at=r[9],
             )
             for r in rows
         ]
+
+    def verify_chain(self) -> ChainReport:
+        """Walk the hash chain over every entry; the report names the first broken one."""
+        try:
+            with self._lock:
+                cursor = self._db.execute(_SELECT_CHAIN)
+                return walk(_rows(cursor))
+        except sqlite3.OperationalError as exc:
+            if "no such column" in str(exc):  # schema version 1, read-only: no chain yet
+                total = self._query("SELECT count(*) FROM entries")[0][0]
+                return walk([]) if not total else ChainReport(total, None, GENESIS, None)
+            raise JournalError(f"cannot read the journal {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot read the journal {self.path}: {exc}") from exc
+
+    def head(self) -> tuple[int, str] | None:
+        """(id, hash) of the newest entry, None for an empty journal."""
+        rows = self._query("SELECT id, entry_hash FROM entries ORDER BY id DESC LIMIT 1")
+        return (int(rows[0][0]), str(rows[0][1])) if rows and rows[0][1] else None
+
+    def entry_hash_of(self, entry_id: int) -> str | None:
+        """The stored hash of entry `entry_id` (None when there is no such entry)."""
+        rows = self._query("SELECT entry_hash FROM entries WHERE id = ?", (entry_id,))
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    def finalised_bundles(self) -> dict[str, list[dict[str, Any]]]:
+        """Bundle id -> the payloads of its ``bundle/finalised`` entries (manifest hashes), oldest first."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for name, payload in self._query(
+            "SELECT name, payload FROM entries WHERE kind = 'bundle' AND status = 'finalised' ORDER BY id"
+        ):
+            try:
+                doc = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                found.setdefault(str(name), []).append(doc)
+        return found
 
     def runs(self) -> list[str]:
         """Every run id in the journal, in the order each first appeared."""

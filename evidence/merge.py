@@ -19,7 +19,6 @@ Every input is verified against its manifest first; one tampered shard and nothi
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 from acklab.evidence.bundle import MANIFEST, BundleWriter, bundle_files, load_manifest, verify
 from acklab.evidence.errors import EvidenceInvalid, IntegrityError
 from acklab.evidence.incidents import Group, merge_group, worst
+from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.reports.junit import experiments_junit
 from acklab.evidence.validate import validate
 
@@ -51,10 +51,7 @@ class Shard:
 
 
 def _read_json(root: Path, rel: str, kind: str) -> dict[str, Any]:
-    try:
-        doc = json.loads((root / rel).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvidenceInvalid(f"{root / rel}: cannot read it as JSON: {exc}") from exc
+    doc = load_evidence_json(root / rel)  # bounded, never through a link (exit 7)
     validate(kind, doc, what=str(root / rel))
     return doc  # type: ignore[no-any-return]
 

@@ -14,10 +14,18 @@ manifest gains ``pulled_from`` (GitLab URL, project, pipeline, job, job id, time
 table is untouched, so `acklab evidence verify` still checks every original file.
 
 Archives are unpacked defensively: no absolute paths, no ``..``, no links, bounded size.
+
+Bounded and all or nothing. Each archive is capped while it downloads (`PullCaps.download`,
+also checked against the size GitLab lists before the download starts) and the whole pull is
+capped on what it downloads and unpacks (`PullCaps.total`): a server that streams without
+end costs no more than the cap, and exit 7 names the job. Two bundles that would be stored
+under the same name are refused before anything is stored; bundles are moved into place
+only when every one verified, and a failure while moving takes back the ones already moved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -31,11 +39,19 @@ from typing import Any
 
 from acklab.evidence.bundle import MANIFEST, atomic_write, dump_json, utcnow, verify
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid, IntegrityError
-from acklab.evidence.gitlab_source import ArtifactJob, GitLabAccess, PipelineArtifacts
+from acklab.evidence.gitlab_source import ArtifactJob, DownloadTooLarge, GitLabAccess, PipelineArtifacts
+from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.validate import validate
 
-MAX_UNPACKED_BYTES = 2 << 30
 MAX_MEMBERS = 200_000
+
+
+@dataclass(frozen=True)
+class PullCaps:
+    """How much one pull may download and unpack."""
+
+    download: int = 1 << 30  # one artifact archive, as downloaded
+    total: int = 4 << 30  # everything the pull downloads, and everything it unpacks
 
 
 @dataclass(frozen=True)
@@ -59,13 +75,20 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "job"
 
 
-def unpack(archive: Path, into: Path, *, what: str) -> None:
-    """Unpack a zip refusing absolute paths, `..`, links and oversized content (IntegrityError)."""
+def unpack(archive: Path, into: Path, *, what: str, max_bytes: int = PullCaps.total) -> int:
+    """Unpack a zip refusing absolute paths, `..`, links and more than `max_bytes` (IntegrityError).
+
+    Returns the bytes unpacked (each member is read no further than its declared size).
+    """
     try:
         with zipfile.ZipFile(archive) as zf:
             members = zf.infolist()
-            if len(members) > MAX_MEMBERS or sum(m.file_size for m in members) > MAX_UNPACKED_BYTES:
-                raise IntegrityError(f"{what}: the archive is larger than acklab unpacks; refusing it")
+            size = sum(m.file_size for m in members)
+            if len(members) > MAX_MEMBERS or size > max_bytes:
+                raise IntegrityError(
+                    f"{what}: the archive unpacks to {size:,} bytes in {len(members):,} files, more than "
+                    f"this pull may unpack ({max_bytes:,} bytes, {MAX_MEMBERS:,} files); refusing it"
+                )
             for member in members:
                 name = PurePosixPath(member.filename)
                 if name.is_absolute() or ".." in name.parts or "\\" in member.filename:
@@ -80,8 +103,9 @@ def unpack(archive: Path, into: Path, *, what: str) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(member) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
         raise IntegrityError(f"{what}: not a sound zip archive ({exc})") from exc
+    return size
 
 
 def _bundles_under(root: Path) -> list[Path]:
@@ -90,7 +114,7 @@ def _bundles_under(root: Path) -> list[Path]:
 
 def _mark(found: _Found, source: PipelineArtifacts) -> None:
     path = found.root / MANIFEST
-    original = path.read_bytes()
+    original = path.read_bytes()  # verified just before: bounded and no link
     manifest: dict[str, Any] = json.loads(original)
     manifest["pulled_from"] = {
         "gitlab_url": source.access.url,
@@ -115,8 +139,10 @@ def pull(
     pipeline: int,
     out_dir: Path,
     job_name: str | None = None,
+    caps: PullCaps | None = None,
 ) -> list[PulledBundle]:
-    """Fetch, verify and store every bundle of a pipeline's artifacts (all or nothing)."""
+    """Fetch, verify and store every bundle of a pipeline's artifacts (all or nothing, bounded)."""
+    caps = caps or PullCaps()
     source = PipelineArtifacts(access, project, pipeline)
     jobs = source.jobs()
     if job_name is not None:
@@ -134,13 +160,31 @@ def pull(
         )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    listed = sum(j.archive_size or 0 for j in with_archive)
+    too_big = [j for j in with_archive if (j.archive_size or 0) > caps.download]
+    if too_big or listed > caps.total:
+        names = ", ".join(f"{j.name!r} ({j.archive_size:,} bytes)" for j in too_big if j.archive_size)
+        raise IntegrityError(
+            f"pipeline {pipeline}: the artifacts are larger than a pull takes "
+            f"({names or f'{listed:,} bytes in all'}; at most {caps.download:,} bytes an archive, "
+            f"{caps.total:,} in all); nothing was downloaded"
+        )
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".pull-{pipeline}-", suffix=".partial"))
     try:
         found: list[_Found] = []
+        downloaded = unpacked_bytes = 0
         for job in with_archive:
-            archive = source.download(job, staging)
+            what = f"artifacts of job {job.name!r} ({job.id})"
+            budget = min(caps.download, caps.total - downloaded)
+            try:
+                archive = source.download(job, staging, max_bytes=budget)
+            except DownloadTooLarge as exc:
+                raise IntegrityError(
+                    f"{exc} (at most {caps.download:,} bytes an archive, {caps.total:,} in all); nothing was stored"
+                ) from exc
+            downloaded += archive.stat().st_size
             unpacked = staging / f"job-{job.id}"
-            unpack(archive, unpacked, what=f"artifacts of job {job.name!r} ({job.id})")
+            unpacked_bytes += unpack(archive, unpacked, what=what, max_bytes=caps.total - unpacked_bytes)
             archive.unlink()
             found += [_Found(job, b, b.relative_to(unpacked).as_posix()) for b in _bundles_under(unpacked)]
         if not found:
@@ -162,22 +206,52 @@ def pull(
         destinations = [
             out_dir / f"pipeline-{pipeline}" / f"{_slug(f.job.name)}-{f.job.id}" / f.root.name for f in found
         ]
+        seen: dict[Path, _Found] = {}
+        for item, destination in zip(found, destinations, strict=True):
+            earlier = seen.setdefault(destination, item)
+            if earlier is not item:
+                raise IntegrityError(
+                    f"job {item.job.name!r} ({item.job.id}) holds two bundles named {item.root.name!r} "
+                    f"({earlier.relpath} and {item.relpath}); they would be stored under one name, so "
+                    "nothing was stored"
+                )
         clashes = [str(d) for d in destinations if d.exists()]
         if clashes:
             raise EvidenceInvalid(
                 f"already pulled: {', '.join(clashes)}; remove it or choose another --out (evidence is never overwritten)"
             )
-        pulled = []
-        for item, destination in zip(found, destinations, strict=True):
+        for item in found:
             _mark(item, source)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            item.root.rename(destination)
-            manifest = json.loads((destination / MANIFEST).read_text(encoding="utf-8"))
-            pulled.append(PulledBundle(destination, str(manifest["bundle_id"]), item.job.name, item.job.id))
-        return pulled
+        return _store(found, destinations)
     except EvidenceError:
         raise
     except OSError as exc:
         raise EvidenceError(f"cannot store the pulled evidence under {out_dir}: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _store(found: list[_Found], destinations: list[Path]) -> list[PulledBundle]:
+    """Move every bundle into place, or none: a failure takes back the ones already moved."""
+    moved: list[tuple[Path, Path]] = []
+    made: list[Path] = []
+    try:
+        for item, destination in zip(found, destinations, strict=True):
+            for parent in reversed(destination.parents):
+                if not parent.exists():
+                    parent.mkdir()
+                    made.append(parent)
+            item.root.rename(destination)
+            moved.append((destination, item.root))
+    except OSError:
+        for destination, origin in reversed(moved):
+            destination.rename(origin)
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    pulled = []
+    for item, destination in zip(found, destinations, strict=True):
+        manifest = load_evidence_json(destination / MANIFEST)
+        pulled.append(PulledBundle(destination, str(manifest["bundle_id"]), item.job.name, item.job.id))
+    return pulled

@@ -18,7 +18,6 @@ refused, exit 3; the terminal asks again).
 from __future__ import annotations
 
 import getpass
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,10 +25,10 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import click
-import yaml
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.loading import SPEC, DocumentError, load_json, load_yaml
 from acklab.evidence.validate import validate
 
 from .errors import FlowSpecInvalid, GateRefused, NoDecision
@@ -120,14 +119,15 @@ class FileDecisions:
 
     @classmethod
     def load(cls, path: Path) -> FileDecisions:
+        # Bounded like a spec: a decisions file is input (exit 3 when too big, too deep, aliased).
+        what = f"the decisions file {path}"
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FlowSpecInvalid(f"cannot read the decisions file {str(path)!r}: {exc.strerror}") from exc
-        try:
-            doc = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise FlowSpecInvalid(f"the decisions file {path} is not YAML/JSON: {exc}") from exc
+            if str(path).endswith(".json"):
+                doc = load_json(Path(path), limits=SPEC, what=what)
+            else:
+                doc = load_yaml(Path(path), limits=SPEC, what=what)
+        except DocumentError as exc:
+            raise FlowSpecInvalid(str(exc)) from exc
         try:
             validate("decisions", doc, what=f"decisions file {path}")
         except EvidenceInvalid as exc:

@@ -4,6 +4,7 @@ AcklabError (evidence.exitcodes)
 └── FlowError                  exit 4: the flow could not run (git, a worktree, the lab)
     ├── FlowSpecInvalid        exit 3: a flow spec or decisions file is not valid
     ├── ProposerUnavailable    exit 4: the proposer could not be asked (LLM endpoint down, bad reply)
+    ├── ModelReplyInvalid      exit 3: the model's reply is too large, too deep or not JSON
     ├── PublishFailed          exit 4: GitLab could not be reached or refused for a non-gate reason
     └── GateRefused            exit 5: a safety, scope, approval or head gate said no
         ├── ScopeRefused       exit 5: the scope guard rejected the proposal twice
@@ -36,6 +37,12 @@ class ProposerUnavailable(FlowError):
     """The proposer could not produce an answer (endpoint unreachable, HTTP error, bad JSON)."""
 
     exit_code = ExitCode.LAB_ERROR
+
+
+class ModelReplyInvalid(FlowError):
+    """The model endpoint answered with a body acklab refuses to read (size, nesting, not JSON)."""
+
+    exit_code = ExitCode.INVALID_INPUT
 
 
 class PublishFailed(FlowError):

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.loading import SPEC, DocumentError, parse_yaml, read_bounded
 from acklab.evidence.validate import validate
 
 from .errors import FlowSpecInvalid
@@ -143,17 +142,16 @@ class FlowSpec:
 def load_spec(path: Path) -> FlowSpec:
     """Read, validate and freeze the flow spec at `path` (FlowSpecInvalid, exit 3, when it is not one)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
+    if not path.is_file():
         raise FlowSpecInvalid(
-            f"cannot read the flow spec {str(path)!r}: {exc.strerror}; "
+            f"cannot read the flow spec {str(path)!r}: no such file; "
             "pass the path of a `kind: flow` file, e.g. flows/repair.yaml"
-        ) from exc
+        )
     try:
-        doc = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise FlowSpecInvalid(f"{path} is not YAML: {exc}") from exc
+        raw = read_bounded(path, SPEC)
+        doc = parse_yaml(raw, source=str(path), limits=SPEC)
+    except DocumentError as exc:
+        raise FlowSpecInvalid(str(exc)) from exc
     return parse_spec(doc, what=str(path), sha256=hashlib.sha256(raw).hexdigest())
 
 

@@ -6,14 +6,13 @@ The caller's checkout, index and branches are never touched; the worktree and it
 administrative files are removed on the way out, also when the flow fails or is interrupted.
 A worktree is leased in the journal like every resource the lab creates: when the flow is
 killed (kill -9, a cancelled CI job), `acklab janitor` removes it, from `git worktree list`
-too. A random token written beside it (`LEASE_MARKER`) proves to the janitor that the
-directory it is about to remove is the one the lease names.
+too. The lease's token, written beside it (`harness.lease_witness.WorktreeMarker`), proves to
+the janitor that the directory it is about to remove is the one the lease names.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import subprocess  # nosec B404
 import tempfile
@@ -29,8 +28,6 @@ from .errors import FlowError
 GIT_TIMEOUT_S = 120
 # Credentials of the flow that code under test (verify's checks) never sees.
 WITHHELD = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "CI_JOB_JWT", "CI_JOB_JWT_V2")
-# Beside the checkout, in the worktree's temporary directory: the lease's token.
-LEASE_MARKER = ".acklab-lease"
 # A fixed identity for commits the flow makes, used only when the repository has none.
 FLOW_IDENTITY = {
     "GIT_AUTHOR_NAME": "acklab repair flow",
@@ -143,12 +140,8 @@ def worktree(repo: Path, commit: str, *, label: str = "wt") -> Iterator[Worktree
     """Check out `commit` in a fresh temporary worktree; remove it (and its admin files) afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix=f"acklab-{label}-"))
     path = tmp / "checkout"
-    token = secrets.token_hex(16)
-    (tmp / LEASE_MARKER).write_text(token, encoding="utf-8")
     leases = current_book()
-    lease = leases.acquire(
-        "worktree", str(path), path=str(path), tmp=str(tmp), repo=str(repo.resolve()), token=token
-    )
+    lease = leases.acquire("worktree", str(path), path=str(path), tmp=str(tmp), repo=str(repo.resolve()))
     try:
         git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
         yield Worktree(repo=repo, path=path, commit=commit)

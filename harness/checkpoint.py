@@ -5,13 +5,13 @@ reading of an interrupted bundle for ``--resume``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
 from acklab.evidence.errors import EvidenceError
+from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.validate import validate
 from acklab.harness.errors import SpecError
 from acklab.harness.events import EventBus, ExperimentFinished
@@ -107,7 +107,7 @@ def load_resume(out: Path, run_id: str, target: Target) -> tuple[dict[str, Any],
     if not path.is_file():
         raise SpecError(f"--resume {run_id!r}: no {path}; pass the same --out as the interrupted run")
     try:
-        run = json.loads(path.read_text(encoding="utf-8"))
+        run = load_evidence_json(path)
         validate("run", run, what=str(path))
     except (OSError, ValueError, EvidenceError) as exc:
         raise SpecError(f"--resume {run_id!r}: {path} is unreadable: {exc}") from exc
@@ -122,7 +122,7 @@ def load_resume(out: Path, run_id: str, target: Target) -> tuple[dict[str, Any],
     finished = {}
     for trial_file in sorted((bundle / "trials").glob("*.json")):
         try:
-            record = json.loads(trial_file.read_text(encoding="utf-8"))
+            record = load_evidence_json(trial_file)
             validate("trial", record, what=str(trial_file))
         except (OSError, ValueError, EvidenceError):
             continue  # a torn or foreign file is not a finished trial; it is rerun

@@ -22,7 +22,7 @@ from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.plan import Settings
+from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
 from acklab.harness.runner import RunOptions, prepare
@@ -51,7 +51,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--trials",
-            type=click.IntRange(min=1),
+            type=click.IntRange(1, MAX_TRIALS),
             default=None,
             help=f"Trials per experiment.  [default: an experiment spec's trials, else {DEFAULT_TRIALS}]",
         ),
@@ -100,17 +100,33 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--burst",
-            type=click.IntRange(2, 256),
+            type=click.IntRange(int(BOUNDS["burst"][0]), int(BOUNDS["burst"][1])),
             default=16,
             show_default=True,
             help="concurrent-duplicates: deliveries released together.",
         ),
         click.option(
             "--time-compression",
-            type=click.FloatRange(min=0, min_open=True),
+            type=click.FloatRange(*BOUNDS["time_compression"]),
             default=DEFAULT_TIME_COMPRESSION,
             show_default=True,
-            help="Retry schedules are divided by this factor (order and count kept).",
+            help="Retry schedules are divided by this factor (order and count kept; 1 is real time).",
+        ),
+        click.option(
+            "--handler-timeout",
+            type=click.FloatRange(*BOUNDS["handler_timeout_s"]),
+            default=Settings.handler_timeout_s,
+            show_default=True,
+            metavar="SECONDS",
+            help="How long the lab waits for the handler's answer to one delivery (at least 3x "
+            "the sender's timeout): what a hanging target costs per delivery.",
+        ),
+        click.option(
+            "--deadline",
+            type=click.FloatRange(min=1),
+            default=None,
+            metavar="SECONDS",
+            help="Stop the run after this long: finished trials are kept, exit 6, resumable with --resume.",
         ),
     ]
     for option in reversed(options):
@@ -119,11 +135,19 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run_options(kwargs: dict[str, Any]) -> RunOptions:
-    settings = Settings(time_compression=kwargs["time_compression"], burst=kwargs["burst"])
+    settings = Settings(
+        time_compression=kwargs["time_compression"],
+        burst=kwargs["burst"],
+        handler_timeout_s=kwargs["handler_timeout"],
+    )
     ctx = click.get_current_context()
     explicit = {
-        name: kwargs[name]
-        for name in ("burst", "time_compression")
+        setting: kwargs[name]
+        for name, setting in (
+            ("burst", "burst"),
+            ("time_compression", "time_compression"),
+            ("handler_timeout", "handler_timeout_s"),
+        )
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     resolved = resolve(tuple(kwargs["experiments"]), kwargs["trials"], settings, explicit=explicit)
@@ -139,6 +163,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         shard=kwargs["shard"],
         settings=resolved.settings,
         checkout=kwargs["checkout"],
+        deadline_s=kwargs["deadline"],
     )
 
 

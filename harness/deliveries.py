@@ -12,9 +12,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acklab.evidence.bundle import utcnow
+
+if TYPE_CHECKING:
+    from acklab.harness.bodies import CappedBody
 
 EXCERPT_CHARS = 500
 
@@ -37,6 +40,7 @@ class DeliveryRecord:
     handler_error: str | None = None
     sender_error: str | None = None
     response_excerpt: str | None = None
+    response_body: CappedBody | None = field(default=None, repr=False)
     handler_done: bool = False
     sender_done: bool = False
     on_complete: Callable[[DeliveryRecord], None] | None = field(default=None, repr=False)
@@ -51,10 +55,17 @@ class DeliveryRecord:
         return self.status is not None and 200 <= self.status < 300
 
     def finish_handler(
-        self, *, status: int | None, latency_ms: float, error: str | None, excerpt: str | None
+        self,
+        *,
+        status: int | None,
+        latency_ms: float,
+        error: str | None,
+        excerpt: str | None,
+        body: CappedBody | None = None,
     ) -> None:
         self.status, self.latency_ms, self.handler_error = status, round(latency_ms, 3), error
         self.response_excerpt = excerpt[:EXCERPT_CHARS] if excerpt is not None else None
+        self.response_body = body
         self.handler_done = True
         self._maybe_complete()
 
@@ -80,6 +91,15 @@ class DeliveryRecord:
         return "; ".join(parts) or None
 
     def as_dict(self) -> dict[str, Any]:
+        doc = self._as_dict()
+        if self.response_body is not None:
+            # What the lab read of the answer: its size, its hash, and whether it stopped early.
+            doc["response_bytes"] = self.response_body.read
+            doc["response_sha256"] = self.response_body.sha256
+            doc["response_truncated"] = self.response_body.truncated
+        return doc
+
+    def _as_dict(self) -> dict[str, Any]:
         return {
             "seq": self.seq,
             "event_id": self.event_id,

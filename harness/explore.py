@@ -14,7 +14,6 @@ and written as an incident (``incident.schedule``). A lab error is never a count
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import threading
 from collections.abc import Coroutine
@@ -204,11 +203,12 @@ def new_seed() -> int:
 def load_incident(path: Path) -> dict[str, Any]:
     """An explorer incident (validated), for `acklab replay`."""
     from acklab.evidence.errors import EvidenceError
+    from acklab.evidence.loading import load_evidence_json
     from acklab.evidence.validate import validate
     from acklab.harness.errors import SpecError
 
     try:
-        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = load_evidence_json(path)
         validate("incident", doc, what=str(path))
     except (OSError, ValueError, EvidenceError) as exc:
         raise SpecError(f"INCIDENT: {path} is not a readable acklab incident: {exc}") from exc

@@ -9,8 +9,14 @@ left alone; one whose owner is gone is cleaned according to what it names:
 * ``directory``: removed (a temporary SQLite database and its files);
 * ``database``: dropped on its server (``DROP DATABASE ... WITH (FORCE)``);
 * ``worktree``: a git worktree of the repair flow, removed with ``git worktree remove`` and
-  pruned from the repository's list — only when the token beside it matches the lease's;
+  pruned from the repository's list (no hook or fsmonitor of that repository runs);
 * ``proxy``: a proxy runs inside the lab's own process, so it ended with its owner.
+
+The journal can be forged, so a lease is only believed when the resource proves it
+(`harness.lease_witness`): the process has the pid-file the lab wrote for the lease's token,
+the directory lies in the lab's temp root and holds the token, the database is on the
+loopback and carries the token in its comment. Anything else is refused and left alone
+(exit 4), and no credential of the environment is ever sent to a host a lease names.
 
 Each cleaned lease gets its ``released`` entry (``payload.outcome``, ``payload.by``).
 Exit 0 when nothing is left, 4 when something could not be cleaned.
@@ -33,12 +39,13 @@ import click
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.history import printable
 from acklab.evidence.journal import Journal, JournalEntry, journal_path
+from acklab.harness.lease_witness import WITNESSES, Witness, connect_postgres, inside_temp_root
 from acklab.harness.leases import same_process_alive
 
 KILL_WAIT_S = 5.0
 GIT_TIMEOUT_S = 60
-WORKTREE_MARKER = ".acklab-lease"  # written by flows.worktree beside each worktree it leases
 
 
 @dataclass(frozen=True)
@@ -87,10 +94,31 @@ def owner_alive(payload: dict[str, Any]) -> bool:
     return isinstance(pid, int) and same_process_alive(pid, owner.get("start_ticks"))
 
 
-def _end_process(detail: dict[str, Any]) -> tuple[str, bool]:
+def _refused(what: str, why: str) -> tuple[str, bool]:
+    return f"refused to touch {what}: {why}; left alone", False
+
+
+def _proof(resource: str, token: Any, detail: dict[str, Any]) -> str | None:
+    """None when the resource carries the lease's token; else why the janitor will not act."""
+    witness: Witness | None = WITNESSES.get(resource)
+    if witness is None:
+        return None
+    if not isinstance(token, str) or not token:
+        return "the lease carries no token (forged, or written by an older acklab)"
+    return witness.check(token, detail)
+
+
+def _end_process(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]:
     pid, ticks, pgid = detail.get("pid"), detail.get("start_ticks"), detail.get("pgid")
     if not isinstance(pid, int) or not same_process_alive(pid, ticks):
         return f"process {pid} had already ended", True
+    if not isinstance(ticks, int):
+        return _refused(f"process {pid}", "the lease does not name its start time")
+    why = _proof("process", token, detail)
+    if why is not None:
+        return _refused(f"process {pid}", why)
+    if isinstance(pgid, int) and pgid != pid:
+        return _refused(f"process {pid}", f"the lease names another process group ({pgid})")
     try:
         if isinstance(pgid, int) and pgid == pid:
             os.killpg(pgid, signal.SIGKILL)  # it leads its own session: end every child too
@@ -108,88 +136,94 @@ def _end_process(detail: dict[str, Any]) -> tuple[str, bool]:
     return f"killed process group {pgid}" if pgid == pid else f"killed process {pid}", True
 
 
-def _end_directory(detail: dict[str, Any]) -> tuple[str, bool]:
+def _end_directory(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]:
     path = Path(str(detail.get("path", "")))
-    if not path.name.startswith("acklab-"):
-        return f"refused to remove {path}: not a directory the lab creates (acklab-*)", False
-    if not path.exists():
+    if not path.is_absolute():
+        return _refused(repr(str(path)), "not an absolute path")
+    if not os.path.lexists(path):
         return f"{path} was already removed", True
+    outside = inside_temp_root(path)
+    if outside is not None:
+        return _refused(str(path), outside)
+    why = _proof("directory", token, detail)
+    if why is not None:
+        return _refused(str(path), why)
     shutil.rmtree(path, ignore_errors=True)
     return (f"removed {path}", True) if not path.exists() else (f"could not remove {path}", False)
 
 
-def _end_database(detail: dict[str, Any]) -> tuple[str, bool]:
+def _end_database(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]:
     import psycopg
-    from sqlalchemy.engine import make_url
+    from psycopg import sql
 
-    url = make_url(str(detail.get("url", "")))
-    name = url.database or ""
+    name = str(detail.get("name") or "")
     if not name.startswith(("acklab_", "t_")):
-        return f"refused to drop database {name!r}: not one the lab creates", False
+        return _refused(f"database {name!r}", "not one the lab creates (acklab_*, t_*)")
+    why = _proof("database", token, detail)
+    if why is not None:
+        return _refused(f"database {name!r}", why)
     try:
-        with psycopg.connect(
-            host=url.host or "127.0.0.1",
-            port=url.port or 5432,
-            user=url.username or "postgres",
-            dbname="postgres",
-            autocommit=True,
-            connect_timeout=5,
-        ) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    except psycopg.Error as exc:
+        with connect_postgres(detail) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    except (PermissionError, psycopg.Error) as exc:
         return f"could not drop database {name!r}: {exc}", False
     return f"dropped database {name!r}", True
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    # An argv list, never a shell; and no hook or fsmonitor of the repository a lease names runs.
+    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args]
     try:
-        # git with an argv list, never a shell.
         return subprocess.run(  # nosec B603 B607
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
+            argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
 
 
-def _end_worktree(detail: dict[str, Any]) -> tuple[str, bool]:
+def _end_worktree(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]:
     path, tmp, repo = (Path(str(detail.get(k, ""))) for k in ("path", "tmp", "repo"))
-    if not tmp.name.startswith("acklab-") or path.parent != tmp:
-        return f"refused to remove {path}: not a worktree the lab creates (acklab-*/checkout)", False
-    if tmp.exists():
-        marker = tmp / WORKTREE_MARKER
-        try:
-            found: str | None = marker.read_text(encoding="utf-8").strip()
-        except OSError:
-            found = None
-        if not found or found != detail.get("token"):
-            return f"refused to remove {path}: its token does not match the lease's", False
+    if not (path.is_absolute() and tmp.is_absolute() and repo.is_absolute()):
+        return _refused(repr(str(path)), "the lease names a relative path")
+    if os.path.lexists(tmp):
+        why = _proof("worktree", token, detail)
+        if why is not None:
+            return _refused(f"worktree {path}", why)
         _git(repo, "worktree", "remove", "--force", str(path))
         shutil.rmtree(tmp, ignore_errors=True)
+    # Whether we removed it now or its owner did before dying: the repository forgets it.
     _git(repo, "worktree", "prune")
-    listed = _git(repo, "worktree", "list", "--porcelain")
     if tmp.exists():
         return f"could not remove {tmp}", False
+    listed = _git(repo, "worktree", "list", "--porcelain")
     if listed is not None and f"worktree {path}\n" in listed.stdout + "\n":
         return f"removed {tmp}, but {repo} still lists the worktree {path}", False
     return f"removed worktree {path} (and from {repo}'s worktree list)", True
 
 
+def _unmark(entry: JournalEntry) -> None:
+    """Remove the token the lab left beside a resource it has now cleaned (its pid-file)."""
+    witness = WITNESSES.get(str(entry.payload.get("resource")))
+    token, detail = entry.payload.get("token"), entry.payload.get("detail")
+    if witness is not None and isinstance(token, str) and token and isinstance(detail, dict):
+        witness.unmark(token, detail)
+
+
 def clean(entry: JournalEntry) -> tuple[str, bool]:
-    """End what one open lease names; (outcome, ok)."""
+    """End what one open lease names, once the resource proves it is the lab's; (outcome, ok)."""
     resource = entry.payload.get("resource")
     detail = entry.payload.get("detail", {})
+    token = entry.payload.get("token")
+    if not isinstance(detail, dict):
+        return f"the lease {entry.name!r} names nothing readable: left alone", False
     if resource == "process":
-        return _end_process(detail)
+        return _end_process(detail, token)
     if resource == "directory":
-        return _end_directory(detail)
+        return _end_directory(detail, token)
     if resource == "database":
-        return _end_database(detail)
+        return _end_database(detail, token)
     if resource == "worktree":
-        return _end_worktree(detail)
+        return _end_worktree(detail, token)
     if resource == "proxy":
         return "the proxy ran inside its owner's process and ended with it", True
     return f"unknown resource {resource!r}: left alone", False
@@ -210,6 +244,7 @@ def sweep(journal: Journal, *, dry_run: bool = False) -> list[Cleanup]:
             continue
         outcome, ok = clean(entry)
         if ok:
+            _unmark(entry)
             journal.record(
                 run_id=entry.run_id,
                 kind="lease",
@@ -242,10 +277,14 @@ def janitor(*, out: Path, dry_run: bool, as_json: bool) -> int:
             done = sweep(journal, dry_run=dry_run)
     for cleanup in done:
         mark = "in use" if cleanup.in_use else ("ok" if cleanup.ok else "FAILED")
-        click.echo(f"{mark:7} {cleanup.lease} (run {cleanup.run_id}): {cleanup.outcome}", err=True)
+        # A forged lease names whatever it likes: shown with control characters escaped.
+        line = f"{mark:7} {cleanup.lease} (run {cleanup.run_id}): {cleanup.outcome}"
+        click.echo(printable(line), err=True)
     if not done:
         click.echo("acklab janitor: no open leases", err=True)
     failed = [c for c in done if not c.ok]
     if as_json:
-        click.echo(json.dumps({"cleaned": [c.as_dict() for c in done], "failed": len(failed)}))
+        click.echo(
+            json.dumps({"cleaned": [c.as_dict() for c in done], "failed": len(failed)}, ensure_ascii=True)
+        )
     return int(ExitCode.LAB_ERROR if failed else ExitCode.OK)

@@ -19,8 +19,6 @@ from acklab.harness.signing import SIGNERS, Signer
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.transports import FaultTransport
 
-MIN_HORIZON_S = 30.0
-
 
 @dataclass
 class Lab:
@@ -54,8 +52,9 @@ class Lab:
         settings: Settings,
         served: AbstractAsyncContextManager[Endpoint] | None = None,
     ) -> AsyncIterator[Lab]:
-        # The lab waits for a handler's answer well past the sender's timeout (never less than 30 s).
-        horizon_s = max(MIN_HORIZON_S, 3 * target.timeout_s)
+        # The lab waits for a handler's answer well past the sender's timeout (by default at
+        # least 30 s; --handler-timeout bounds what a hanging target costs per delivery).
+        horizon_s = max(settings.handler_timeout_s, 3 * target.timeout_s)
         async with served or target.serve(needs) as endpoint:
             transport = FaultTransport(endpoint.transport, horizon_s=horizon_s)
             # Providers do not follow redirects (a 3xx is a failed delivery) and ignore proxies here.

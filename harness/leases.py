@@ -6,7 +6,9 @@ that dies without releasing — kill -9, a power cut in CI — leaves the lease 
 `acklab janitor` (`harness.janitor`) ends and cleans what it names.
 
 Processes are named by pid *and* start time (``/proc/<pid>/stat`` field 22), so a pid
-the kernel has since reused is never mistaken for the lab's.
+the kernel has since reused is never mistaken for the lab's. Every lease carries a random
+token that is also written beside the resource (`harness.lease_witness`): the janitor acts
+only on a resource that carries its lease's token, so a forged journal row moves nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.journal import Journal, journal_path
+from acklab.harness.lease_witness import WITNESSES, new_token
 
 Resource: TypeAlias = Literal["process", "proxy", "database", "directory", "worktree"]
 
@@ -71,9 +74,11 @@ class Lease:
     name: str
     detail: dict[str, Any]
     owner: dict[str, Any] = field(default_factory=this_process)
+    # Written beside the resource too (harness.lease_witness): what the janitor checks.
+    token: str = field(default_factory=new_token)
 
     def payload(self) -> dict[str, Any]:
-        return {"resource": self.resource, "detail": self.detail, "owner": self.owner}
+        return {"resource": self.resource, "detail": self.detail, "owner": self.owner, "token": self.token}
 
 
 class LeaseBook:
@@ -86,6 +91,10 @@ class LeaseBook:
 
     def acquire(self, resource: Resource, key: str, **detail: Any) -> Lease:
         lease = Lease(resource=resource, name=f"{resource}:{key}", detail=detail)
+        witness = WITNESSES.get(resource)
+        if self.journal is not None and witness is not None:
+            # Marked before it is journaled: a lease the janitor can read is always provable.
+            witness.mark(lease.token, lease.detail)
         if self.journal is not None:
             self.journal.record(
                 run_id=self.run_id,
@@ -101,6 +110,9 @@ class LeaseBook:
     def release(self, lease: Lease, *, outcome: str = "released by its owner") -> None:
         if self.held.pop(lease.name, None) is None:
             return
+        witness = WITNESSES.get(lease.resource)
+        if self.journal is not None and witness is not None:
+            witness.unmark(lease.token, lease.detail)
         if self.journal is not None:
             self.journal.record(
                 run_id=self.run_id,

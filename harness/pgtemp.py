@@ -72,11 +72,15 @@ class PostgresServer:
         """Create a fresh database and return its URL (every test gets its own)."""
         import psycopg
 
+        from acklab.harness.leases import current_book
+
         name = name or f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(
             host="127.0.0.1", port=self.port, user=self.user, dbname="postgres", autocommit=True
         ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+        # Inside a run, the database is leased (and marked with the lease's token in its comment).
+        current_book().acquire("database", name, name=name, url=self.url(name))
         return self.url(name)
 
     def stop(self) -> None:

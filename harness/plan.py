@@ -16,6 +16,20 @@ from typing import Any
 from acklab.harness.errors import SpecError
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
 
+# The range of every knob (inclusive; the same bounds as the experiment spec's schema and the
+# CLI's options). Outside it a run would not end (a compression of 1e-300 stretches a retry
+# schedule past the heat death of the universe) or would exhaust the machine (a burst of 10^6).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "time_compression": (1.0, 1e9),
+    "max_attempts": (1, 20),
+    "burst": (2, 256),
+    "overlap_ratio": (0.01, 0.99),
+    "processing_delay_ms": (1, 60_000),
+    "settle_ms": (0.0, 10_000.0),
+    "handler_timeout_s": (1.0, 600.0),
+}
+MAX_TRIALS = 10_000
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -27,9 +41,22 @@ class Settings:
     overlap_ratio: float = 0.5  # timeout-overlap: first timeout = ratio x measured handler latency
     processing_delay_ms: int = 250  # timeout-overlap on the fixture: simulated work per delivery
     settle_ms: float = 50.0  # quiescence: effects must read the same over this window
+    # How long the lab waits for a handler's answer to one delivery (never less than three
+    # times the sender's timeout): a hanging target costs this much per delivery, no more.
+    handler_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise SpecError(
+                    f"{name}: got {value!r}; expected a number from {low:g} to {high:g} "
+                    f"(--{name.replace('_', '-')} or an experiment spec's parameters.{name})"
+                )
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "handler_timeout_s": self.handler_timeout_s,
             "time_compression": self.time_compression,
             "max_attempts": self.max_attempts,
             "burst": self.burst,

@@ -58,6 +58,8 @@ class RunOptions:
     allow_remote: bool = False
     shard: str | None = None
     settings: Settings = field(default_factory=Settings)
+    # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
+    deadline_s: float | None = None
     journal: bool = True
     # Fixture targets: serve the fixture of this checkout in processes of its own (never imported).
     checkout: Path | None = None
@@ -233,7 +235,7 @@ async def _main(
     state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
     if not options.resume:
         state.preliminary()
-    interrupted = _install_interrupts()
+    interrupted = _install_interrupts(options.deadline_s)
     bus.emit(
         RunStarted(
             run_id,
@@ -284,12 +286,19 @@ async def _main(
             )
         )
         bus.close()
+        why = (
+            f"the run reached its --deadline of {options.deadline_s:g} s"
+            if interrupted.deadline
+            else "interrupted"
+        )
         raise RunInterrupted(
-            f"interrupted: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
+            f"{why}: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
             f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
         ) from None
     finally:
         _remove_interrupts()
+        if interrupted.timer is not None:
+            interrupted.timer.cancel()
     bus.emit(
         RunFinished(
             run_id,
@@ -308,6 +317,8 @@ async def _main(
 class _Flag:
     def __init__(self) -> None:
         self._set = False
+        self.deadline = False
+        self.timer: asyncio.TimerHandle | None = None
 
     def set(self) -> None:
         self._set = True
@@ -316,8 +327,8 @@ class _Flag:
         return self._set
 
 
-def _install_interrupts() -> _Flag:
-    """Ctrl-C and SIGTERM cancel the run's task; finished trials are already on disk."""
+def _install_interrupts(deadline_s: float | None = None) -> _Flag:
+    """Ctrl-C, SIGTERM and the run's deadline cancel the run's task; finished trials are on disk."""
     flag = _Flag()
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
@@ -326,6 +337,13 @@ def _install_interrupts() -> _Flag:
         flag.set()
         if task is not None:
             task.cancel()
+
+    def deadline() -> None:
+        flag.deadline = True
+        interrupt()
+
+    if deadline_s is not None:
+        flag.timer = loop.call_later(deadline_s, deadline)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Not the main thread (e.g. a test harness): signals stay with the caller.

@@ -11,11 +11,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import ValidationError
 from jsonschema.exceptions import best_match
 
 from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.loading import SPEC, DocumentError
+from acklab.evidence.loading import load_yaml as load_bounded_yaml
 from acklab.evidence.validate import schema_kinds, validator
 from acklab.harness.errors import SpecError
 
@@ -33,20 +34,24 @@ def spec_kinds() -> list[str]:
 
 
 def load_yaml(path: Path) -> Any:
+    """A spec file's document, read within the SPEC limits (size, depth, aliases; exit 3 beyond)."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist; check the path (relative to {Path.cwd()})")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read it: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+        return load_bounded_yaml(path, limits=SPEC)
+    except DocumentError as exc:
+        raise SpecError(str(exc)) from exc
 
 
 def _value(instance: Any) -> str:
     text = repr(instance)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _short(message: str, limit: int = 300) -> str:
+    """jsonschema's messages quote the whole value; a hostile one may be megabytes."""
+    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 def _fix(error: ValidationError) -> str:
@@ -71,15 +76,15 @@ def _fix(error: ValidationError) -> str:
     if keyword == "const":
         return f"set it to {schema.get('const')!r}"
     description = schema.get("description")
-    return f"expected {description}" if description else error.message
+    return f"expected {description}" if description else _short(error.message)
 
 
 def describe(error: ValidationError) -> str:
     """'field: got value; what is wrong (fix: ...)' for one schema error."""
-    where = ".".join(str(p) for p in error.absolute_path) or "(the document)"
+    where = _short(".".join(str(p) for p in error.absolute_path) or "(the document)", 120)
     if error.validator == "required":
-        return f"{where}: {error.message} (fix: {_fix(error)})"
-    return f"{where}: got {_value(error.instance)}; {error.message} (fix: {_fix(error)})"
+        return f"{where}: {_short(error.message)} (fix: {_fix(error)})"
+    return f"{where}: got {_value(error.instance)}; {_short(error.message)} (fix: {_fix(error)})"
 
 
 def check(kind: str, doc: Any, *, source: str) -> None:

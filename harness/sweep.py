@@ -21,7 +21,7 @@ from rich.table import Table
 
 from acklab.harness.events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.plan import Settings
+from acklab.harness.plan import BOUNDS, Settings
 from acklab.harness.progress import STYLE, ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
 from acklab.harness.sweep_plan import TEMP_SQLITE, SweepRun
@@ -175,7 +175,7 @@ def report(result: SweepResult, console: Console) -> None:
 @click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range.")
 @click.option(
     "--time-compression",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(*BOUNDS["time_compression"]),
     default=DEFAULT_TIME_COMPRESSION,
     show_default=True,
     help="Retry schedules are divided by this factor (order and count kept).",

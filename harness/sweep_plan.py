@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from acklab.evidence.errors import EvidenceError
+from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.validate import validate
 from acklab.harness.credentials import redact, url_password, url_secrets
 from acklab.harness.errors import SpecError
@@ -279,7 +279,7 @@ def load_plan(out: Path, sweep_id: str, databases: Sequence[str]) -> SweepPlan:
     if not path.is_file():
         raise SpecError(f"--resume {sweep_id!r}: no {path}; pass the same --out as the interrupted sweep")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_evidence_json(path)
         validate("sweep", doc, what=str(path))
     except (OSError, ValueError, EvidenceError) as exc:
         raise SpecError(f"--resume {sweep_id!r}: {path} is unreadable: {exc}") from exc

@@ -21,7 +21,6 @@ only the trials without a file) and starts the runs never started.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -34,6 +33,7 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.heatmap import sweep_heatmap
+from acklab.evidence.loading import load_evidence_json
 from acklab.harness.credentials import redact
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
 from acklab.harness.events import Consumer, Event, RunStarted
@@ -102,7 +102,7 @@ class SweepInterrupted(RunInterrupted):
 
 
 def _read(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    doc: dict[str, Any] = load_evidence_json(path)
     return doc
 
 

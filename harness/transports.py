@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from acklab.evidence.bundle import utcnow
+from acklab.harness.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
 from acklab.harness.deliveries import DeliveryRecord
 
 if TYPE_CHECKING:
@@ -43,9 +44,14 @@ def socket_transport(max_connections: int = 256) -> httpx.AsyncBaseTransport:
     return httpx.AsyncHTTPTransport(retries=0, limits=limits)
 
 
+# Headers that describe the body as it travelled; the sender gets what the lab kept of it.
+_BODY_HEADERS = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+
+
 @dataclass(frozen=True)
 class HandlerAnswer:
-    """The handler's complete response (already read), as it reached the lab."""
+    """The handler's response as it reached the lab: its status and headers, and the body the
+    lab kept of it (bounded: `harness.bodies`)."""
 
     response: httpx.Response
 
@@ -175,7 +181,8 @@ class FaultTransport(httpx.AsyncBaseTransport):
         try:
             response = await self._inner.handle_async_request(request)
             try:
-                body = await response.aread()
+                # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
+                body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
             finally:
                 await response.aclose()
         except httpx.HTTPError as exc:
@@ -190,9 +197,18 @@ class FaultTransport(httpx.AsyncBaseTransport):
             status=response.status_code,
             latency_ms=(time.monotonic() - started) * 1000,
             error=None,
-            excerpt=body.decode("utf-8", errors="replace"),
+            excerpt=body.data.decode("utf-8", errors="replace"),
+            body=body,
         )
-        return HandlerAnswer(response)
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+        kept = httpx.Response(
+            response.status_code,
+            headers=headers,
+            content=body.data,
+            request=request,
+            extensions=response.extensions,
+        )
+        return HandlerAnswer(kept)
 
     async def quiesce(self, timeout_s: float) -> bool:
         """Wait until no delivery is in flight; False when some still are after `timeout_s`."""

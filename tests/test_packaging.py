@@ -8,6 +8,7 @@ ships its own `app/` and `console/`, as a service repository would.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -40,19 +41,21 @@ def test_every_package_folder_is_declared_under_acklab():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of the checkout's files (tracked and new, not ignored): setuptools
+    # writes build/ and *.egg-info beside the sources, and the checkout must stay clean.
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        if (ROOT / rel).is_file():
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, source / rel)
+    pip_wheel = ["pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
+        [sys.executable, "-m", *pip_wheel],
         check=True,
         capture_output=True,
         timeout=300,

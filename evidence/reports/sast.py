@@ -10,7 +10,6 @@ text, so the same finding keeps its id across pipelines.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any
 
 from acklab.evidence.bundle import acklab_version, atomic_write, dump_json
 from acklab.evidence.errors import EvidenceInvalid
+from acklab.evidence.loading import EVIDENCE, DocumentError, load_json
 from acklab.evidence.validate import validate_vendored
 
 SCHEMA = "gitlab-sast-report-format-15.2.1"
@@ -142,13 +142,9 @@ def bandit_to_sast(bandit: Mapping[str, Any], *, scanner_version: str | None = N
 def convert_file(bandit_json: Path, out: Path, *, scanner_version: str | None = None) -> dict[str, Any]:
     """Read bandit's JSON file, convert it, write the SAST report atomically; return the report."""
     try:
-        bandit = json.loads(Path(bandit_json).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise EvidenceInvalid(f"cannot read the bandit report {str(bandit_json)!r}: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise EvidenceInvalid(
-            f"{str(bandit_json)!r} is not JSON ({exc}); produce it with `bandit -f json -o FILE -r PATH`"
-        ) from exc
+        bandit = load_json(Path(bandit_json), limits=EVIDENCE)
+    except DocumentError as exc:
+        raise EvidenceInvalid(f"{exc}; produce it with `bandit -f json -o FILE -r PATH`") from exc
     report = bandit_to_sast(bandit, scanner_version=scanner_version)
     atomic_write(Path(out), dump_json(report))
     return report

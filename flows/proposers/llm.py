@@ -17,8 +17,9 @@ from typing import Any, TextIO
 
 import httpx
 
+from acklab.evidence.loading import INPUT, DocumentError, parse_json
 from acklab.flows.diffs import fenced_diffs
-from acklab.flows.errors import FlowSpecInvalid, ProposerUnavailable
+from acklab.flows.errors import FlowSpecInvalid, ModelReplyInvalid, ProposerUnavailable
 from acklab.flows.escape import one_line, visible
 from acklab.flows.spec import LLMSettings
 
@@ -132,28 +133,38 @@ class LLMProposer:
         self._say(f"asking {self.model} at {self.base_url} (attempt {attempt}) ...")
         started = time.perf_counter()
         try:
-            with httpx.Client(timeout=self.settings.timeout_s, transport=self._transport) as client:
-                response = client.post(url, json=body, headers=headers)
+            with (
+                httpx.Client(timeout=self.settings.timeout_s, transport=self._transport) as client,
+                client.stream("POST", url, json=body, headers=headers) as response,
+            ):
+                reply = _read_capped(response, INPUT.max_bytes)
         except httpx.HTTPError as exc:
             raise ProposerUnavailable(
                 f"cannot reach the model endpoint {url}: {type(exc).__name__}: {exc}; "
                 "check ACKLAB_LLM_BASE_URL, or use --proposer recipe"
             ) from exc
         latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        excerpt = reply[:300].decode("utf-8", errors="replace")
         if response.status_code != 200:
             raise ProposerUnavailable(
                 f"the model endpoint {url} answered HTTP {response.status_code}: "
-                f"{response.text[:300]!r}; check ACKLAB_LLM_MODEL and ACKLAB_LLM_API_KEY"
+                f"{excerpt!r}; check ACKLAB_LLM_MODEL and ACKLAB_LLM_API_KEY"
+            )
+        if len(reply) > INPUT.max_bytes:
+            raise ModelReplyInvalid(
+                f"the model endpoint {url} answered more than {INPUT.describe_size()}; acklab refuses the reply"
             )
         try:
-            doc = response.json()
+            doc = parse_json(reply, source=f"the reply of {url}", limits=INPUT)
+        except DocumentError as exc:
+            raise ModelReplyInvalid(f"{exc}; the reply began {excerpt!r}") from exc
+        try:
             content = doc["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError) as exc:
             raise ProposerUnavailable(
-                f"the model endpoint {url} did not answer in the chat-completions format: "
-                f"{response.text[:300]!r}"
+                f"the model endpoint {url} did not answer in the chat-completions format: {excerpt!r}"
             ) from exc
-        usage = doc.get("usage") or {}
+        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
         call = LLMCall(
             # The endpoint names the model: what it says is shown and recorded escaped.
             model=one_line(str(doc.get("model") or self.model), limit=200),
@@ -166,6 +177,18 @@ class LLMProposer:
             f"(prompt {call.prompt_tokens} tokens, completion {call.completion_tokens} tokens)"
         )
         return str(content), call
+
+
+def _read_capped(response: httpx.Response, cap: int) -> bytes:
+    """The body, read while streaming up to one byte past `cap` (a huge reply is never buffered)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            break
+    return b"".join(chunks)[: cap + 1]
 
 
 def _int(value: Any) -> int | None:

@@ -19,7 +19,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from acklab.evidence.loading import DocumentError, Limits, parse_json
+from acklab.harness.bodies import read_capped
 from acklab.harness.errors import ProbeError, SpecError
+
+# An effects endpoint answers a small JSON object; more is refused, not buffered.
+PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
 
 
 class EffectsProbe(Protocol):
@@ -112,13 +117,21 @@ class HttpProbe:
     async def count(self, event_id: str) -> int:
         url = self._template.replace("{{event_id}}", event_id)
         try:
-            response = await self._client.get(url)
-            response.raise_for_status()
-            value: Any = response.json()
+            async with self._client.stream("GET", url) as response:
+                response.raise_for_status()
+                # The target answers: read it bounded, never a body it chose to make huge.
+                body = await read_capped(response, PROBE_LIMITS.max_bytes)
         except httpx.HTTPError as exc:
             raise ProbeError(f"effects probe GET {url} failed: {type(exc).__name__}: {exc}") from exc
-        except ValueError as exc:
-            raise ProbeError(f"effects probe GET {url} did not answer JSON: {exc}") from exc
+        if body.truncated:
+            raise ProbeError(
+                f"effects probe GET {url} answered more than {PROBE_LIMITS.describe_size()}; "
+                "an effects endpoint answers a small JSON object"
+            )
+        try:
+            value: Any = parse_json(body.data, source=f"effects probe GET {url}", limits=PROBE_LIMITS)
+        except DocumentError as exc:
+            raise ProbeError(f"{exc.source} did not answer readable JSON: {exc.problem}") from exc
         for part in self._path.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise ProbeError(

@@ -39,7 +39,7 @@ class AppClient:
     def __init__(self, app: FastAPI, portal: BlockingPortal) -> None:
         self.app = app
         self._portal = portal
-        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console")
+        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         return self._portal.call(functools.partial(self._client.request, method, url, **kwargs))

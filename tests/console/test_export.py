@@ -68,14 +68,20 @@ def test_every_page_says_it_is_a_dated_historical_snapshot(public):
         assert "<script>" not in html
 
 
-def test_raw_documents_and_reports_are_copied(public, sample_evidence):
-    for rel in (
-        "run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack.json",
-        "run-0001-unsafe/manifest.json",
-        "run-0001-unsafe/reports/junit.xml",
-        "flow-0001/trail.json",
+def test_raw_documents_and_reports_are_copied_as_inert_data(public, sample_evidence):
+    for rel, published in (
+        (
+            "run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack.json",
+            "run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack.json",
+        ),
+        ("run-0001-unsafe/manifest.json", "run-0001-unsafe/manifest.json"),
+        ("run-0001-unsafe/reports/junit.xml", "run-0001-unsafe/reports/junit.xml.txt"),
+        ("flow-0001/trail.json", "flow-0001/trail.json"),
     ):
-        assert (public / "raw" / rel).read_bytes() == (sample_evidence / rel).read_bytes()
+        assert (public / "raw" / published).read_bytes() == (sample_evidence / rel).read_bytes()
+    # Nothing under raw/ has an extension a static host would serve as active content.
+    suffixes = {p.suffix for p in (public / "raw").rglob("*") if p.is_file()}
+    assert suffixes <= {".txt", ".json"}, suffixes
 
 
 def test_static_comparison_uses_anchors_for_steps(public):

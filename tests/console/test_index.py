@@ -26,7 +26,9 @@ def test_summaries_are_reused_until_a_document_changes(evidence, monkeypatch):
     calls = []
     real = index_module.summarise_bundle
     monkeypatch.setattr(
-        index_module, "summarise_bundle", lambda root, path: calls.append(path) or real(root, path)
+        index_module,
+        "summarise_bundle",
+        lambda root, path, *rest: calls.append(path) or real(root, path, *rest),
     )
     idx = EvidenceIndex(evidence, refresh_interval=0.0)
     first = idx.snapshot()

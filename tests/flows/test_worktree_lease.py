@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from acklab.evidence.journal import Journal
-from acklab.flows.worktree import LEASE_MARKER, head_sha, worktree
+from acklab.flows.worktree import head_sha, worktree
 from acklab.harness.janitor import open_leases, sweep
+from acklab.harness.lease_witness import MARKER
 from acklab.harness.leases import leasing
 from tests.flows.conftest import fast_spec, run_git
 
@@ -63,7 +64,7 @@ def test_kill_9_of_a_flow_leaves_worktrees_the_janitor_removes(sandbox, tmp_path
 def test_the_janitor_leaves_a_worktree_whose_token_does_not_match(small_repo, tmp_path):
     out = tmp_path / "out"
     with leasing(out, "flow-test"), worktree(small_repo, head_sha(small_repo), label="head") as wt:
-        (wt.path.parent / LEASE_MARKER).write_text("someone else's token")
+        (wt.path.parent / MARKER).write_text("someone else's token")
         with Journal(out / "journal.sqlite") as journal:
             [entry] = open_leases(journal)
             assert entry.payload["resource"] == "worktree"
@@ -82,7 +83,8 @@ def test_the_janitor_leaves_a_worktree_whose_token_does_not_match(small_repo, tm
             results = {c.lease: c for c in sweep(journal)}
         orphan = results[entry.name + "-orphan"]
         assert not orphan.ok
-        assert "token does not match" in orphan.outcome
+        assert "refused to touch worktree" in orphan.outcome
+        assert "the lease's token" in orphan.outcome
         assert results[entry.name].in_use  # the live lease of this very process is left alone
         assert wt.path.is_dir()
     assert not wt.path.exists()  # its owner removed it on the way out

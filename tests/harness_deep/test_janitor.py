@@ -91,6 +91,7 @@ def test_the_janitor_cleans_what_a_killed_lab_left_behind(tmp_path, capsys):
 
 
 def test_a_lease_whose_lab_still_runs_is_left_alone(tmp_path):
+    (tmp_path / "acklab-x").mkdir()
     with Journal(tmp_path / "journal.sqlite") as journal:
         LeaseBook(journal, "run-1").acquire("directory", "acklab-x", path=str(tmp_path / "acklab-x"))
         [cleanup] = sweep(journal)
