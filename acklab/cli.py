@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.redaction import redact
 
 from . import __version__
 
@@ -165,7 +166,7 @@ def _internal_error(exc: BaseException, debug: bool) -> None:
     """An unexpected exception is the lab's failure (exit 4), never a verdict (exit 1)."""
     if debug:
         traceback.print_exception(exc)
-    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    what = f"{type(exc).__name__}: {redact(str(exc))}" if str(exc) else type(exc).__name__
     if len(what) > 500:
         what = what[:497] + "..."
     hint = "" if debug else " (run with --debug or ACKLAB_DEBUG=1 for the traceback)"
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
     except AcklabError as exc:
-        click.echo(f"acklab: error: {exc}", err=True)
+        # Library messages quote URLs and values: the process's redaction has the last word.
+        click.echo(f"acklab: error: {redact(str(exc))}", err=True)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

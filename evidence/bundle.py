@@ -22,6 +22,7 @@ from typing import Any
 from . import manifest_signature
 from .errors import EvidenceError, IntegrityError
 from .loading import DocumentError, load_evidence_json
+from .redaction import Redactor, known
 from .validate import validate
 
 MANIFEST = "manifest.json"
@@ -95,11 +96,12 @@ def safe_relpath(relpath: str) -> PurePosixPath:
 
 @dataclass
 class BundleWriter:
-    """Writes one bundle. Refuses to write any registered secret (defence in depth)."""
+    """Writes one bundle. Every byte it writes is redacted: the `secrets` given here and every
+    secret the process has learned (`acklab.evidence.redaction`) become ``[redacted]``."""
 
     root: Path
     kind: str = "run"
-    secrets: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list, repr=False)
     # defaults to the directory's name; given when a bundle is staged under another name
     bundle_id: str = ""
 
@@ -108,27 +110,33 @@ class BundleWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         self.bundle_id = self.bundle_id or self.root.name
 
-    def _guard(self, relpath: str, data: bytes) -> None:
-        for secret in self.secrets:
-            if secret and secret.encode() in data:
-                raise EvidenceError(
-                    f"refusing to write {relpath}: it contains a secret (a lab bug; please report)"
-                )
+    @property
+    def redactor(self) -> Redactor:
+        """The redaction every write goes through (read at each write: secrets learned late count)."""
+        return known(self.secrets)
 
-    def write_bytes(self, relpath: str, data: bytes) -> Path:
+    def _write(self, relpath: str, data: bytes) -> Path:
         rel = safe_relpath(relpath)
         if str(rel) == MANIFEST:
             raise EvidenceError("manifest.json is written by finalize() only")
-        self._guard(relpath, data)
         path = self.root / rel
         atomic_write(path, data)
         return path
 
+    def write_bytes(self, relpath: str, data: bytes) -> Path:
+        """Write `data` (a report, a log, a diff) with every secret redacted."""
+        return self._write(relpath, self.redactor.data(data))
+
+    def write_text(self, relpath: str, text: str) -> Path:
+        """Write `text` as UTF-8 with every secret redacted."""
+        return self._write(relpath, self.redactor.text(text).encode("utf-8"))
+
     def write_json(self, relpath: str, doc: Any, *, kind: str | None) -> Path:
-        """Validate `doc` as `kind` (when given) and write it; nothing is written if it is invalid."""
+        """Redact, validate `doc` as `kind` (when given) and write it; nothing is written if it is invalid."""
+        doc = self.redactor.doc(doc)
         if kind is not None:
             validate(kind, doc, what=relpath)
-        return self.write_bytes(relpath, dump_json(doc))
+        return self._write(relpath, dump_json(doc))
 
     def finalize(
         self, *, env: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None
@@ -152,6 +160,7 @@ class BundleWriter:
             "files": file_table(self.root),
         }
         manifest.update(extra or {})
+        manifest = self.redactor.doc(manifest)
         journal_file = self.root.parent / JOURNAL_FILE
         journal = Journal(journal_file, secrets=self.secrets) if journal_file.is_file() else None
         try:
@@ -163,7 +172,6 @@ class BundleWriter:
                 manifest["signature"] = manifest_signature.sign(manifest, key)
             validate("manifest", manifest, what=f"{self.bundle_id}/{MANIFEST}")
             data = dump_json(manifest)
-            self._guard(MANIFEST, data)
             atomic_write(self.root / MANIFEST, data)
             if journal is not None:
                 journal.record(

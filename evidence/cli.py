@@ -16,8 +16,9 @@ import click
 from acklab.evidence.bundle import MANIFEST, Verification, find_bundles, verify
 from acklab.evidence.errors import EvidenceInvalid, IntegrityError
 from acklab.evidence.exitcodes import ExitCode
-from acklab.evidence.gitlab_source import GitLabAccess
+from acklab.evidence.gitlab_source import GitLabAccess, strip_credentials
 from acklab.evidence.history import load_history, render_table
+from acklab.evidence.redaction import remember
 
 EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -151,6 +152,19 @@ def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
     url = url or env.get("GITLAB_URL") or env.get("CI_SERVER_URL")
     if not url:
         raise click.UsageError("no GitLab URL: set GITLAB_URL (inside a pipeline CI_SERVER_URL is used)")
+    url, removed = strip_credentials(url)
+    if removed:
+        remember(*removed)
+        if not (env.get("GITLAB_TOKEN") or env.get("CI_JOB_TOKEN")):
+            raise click.UsageError(
+                f"the GitLab URL carries credentials (user:***@); acklab never sends them from a URL: "
+                f"set GITLAB_URL={url} and put the token in GITLAB_TOKEN (read_api scope)"
+            )
+        click.echo(
+            "acklab: the GitLab URL's user:password@ is ignored (never sent, never written); "
+            "the token comes from GITLAB_TOKEN or CI_JOB_TOKEN",
+            err=True,
+        )
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"GitLab URL {url!r} must start with https:// (or http://)")
     if env.get("GITLAB_TOKEN"):

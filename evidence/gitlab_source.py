@@ -3,7 +3,14 @@
 python-gitlab's errors are converted here, at the boundary, and chained:
 401 → "token rejected" (exit 4), 403 → "token lacks permission" (exit 4),
 404 → "project / pipeline / job not found" (exit 3), no connection → exit 4.
-Tokens travel in headers only and are never part of a message.
+
+Credentials. Tokens travel in headers only and are never part of a message. The token
+goes to GITLAB_URL's origin (scheme, host, port) and nowhere else: GitLab answers an
+artifact download with a redirect to object storage, and requests keeps custom headers
+(``PRIVATE-TOKEN``, ``JOB-TOKEN``) across redirects — `TokenStaysHome` drops them on every
+hop that leaves the origin. Credentials written into the URL itself
+(``https://oauth2:glpat-…@gitlab.example.com``) are stripped by `strip_credentials` before
+the URL is used or recorded (a pulled manifest names the GitLab it came from).
 """
 
 from __future__ import annotations
@@ -15,12 +22,53 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid
+from acklab.evidence.redaction import redact, remember
+
+TOKEN_HEADERS = ("PRIVATE-TOKEN", "JOB-TOKEN", "Authorization")
+
+
+def strip_credentials(url: str) -> tuple[str, list[str]]:
+    """`url` without ``user:password@`` (and the values that were there, to be redacted)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, []
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    removed = [v for v in (parts.password, parts.username) if v]
+    return urlunsplit(parts._replace(netloc=netloc)), removed
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+class TokenStaysHome(requests.Session):
+    """A requests session that sends the GitLab token only to GitLab's own origin.
+
+    requests strips ``Authorization`` on a cross-host redirect but keeps every other header:
+    GitLab's ``PRIVATE-TOKEN``/``JOB-TOKEN`` would follow a download to object storage.
+    """
+
+    def __init__(self, gitlab_url: str) -> None:
+        super().__init__()
+        self._home = _origin(gitlab_url)
+
+    def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
+        super().rebuild_auth(prepared_request, response)
+        if _origin(prepared_request.url or "") != self._home:
+            for header in TOKEN_HEADERS:
+                prepared_request.headers.pop(header, None)
 
 
 @dataclass(frozen=True)
@@ -31,6 +79,12 @@ class GitLabAccess:
     token: str
     from_variable: str  # the variable the token came from, for messages (never the value)
     is_job_token: bool = False
+
+    def __post_init__(self) -> None:
+        # A password in the URL is neither used nor recorded; the token is redacted everywhere.
+        url, removed = strip_credentials(self.url)
+        object.__setattr__(self, "url", url)
+        remember(self.token, *removed)
 
     def __repr__(self) -> str:  # keep the token out of tracebacks and logs
         return f"GitLabAccess(url={self.url!r}, token=<from {self.from_variable}>, job_token={self.is_job_token})"
@@ -72,7 +126,9 @@ def gitlab_errors(access: GitLabAccess, what: str) -> Iterator[None]:
                 f"the token from {access.from_variable} may not read {what} (403 Forbidden); "
                 "a CI_JOB_TOKEN reaches few endpoints — use GITLAB_TOKEN with read_api"
             ) from exc
-        raise EvidenceError(f"GitLab at {access.url} failed while reading {what}: {exc}") from exc
+        raise EvidenceError(
+            f"GitLab at {access.url} failed while reading {what}: {redact(str(exc))}"
+        ) from exc
     except OSError as exc:  # requests' connection errors are OSErrors
         raise EvidenceError(
             f"cannot reach GitLab at {access.url} ({type(exc).__name__}); check GITLAB_URL / CI_SERVER_URL"
@@ -86,10 +142,13 @@ class PipelineArtifacts:
         self.access = access
         self.project_ref = project
         self.pipeline_id = pipeline
+        session = TokenStaysHome(access.url)
         if access.is_job_token:
-            self._gl = gitlab.Gitlab(access.url, job_token=access.token, timeout=timeout_s)
+            self._gl = gitlab.Gitlab(access.url, job_token=access.token, timeout=timeout_s, session=session)
         else:
-            self._gl = gitlab.Gitlab(access.url, private_token=access.token, timeout=timeout_s)
+            self._gl = gitlab.Gitlab(
+                access.url, private_token=access.token, timeout=timeout_s, session=session
+            )
         with gitlab_errors(access, f"project {project!r}"):
             # A job token may not read the project itself; the pipeline read below still checks it.
             self._project: Any = self._gl.projects.get(project, lazy=access.is_job_token)

@@ -38,6 +38,7 @@ from .chain import GENESIS, ChainReport, entry_hash, walk
 from .errors import EvidenceError
 from .exitcodes import ExitCode
 from .loading import EVIDENCE, parse_json
+from .redaction import known
 from .validate import validate
 
 JOURNAL_FILE = "journal.sqlite"
@@ -137,9 +138,11 @@ def _duration_ms(started_at: str | None, ended_at: str | None) -> float | None:
 class Journal:
     """The append-only journal at `path` (created when absent). Safe across threads and processes.
 
-    Use as a context manager, or call `close()`. Optional `secrets` are refused in any
-    payload (defence in depth: the journal is part of a run's output). ``readonly=True``
-    reads an existing journal without writing a byte (it works in a read-only directory).
+    Use as a context manager, or call `close()`. Every entry is redacted before it is
+    appended (the journal is append-only: a secret written once could never be scrubbed):
+    the optional `secrets` and every secret the process knows (`evidence.redaction`).
+    ``readonly=True`` reads an existing journal without writing a byte (it works in a
+    read-only directory).
     """
 
     def __init__(self, path: Path, *, secrets: list[str] | None = None, readonly: bool = False) -> None:
@@ -285,6 +288,18 @@ class Journal:
         payload: dict[str, Any] | None = None,
     ) -> int:
         """Append one entry and return its id. Raises EvidenceInvalid when it does not validate."""
+        redactor = known(self._secrets)
+        name, status = redactor.text(name), redactor.text(status)
+        payload = payload if payload is not None else {}
+        try:
+            payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            # One pass over the whole text is the common case; only when it finds something
+            # is the payload redacted string by string (which keeps the JSON sound).
+            if redactor.text(payload_json) != payload_json:
+                payload = redactor.doc(payload)
+                payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise JournalError(f"payload of {kind}/{name} is not JSON: {exc}") from exc
         entry: dict[str, Any] = {
             "run_id": run_id,
             "kind": kind,
@@ -293,17 +308,10 @@ class Journal:
             "started_at": started_at,
             "ended_at": ended_at,
             "duration_ms": _duration_ms(started_at, ended_at),
-            "payload": payload if payload is not None else {},
+            "payload": payload,
             "recorded_at": utcnow(),
         }
         validate("journal-entry", entry, what=f"journal entry {kind}/{name} of run {run_id!r}")
-        try:
-            payload_json = json.dumps(entry["payload"], sort_keys=True, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise JournalError(f"payload of {kind}/{name} is not JSON: {exc}") from exc
-        for secret in self._secrets:
-            if secret in payload_json or secret in name:
-                raise JournalError(f"refusing to journal {kind}/{name}: it contains a secret (a lab bug)")
         if self.readonly:
             raise JournalError(f"the journal {self.path} was opened read-only")
         fields = (

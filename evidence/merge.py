@@ -12,7 +12,8 @@ Every input is verified against its manifest first; one tampered shard and nothi
   present; like `acklab run`, an incomplete run's verdict is "error";
 - reports/junit.xml is regenerated; other identical files are kept once, differing ones
   refused; each input manifest is kept as ``sources/<bundle_id>.manifest.json`` so the
-  shards' CI metadata and hashes stay part of the evidence;
+  shards' CI metadata and hashes stay part of the evidence, and each shard's
+  ``service.log`` (the output of the service it started) as ``sources/<bundle_id>.service.log``;
 - the bundle is written beside its destination and renamed into place when complete.
 """
 
@@ -33,6 +34,7 @@ from acklab.evidence.reports.junit import experiments_junit
 from acklab.evidence.validate import validate
 
 JUNIT = "reports/junit.xml"
+PER_SHARD = frozenset({"service.log"})  # files every shard has its own of
 
 
 @dataclass
@@ -109,6 +111,9 @@ def _copy_plain_files(shards: list[Shard], out: dict[str, tuple[bytes, str]]) ->
             if rel in ("run.json", JUNIT) or rel.startswith("incidents/"):
                 continue
             data = (shard.root / rel).read_bytes()
+            if rel in PER_SHARD:  # each shard's own witness (its service's log): kept beside its manifest
+                out[f"sources/{shard.bundle_id}.{rel}"] = (data, shard.bundle_id)
+                continue
             if rel in out and out[rel][0] != data:
                 what = f"trial {Path(rel).stem!r}" if rel.startswith("trials/") else f"file {rel!r}"
                 raise IntegrityError(

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.redaction import remember
 
 from .approvals import choose_source
 from .escape import hidden_count, numbered, visible
@@ -25,8 +26,10 @@ SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY")
 
 
 def secrets_from_env() -> list[str]:
-    """Values that must never reach the trail, the journal or a log."""
-    return [os.environ[v] for v in SECRET_VARIABLES if os.environ.get(v)]
+    """Values that must never reach the trail, the journal or a log (remembered for redaction)."""
+    found = [os.environ[v] for v in SECRET_VARIABLES if os.environ.get(v)]
+    remember(*found)
+    return found
 
 
 @click.group()

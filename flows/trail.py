@@ -195,10 +195,7 @@ class Trail:
 
     def write_text(self, relpath: str, text: str) -> str:
         """Write a text file (a check's log) into the bundle, secrets redacted; returns its relpath."""
-        for secret in self.writer.secrets:
-            if secret:
-                text = text.replace(secret, "[redacted]")
-        self.writer.write_bytes(relpath, text.encode("utf-8"))
+        self.writer.write_text(relpath, text)
         return relpath
 
     def finish(self, *, outcome: str, detail: str, exit_code: int) -> Path:

@@ -89,6 +89,8 @@ class RunState:
         )
         if not entries:
             run["verdict"] = "error"
+        for rel, data in self.target.attachments().items():
+            self.writer.write_bytes(rel, data)
         self.writer.write_json("run.json", run, kind="run")
         self.writer.write_bytes("reports/junit.xml", junit(run, incidents))
         self.writer.finalize()

@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
-from acklab.harness.errors import SpecError
+from acklab.evidence.redaction import known
+from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
@@ -173,7 +174,7 @@ def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
     result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
-        click.echo(json.dumps(result.as_json(), sort_keys=False))
+        click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
     return int(result.exit_code)
 
 
@@ -203,17 +204,36 @@ def plan(**kwargs: Any) -> int:
 
 @click.command("validate", context_settings=CONTEXT)
 @click.argument("file", type=click.Path(path_type=Path))
-def validate(file: Path) -> int:
-    """Check a target, experiment or flow spec file (the kind is read from its `kind:`)."""
-    problems = all_problems(file)
-    if not problems:
-        kind, doc = load_spec(file)
-        if kind == "target":
-            from acklab.harness.targets.spec import check_target_doc
+@click.option(
+    "--allow-unset",
+    is_flag=True,
+    help="Do not fail on env:NAME references whose variable is unset (they are still listed).",
+)
+@click.option(
+    "--allow-remote", is_flag=True, help="Allow URLs off the loopback range (as `acklab run --allow-remote`)."
+)
+def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
+    """Check a target, experiment or flow spec file (the kind is read from its `kind:`).
 
-            check_target_doc(doc, source=str(file))
-        click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})", err=True)
-        return int(ExitCode.OK)
-    for line in problems:
-        click.echo(f"{file}: {line}", err=True)
-    raise SpecError(f"{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+    The verdict goes to stdout. For a target spec it also lists the env:NAME variables that
+    are unset (exit 3 unless --allow-unset) and holds every URL the lab will contact to the
+    loopback rule (exit 5, as `acklab run` would refuse it).
+    """
+    problems = all_problems(file)
+    if problems:
+        for line in problems:
+            click.echo(f"{file}: {line}")
+        raise SpecError(f"{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+    kind, doc = load_spec(file)
+    if kind == "target":
+        from acklab.harness.targets.validate import validate_target
+
+        try:
+            notes = validate_target(doc, source=str(file), allow_unset=allow_unset, allow_remote=allow_remote)
+        except HarnessError as exc:
+            click.echo(f"{file}: not valid: {str(exc).removeprefix(f'{file}: ')}")
+            raise
+        for note in notes:
+            click.echo(f"{file}: note: {note}")
+    click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
+    return int(ExitCode.OK)

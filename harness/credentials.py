@@ -1,50 +1,109 @@
-"""Database passwords: shown redacted wherever they are recorded, refused by every writer.
+"""Credentials of a run: ``env:NAME`` values, URL passwords, and what the writers must redact.
 
-A ``--db`` URL (``acklab run``, ``acklab sweep``) may carry a password. It lives in memory
-only: records show the URL as ``user:***@`` (`redact`), and `url_secrets` lists what the
-bundle writer and the journal must refuse to write, in every spelling a password takes on
-its way through a URL (raw, URL-quoted, decoded, form-quoted) — a redaction that misses one
-spelling would otherwise leak it silently.
+The redaction itself is `acklab.evidence.redaction` (one mechanism for every writer and
+printer); this module is where the harness learns its secrets:
+
+* `resolve_env` reads an ``env:NAME`` value of a spec and remembers it as a secret (a
+  header value, a URL with a token in it, a signing secret);
+* `url_secrets` lists what no written byte may contain for a database URL (``--db``,
+  ``effects.sql.url``): its password in every spelling, and the URL itself; records show
+  the URL as ``user:***@`` (`redact`).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
-from urllib.parse import quote, quote_plus, unquote
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
-# Shorter secrets would make the writers' guards trip on ordinary text ("postgres" is in
-# "postgresql"); such a password is refused only in its URL context (":pw@", the whole URL).
-MIN_SECRET_CHARS = 8
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):(?P<password>[^/@]*)@")
+from acklab.evidence.redaction import (
+    MIN_SECRET_CHARS,
+    redact,
+    redact_urls,
+    remember,
+    spellings,
+    url_credentials,
+    url_password,
+)
+from acklab.harness.errors import SpecError
+
+__all__ = [
+    "ENV_REF",
+    "MIN_SECRET_CHARS",
+    "env_names",
+    "redact",
+    "resolve_env",
+    "unset_env_names",
+    "url_password",
+    "url_secrets",
+]
+
+ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
 
 
-def redact(text: str) -> str:
-    """``user:pass@`` -> ``user:***@`` in every URL of `text`."""
-    return _USERINFO.sub(lambda m: f"{m.group('head')}:***@", text)
+def resolve_env(value: str, *, field_name: str, secret: bool = True) -> str:
+    """``env:NAME`` -> the variable's value (exit 3 naming NAME when unset); a literal stays as is.
+
+    A value read from the environment is remembered as a secret (unless `secret` is False):
+    every writer and printer of the process redacts it from then on.
+    """
+    match = ENV_REF.match(value)
+    if not match:
+        return value
+    name = match.group(1)
+    resolved = os.environ.get(name)
+    if not resolved:
+        raise SpecError(
+            f"{field_name}: {value!r} names the environment variable {name}, which is not set; "
+            f"export {name}=... (or run `acklab validate --allow-unset` to check the rest)"
+        )
+    if secret:
+        remember(resolved, *url_credentials_of(resolved))
+    return resolved
 
 
-def url_password(url: str | None) -> str | None:
-    """The password of `url` as written in it (still URL-quoted), or None when it has none."""
-    if not url:
-        return None
-    match = _USERINFO.search(url)
-    return match.group("password") if match and match.group("password") else None
+def url_credentials_of(value: str) -> list[str]:
+    """The password and credential-named query values of `value` when it is a URL."""
+    return url_credentials(value) if "://" in value else []
+
+
+def env_names(doc: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``env:NAME`` in a spec document, as (field path, NAME)."""
+    if isinstance(doc, Mapping):
+        for key, value in doc.items():
+            yield from env_names(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            yield from env_names(value, f"{where}.{i}")
+    elif isinstance(doc, str):
+        match = ENV_REF.match(doc)
+        if match:
+            yield where, match.group(1)
+
+
+def unset_env_names(doc: Any, *, skip: Iterable[str] = ("event",)) -> list[tuple[str, str]]:
+    """The ``env:NAME`` references of a spec whose variable is unset or empty (the event body is data)."""
+    skipped = tuple(skip)
+    return [
+        (where, name)
+        for where, name in env_names(doc)
+        if where.split(".")[0] not in skipped and not os.environ.get(name)
+    ]
 
 
 def url_secrets(url: str | None, *, context: Iterable[str] = ()) -> set[str]:
     """What no written byte may contain for `url`: its password in every spelling, and the URL.
 
     A password found in `context` (text records legitimately carry, such as a label) or in
-    the redacted URL itself (it equals the user name, say) is refused only in its URL
-    context, so that the guards do not refuse ordinary records.
+    the redacted URL itself (it equals the user name, say) is redacted only in its URL
+    context, so that ordinary records are not mangled.
     """
     password = url_password(url)
     if url is None or password is None:
         return set()
     found = {url, f":{password}@"}
-    harmless = [redact(url), *context]
+    harmless = [redact_urls(url), *context]
     if len(password) >= MIN_SECRET_CHARS and not any(password in text for text in harmless):
-        decoded = unquote(password)
-        found |= {password, decoded, quote(decoded, safe=""), quote_plus(decoded)}
+        found |= spellings(password)
     return found

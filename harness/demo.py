@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ async def _by_hand(db_url: str | None) -> None:
                 event_id="evt_demo_0001",
                 order_id="ord_demo_0001",
                 seq=1,
-                timestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                created=datetime.now(UTC),
             )
             signer = SIGNERS[target.scheme]
             async with httpx.AsyncClient(transport=endpoint.transport, timeout=10.0) as client:

@@ -145,6 +145,8 @@ def write_bundle(
         "acklab_version": acklab_version(),
         "experiments": [entry],
     }
+    for path, data in target.attachments().items():
+        writer.write_bytes(path, data)
     writer.write_json("run.json", run, kind="run")
     writer.finalize()
     return writer.root, rel

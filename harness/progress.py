@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acklab.evidence.redaction import known
 from acklab.harness.events import (
     Event,
     ExperimentFinished,
@@ -56,7 +57,7 @@ class ProgressDisplay:
         return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
-        self.console.print(summary_table(event.summary))
+        self.console.print(summary_table(known().doc(event.summary)))
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
         )

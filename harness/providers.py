@@ -27,7 +27,9 @@ count are preserved; the factor is recorded in every incident.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from acklab.harness.errors import SpecError
 
@@ -107,8 +109,14 @@ PROFILES: dict[str, ProviderProfile] = {
         timeout_stand_in=False,
         schedule_s=(0, 60),
         schedule_stand_in=True,
-        note="GitHub does not retry automatically; stand-in: one manual redelivery (same X-GitHub-Delivery)",
-        sources=("https://docs.github.com/en/webhooks",),
+        note=(
+            "GitHub does not retry automatically; stand-in: one manual redelivery (same X-GitHub-Delivery). "
+            "Both X-Hub-Signature-256 and the legacy sha1 X-Hub-Signature are sent"
+        ),
+        sources=(
+            "https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers",
+            "https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries",
+        ),
     ),
     "gitlab": ProviderProfile(
         scheme="gitlab",
@@ -167,3 +175,33 @@ def profile(scheme: str) -> ProviderProfile:
         return PROFILES[scheme]
     except KeyError:
         raise SpecError(f"unknown signing scheme {scheme!r}; expected one of {', '.join(SCHEMES)}") from None
+
+
+# GitLab names its event header after the body's object_kind: "push" -> "Push Hook",
+# "merge_request" -> "Merge Request Hook"; a job's object_kind is "build" (docs: "Job Hook").
+_GITLAB_KIND_NAMES = {"build": "Job"}
+
+
+def event_type_header(scheme: str, explicit: str | None, document: Mapping[str, Any]) -> str:
+    """The value of the provider's event-type header for one event.
+
+    ``delivery.event_type`` when the spec sets it, sent as is. Otherwise the body's top-level
+    ``type``; a GitLab body without one names its event in ``object_kind`` (GitLab's
+    "Push Hook" naming), and Shopify topics use ``/`` where event types use ``.``
+    (``orders.create`` -> ``orders/create``). A body that names no type gives ``webhook``.
+    """
+    if explicit:
+        return explicit
+    body_type = document.get("type")
+    kind = document.get("object_kind")
+    if scheme == "gitlab":
+        name = body_type if isinstance(body_type, str) else kind if isinstance(kind, str) else None
+        if name is None:
+            return "webhook Hook"
+        if name.endswith(" Hook"):
+            return name
+        words = _GITLAB_KIND_NAMES.get(name, name.replace("_", " ").replace(".", " ").title())
+        return f"{words} Hook"
+    if not isinstance(body_type, str):
+        return "webhook"
+    return body_type.replace(".", "/") if scheme == "shopify" else body_type

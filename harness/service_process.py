@@ -4,11 +4,18 @@ The lab starts it before the first trial and ends it when the run ends, even on 
 runs in its own session (the janitor can end its whole process group) and is leased in
 the journal while alive. The endpoint's port is fixed in the spec: the command must serve
 there, so a restart after a crash serves the same URL the sender retries.
+
+Its stdout and stderr go to a log file per start, in a temporary directory that is leased
+too (the janitor removes it after a crash) and removed when the run ends; the run's
+bundle keeps them as ``service.log`` (`ServiceProcess.log_bytes`: every start, capped at
+`LOG_CAP_BYTES`; the bundle writer redacts it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -22,6 +29,8 @@ from acklab.harness.leased_process import LeasedProcess
 from acklab.harness.leases import NO_LEASES, LeaseBook
 
 DEFAULT_READY_TIMEOUT_S = 15.0
+LOG_CAP_BYTES = 1 << 20  # service.log in a bundle: the first LOG_HEAD_BYTES and the rest from the end
+LOG_HEAD_BYTES = 128 << 10
 
 
 @dataclass(frozen=True)
@@ -54,11 +63,35 @@ class ServiceProcess(LeasedProcess):
     def __init__(self, command: Command, endpoint: str, *, name: str, leases: LeaseBook = NO_LEASES) -> None:
         self.command, self.endpoint, self.name = command, endpoint, name
         self.host, self.port = host_port(endpoint)
-        super().__init__(
-            log_dir=Path(tempfile.mkdtemp(prefix="acklab-service-log-")),
-            log_prefix=f"service-{self.port}",
-            leases=leases,
-        )
+        log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
+        # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
+        self._log_lease = leases.acquire("directory", str(log_dir), path=str(log_dir))
+        self._kept_log: bytes | None = None
+        super().__init__(log_dir=log_dir, log_prefix=f"service-{self.port}", leases=leases)
+
+    def log_bytes(self, cap: int = LOG_CAP_BYTES) -> bytes:
+        """The output of every start so far, oldest first, at most `cap` bytes (head and tail kept)."""
+        if self._kept_log is not None:  # the directory is gone: what it held when it was removed
+            return self._kept_log
+        parts = []
+        for n in range(1, self.starts + 1):
+            path = self._log_dir / f"{self._log_prefix}-{n}.log"
+            with contextlib.suppress(OSError):
+                parts.append(
+                    f"--- acklab: start {n} of the service of command: ---\n".encode() + path.read_bytes()
+                )
+        data = b"".join(parts)
+        if len(data) <= cap:
+            return data
+        head, tail = data[:LOG_HEAD_BYTES], data[-(cap - LOG_HEAD_BYTES) :]
+        cut = len(data) - len(head) - len(tail)
+        return head + f"\n--- acklab: {cut} bytes cut (service.log keeps {cap} bytes) ---\n".encode() + tail
+
+    def remove_logs(self) -> None:
+        """Remove the log directory and release its lease; `log_bytes` keeps answering (capped)."""
+        self._kept_log = self.log_bytes()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._leases.release(self._log_lease, outcome="removed by its owner")
 
     def start(self) -> None:
         """Start the command and wait until the endpoint accepts connections."""

@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError
 
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.loading import load_evidence_json
+from acklab.evidence.redaction import remember
 from acklab.evidence.validate import validate
 from acklab.harness.credentials import redact, url_password, url_secrets
 from acklab.harness.errors import SpecError
@@ -89,6 +90,7 @@ def secrets_of(databases: Sequence[Database]) -> list[str]:
     found: set[str] = set()
     for db in databases:
         found |= url_secrets(db.url, context=(db.label,))
+    remember(*found)
     return sorted(found)
 
 

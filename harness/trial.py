@@ -56,13 +56,12 @@ class TrialContext:
     def event(self, k: int) -> Event:
         """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
         if k not in self._events:
-            created = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
             self._events[k] = render(
                 self.lab.target.template,
                 event_id=self.plan.event_ids[k],
                 order_id=self.plan.order_ids[k],
                 seq=self.plan.index * 100 + k,
-                timestamp=created,
+                created=datetime.now(UTC),
             )
         return self._events[k]
 
@@ -85,18 +84,24 @@ class TrialContext:
         """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when tampering."""
         lab = self.lab
         stamp = int(time.time()) if timestamp is None else timestamp
+        target = lab.target
         signed = Attempt(
-            event.event_id, event.event_type, signed_body or event.body, stamp, str(uuid.uuid4())
+            event.event_id,
+            target.event_type_of(event.document),
+            signed_body or event.body,
+            stamp,
+            str(uuid.uuid4()),
+            event.created_at,
         )
-        headers = {"Content-Type": "application/json", "User-Agent": "acklab"}
-        headers.update(lab.signer.headers(signed, lab.target.secret if secret is None else secret))
+        # The provider's headers, then the spec's own (headers:, an API key, say).
+        headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
         record = DeliveryRecord(
             seq=len(self.deliveries),
             event_id=event.event_id,
             attempt=attempt,
             kind=kind,
             fault=fault.name,
-            headers=redact(headers),
+            headers=redact(headers, also=target.headers),
             body=event.body,
             on_complete=self._on_delivery,
         )

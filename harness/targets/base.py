@@ -17,6 +17,8 @@ import httpx
 from acklab.harness.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.provenance import Revision, revision_of
+from acklab.harness.providers import event_type_header
+from acklab.harness.signing import Attempt, Signer
 from acklab.harness.targets.effects import EffectsProbe
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -69,6 +71,21 @@ class Target(ABC):
     # Every delivery crosses a real socket, whatever the experiment needs (a spec target, a
     # fixture served from a checkout by a process of its own).
     socket_only: ClassVar[bool] = False
+    # Sent with every delivery (a spec's headers:, resolved); every value is a secret.
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The provider's event-type header (delivery.event_type); None: from the body.
+    event_type: str | None = None
+
+    def event_type_of(self, document: Mapping[str, Any]) -> str:
+        """The provider's event-type header value for one event's body."""
+        return event_type_header(self.scheme, self.event_type, document)
+
+    def delivery_headers(self, signer: Signer, attempt: Attempt, secret: str) -> dict[str, str]:
+        """The headers of one attempt: JSON, the provider's own (signed), then the spec's ``headers:``."""
+        headers = {"Content-Type": "application/json", "User-Agent": "acklab"}
+        headers.update(signer.headers(attempt, secret))
+        headers.update(self.headers)
+        return headers
 
     def describe(self) -> dict[str, Any]:
         """The incident's ``target`` object (never a credential)."""
@@ -97,9 +114,14 @@ class Target(ABC):
         return ()
 
     def credentials(self) -> set[str]:
-        """What no written byte may contain: the signing secret, each database password in every spelling."""
-        found = {self.secret} if len(self.secret) >= MIN_SECRET_CHARS else set()
+        """What no written byte may contain: the signing secret, the header values, each database
+        password in every spelling."""
+        found = {s for s in (self.secret, *self.headers.values()) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
+
+    def attachments(self) -> dict[str, bytes]:
+        """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
+        return {}
 
     async def preflight(self) -> None:  # noqa: B027 - optional hook
         """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""
@@ -121,13 +143,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_local(url: str, *, field_name: str, allow_remote: bool) -> None:
-    """Refuse (exit 5) a URL whose host is off the loopback range, unless allowed."""
+def check_local(url: str, *, field_name: str, allow_remote: bool, shown: str | None = None) -> None:
+    """Refuse (exit 5) a URL whose host is off the loopback range, unless allowed.
+
+    `shown` names the URL in messages (``env:NAME`` when it came from the environment: the
+    value may carry a token)."""
+    name = redact(shown if shown is not None else url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SpecError(f"{field_name}: got {url!r}; expected an http(s):// URL with a host")
+        raise SpecError(f"{field_name}: got {name!r}; expected an http(s):// URL with a host")
     if not allow_remote and not is_loopback(parts.hostname):
         raise RemoteRefused(
-            f"{field_name} {url!r} is off the loopback range (host {parts.hostname!r}); acklab attacks "
+            f"{field_name} {name!r} is off the loopback range (host {parts.hostname!r}); acklab attacks "
             "it on purpose, so only local targets are allowed. Pass --allow-remote if you own it."
         )

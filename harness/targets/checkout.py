@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from sqlalchemy.engine import make_url
-
 from acklab.harness.errors import SpecError
 from acklab.harness.fixture_process import FixtureProcess
 from acklab.harness.leases import Lease, current_book
@@ -36,21 +34,6 @@ from acklab.harness.transports import socket_transport
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
 # What makes DIR a checkout of acklab whose fixture can be served.
 CHECKOUT_MARKERS = ("acklab/__init__.py", "app/__init__.py", "app/cli.py", "app/runtime.py")
-
-
-def read_only_url(url: str) -> str:
-    """`url` opened read-only: the lab reads effects, it can never change them."""
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite" and parsed.database:
-        # SQLite's URI form: mode=ro refuses every write on this connection.
-        path = Path(parsed.database).resolve()
-        return f"sqlite:///file:{path}?mode=ro&uri=true"
-    if backend == "postgresql":
-        return parsed.update_query_dict({"options": "-c default_transaction_read_only=on"}).render_as_string(
-            hide_password=False
-        )
-    return url
 
 
 def check_checkout(directory: Path) -> Path:
@@ -130,7 +113,8 @@ class CheckoutTarget(FixtureTarget):
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
         process = await asyncio.to_thread(self.server, needs.processing_delay_ms)
-        probe = SqlProbe(read_only_url(self.database_url), FIXTURE_EFFECTS_SQL)
+        # SqlProbe opens the database read-only: the lab reads effects, it never changes them.
+        probe = SqlProbe(self.database_url, FIXTURE_EFFECTS_SQL)
         transport = socket_transport()
         try:
             yield Endpoint(

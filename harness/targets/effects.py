@@ -1,30 +1,49 @@
 """Effects probes: count one event's side effects, read back from the target itself.
 
 * `SqlProbe`: a SQL query run with SQLAlchemy against the target's own database
-  (``:event_id`` is bound, never interpolated).
-* `HttpProbe`: a GET to an effects endpoint, the count at a dotted JSON path (the
-  fixture's ``/events/{event_id}/effects`` is one).
+  (``:event_id`` is bound, never interpolated), on a read-only connection: the query is
+  the spec author's text and the database is the target's, so it must not be able to
+  change a byte. SQLite is opened with ``mode=ro``, ``PRAGMA query_only`` and an
+  authorizer that allows reading only (``ATTACH`` would create a file, a ``PRAGMA`` could
+  lift ``query_only``); PostgreSQL sessions default to read-only
+  (``default_transaction_read_only``) and every transaction is ``READ ONLY``. A query
+  that tries to write is a spec error (exit 3); other backends are refused.
+* `HttpProbe`: a GET to an effects endpoint, with the spec's headers (an API key), the
+  count at a dotted JSON path (the fixture's ``/events/{event_id}/effects`` is one).
 
 Both turn library errors into `ProbeError` (exit 4): an unreadable count is a lab
-failure, never a zero.
+failure, never a zero. Messages name the URL as the spec does (``env:NAME`` when it came
+from the environment) and go through the process's redaction: library messages quote
+URLs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from acklab.evidence.loading import DocumentError, Limits, parse_json
+from acklab.evidence.redaction import redact
 from acklab.harness.bodies import read_capped
 from acklab.harness.errors import ProbeError, SpecError
 
 # An effects endpoint answers a small JSON object; more is refused, not buffered.
 PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
+# What a read-only SQLite connection may do: read tables, call functions, recurse (CTEs).
+_SQLITE_READING = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+# How the databases say a statement tried to write (or to reach beyond the database).
+_WRITE_REFUSED = ("readonly database", "read-only transaction", "not authorized", "read_only_sql_transaction")
 
 
 class EffectsProbe(Protocol):
@@ -43,14 +62,6 @@ def _as_count(value: Any, where: str) -> int:
     return int(value)
 
 
-def safe_url(url: str) -> str:
-    """The URL without its password, for messages and records."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable URL>"
-
-
 def database_kind(url: str) -> str:
     try:
         return make_url(url).get_backend_name()
@@ -58,8 +69,63 @@ def database_kind(url: str) -> str:
         return "unknown"
 
 
+# Pragmas that only read, asked without a value (SQLAlchemy reads read_uncommitted on connect).
+_SQLITE_READ_PRAGMAS = frozenset(
+    {
+        "read_uncommitted",
+        "query_only",
+        "data_version",
+        "user_version",
+        "schema_version",
+        "table_info",
+        "table_xinfo",
+    }
+)
+
+
+def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    if action in _SQLITE_READING:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and arg2 is None and (arg1 or "").lower() in _SQLITE_READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def _read_only_sqlite(url: URL) -> Engine:
+    """An engine whose every connection opens the file read-only and may only read."""
+    database = url.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        raise SpecError(
+            f"effects.sql.url: got SQLite database {database or '(in memory)'!r}; expected the path of the "
+            "target's database file, e.g. sqlite:////srv/shop/shop.db"
+        )
+    path = Path(database).absolute()
+    uri = f"file:{quote(str(path))}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0)
+        conn.execute("PRAGMA query_only = 1")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        conn.set_authorizer(_sqlite_authorizer)  # last: it would refuse the pragma above
+        return conn
+
+    return create_engine("sqlite://", creator=connect)
+
+
+def _read_only_postgres(url: URL) -> Engine:
+    """An engine whose sessions default to read-only and whose every transaction is READ ONLY."""
+    if url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")  # psycopg 3 is the installed driver
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        connect_args={"options": "-c default_transaction_read_only=on"},
+        execution_options={"postgresql_readonly": True},
+    )
+
+
 class SqlProbe:
-    """``effects.sql``: `query` with ``:event_id`` bound, on the target's database."""
+    """``effects.sql``: `query` with ``:event_id`` bound, on a read-only connection to the target's database."""
 
     source = "sql"
 
@@ -68,24 +134,41 @@ class SqlProbe:
             parsed = make_url(url)
         except ArgumentError as exc:
             raise SpecError(
-                f"effects.sql.url: got {url!r}; expected a SQLAlchemy URL such as sqlite:////tmp/shop.db"
+                "effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db"
             ) from exc
-        if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3 is the installed driver
+        backend = parsed.get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise SpecError(
+                f"effects.sql.url: got a {backend!r} URL; acklab reads effects from SQLite or PostgreSQL only "
+                "(on a read-only connection)"
+            )
         self._url = parsed
+        self._label = redact(parsed.render_as_string(hide_password=True))
         self._query = text(query)
         self._engine: Engine | None = None
 
+    def _make_engine(self) -> Engine:
+        if self._url.get_backend_name() == "sqlite":
+            return _read_only_sqlite(self._url)
+        return _read_only_postgres(self._url)
+
     def _count(self, event_id: str) -> int:
         if self._engine is None:
-            self._engine = create_engine(self._url, pool_pre_ping=True)
+            self._engine = self._make_engine()
         try:
             with self._engine.connect() as conn:
                 value = conn.execute(self._query, {"event_id": event_id}).scalar()
+                conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
+            reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
+            if any(marker in reason.lower() for marker in _WRITE_REFUSED):
+                raise SpecError(
+                    f"effects.sql.count tried to change the database or reach beyond it, and the read-only "
+                    f"connection refused it ({reason}); the count runs read-only: make it one query that "
+                    "only reads, e.g. a count(*) of the effects table filtered by event_id = :event_id"
+                ) from exc
             raise ProbeError(
-                f"effects query on {self._url.render_as_string(hide_password=True)} failed: "
-                f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}; check effects.sql.url and effects.sql.count"
+                f"effects query on {self._label} failed: {reason}; check effects.sql.url and effects.sql.count"
             ) from exc
         return _as_count(value, "effects.sql.count")
 
@@ -98,7 +181,7 @@ class SqlProbe:
 
 
 class HttpProbe:
-    """``effects.http``: GET `url_template` (``{{event_id}}`` filled), read `json_path`."""
+    """``effects.http``: GET `url_template` (``{{event_id}}`` filled) with `headers`, read `json_path`."""
 
     def __init__(
         self,
@@ -107,38 +190,58 @@ class HttpProbe:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         source: str = "http",
+        headers: Mapping[str, str] | None = None,
+        shown: str | None = None,
     ) -> None:
         self._template, self._path, self.source = url_template, json_path, source
+        # How messages name the URL: the spec's env:NAME when it came from the environment.
+        self._shown = shown or url_template
         # The probe has a transport of its own: it must never go through a fault.
         self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(retries=0), timeout=10.0, trust_env=False
+            transport=transport or httpx.AsyncHTTPTransport(retries=0),
+            timeout=10.0,
+            trust_env=False,
+            headers=dict(headers or {}),
         )
+
+    def _where(self, event_id: str) -> str:
+        return redact(f"GET {self._shown.replace('{{event_id}}', event_id)}")
 
     async def count(self, event_id: str) -> int:
         url = self._template.replace("{{event_id}}", event_id)
         try:
             async with self._client.stream("GET", url) as response:
-                response.raise_for_status()
+                if response.status_code >= 400:
+                    raise ProbeError(
+                        f"effects probe {self._where(event_id)} answered {response.status_code}; "
+                        "check effects.http.url and effects.http.headers"
+                    )
                 # The target answers: read it bounded, never a body it chose to make huge.
                 body = await read_capped(response, PROBE_LIMITS.max_bytes)
         except httpx.HTTPError as exc:
-            raise ProbeError(f"effects probe GET {url} failed: {type(exc).__name__}: {exc}") from exc
+            # httpx's messages may quote the URL (and its token): named as the spec names it.
+            raise ProbeError(
+                f"effects probe {self._where(event_id)} failed: {type(exc).__name__}: {redact(str(exc))}"
+            ) from exc
         if body.truncated:
             raise ProbeError(
-                f"effects probe GET {url} answered more than {PROBE_LIMITS.describe_size()}; "
+                f"effects probe {self._where(event_id)} answered more than {PROBE_LIMITS.describe_size()}; "
                 "an effects endpoint answers a small JSON object"
             )
         try:
-            value: Any = parse_json(body.data, source=f"effects probe GET {url}", limits=PROBE_LIMITS)
+            value: Any = parse_json(
+                body.data, source=f"effects probe {self._where(event_id)}", limits=PROBE_LIMITS
+            )
         except DocumentError as exc:
             raise ProbeError(f"{exc.source} did not answer readable JSON: {exc.problem}") from exc
         for part in self._path.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise ProbeError(
-                    f"effects probe GET {url}: no {self._path!r} in the answer; check effects.http.json_path"
+                    f"effects probe {self._where(event_id)}: no {self._path!r} in the answer; "
+                    "check effects.http.json_path"
                 )
             value = value[part]
-        return _as_count(value, f"effects probe {url} at {self._path!r}")
+        return _as_count(value, f"effects probe {self._where(event_id)} at {self._path!r}")
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -25,7 +25,8 @@ from acklab.app.errors import FixtureError
 from acklab.app.main import create_app
 from acklab.app.settings import Settings
 from acklab.evidence.exitcodes import ExitCode
-from acklab.harness.credentials import redact
+from acklab.evidence.redaction import remember
+from acklab.harness.credentials import redact, url_secrets
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.leases import Lease, current_book
 from acklab.harness.providers import profile
@@ -152,6 +153,7 @@ def fixture_target(ref: str, *, db_url: str | None) -> FixtureTarget:
         raise SpecError(
             f"--target: got scheme {scheme!r} in {ref!r}; the fixture signs with one of {', '.join(FIXTURE_SCHEMES)}"
         )
+    remember(*url_secrets(db_url))  # a --db password: redacted in every message from now on
     return FixtureTarget(
         name=f"fixture:{handler}" + (f"@{scheme}" if scheme != "standard" else ""),
         kind="fixture",

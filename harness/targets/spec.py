@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -12,41 +10,34 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.evidence.redaction import remember
+from acklab.harness.credentials import resolve_env, url_secrets
+from acklab.harness.errors import TargetUnreachable
 from acklab.harness.leases import current_book
 from acklab.harness.providers import profile
 from acklab.harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
 from acklab.harness.signing import SIGNERS
 from acklab.harness.specs import load_spec
-from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
-from acklab.harness.templates import KNOWN, unknown_placeholders
+from acklab.harness.targets.spec_checks import (
+    DEFAULT_CONFLICT,
+    check_database_url,
+    check_reach,
+    check_target_doc,
+    check_url,
+    shown,
+)
 from acklab.harness.transports import socket_transport
 
-ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
-DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
+__all__ = ["ServiceEndpoint", "SpecTarget", "check_target_doc", "load_target", "resolve_env"]
 
 
-def resolve_env(value: str, *, field_name: str) -> str:
-    """``env:VAR`` -> the variable's value (exit 3 naming VAR when unset); a literal stays as is."""
-    match = ENV_REF.match(value)
-    if not match:
-        return value
-    name = match.group(1)
-    resolved = os.environ.get(name)
-    if not resolved:
-        raise SpecError(
-            f"{field_name}: {value!r} names the environment variable {name}, which is not set; export {name}=..."
-        )
+def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str, str]:
+    """A spec's headers with ``env:NAME`` values read; every value becomes a secret (literal too)."""
+    resolved = {str(k): resolve_env(str(v), field_name=f"{field_name}.{k}") for k, v in headers.items()}
+    remember(*resolved.values())
     return resolved
-
-
-def _mentions_event_id(template: Any) -> bool:
-    if isinstance(template, dict):
-        return any(_mentions_event_id(v) for v in template.values())
-    if isinstance(template, list):
-        return any(_mentions_event_id(v) for v in template)
-    return isinstance(template, str) and re.search(r"\{\{\s*event_id\s*\}\}", template) is not None
 
 
 @dataclass
@@ -61,10 +52,11 @@ class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
     socket_only: ClassVar[bool] = True
-    effects: Mapping[str, Any] = field(default_factory=dict)
+    effects: Mapping[str, Any] = field(default_factory=dict, repr=False)  # env: values read
     source: str = ""
     command: Command | None = None
     service: ServiceProcess | None = field(default=None, repr=False)
+    endpoint_ref: str = ""  # the spec's endpoint as written (env:NAME, or the URL)
 
     def start_service(self) -> None:
         """Start the service of ``command:`` for the run (once); a no-op without one."""
@@ -77,14 +69,18 @@ class SpecTarget(Target):
     def _probe(self) -> EffectsProbe:
         if "sql" in self.effects:
             sql = self.effects["sql"]
-            return SqlProbe(resolve_env(sql["url"], field_name="effects.sql.url"), sql["count"])
+            return SqlProbe(sql["url"], sql["count"])
         http = self.effects["http"]
-        return HttpProbe(http["url"], http["json_path"])
+        return HttpProbe(http["url"], http["json_path"], headers=http.get("headers", {}), shown=http["shown"])
 
     def database_urls(self) -> tuple[str, ...]:
         if "sql" not in self.effects:
             return ()
-        return (resolve_env(self.effects["sql"]["url"], field_name="effects.sql.url"),)
+        return (self.effects["sql"]["url"],)
+
+    def describe(self) -> dict[str, Any]:
+        # An endpoint read from the environment is named by its variable: it may carry a token.
+        return {**super().describe(), "endpoint": shown(self.endpoint_ref, self.endpoint)}
 
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness
@@ -103,8 +99,8 @@ class SpecTarget(Target):
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
         except (OSError, TimeoutError) as exc:
             raise TargetUnreachable(
-                f"target {self.name!r}: nothing accepts connections at {self.endpoint} ({exc or 'timeout'}); "
-                "start the service, or fix endpoint in the spec"
+                f"target {self.name!r}: nothing accepts connections at {shown(self.endpoint_ref, self.endpoint)} "
+                f"({exc or 'timeout'}); start the service, or fix endpoint in the spec"
             ) from exc
         writer.close()
         await writer.wait_closed()
@@ -126,56 +122,60 @@ class SpecTarget(Target):
             await probe.aclose()
             await transport.aclose()
 
+    def attachments(self) -> dict[str, bytes]:
+        # The service's own output is the only witness of what it did; the writer redacts it.
+        log = self.service.log_bytes() if self.service is not None else b""
+        return {"service.log": log} if log else {}
+
     async def aclose(self) -> None:
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
+            self.service.remove_logs()
 
 
-def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
-    """The checks a schema cannot express: placeholders, and where the event id must be."""
-    scheme = doc["signing"]["scheme"]
-    unknown = unknown_placeholders(doc["event"])
-    if unknown:
-        raise SpecError(
-            f"{source}: {unknown[0]}: unknown placeholder; use one of {', '.join('{{' + k + '}}' for k in KNOWN)}"
-        )
-    if not _mentions_event_id(doc["event"]):
-        raise SpecError(
-            f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
-        )
-    if scheme == "stripe" and doc["event"].get("id") != "{{event_id}}":
-        raise SpecError(
-            f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
-            'set id: "{{event_id}}"'
-        )
+def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
+    """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule."""
+    if "sql" in doc:
+        url = check_database_url(doc["sql"]["url"], allow_remote=allow_remote)
+        return {"sql": {"url": url, "count": doc["sql"]["count"]}}
+    http = doc["http"]
+    url = check_url(
+        http["url"], field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True
+    )
+    return {
+        "http": {
+            "url": url,
+            "shown": shown(http["url"], url),
+            "json_path": http["json_path"],
+            "headers": resolve_headers(http.get("headers", {}), field_name="effects.http.headers"),
+        }
+    }
 
 
 def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
-    """Load and check a target spec; refuse remote endpoints (exit 5) before any traffic."""
+    """Load and check a target spec; refuse remote URLs (exit 5) before any traffic."""
     _, doc = load_spec(path, expected_kind="target")
     source = str(path)
     check_target_doc(doc, source=source)
-    check_local(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
-    effects = doc["effects"]
-    if "http" in effects:
-        check_local(effects["http"]["url"], field_name="effects.http.url", allow_remote=allow_remote)
     scheme = doc["signing"]["scheme"]
     secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
+    remember(secret)
     SIGNERS[scheme].check_secret(secret)
+    headers = resolve_headers(doc.get("headers", {}), field_name="headers")
+    check_reach(doc, allow_remote=allow_remote)
+    endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
+    effects = _effects(doc["effects"], allow_remote=allow_remote)
+    if "sql" in effects:
+        remember(*url_secrets(effects["sql"]["url"]))
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
-    database = (
-        database_kind(resolve_env(effects["sql"]["url"], field_name="effects.sql.url"))
-        if "sql" in effects
-        else "http"
-    )
     command = doc.get("command")
     return SpecTarget(
         name=doc["name"],
         kind="spec",
         handler=doc["name"],
-        endpoint=doc["endpoint"],
-        database=database,
+        endpoint=endpoint,
+        database=database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
         scheme=scheme,
         secret=secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
@@ -185,9 +185,12 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
             max_effects=int(expect.get("max_effects", 1)),
             conflict_status=tuple(expect.get("conflict_status", (409, 422))),
         ),
+        headers=headers,
+        event_type=delivery.get("event_type"),
         effects=effects,
         source=source,
         command=_command(command) if command is not None else None,
+        endpoint_ref=doc["endpoint"],
     )
 
 

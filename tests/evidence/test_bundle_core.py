@@ -55,11 +55,17 @@ def test_writer_refuses_paths_outside_the_bundle(tmp_path, relpath):
         BundleWriter(tmp_path / "b").write_bytes(relpath, b"{}")
 
 
-def test_writer_refuses_to_write_a_registered_secret(tmp_path):
-    writer = BundleWriter(tmp_path / "b", secrets=["whsec_c2VjcmV0c2VjcmV0"])
-    with pytest.raises(EvidenceError, match="secret"):
-        writer.write_bytes("trials/t.json", b'{"h": "whsec_c2VjcmV0c2VjcmV0"}')
-    assert not (writer.root / "trials/t.json").exists()
+def test_writer_redacts_a_registered_secret_in_every_file_it_writes(tmp_path):
+    secret = "whsec_c2VjcmV0c2VjcmV0"
+    writer = BundleWriter(tmp_path / "b", secrets=[secret])
+    writer.write_bytes("service.log", f"GET /?k={secret} key={secret}".encode())
+    writer.write_json("run.json", {**run_doc(), "target": f"t {secret}"}, kind="run")
+    writer.finalize()
+    for path in (tmp_path / "b").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert (tmp_path / "b" / "service.log").read_text() == "GET /?k=[redacted] key=[redacted]"
+    assert verify(tmp_path / "b").ok
 
 
 def test_bundle_without_manifest_is_reported_incomplete(tmp_path):

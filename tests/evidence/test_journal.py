@@ -89,11 +89,19 @@ def test_invalid_entry_names_the_field_and_is_not_written(tmp_path):
         assert journal.runs() == []
 
 
-def test_a_planted_secret_is_refused(tmp_path):
+def test_a_planted_secret_is_redacted_before_it_is_appended(tmp_path):
     with Journal(tmp_path / "j.sqlite", secrets=["whsec_planted"]) as journal:
-        with pytest.raises(JournalError, match="secret"):
-            journal.record(run_id="r", kind="delivery", name="0", status="ok", payload={"h": "whsec_planted"})
-        assert journal.runs() == []
+        journal.record(
+            run_id="r",
+            kind="delivery",
+            name="0 whsec_planted",
+            status="ok",
+            payload={"h": "a whsec_planted b"},
+        )
+        (entry,) = journal.history("r")
+        assert entry.payload == {"h": "a [redacted] b"}
+        assert entry.name == "0 [redacted]"
+    assert b"whsec_planted" not in (tmp_path / "j.sqlite").read_bytes()
 
 
 def test_a_file_that_is_not_a_journal_is_a_clear_error(tmp_path):

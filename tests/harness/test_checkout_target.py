@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.exc import OperationalError
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.flows.lab import imported_from
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.runner import RunOptions, run
 from acklab.harness.targets import resolve_target
-from acklab.harness.targets.checkout import read_only_url
 from acklab.harness.verdicts import Judgement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,18 +106,3 @@ def test_checkout_needs_a_fixture_target_and_an_acklab_checkout(tmp_path):
         resolve_target("fixture:live", checkout=tmp_path)
     with pytest.raises(SpecError, match="expected fixture:live or fixture:unsafe"):
         resolve_target(str(tmp_path / "shop.yaml"), checkout=ROOT)
-
-
-def test_effects_are_read_on_a_connection_that_cannot_write(tmp_path):
-    db = tmp_path / "fixture.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE fulfillments (event_id TEXT)")
-        conn.execute("INSERT INTO fulfillments VALUES ('evt_1')")
-    engine = create_engine(read_only_url(f"sqlite:///{db}"))
-    with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM fulfillments")).scalar() == 1
-        with pytest.raises(OperationalError, match="readonly"):
-            conn.execute(text("DELETE FROM fulfillments"))
-    engine.dispose()
-    pg = read_only_url("postgresql+psycopg://lab@127.0.0.1:5432/shop")
-    assert "default_transaction_read_only" in pg

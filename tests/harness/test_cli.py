@@ -45,7 +45,7 @@ def test_a_misspelt_field_gets_a_did_you_mean(tmp_path, capsys):
     doc["delivery"] = {"timeout": 2}
     path = write_spec(tmp_path / "typo.yaml", doc)
     assert acklab("validate", str(path)) == 3
-    assert "did you mean 'timeout_s'?" in capsys.readouterr().err
+    assert "did you mean 'timeout_s'?" in capsys.readouterr().out  # the verdict is on stdout
 
 
 def test_a_missing_secret_variable_is_exit_3_naming_it(tmp_path, capsys, monkeypatch):
@@ -121,7 +121,8 @@ def test_plan_is_deterministic_and_sends_nothing(tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["trials"][0]["event_ids"] != first["trials"][0]["event_ids"]
 
 
-def test_validate_accepts_target_and_experiment_specs_by_kind(tmp_path, capsys):
+def test_validate_accepts_target_and_experiment_specs_by_kind(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, SECRET)
     assert acklab("validate", str(spec(tmp_path))) == 0
     experiment = tmp_path / "burst.yaml"
     experiment.write_text(
@@ -131,7 +132,7 @@ def test_validate_accepts_target_and_experiment_specs_by_kind(tmp_path, capsys):
     assert acklab("validate", str(experiment)) == 0
     experiment.write_text("apiVersion: acklab/v1\nkind: experimnt\nname: x\n")
     assert acklab("validate", str(experiment)) == 3
-    assert "did you mean 'experiment'?" in capsys.readouterr().err
+    assert "did you mean 'experiment'?" in capsys.readouterr().out
 
 
 def test_an_unsigned_target_skips_replay_by_default_and_refuses_it_by_name(tmp_path, capsys):

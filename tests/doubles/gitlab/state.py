@@ -79,6 +79,10 @@ class GitLabDouble:
     projects: dict[int, Project] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     base_url: str = ""  # set by the live server: http://127.0.0.1:PORT
+    # Object storage (`object_storage.serve_storage`): when set, artifact downloads answer a
+    # redirect there, as GitLab does when artifacts live in object storage.
+    artifact_storage: str = ""
+    storage_requests: list[dict[str, str]] = field(default_factory=list)  # headers storage received
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
 

@@ -1,0 +1,156 @@
+"""The checks of a target spec a JSON Schema cannot express, shared by `acklab validate` and `run`.
+
+* `check_target_doc`: the event template (placeholders, where the event id is), the
+  ``conflict.set`` paths resolved against a rendered event, the ``headers:`` a spec may set.
+* `check_reach`: every URL the lab will contact (endpoint, effects URLs, ready URL) is on
+  the loopback range unless ``--allow-remote`` (exit 5, as ``run`` refuses it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from acklab.harness.credentials import ENV_REF, resolve_env
+from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.signing import SIGNERS
+from acklab.harness.targets.base import check_local, is_loopback
+from acklab.harness.templates import KNOWN, conflicting, render, unknown_placeholders
+
+DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
+# Set by the lab's HTTP client for every request: a spec may not send its own.
+CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect", "upgrade"})
+EVENT_TYPE_HEADERS = frozenset({"x-github-event", "x-gitlab-event", "x-shopify-topic"})
+EVENT_ID = re.compile(r"\{\{\s*event_id\s*\}\}")
+
+
+def _mentions_event_id(template: Any) -> bool:
+    if isinstance(template, dict):
+        return any(_mentions_event_id(v) for v in template.values())
+    if isinstance(template, list):
+        return any(_mentions_event_id(v) for v in template)
+    return isinstance(template, str) and EVENT_ID.search(template) is not None
+
+
+def sample_event(template: Mapping[str, Any]) -> Any:
+    """The template rendered with stand-in values (what `conflict.set` paths are resolved against)."""
+    return render(
+        template,
+        event_id="evt_acklab_check",
+        order_id="ord_acklab_check",
+        seq=1,
+        created=datetime(2024, 1, 1, tzinfo=UTC),
+    )
+
+
+def check_headers(headers: Mapping[str, str], *, scheme: str, field_name: str) -> None:
+    """A spec's own headers may not replace what the client or the provider's signer sets."""
+    signer = SIGNERS[scheme]
+    for name in headers:
+        lowered = name.lower()
+        if lowered in CLIENT_HEADERS:
+            raise SpecError(f"{field_name}.{name}: the HTTP client sets {name} itself; remove it")
+        if lowered in signer.derived:
+            hint = "set delivery.event_type instead" if lowered in EVENT_TYPE_HEADERS else "remove it"
+            raise SpecError(
+                f"{field_name}.{name}: the {scheme!r} signing scheme sends {name} itself "
+                f"(from the event, the attempt or the secret); {hint}"
+            )
+
+
+def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
+    """Placeholders, the event id's place, the conflict paths and the headers (exit 3)."""
+    scheme = doc["signing"]["scheme"]
+    unknown = unknown_placeholders(doc["event"])
+    if unknown:
+        raise SpecError(
+            f"{source}: {unknown[0]}: unknown placeholder; use one of {', '.join('{{' + k + '}}' for k in KNOWN)}"
+        )
+    if not _mentions_event_id(doc["event"]):
+        raise SpecError(
+            f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
+        )
+    if scheme == "stripe" and doc["event"].get("id") != "{{event_id}}":
+        raise SpecError(
+            f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
+            'set id: "{{event_id}}"'
+        )
+    changes = doc.get("conflict", {}).get("set", DEFAULT_CONFLICT)
+    try:
+        conflicting(sample_event(doc["event"]), changes)
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    check_headers(doc.get("headers", {}), scheme=scheme, field_name=f"{source}: headers")
+    http = doc["effects"].get("http", {})
+    check_headers(http.get("headers", {}), scheme="none", field_name=f"{source}: effects.http.headers")
+
+
+def shown(value: str, resolved: str) -> str:
+    """How a URL is named in a message: its ``env:NAME`` when it came from the environment."""
+    return value if ENV_REF.match(value) else resolved
+
+
+def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id: bool = False) -> str:
+    """Resolve an http(s) URL of the spec (``env:NAME`` or literal) and hold it to the loopback rule."""
+    resolved = resolve_env(value, field_name=field_name)
+    check_local(resolved, field_name=field_name, allow_remote=allow_remote, shown=shown(value, resolved))
+    if needs_event_id and not EVENT_ID.search(resolved):
+        raise SpecError(
+            f"{field_name}: {shown(value, '<the URL>')} has no {{{{event_id}}}}; the probe reads one event's "
+            "effects, e.g. http://127.0.0.1:9000/effects/{{event_id}}"
+        )
+    return resolved
+
+
+def check_database_url(value: str, *, allow_remote: bool) -> str:
+    """Resolve ``effects.sql.url`` and hold its server to the loopback rule (SQLite files are local)."""
+    resolved = resolve_env(value, field_name="effects.sql.url")
+    try:
+        url = make_url(resolved)
+    except ArgumentError as exc:
+        raise SpecError(
+            f"effects.sql.url: {shown(value, 'the value')} is not a SQLAlchemy URL; expected e.g. "
+            "sqlite:////tmp/shop.db or postgresql://user:pass@127.0.0.1:5432/shop"
+        ) from exc
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise SpecError(
+            f"effects.sql.url: got a {backend!r} URL; acklab reads effects from SQLite or PostgreSQL only "
+            "(on a read-only connection), or from an effects endpoint (effects.http)"
+        )
+    socket_dir = url.query.get("host")
+    host = url.host or (socket_dir if isinstance(socket_dir, str) else None)
+    local = backend == "sqlite" or host is None or host.startswith("/") or is_loopback(host)
+    if not allow_remote and not local:
+        raise RemoteRefused(
+            f"effects.sql.url ({shown(value, 'its host')}) names the database server {host!r}, off the loopback "
+            "range; acklab reads only local databases. Pass --allow-remote if you own it."
+        )
+    return resolved
+
+
+def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:
+    """Every URL the lab will contact, resolved and held to the loopback rule (exit 5 off it).
+
+    A URL missing from `doc` is skipped (`acklab validate --allow-unset` drops the unset ones).
+    """
+    if "endpoint" in doc:
+        check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
+    effects = doc.get("effects", {})
+    if "url" in effects.get("http", {}):
+        check_url(
+            effects["http"]["url"],
+            field_name="effects.http.url",
+            allow_remote=allow_remote,
+            needs_event_id=True,
+        )
+    if "url" in effects.get("sql", {}):
+        check_database_url(effects["sql"]["url"], allow_remote=allow_remote)
+    ready = (doc.get("command") or {}).get("ready")
+    if isinstance(ready, Mapping) and isinstance(ready.get("url"), str):
+        check_url(ready["url"], field_name="command.ready.url", allow_remote=allow_remote)

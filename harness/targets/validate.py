@@ -1,0 +1,82 @@
+"""`acklab validate` of a target spec: every check `acklab run` makes before it sends anything.
+
+Schema, template, conflict paths and headers (exit 3); the ``env:NAME`` variables it needs
+(unset ones are listed, exit 3 unless ``--allow-unset``); the signing secret's format; and
+the loopback rule for every URL the lab will contact (exit 5 unless ``--allow-remote``).
+Nothing is contacted. What is returned are notes: things that are valid but worth knowing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from acklab.evidence.redaction import MIN_SECRET_CHARS
+from acklab.harness.credentials import ENV_REF, resolve_env, unset_env_names
+from acklab.harness.errors import SpecError
+from acklab.harness.providers import event_type_header
+from acklab.harness.signing import SIGNERS
+from acklab.harness.targets.spec_checks import check_reach, check_target_doc, sample_event
+
+EVENT_HEADER = {"github": "X-GitHub-Event", "gitlab": "X-Gitlab-Event", "shopify": "X-Shopify-Topic"}
+
+
+def _without_unset(doc: Any) -> Any:
+    """`doc` with every value that names an unset variable dropped (nothing to check there)."""
+    if isinstance(doc, Mapping):
+        return {k: _without_unset(v) for k, v in doc.items() if not _unset(v)}
+    if isinstance(doc, list):
+        return [_without_unset(v) for v in doc]
+    return doc
+
+
+def _unset(value: Any) -> bool:
+    match = ENV_REF.match(value) if isinstance(value, str) else None
+    return match is not None and not os.environ.get(match.group(1))
+
+
+def _short_secrets(doc: Mapping[str, Any]) -> list[str]:
+    found = []
+    for where, values in (
+        ("headers", doc.get("headers", {})),
+        ("effects.http.headers", doc["effects"].get("http", {}).get("headers", {})),
+    ):
+        for name, value in values.items():
+            if not _unset(value) and len(resolve_env(value, field_name=f"{where}.{name}")) < MIN_SECRET_CHARS:
+                found.append(f"{where}.{name}")
+    return found
+
+
+def validate_target(
+    doc: Mapping[str, Any], *, source: str, allow_unset: bool, allow_remote: bool
+) -> list[str]:
+    """Raise the error `acklab run` would raise (exit 3 or 5); return notes for a valid spec."""
+    check_target_doc(doc, source=source)
+    notes: list[str] = []
+    unset = unset_env_names(doc)
+    if unset:
+        listed = ", ".join(f"{name} ({where})" for where, name in unset)
+        if not allow_unset:
+            names = " ".join(sorted({f"{name}=..." for _, name in unset}))
+            raise SpecError(
+                f"{source}: unset environment variables: {listed}; export {names} "
+                "(or pass --allow-unset to check the rest)"
+            )
+        notes.append(f"unset environment variables (not checked): {listed}")
+    checked = _without_unset(doc)
+    scheme = doc["signing"]["scheme"]
+    if "secret" in checked.get("signing", {}):
+        SIGNERS[scheme].check_secret(resolve_env(checked["signing"]["secret"], field_name="signing.secret"))
+    check_reach(checked, allow_remote=allow_remote)
+    short = _short_secrets(checked)
+    if short:
+        notes.append(
+            f"{', '.join(short)}: shorter than {MIN_SECRET_CHARS} characters; acklab redacts such a value in "
+            "the headers it records but cannot find it in free text (an error message, a log)"
+        )
+    header = EVENT_HEADER.get(scheme)
+    if header and not doc.get("delivery", {}).get("event_type"):
+        value = event_type_header(scheme, None, sample_event(doc["event"]).document)
+        notes.append(f"{header} will be {value!r} (from the body); set delivery.event_type to choose it")
+    return notes
