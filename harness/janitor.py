@@ -174,7 +174,7 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
     # An argv list, never a shell; and no hook or fsmonitor of the repository a lease names runs.
     argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args]
     try:
-        return subprocess.run(  # nosec B603 B607
+        return subprocess.run(  # nosec B603
             argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
