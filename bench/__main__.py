@@ -36,6 +36,7 @@ SUITE = (
     "console_scale",
     "hostile_inputs",
     "journal_writes",
+    "flow_verify",
     "test_timing",
 )
 
