@@ -161,9 +161,27 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
 
 @click.command("run", context_settings=CONTEXT)
 @_options
+@click.option(
+    "--compare-with",
+    "compare_with",
+    multiple=True,
+    metavar="TARGET[,TARGET...]",
+    help="Also run the same plan (same seed) against these targets and write one comparison "
+    "bundle; the exit code stays --target's.",
+)
 def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
-    result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    if kwargs["compare_with"]:
+        from acklab.harness.comparison import compared_targets, run_comparison
+
+        options = _run_options(kwargs)
+        targets = compared_targets(options.target, kwargs["compare_with"])
+        result: Any = run_comparison(options, targets, [ProgressDisplay()])
+        click.echo(
+            f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+        )
+    else:
+        result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
         click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
     return int(result.exit_code)

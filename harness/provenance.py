@@ -7,10 +7,16 @@ uncommitted changes when the run started (a repair flow tests a patch before com
 it): the sha alone would then name code that is not what ran. Neither is ever a reason to
 fail a run: without git, outside a repository, or when git refuses (another user's
 checkout), both are unknown (None).
+
+A verdict's identity is the target's name plus this revision. For the built-in fixture the
+revision also carries ``handler_sha256``, the content hash of the handler module that ran:
+the fixture's commit names the lab's checkout, while the hash names the handler itself (the
+repair flow's sandbox holds the unsafe handler under the live name, at another commit).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -30,10 +36,17 @@ class Revision:
 
     commit_sha: str | None = None
     dirty: bool | None = None
+    handler_sha256: str | None = None  # the fixture: sha256 of the handler module's source
 
     def describe(self) -> dict[str, Any]:
-        """The incident's ``target.commit_sha`` (always) and ``target.dirty`` (when known)."""
-        return {"commit_sha": self.commit_sha, **({"dirty": self.dirty} if self.dirty is not None else {})}
+        """The incident's ``target.commit_sha`` (always), ``target.dirty`` and
+        ``target.handler_sha256`` (when known)."""
+        described: dict[str, Any] = {"commit_sha": self.commit_sha}
+        if self.dirty is not None:
+            described["dirty"] = self.dirty
+        if self.handler_sha256 is not None:
+            described["handler_sha256"] = self.handler_sha256
+        return described
 
 
 def _git(directory: Path, *args: str) -> str | None:
@@ -73,3 +86,13 @@ def revision_of(directory: Path | None, env: Mapping[str, str] | None = None) ->
         status = _git(directory, "status", "--porcelain") if head else None
     sha = _ci_sha(env) or (head.strip() if head and _SHA.fullmatch(head.strip()) else None)
     return Revision(commit_sha=sha, dirty=None if status is None else bool(status.strip()))
+
+
+def file_sha256(path: Path | None) -> str | None:
+    """The sha256 of a file's bytes (a handler module), None when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
