@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -83,6 +84,25 @@ def test_the_fixture_names_the_checkout_its_app_package_comes_from(monkeypatch):
     assert target.describe()["commit_sha"] == expected
 
 
+def test_the_fixture_names_its_handler_by_the_content_hash_of_the_module_that_runs():
+    """A verdict's identity: the sandbox of the repair story holds the unsafe handler under the
+    live name, at another commit; the module's own hash tells them apart."""
+    hashes = {}
+    for handler, module in (("live", "webhooks.py"), ("unsafe", "unsafe.py")):
+        target = resolve_target(f"fixture:{handler}")
+        source = target.source_dir()
+        assert source is not None
+        hashes[handler] = target.describe()["handler_sha256"]
+        assert hashes[handler] == hashlib.sha256((source / module).read_bytes()).hexdigest()
+        assert target.revision.handler_sha256 == hashes[handler]
+    assert hashes["live"] != hashes["unsafe"]
+    assert Revision("a" * 40, False, "b" * 64).describe() == {
+        "commit_sha": "a" * 40,
+        "dirty": False,
+        "handler_sha256": "b" * 64,
+    }
+
+
 @pytest.mark.slow
 @needs_git
 def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, repo, tmp_path, monkeypatch):
@@ -96,6 +116,7 @@ def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, 
     validate("incident", incident)
     assert incident["target"]["commit_sha"] == git(repo, "rev-parse", "HEAD")
     assert incident["target"]["dirty"] is False
+    assert "handler_sha256" not in incident["target"]  # the lab cannot see a service's code
 
 
 @pytest.mark.slow
