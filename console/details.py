@@ -14,7 +14,7 @@ from .coerce import as_dict, as_list, as_str
 from .compare import Pair, build, counterparts, near_pairs, pair_table, rendered_pairs, resolve_ref
 from .index import VERIFIED, Integrity
 from .outline import Outline, OutlineError, page_trials
-from .overview import Page, paginate
+from .overview import Page, flow_runs, paginate
 from .security import resolve_inside
 from .svg import delivery_latency_svg, durations_svg
 from .timeline import TrialView, trial_view
@@ -137,6 +137,7 @@ def compare_index(ctx: Context, page: int = 1) -> str:
         nav="compare",
         pairs=pairs,
         near=near,
+        flows=flow_runs(ctx.snapshot),
     )
 
 
@@ -167,6 +168,7 @@ def compare(
         pair=pair,
         mismatch=mismatch,
         warnings=warnings,
+        flows=flow_runs(ctx.snapshot),
     )
 
 
