@@ -20,13 +20,14 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import known
+from acklab.harness.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
-from acklab.harness.runner import RunOptions, prepare
+from acklab.harness.runner import RunOptions, RunResult, prepare
 from acklab.harness.runner import run as run_lab
 from acklab.harness.specs import all_problems, load_spec
 
@@ -171,12 +172,11 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
 )
 def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
+    result: RunResult | ComparisonResult
     if kwargs["compare_with"]:
-        from acklab.harness.comparison import compared_targets, run_comparison
-
         options = _run_options(kwargs)
         targets = compared_targets(options.target, kwargs["compare_with"])
-        result: Any = run_comparison(options, targets, [ProgressDisplay()])
+        result = run_comparison(options, targets, [ProgressDisplay()])
         click.echo(
             f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
         )

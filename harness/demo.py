@@ -2,9 +2,10 @@
 
 Part 1 — the fixture by hand: one signed event, a retry of it, a conflicting body, and how
 many fulfillments exist afterwards. Part 2 — every experiment against ``fixture:unsafe``
-and ``fixture:live``, side by side: one plan (one seed) for both, in one comparison bundle. Part 3 — the deeper faults on the live handler: one
-crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial on a
-temporary server. The unsafe handler failing (two fulfillments for one event under
+and ``fixture:live``, side by side: one plan (one seed) for both, in one comparison bundle,
+so the console compares them delivery by delivery. Part 3 — the deeper faults on the live
+handler: one crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial
+on a temporary server. The unsafe handler failing (two fulfillments for one event under
 lost-ack) is the expected outcome; the demo exits 0 when every part shows what it should.
 """
 
