@@ -35,6 +35,7 @@ SUITE = (
     "console_scale",
     "hostile_inputs",
     "journal_writes",
+    "flow_verify",
     "test_timing",
 )
 

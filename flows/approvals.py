@@ -9,6 +9,10 @@ Sources: a decisions file (`--decisions FILE`, consumed in order per gate), an i
 prompt on a terminal, or `--auto-approve` (recorded as actor "auto", source "auto",
 delegated by whoever turned it on). Auto-approval covers the `approve` gate only: a known
 gap is published only on a decision that was taken knowing it.
+
+`actor`, `delegated_by` and `reason` end up in the trail, the MR note and the commit message:
+they are single-line text without control characters (a decisions file that breaks this is
+refused, exit 3; the terminal asks again).
 """
 
 from __future__ import annotations
@@ -28,9 +32,21 @@ from acklab.evidence.loading import SPEC, DocumentError, load_json, load_yaml
 from acklab.evidence.validate import validate
 
 from .errors import FlowSpecInvalid, GateRefused, NoDecision
+from .escape import hidden_count, line_break, visible
 
 GATES = ("approve", "approve-gap")
 CHOICES = ("approve", "modify", "reject")
+ONE_LINE_FIELDS = ("actor", "delegated_by", "reason")
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be an actor, a delegation or a reason (None when it can)."""
+    broken = line_break(value)
+    if broken:
+        return f"holds a line break ({broken}); write it on one line"
+    if hidden_count(value):
+        return f"holds control or invisible characters ({visible(value, keep_newlines=False)!r}); remove them"
+    return None
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,11 @@ class FileDecisions:
                 f"{exc}; expected a list like [{{gate: approve, decision: approve, actor: alice, "
                 "delegated_by: bob}}]"
             ) from exc
+        for index, entry in enumerate(doc, start=1):
+            for name in ONE_LINE_FIELDS:
+                problem = text_problem(entry[name]) if isinstance(entry.get(name), str) else None
+                if problem:
+                    raise FlowSpecInvalid(f"decision #{index} of {path}: {name} {problem}; nothing was run")
         return cls(doc, origin=str(path))
 
     def decide(self, question: Question) -> Decision:
@@ -185,13 +206,21 @@ class TerminalDecisions:
         self._stream = stream
 
     def decide(self, question: Question) -> Decision:
-        click.echo(question.summary, err=True)
+        # The summary quotes the proposal; escaped again here, whoever built it.
+        click.echo(visible(question.summary), err=True)
         decision = click.prompt(
             f"[{question.gate}] decision", type=click.Choice(CHOICES), err=True, default="reject"
         )
-        actor = click.prompt("actor (who decides)", default=invoking_user(), err=True)
-        delegated = click.prompt("delegated by (empty if you decide in your own name)", default="", err=True)
-        reason = click.prompt("reason", default="", err=True)
+        actor = click.prompt(
+            "actor (who decides)", default=invoking_user(), err=True, value_proc=_one_line_answer
+        )
+        delegated = click.prompt(
+            "delegated by (empty if you decide in your own name)",
+            default="",
+            err=True,
+            value_proc=_one_line_answer,
+        )
+        reason = click.prompt("reason", default="", err=True, value_proc=_one_line_answer)
         feedback = None
         if decision == "modify":
             feedback = click.prompt("feedback for the proposer", err=True)
@@ -206,6 +235,13 @@ class TerminalDecisions:
             proposal=question.proposal_id,
             decided_at=utcnow(),
         )
+
+
+def _one_line_answer(value: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise click.BadParameter(f"this {problem}")  # click asks again
+    return value
 
 
 class NoSource:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess  # nosec B404
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from acklab.harness.leases import current_book
 
 from . import guard, report
 from .proposers.recipe import RecipeProposer
+from .pytest_report import MAX_REPORT_BYTES, collected, is_pytest, judge, read_report
 from .spec import FlowSpec
 from .worktree import Worktree, python_env, worktree
 
@@ -19,33 +26,29 @@ if TYPE_CHECKING:
 
 
 def run_checks(
-    spec: FlowSpec, checkout: Worktree, trail: Trail, say: Callable[[str], None]
+    spec: FlowSpec, checkout: Worktree, trail: Trail, say: Callable[[str], None], *, head: Worktree
 ) -> list[dict[str, Any]]:
-    """Run every verify command in `checkout`; their output goes to the bundle's checks/ folder."""
+    """Run every verify command in `checkout`; their output goes to the bundle's checks/ folder.
+
+    A pytest command is judged by its JUnit report and the tests collected at `head`
+    (`pytest_report`), never by its exit code alone.
+    """
     results = []
     for command in spec.verify:
         argv = [sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]]
         started = time.perf_counter()
-        try:
-            done = subprocess.run(  # nosec B603
-                argv,
-                cwd=checkout.path,
-                env=python_env(checkout.path),
-                capture_output=True,
-                text=True,
-                timeout=spec.verify_timeout_s,
-                check=False,
+        if is_pytest(argv):
+            code, output, reasons, extra = pytest_check(
+                argv, checkout, head, spec, trail=trail, name=command.name
             )
-            code, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as exc:
-            partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
-            code, output = -1, f"timed out after {spec.verify_timeout_s}s\n{partial or ''}"
-        except FileNotFoundError:
-            code, output = 127, f"{argv[0]}: not found; install it or change verify.commands in {spec.path}"
+        else:
+            code, output = _run(argv, checkout.path, spec)
+            reasons, extra = ([] if code == 0 else [f"exit {code}"]), {}
         log = trail.write_text(f"checks/{command.name}.log", output)
-        status = "ok" if code == 0 else "failed"
+        status = "ok" if code == 0 and not reasons else "failed"
         duration = round((time.perf_counter() - started) * 1000, 3)
-        say(f"verify: {command.name} {status} (exit {code}, {duration:.0f} ms)")
+        why = f": {'; '.join(reasons)}" if reasons and status == "failed" else ""
+        say(f"verify: {command.name} {status} (exit {code}, {duration:.0f} ms){why}")
         results.append(
             {
                 "name": command.name,
@@ -54,9 +57,66 @@ def run_checks(
                 "exit_code": code,
                 "duration_ms": duration,
                 "log": log,
+                **extra,
+                **({"reasons": reasons} if status == "failed" else {}),
             }
         )
     return results
+
+
+def _run(argv: list[str], cwd: Path, spec: FlowSpec) -> tuple[int, str]:
+    try:
+        done = subprocess.run(  # nosec B603
+            argv,
+            cwd=cwd,
+            env=python_env(cwd),
+            capture_output=True,
+            text=True,
+            timeout=spec.verify_timeout_s,
+            check=False,
+        )
+        return done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        return -1, f"timed out after {spec.verify_timeout_s}s\n{partial or ''}"
+    except FileNotFoundError:
+        return 127, f"{argv[0]}: not found; install it or change verify.commands in {spec.path}"
+
+
+def pytest_check(
+    argv: list[str], checkout: Worktree, head: Worktree, spec: FlowSpec, *, trail: Trail, name: str
+) -> tuple[int, str, list[str], dict[str, Any]]:
+    """pytest in the patched worktree writing its report outside it, the head's tests collected beside
+    it: (exit code, output, reasons it fails, what the report held)."""
+    leases = current_book()
+    scratch = Path(tempfile.mkdtemp(prefix="acklab-junit-"))
+    lease = leases.acquire("directory", str(scratch), path=str(scratch))
+    try:
+        (scratch / "head").mkdir()
+        report_path = scratch / "report" / "junit.xml"
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The head's collection runs while the patched tests do: it costs no wall time.
+            baseline = pool.submit(collected, head.path, argv, scratch / "head", spec.verify_timeout_s)
+            code, output = _run([*argv, f"--junitxml={report_path}"], checkout.path, spec)
+            expected = baseline.result()
+        report = read_report(report_path)
+        if report_path.is_file() and report_path.stat().st_size <= MAX_REPORT_BYTES:
+            trail.write_text(
+                f"checks/{name}.junit.xml", report_path.read_text(encoding="utf-8", errors="replace")
+            )
+        reasons = judge(code, report, expected)
+        extra = {
+            "report": {
+                "tests": len(report.outcomes),
+                "passed": report.count("passed"),
+                "collected_at_head": len(expected),
+                "junit": f"checks/{name}.junit.xml" if report_path.is_file() else None,
+            }
+        }
+        return code, output, reasons, extra
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        leases.release(lease)
 
 
 def options_for_gaps(

@@ -14,6 +14,7 @@ from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 
 from .approvals import choose_source
+from .escape import hidden_count, numbered, visible
 from .proposers import make_proposer
 from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
 from .runner import FlowConfig, FlowResult, run_flow
@@ -139,14 +140,20 @@ def _print(result: FlowResult, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
+    # The detail may quote an approver or a guard reason; the diff is the proposal's: all escaped.
     click.echo(f"flow {result.run_id}: {result.outcome} (exit {result.exit_code})")
-    click.echo(f"  {result.detail}")
+    click.echo(f"  {visible(result.detail)}")
     for line in result.summary:
-        click.echo(f"  {line}")
+        click.echo(f"  {visible(line)}")
     click.echo(f"  trail: {doc['trail']}")
     if result.outcome == "proposed" and result.proposal:
+        diff = result.proposal["diff"]
         click.echo(f"proposal {result.proposal['id']} (sha256 {result.proposal['diff_sha256']}):")
-        click.echo(result.proposal["diff"], nl=False)
+        if hidden_count(diff):
+            click.echo(
+                f"WARNING: the diff holds {hidden_count(diff)} control or invisible character(s), shown escaped"
+            )
+        click.echo(numbered(diff))
 
 
 @flow.command()

@@ -39,7 +39,15 @@ DECISIONS = [
         "reason": "a patch with a known gap is not published in the demo",
     },
 ]
-_ACKLAB = "import sys; from acklab.cli import main; main(sys.argv[1:])"
+# This acklab, whatever the working directory holds: the sandbox is a copy of the project, and a
+# plain `python -c` there would import the sandbox's packages instead of the lab's own.
+_ACKLAB = "import sys; sys.path.insert(0, sys.argv.pop(1)); from acklab.cli import main; main(sys.argv[1:])"
+
+
+def own_acklab() -> list[str]:
+    """argv prefix that runs this installation's `acklab` (``python -I``, its root on sys.path)."""
+    package = sys.modules["acklab"]  # this module is acklab.flows.demo: its top package is loaded
+    return [sys.executable, "-I", "-c", _ACKLAB, str(Path(str(package.__file__)).resolve().parent.parent)]
 
 
 def _say(message: str) -> None:
@@ -62,7 +70,7 @@ def run_demo(directory: Path | None, *, trials: int = 1, out: Path | None = None
         argv += ["--out", str(out.resolve())]
     _say(f"$ cd {sandbox} && acklab {' '.join(argv)}")
     done = subprocess.run(  # nosec B603
-        [sys.executable, "-c", _ACKLAB, *argv], cwd=sandbox, stdout=subprocess.PIPE, text=True, check=False
+        [*own_acklab(), *argv], cwd=sandbox, stdout=subprocess.PIPE, text=True, check=False
     )
     try:
         result = json.loads(done.stdout)

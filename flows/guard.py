@@ -2,9 +2,13 @@
 
 A proposal is refused when it touches a path outside the scope (or a denied one), uses an
 absolute path or '..', creates, deletes, renames or copies a file, changes a mode, adds a
-symlink, submodule or binary patch, exceeds the limits, does not apply cleanly at the
-expected head, does not parse as Python, or is not ruff-clean. The rules are code, not
-configuration: a spec can narrow the scope and the limits, never switch a rule off.
+symlink, submodule or binary patch, touches a path that is not a regular file below plain
+directories at the expected head (modes read from the repository, not from the diff),
+exceeds the limits, does not apply cleanly at the expected head, does not parse as Python,
+is not ruff-clean, or breaks a capability rule (`capabilities`: the patched file reaches for
+the interpreter's machinery or imports what the spec does not allow). The rules are code,
+not configuration: a spec can narrow the scope, the limits and the imports, never switch a
+rule off. Every reason is one escaped line: it quotes what the proposal wrote.
 
 The static rules run first and touch nothing; only a statically clean diff is tried, in a
 throwaway worktree, with `git apply`, whose own reading of the diff (`--numstat --summary`)
@@ -19,13 +23,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from . import capabilities
 from .diffs import FilePatch, parse_diff
 from .errors import FlowError
+from .escape import one_line
 from .spec import FlowSpec
-from .worktree import Worktree, worktree
+from .worktree import Worktree, git, worktree
 
 RUFF_TIMEOUT_S = 120
 _SPECIAL_MODES = {"120000": "a symlink", "160000": "a submodule"}
+_REGULAR_FILE_MODES = ("100644", "100755")
+_DIRECTORY_MODE = "040000"
 
 
 @dataclass(frozen=True)
@@ -57,21 +65,55 @@ def check(diff: str, *, spec: FlowSpec, repo: Path, commit: str) -> GuardResult:
         reasons.append(
             f"the diff changes {parsed.changed_lines} lines; the limit is {spec.limits.max_changed_lines}"
         )
+    if not reasons:
+        reasons = [problem for path in files if (problem := head_path_problem(repo, commit, path))]
     if reasons:
-        return GuardResult(False, reasons, files, parsed.changed_lines)
+        return _refused(reasons, files, parsed.changed_lines)
     with worktree(repo, commit, label="guard") as wt:
-        reasons = _apply_rules(wt, diff, files)
+        reasons = _apply_rules(wt, diff, files, spec)
     if reasons:
-        return GuardResult(False, reasons, files, parsed.changed_lines)
+        return _refused(reasons, files, parsed.changed_lines)
     checked = [
         f"in scope: {', '.join(files)}",
         f"{len(parsed.files)} file(s), {parsed.changed_lines} changed lines "
         f"(limits {spec.limits.max_files}, {spec.limits.max_changed_lines})",
         "no new, deleted, renamed or copied files; no mode changes, symlinks or binary patches",
+        f"regular files below plain directories at {commit[:12]}",
         f"applies cleanly at {commit[:12]}",
         "parses as Python; ruff check is clean",
+        "capabilities: imports only what the spec allows; no interpreter machinery, "
+        "private attributes or control characters",
     ]
     return GuardResult(True, checked, files, parsed.changed_lines)
+
+
+def _refused(reasons: list[str], files: list[str], changed_lines: int) -> GuardResult:
+    # A reason may quote the proposal (a path, a line): one escaped line each, whoever reads it.
+    return GuardResult(False, [one_line(r, limit=1000) for r in reasons], files, changed_lines)
+
+
+def head_path_problem(repo: Path, commit: str, path: str) -> str | None:
+    """Why `path` at `commit` is not a regular file below plain directories (None when it is).
+
+    Read from the repository's trees (`git ls-tree`), never from a diff's headers: a symlinked
+    file or folder would make a patch, and every read of the file, land somewhere else.
+    """
+    parts = PurePosixPath(path).parts
+    for depth in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:depth])
+        # One folder at a time: `git ls-tree C -- dir` names the folder itself, not its files.
+        listed = git(repo, "ls-tree", "-z", commit, "--", prefix).stdout
+        modes = {
+            name: meta.split(" ", 1)[0] for meta, _, name in (e.partition("\t") for e in listed.split("\0"))
+        }
+        mode = modes.get(prefix)
+        wanted = _REGULAR_FILE_MODES if depth == len(parts) else (_DIRECTORY_MODE,)
+        if mode is None:
+            return f"{path} does not exist at {commit[:12]} (no {prefix!r} in its tree)"
+        if mode not in wanted:
+            what = _SPECIAL_MODES.get(mode, f"mode {mode}")
+            return f"{prefix!r} is {what} at {commit[:12]}; only a regular file below plain directories may be patched"
+    return None
 
 
 def path_problem(path: str) -> str | None:
@@ -120,7 +162,7 @@ def _file_rules(patch: FilePatch, spec: FlowSpec) -> list[str]:
     return reasons
 
 
-def _apply_rules(wt: Worktree, diff: str, files: list[str]) -> list[str]:
+def _apply_rules(wt: Worktree, diff: str, files: list[str], spec: FlowSpec) -> list[str]:
     try:
         wt.apply(diff, check_only=True)
     except FlowError as exc:
@@ -138,7 +180,7 @@ def _apply_rules(wt: Worktree, diff: str, files: list[str]) -> list[str]:
     if changed != sorted(files):
         return [f"applying changed {changed}, not {sorted(files)}"]
     for path in files:
-        reasons += _python_rules(wt, path)
+        reasons += _python_rules(wt, path, spec)
     return reasons
 
 
@@ -157,7 +199,7 @@ def _read_numstat(output: str) -> tuple[list[str], list[str]]:
     return paths, events
 
 
-def _python_rules(wt: Worktree, path: str) -> list[str]:
+def _python_rules(wt: Worktree, path: str, spec: FlowSpec) -> list[str]:
     if not path.endswith(".py"):
         return []
     source = wt.read(path)
@@ -165,6 +207,9 @@ def _python_rules(wt: Worktree, path: str) -> list[str]:
         ast.parse(source, filename=path)
     except SyntaxError as exc:
         return [f"{path} does not parse as Python after the patch: {exc.msg} (line {exc.lineno})"]
+    refused = capabilities.check(source, path=path, imports=spec.imports)
+    if refused:
+        return refused
     try:
         done = subprocess.run(  # nosec B603
             [sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet", "--output-format=concise", path],

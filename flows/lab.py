@@ -1,27 +1,33 @@
-"""The lab, as the flow sees it: `acklab run --json` in a subprocess rooted in a worktree.
+"""The lab, as the flow sees it: `acklab run --target fixture:live --checkout DIR`, in this process.
 
-The harness runs as a separate process whose working directory and PYTHONPATH are the
-worktree, so `app.webhooks` is imported from the checkout under test (the head, or the
-patched copy) and never from the installed project. `resolved_module` proves it per run.
+The code under test (the head, the patched copy, an option's copy) is never imported here.
+The harness serves each checkout's fixture in processes of its own, started from the
+checkout (`harness.targets.checkout`), attacks them over a loopback socket and reads the
+effects back from their database itself. The verdicts are computed by the flow's own
+harness, which no handler can reach: a patch that rewrites the verdict code through
+`sys.modules`, or exits early, does so in a process whose word the lab never takes.
+`run_lab` checks after every run that no module of the checkout was imported here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess  # nosec B404
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import FlowError
-from .worktree import python_env
+from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.harness.errors import RunInterrupted
+from acklab.harness.runner import RunOptions
+from acklab.harness.runner import run as harness_run
 
-HARNESS_TIMEOUT_S = 1800
-_RUN = "import sys; from acklab.cli import main; main(sys.argv[1:])"
-_WHERE = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).origin)"
+from .errors import FlowError, FlowSpecInvalid
+
+# The file the served fixture imports as its live handler; its launcher refuses any other.
+HANDLER_FILE = Path("app", "webhooks.py")
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,13 @@ class ExperimentResult:
     trials: int
     violations: list[dict[str, Any]] = field(default_factory=list)
     incident: str | None = None
-    error: str | None = None
+    reason: str | None = None  # why it erred or was skipped (`acklab run --json`)
     latency: Latency | None = None
+
+    def line(self) -> str:
+        """``name: verdict (N violations)``, and the reason when there is one."""
+        why = f"; {self.reason}" if self.reason else ""
+        return f"{self.name}: {self.verdict} ({len(self.violations)} violations{why})"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +65,7 @@ class ExperimentResult:
             "violations": len(self.violations),
             "incident": self.incident,
             "latency": self.latency.as_dict() if self.latency else None,
-        }
+        } | ({"reason": self.reason} if self.reason else {})
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class LabRun:
     experiments: dict[str, ExperimentResult]
     exit_code: int
     handler_module: str
+    error: str | None = None  # why the run as a whole ended in an error (`acklab run --json`)
 
     def failing(self) -> list[str]:
         return [n for n, e in self.experiments.items() if e.verdict == "fail"]
@@ -83,20 +95,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return round(ordered[rank - 1], 3)
 
 
-def resolved_module(checkout: Path, module: str = "acklab.app.webhooks") -> str:
-    """The file `module` is imported from by a process the flow starts in `checkout`."""
-    done = subprocess.run(  # nosec B603
-        [sys.executable, "-c", _WHERE, module],
-        cwd=checkout,
-        env=python_env(checkout),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise FlowError(f"cannot locate {module} in {checkout}: {done.stderr.strip()[-500:]}")
-    return done.stdout.strip()
+def imported_from(checkout: Path) -> list[str]:
+    """Modules of this process loaded from a file inside `checkout` (the lab must have none)."""
+    root = checkout.resolve()
+    found = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if where and Path(where).resolve().is_relative_to(root):
+            found.append(name)
+    return sorted(found)
 
 
 def run_lab(
@@ -107,46 +114,47 @@ def run_lab(
     trials: int,
     seed: int,
     out: Path,
+    secrets: Sequence[str] = (),
 ) -> LabRun:
-    """Attack `checkout` with `experiments`; raise FlowError (exit 4) when the lab could not run."""
-    module = resolved_module(checkout)
-    if not Path(module).resolve().is_relative_to(checkout.resolve()):
-        raise FlowError(
-            f"acklab.app.webhooks resolves to {module}, outside the checkout under test {checkout}; "
-            "the lab would attack the wrong code (is PYTHONPATH or PYTHONSAFEPATH forced?)"
-        )
-    argv = [sys.executable, "-c", _RUN, "run", "--target", target, "--trials", str(trials)]
-    argv += ["--seed", str(seed), "--out", str(out.resolve()), "--json"]
-    for name in experiments:
-        argv += ["--experiment", name]
+    """Attack the fixture of `checkout` with `experiments`; FlowError (exit 4) when the lab could not run.
+
+    `secrets` (the flow's tokens) are refused in everything the run writes, like its own.
+    """
+    options = RunOptions(
+        target=target,
+        checkout=checkout,
+        experiments=tuple(experiments),
+        trials=trials,
+        seed=seed,
+        out=out.resolve(),
+        secrets=tuple(secrets),
+    )
     try:
-        done = subprocess.run(  # nosec B603
-            argv,
-            cwd=checkout,
-            env=python_env(checkout),
-            capture_output=True,
-            text=True,
-            timeout=HARNESS_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise FlowError(f"the lab did not finish within {HARNESS_TIMEOUT_S}s in {checkout}") from exc
-    # The harness's human output (stderr) is not repeated: the flow reports each verdict itself.
-    if done.returncode not in (0, 1, 4):
-        raise FlowError(f"`acklab run` exited {done.returncode} in {checkout}: {done.stderr.strip()[-800:]}")
-    try:
-        doc = json.loads(done.stdout)
-    except ValueError as exc:
+        result = harness_run(options)
+    except RunInterrupted as exc:
+        raise KeyboardInterrupt(str(exc)) from exc
+    except AcklabError as exc:
+        if exc.exit_code == ExitCode.INVALID_INPUT:
+            raise FlowSpecInvalid(f"the lab refused the flow's input: {exc}") from exc
+        raise FlowError(f"the lab could not run on {checkout}: {exc}") from exc
+    leaked = imported_from(checkout)
+    if leaked:
         raise FlowError(
-            f"`acklab run --json` printed no JSON (exit {done.returncode}): "
-            f"{(done.stdout or done.stderr).strip()[-800:]}"
-        ) from exc
-    return _parse(doc, checkout=checkout, exit_code=done.returncode, module=module)
+            f"the lab imported code of the checkout under test ({', '.join(leaked[:5])}); "
+            "its verdicts cannot be trusted"
+        )
+    return parse_run(
+        result.as_json(),
+        checkout=checkout,
+        exit_code=int(result.exit_code),
+        module=str(checkout.resolve() / HANDLER_FILE),
+    )
 
 
-def _parse(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) -> LabRun:
+def parse_run(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) -> LabRun:
+    """A LabRun from the ``acklab run --json`` object."""
     bundle = doc.get("bundle")
-    bundle_path = (checkout / bundle).resolve() if bundle else None
+    bundle_path = Path(bundle).resolve() if bundle else None
     results: dict[str, ExperimentResult] = {}
     for exp in doc.get("experiments", []):
         incident = exp.get("incident")
@@ -157,7 +165,7 @@ def _parse(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) 
             trials=int(exp.get("trials", 0)),
             violations=list(exp.get("violations", [])),
             incident=str(incident_path) if incident_path else None,
-            error=exp.get("error"),
+            reason=exp.get("reason") or exp.get("error"),
             latency=latency_of(incident_path) if incident_path else None,
         )
     return LabRun(
@@ -168,6 +176,7 @@ def _parse(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) 
         experiments=results,
         exit_code=exit_code,
         handler_module=module,
+        error=doc.get("error"),
     )
 
 

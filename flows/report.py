@@ -2,6 +2,10 @@
 
 Where strike-again finds a gap, two options are laid out with their measured gain and cost
 and neither is recommended: the approver decides, and the decision is recorded.
+
+What a proposal, a model or a decisions file says is escaped here (`escape`): the approver
+sees the diff with line numbers and every control character as a visible escape; the MR
+note quotes actors and reasons as inline code; the commit message quotes them on one line.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .escape import hidden_count, md_code, numbered, one_line, quoted, visible
 from .lab import ExperimentResult, LabRun, Latency
 
 BOUNDARY = (
@@ -168,8 +173,16 @@ def mr_note(
         "| gate | decision | actor | delegated by | source |",
         "| --- | --- | --- | --- | --- |",
     ]
+    lines[-2:] = [
+        "| gate | decision | actor | delegated by | source | reason |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    # Actors, delegations and reasons come from a decisions file or a terminal: quoted as
+    # inline code, no quick action (/merge), link, mention or reference in them is interpreted.
     lines += [
-        f"| {d['gate']} | {d['decision']} | {d['actor']} | {d['delegated_by'] or '-'} | {d['source']} |"
+        f"| {d['gate']} | {d['decision']} | {md_code(d['actor'])} | "
+        f"{md_code(d['delegated_by']) if d['delegated_by'] else '-'} | {d['source']} | "
+        f"{md_code(d['reason']) if d['reason'] else '-'} |"
         for d in decisions
     ]
     lines += ["", "| experiment | head | patched | latency head → patched |", "| --- | --- | --- | --- |"]
@@ -195,19 +208,30 @@ def mr_note(
 
 
 def approve_question(proposal: dict[str, Any], failing: list[str], expected: str) -> str:
-    """What the approve gate shows: who proposed what, why, what the guard checked, and the diff."""
+    """What the approve gate shows: who proposed what, why, what the guard checked, and the diff.
+
+    Everything the proposal or the model wrote is escaped; the diff has a number on every line.
+    """
     calls = "".join(
-        f"\n  llm call: {c['model']}, {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
-        f"{c['latency_ms']:.0f} ms"
+        f"\n  llm call: {one_line(str(c['model']), limit=100)}, {c['prompt_tokens']}+"
+        f"{c['completion_tokens']} tokens, {c['latency_ms']:.0f} ms"
         for c in proposal["llm_calls"]
     )
-    recipe = f" (recipe {proposal['recipe']})" if proposal["recipe"] else ""
+    recipe = f" (recipe {one_line(proposal['recipe'])})" if proposal["recipe"] else ""
+    hidden = hidden_count(proposal["diff"]) + hidden_count(proposal["rationale"])
+    warning = (
+        f"WARNING: the proposal holds {hidden} control or invisible character(s), shown as \\x.. / \\u....\n"
+        if hidden
+        else ""
+    )
+    rationale = visible(proposal["rationale"]).replace("\n", "\n     ")
     return (
-        f"proposal {proposal['id']} by {proposal['proposer']}{recipe}: "
+        f"proposal {proposal['id']} by {one_line(proposal['proposer'])}{recipe}: "
         f"{proposal['changed_lines']} changed lines in {', '.join(proposal['files'])}{calls}\n"
-        f"why: {proposal['rationale']}\n"
+        f"why: {rationale}\n"
         f"it aims at: {', '.join(failing)} failing at {expected[:12]}\n"
-        f"guard: {'; '.join(proposal['guard']['reasons'])}\n\n{proposal['diff']}"
+        f"guard: {'; '.join(one_line(r) for r in proposal['guard']['reasons'])}\n{warning}\n"
+        f"{numbered(proposal['diff'])}"
     )
 
 
@@ -221,9 +245,10 @@ def commit_message(
     decisions: list[dict[str, Any]],
     bundle_rel: str,
 ) -> str:
+    # Quoted on one line: an actor cannot end the paragraph and forge a trailer (Signed-off-by: ...).
     approvals = "; ".join(
-        f"{d['gate']}: {d['decision']} by {d['actor']}"
-        + (f" (delegated by {d['delegated_by']})" if d["delegated_by"] else "")
+        f"{d['gate']}: {d['decision']} by {quoted(d['actor'])}"
+        + (f" (delegated by {quoted(d['delegated_by'])})" if d["delegated_by"] else "")
         for d in decisions
     )
     recipe = f": {proposal['recipe']}" if proposal["recipe"] else ""

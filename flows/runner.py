@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.harness.leases import leasing
 
 from . import guard, report
 from .approvals import Decision, DecisionSource, Question
 from .checks import options_for_gaps, run_checks
 from .diffs import sha256_text
 from .errors import DecisionRejected, FlowError, GateRefused, ScopeRefused
+from .escape import one_line, visible
 from .lab import LabRun, run_lab
 from .proposers import Proposal, ProposalRequest, Proposer
 from .publish import Publisher
@@ -32,6 +34,11 @@ from .worktree import Worktree, head_sha, worktree
 def _stderr(message: str) -> None:
     sys.stderr.write(f"flow: {message}\n")
     sys.stderr.flush()
+
+
+def _escaped(echo: Callable[[str], None]) -> Callable[[str], None]:
+    # Progress lines quote proposals, guard reasons, actors: no control character reaches a terminal.
+    return lambda message: echo(visible(message))
 
 
 @dataclass
@@ -74,7 +81,10 @@ def run_flow(config: FlowConfig) -> FlowResult:
     trail = Trail(spec=config.spec, out=config.out, secrets=config.secrets)
     flow = _Flow(config, trail)
     try:
-        flow.run()
+        # Worktrees and everything the lab starts are leased in the journal: a flow killed
+        # with kill -9 leaves nothing that `acklab janitor --out` cannot find and remove.
+        with leasing(config.out, trail.run_id, secrets=config.secrets):
+            flow.run()
         raise AssertionError("the flow ended without an outcome")  # pragma: no cover
     except _Stop as stop:
         outcome, detail, code = stop.outcome, stop.detail, stop.exit_code
@@ -100,7 +110,7 @@ class _Flow:
         self.c = config
         self.spec = config.spec
         self.trail = trail
-        self.say = config.echo
+        self.say = _escaped(config.echo)
         self.attempts: dict[str, int] = {}
         self.decisions: list[dict[str, Any]] = []
         self.published: dict[str, Any] | None = None
@@ -124,12 +134,15 @@ class _Flow:
             trials=self.spec.trials,
             seed=self.spec.seed,
             out=self.c.out,
+            secrets=self.c.secrets,
         )
+        for exp in run.experiments.values():
+            self.say(f"  {exp.line()}")
         if run.errored() or not run.experiments:
-            problems = [f"{n}: {run.experiments[n].error}" for n in run.errored()]
+            problems = [run.experiments[n].line() for n in run.errored()]
+            if run.error:
+                problems.append(run.error)
             raise FlowError(f"the lab could not run ({why}): {'; '.join(problems) or 'no experiments ran'}")
-        for name, exp in run.experiments.items():
-            self.say(f"  {name}: {exp.verdict} ({len(exp.violations)} violations)")
         return run
 
     def skip_rest(self, after: str, why: str) -> None:
@@ -141,6 +154,11 @@ class _Flow:
         repo, spec = self.c.repo, self.spec
         self.expected = head_sha(repo)
         self.trail.set(expected_head_sha=self.expected)
+        # Before anything reads the handler: a symlinked file or folder would lead every read
+        # (the prompt, the guard, the publish) somewhere else.
+        problem = guard.head_path_problem(repo, self.expected, self.handler)
+        if problem:
+            raise GateRefused(f"refused before proposing: {problem}")
         mr = self.c.publisher.precheck(self.expected)
         if mr:
             self.trail.set(merge_request=mr)
@@ -214,7 +232,7 @@ class _Flow:
                     "allowed": doc["guard"]["allowed"],
                     "reasons": doc["guard"]["reasons"],
                     "llm_calls": len(doc["llm_calls"]),
-                    "rationale": proposal.rationale[:2000],
+                    "rationale": visible(proposal.rationale)[:2000],
                 }
                 if doc["guard"]["allowed"]:
                     self.say(f"propose: {doc['id']} by {doc['proposer']} passed the scope guard")
@@ -240,7 +258,7 @@ class _Flow:
             "diff_sha256": sha256_text(proposal.diff),
             "files": verdict.files,
             "guard": verdict.as_dict(),
-            "llm_calls": [call.as_dict() for call in proposal.llm_calls],
+            "llm_calls": [call.as_dict() | {"model": one_line(call.model)} for call in proposal.llm_calls],
         }
         self.trail.add_proposal(doc)
         return doc | {"changed_lines": verdict.changed_lines, "rationale": proposal.rationale}
@@ -293,7 +311,7 @@ class _Flow:
             "verify", inputs={self.handler: self.patched_source}, attempt=self.attempt("verify")
         ) as cp:
             run = self.lab(patched, self.failing, "verify")
-            checks = run_checks(self.spec, patched, self.trail, self.say)
+            checks = run_checks(self.spec, patched, self.trail, self.say, head=self.head)
             still = run.failing()
             bad = [c["name"] for c in checks if c["status"] != "ok"]
             cp.outputs = report.run_outputs(run, self.c.out) | {

@@ -29,6 +29,28 @@ CHECKPOINTS: tuple[str, ...] = (
     "publish",
 )
 OPTIONAL_CHECKPOINTS = frozenset({"strike-again"})
+# What a handler may import when the spec says nothing (capabilities.imports).
+DEFAULT_IMPORTS: tuple[str, ...] = (
+    "__future__",
+    "acklab.app.contract",
+    "acklab.app.db",
+    "acklab.app.models",
+    "sqlalchemy",
+    "collections",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "functools",
+    "hashlib",
+    "hmac",
+    "itertools",
+    "json",
+    "math",
+    "re",
+    "typing",
+    "uuid",
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +125,7 @@ class FlowSpec:
     retries: int = 1
     max_rounds: int = 3
     llm: LLMSettings = field(default_factory=LLMSettings)
+    imports: tuple[str, ...] = DEFAULT_IMPORTS
     branch_prefix: str = "acklab/repair-"
     description: str = ""
     sha256: str = ""
@@ -176,6 +199,7 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
             max_tokens=int(llm.get("max_tokens", 4096)),
             temperature=float(llm.get("temperature", 0)),
         ),
+        imports=tuple(doc.get("capabilities", {}).get("imports", DEFAULT_IMPORTS)),
         branch_prefix=doc.get("publish", {}).get("branch_prefix", "acklab/repair-"),
         sha256=sha256,
         path=what,

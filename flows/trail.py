@@ -21,6 +21,7 @@ from acklab.evidence.journal import Journal, journal_path
 
 from .approvals import Decision
 from .errors import GateRefused
+from .escape import visible
 from .spec import FlowSpec
 
 
@@ -179,7 +180,9 @@ class Trail:
         self._write()
 
     def add_proposal(self, proposal: dict[str, Any]) -> None:
-        self.doc["proposals"].append(proposal)
+        """The diff exactly as proposed in ``proposals/<id>.diff`` (its sha256 is ``diff_sha256``);
+        in trail.json with its control characters escaped, as every reader is shown it."""
+        self.doc["proposals"].append({**proposal, "diff": visible(proposal["diff"])})
         self.writer.write_bytes(f"proposals/{proposal['id']}.diff", proposal["diff"].encode("utf-8"))
         self.journal.record(
             run_id=self.run_id,

@@ -4,6 +4,10 @@ Every patch is applied, checked and attacked in a worktree of its own, checked o
 (detached, so no branch is left behind) at the expected head in a temporary directory.
 The caller's checkout, index and branches are never touched; the worktree and its
 administrative files are removed on the way out, also when the flow fails or is interrupted.
+A worktree is leased in the journal like every resource the lab creates: when the flow is
+killed (kill -9, a cancelled CI job), `acklab janitor` removes it, from `git worktree list`
+too. The lease's token, written beside it (`harness.lease_witness.WorktreeMarker`), proves to
+the janitor that the directory it is about to remove is the one the lease names.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from acklab.harness.leases import current_book
+
 from .errors import FlowError
 
 GIT_TIMEOUT_S = 120
+# Credentials of the flow that code under test (verify's checks) never sees.
+WITHHELD = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "CI_JOB_JWT", "CI_JOB_JWT_V2")
 # A fixed identity for commits the flow makes, used only when the repository has none.
 FLOW_IDENTITY = {
     "GIT_AUTHOR_NAME": "acklab repair flow",
@@ -132,6 +140,8 @@ def worktree(repo: Path, commit: str, *, label: str = "wt") -> Iterator[Worktree
     """Check out `commit` in a fresh temporary worktree; remove it (and its admin files) afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix=f"acklab-{label}-"))
     path = tmp / "checkout"
+    leases = current_book()
+    lease = leases.acquire("worktree", str(path), path=str(path), tmp=str(tmp), repo=str(repo.resolve()))
     try:
         git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
         yield Worktree(repo=repo, path=path, commit=commit)
@@ -140,15 +150,19 @@ def worktree(repo: Path, commit: str, *, label: str = "wt") -> Iterator[Worktree
             git(repo, "worktree", "remove", "--force", str(path), check=False)
         shutil.rmtree(tmp, ignore_errors=True)
         git(repo, "worktree", "prune", check=False)
+        if not tmp.exists():  # what could not be removed stays leased, for the janitor
+            leases.release(lease)
 
 
 def python_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """An environment whose imports of app/harness/evidence resolve into `checkout`, not the install.
 
+    The code it runs is under test: the flow's own credentials (`WITHHELD`) stay behind.
+
     The project is installed editable; its finder sits after the path-based finder, so a
-    PYTHONPATH entry wins. `lab.resolved_module` checks that it really does.
+    PYTHONPATH entry wins (tests/flows/test_worktree.py checks that it does).
     """
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONHOME", "PYTHONSAFEPATH"}}
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONHOME", "PYTHONSAFEPATH", *WITHHELD}}
     env["PYTHONPATH"] = os.pathsep.join([str(checkout), *_other_paths(env.get("PYTHONPATH", ""), checkout)])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})

@@ -87,6 +87,14 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."),
         click.option(
+            "--checkout",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            metavar="DIR",
+            help="Fixture targets: serve the fixture of this checkout (a clone or worktree) in processes "
+            "of its own, over a loopback socket; the lab never imports its code.",
+        ),
+        click.option(
             "--shard",
             default=None,
             metavar="I/N",
@@ -156,6 +164,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         allow_remote=kwargs["allow_remote"],
         shard=kwargs["shard"],
         settings=resolved.settings,
+        checkout=kwargs["checkout"],
         deadline_s=kwargs["deadline"],
     )
 

@@ -1,9 +1,16 @@
-"""The webhook fixture as a process of its own (`acklab serve fixture`), for crash experiments.
+"""The webhook fixture as a process of its own (`acklab serve fixture`), for crash experiments
+and for serving a checkout the lab must not import.
 
 A crash must kill the whole server, mid-request, the way SIGKILL or a power cut does: only
 a separate process can die like that while the lab watches. The process keeps its port
 across restarts, so the sender retries to the same URL; it runs in its own session, so
 the janitor can end its whole process group; and it is leased in the journal while alive.
+
+With ``checkout=DIR`` the process serves *that* checkout's fixture (the repair flow's head or
+patched worktree): ``python -I`` ignores PYTHONPATH and the working directory, the launcher
+puts DIR first on ``sys.path`` itself and refuses to serve when the handler would be
+imported from anywhere else. The process gets a minimal environment: the code it runs is
+under test, and the lab's tokens (GitLab, the model's API key) are none of its business.
 """
 
 from __future__ import annotations
@@ -24,6 +31,25 @@ from acklab.harness.leases import NO_LEASES, LeaseBook
 READY_TIMEOUT_S = 30.0
 # `acklab serve fixture ...` without depending on where the console script was installed.
 LAUNCHER = "import sys; from acklab.cli import main; main(sys.argv[1:])"
+# `python -I -B -u -c CHECKOUT_LAUNCHER DIR fixture ...`: the fixture of checkout DIR, and nothing else.
+CHECKOUT_LAUNCHER = """
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+root = Path(sys.argv[1]).resolve()
+sys.path.insert(0, str(root))
+from acklab.app import runtime
+handler = sys.argv[sys.argv.index("--handler") + 1] if "--handler" in sys.argv else "live"
+spec = find_spec(runtime.HANDLER_MODULES[handler])
+origin = Path(spec.origin if spec and spec.origin else "?").resolve()
+if not (Path(runtime.__file__).resolve().is_relative_to(root) and origin.is_relative_to(root)):
+    sys.exit(f"acklab serve: refused: the {handler} handler would come from {origin}, not from {root}")
+print(f"acklab serve: {handler} handler from {origin}", file=sys.stderr, flush=True)
+from acklab.app.cli import main
+main(sys.argv[2:])
+"""
+# What a checkout's server inherits of the lab's environment (everything else stays behind).
+CHECKOUT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -46,8 +72,10 @@ class FixtureProcess(LeasedProcess):
         scheme: str = "standard",
         leases: LeaseBook = NO_LEASES,
         log_dir: Path | None = None,
+        checkout: Path | None = None,
     ) -> None:
         self.handler, self.database_url, self.scheme = handler, database_url, scheme
+        self.checkout = checkout
         self._secret = secret
         self.port = free_port()
         super().__init__(
@@ -70,16 +98,18 @@ class FixtureProcess(LeasedProcess):
             args += ["--processing-delay-ms", str(processing_delay_ms)]
         # Secrets travel in the environment, not argv: a database URL may carry a password,
         # and any local user can read a process's arguments with ps.
-        env = {
-            **os.environ,
-            "ACKLAB_WEBHOOK_SECRET": self._secret,
-            "ACKLAB_DATABASE_URL": self.database_url,
-            "PYTHONUNBUFFERED": "1",
-        }
+        settings = {"ACKLAB_WEBHOOK_SECRET": self._secret, "ACKLAB_DATABASE_URL": self.database_url}
+        if self.checkout is None:
+            argv = [sys.executable, "-c", LAUNCHER, *args]
+            env = {**os.environ, **settings, "PYTHONUNBUFFERED": "1"}
+        else:
+            # -I: no PYTHONPATH, no working directory, no user site; -B: nothing written into
+            # the checkout; -u: the log says at once where the handler came from.
+            argv = [sys.executable, "-I", "-B", "-u", "-c", CHECKOUT_LAUNCHER, str(self.checkout), *args[1:]]
+            env = {k: v for k, v in os.environ.items() if k in CHECKOUT_ENV} | settings
+        where = f" from {self.checkout}" if self.checkout else ""
         self._spawn(
-            [sys.executable, "-c", LAUNCHER, *args],
-            env,
-            lease_what=f"acklab serve fixture --handler {self.handler} --port {self.port}",
+            argv, env, lease_what=f"acklab serve fixture --handler {self.handler} --port {self.port}{where}"
         )
         self._wait_ready()
 

@@ -8,6 +8,8 @@ left alone; one whose owner is gone is cleaned according to what it names:
   process that was started (its start time matches), never a reused pid;
 * ``directory``: removed (a temporary SQLite database and its files);
 * ``database``: dropped on its server (``DROP DATABASE ... WITH (FORCE)``);
+* ``worktree``: a git worktree of the repair flow, removed with ``git worktree remove`` and
+  pruned from the repository's list (no hook or fsmonitor of that repository runs);
 * ``proxy``: a proxy runs inside the lab's own process, so it ended with its owner.
 
 The journal can be forged, so a lease is only believed when the resource proves it
@@ -27,6 +29,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess  # nosec B404
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,7 @@ from acklab.harness.lease_witness import WITNESSES, Witness, connect_postgres, i
 from acklab.harness.leases import same_process_alive
 
 KILL_WAIT_S = 5.0
+GIT_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,37 @@ def _end_database(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]
     return f"dropped database {name!r}", True
 
 
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    # An argv list, never a shell; and no hook or fsmonitor of the repository a lease names runs.
+    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args]
+    try:
+        return subprocess.run(  # nosec B603
+            argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _end_worktree(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]:
+    path, tmp, repo = (Path(str(detail.get(k, ""))) for k in ("path", "tmp", "repo"))
+    if not (path.is_absolute() and tmp.is_absolute() and repo.is_absolute()):
+        return _refused(repr(str(path)), "the lease names a relative path")
+    if os.path.lexists(tmp):
+        why = _proof("worktree", token, detail)
+        if why is not None:
+            return _refused(f"worktree {path}", why)
+        _git(repo, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(tmp, ignore_errors=True)
+    # Whether we removed it now or its owner did before dying: the repository forgets it.
+    _git(repo, "worktree", "prune")
+    if tmp.exists():
+        return f"could not remove {tmp}", False
+    listed = _git(repo, "worktree", "list", "--porcelain")
+    if listed is not None and f"worktree {path}\n" in listed.stdout + "\n":
+        return f"removed {tmp}, but {repo} still lists the worktree {path}", False
+    return f"removed worktree {path} (and from {repo}'s worktree list)", True
+
+
 def _unmark(entry: JournalEntry) -> None:
     """Remove the token the lab left beside a resource it has now cleaned (its pid-file)."""
     witness = WITNESSES.get(str(entry.payload.get("resource")))
@@ -187,6 +222,8 @@ def clean(entry: JournalEntry) -> tuple[str, bool]:
         return _end_directory(detail, token)
     if resource == "database":
         return _end_database(detail, token)
+    if resource == "worktree":
+        return _end_worktree(detail, token)
     if resource == "proxy":
         return "the proxy ran inside its owner's process and ended with it", True
     return f"unknown resource {resource!r}: left alone", False

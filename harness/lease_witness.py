@@ -9,7 +9,9 @@ same token *beside the resource* when it acquires it; the janitor acts only when
   (the runtime dir is the lab's own, 0700, under the system temp directory);
 * ``directory``: a marker file ``.acklab-lease`` holding the token, inside a directory that
   must itself be a direct ``acklab-*`` child of the system temp directory (the lab's temp root);
-* ``database``: ``COMMENT ON DATABASE`` holding the token, on a server on the loopback only.
+* ``database``: ``COMMENT ON DATABASE`` holding the token, on a server on the loopback only;
+* ``worktree``: a marker file ``.acklab-lease`` in the worktree's temporary directory (an
+  ``acklab-*`` child of the lab's temp root, the checkout in its ``checkout/``).
 
 A new kind of lease adopts the mechanism by registering a `Witness` (`register`): how to
 mark the resource when the lease is acquired, how to check it, how to unmark it.
@@ -246,10 +248,28 @@ class DatabaseComment:
         return None  # the comment goes with the database
 
 
+class WorktreeMarker:
+    """``worktree``: ``<tmp>/.acklab-lease`` holding the token; the worktree is ``<tmp>/checkout``."""
+
+    def mark(self, token: str, detail: Mapping[str, Any]) -> None:
+        _write_private(Path(str(detail["tmp"])) / MARKER, token)
+
+    def check(self, token: str, detail: Mapping[str, Any]) -> str | None:
+        tmp, path = Path(str(detail.get("tmp", ""))), Path(str(detail.get("path", "")))
+        if path != tmp / "checkout":
+            return f"{path} is not the checkout the lab makes in {tmp}"
+        return MarkerFile().check(token, {"path": str(tmp)})
+
+    def unmark(self, token: str, detail: Mapping[str, Any]) -> None:
+        with contextlib.suppress(OSError, KeyError):
+            (Path(str(detail["tmp"])) / MARKER).unlink()
+
+
 WITNESSES: dict[str, Witness] = {
     "process": PidFile(),
     "directory": MarkerFile(),
     "database": DatabaseComment(),
+    "worktree": WorktreeMarker(),
 }
 
 

@@ -26,7 +26,7 @@ from acklab.evidence.bundle import utcnow
 from acklab.evidence.journal import Journal, journal_path
 from acklab.harness.lease_witness import WITNESSES, new_token
 
-Resource: TypeAlias = Literal["process", "proxy", "database", "directory"]
+Resource: TypeAlias = Literal["process", "proxy", "database", "directory", "worktree"]
 
 
 def start_ticks(pid: int) -> int | None:

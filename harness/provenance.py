@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess  # nosec B404
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 GIT_TIMEOUT_S = 10.0
+MAX_HASHED_BYTES = 16 << 20  # a handler module is kilobytes; past this it names nothing
 _SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
@@ -88,11 +90,20 @@ def revision_of(directory: Path | None, env: Mapping[str, str] | None = None) ->
     return Revision(commit_sha=sha, dirty=None if status is None else bool(status.strip()))
 
 
-def file_sha256(path: Path | None) -> str | None:
-    """The sha256 of a file's bytes (a handler module), None when it cannot be read."""
-    if path is None:
-        return None
+def file_sha256(path: Path, *, max_bytes: int = MAX_HASHED_BYTES) -> str | None:
+    """The sha256 of a regular file's bytes (a handler module); None when it cannot be read,
+    is not a regular file (a link is never followed: a checkout under test may plant one to
+    /dev/zero) or is larger than `max_bytes`."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 16):
+                digest.update(chunk)
+                if fh.tell() > max_bytes:  # grew while read
+                    return None
     except OSError:
         return None
+    return digest.hexdigest()

@@ -61,6 +61,8 @@ class RunOptions:
     # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
     deadline_s: float | None = None
     journal: bool = True
+    # Fixture targets: serve the fixture of this checkout in processes of its own (never imported).
+    checkout: Path | None = None
     # What no written byte may contain, besides what the run derives itself (the signing
     # secret, the --db password in every spelling); kept out of repr so it is never logged.
     secrets: tuple[str, ...] = field(default=(), repr=False)
@@ -140,7 +142,9 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
 
 def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
     """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
-    target = resolve_target(options.target, db_url=options.db, allow_remote=options.allow_remote)
+    target = resolve_target(
+        options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
+    )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision
     finished: dict[str, dict[str, Any]] = {}
@@ -255,7 +259,7 @@ async def _main(
                 continue
             bus.emit(ExperimentStarted(run_id, experiment.name, total, total - len(todo)))
             needs = experiment.needs(target, plan.settings)
-            sockets[experiment.name] = needs.socket or target.kind == "spec"
+            sockets[experiment.name] = needs.socket or target.socket_only
             parameters[experiment.name] = {**plan.settings.as_dict(), "needs_socket": needs.socket}
             await execute_experiment(
                 experiment,

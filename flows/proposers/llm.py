@@ -20,6 +20,7 @@ import httpx
 from acklab.evidence.loading import INPUT, DocumentError, parse_json
 from acklab.flows.diffs import fenced_diffs
 from acklab.flows.errors import FlowSpecInvalid, ModelReplyInvalid, ProposerUnavailable
+from acklab.flows.escape import one_line, visible
 from acklab.flows.spec import LLMSettings
 
 from .base import LLMCall, Proposal, ProposalRequest
@@ -81,7 +82,7 @@ class LLMProposer:
 
     def _say(self, message: str) -> None:
         stream = self._echo or sys.stderr
-        stream.write(f"llm: {message}\n")
+        stream.write(f"llm: {visible(message, keep_newlines=False)}\n")
         stream.flush()
 
     def messages(self, request: ProposalRequest) -> list[dict[str, str]]:
@@ -165,7 +166,8 @@ class LLMProposer:
             ) from exc
         usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
         call = LLMCall(
-            model=str(doc.get("model") or self.model),
+            # The endpoint names the model: what it says is shown and recorded escaped.
+            model=one_line(str(doc.get("model") or self.model), limit=200),
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
             latency_ms=latency_ms,

@@ -80,6 +80,7 @@ async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoi
         secret=target.secret,
         scheme=target.scheme,
         leases=current_book(),
+        checkout=getattr(target, "checkout", None),  # a checkout's fixture is served from the checkout
     )
     await asyncio.to_thread(process.start)
     probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)

@@ -1,16 +1,29 @@
-"""Targets: the built-in fixture (``fixture:live``, ``fixture:unsafe``) or a spec file."""
+"""Targets: the built-in fixture (``fixture:live``, ``fixture:unsafe``), served in this process or
+from another checkout by processes of its own (``--checkout DIR``), or a spec file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from acklab.harness.errors import SpecError
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local, is_loopback
 
 __all__ = ["Endpoint", "Expect", "Needs", "Target", "check_local", "is_loopback", "resolve_target"]
 
 
-def resolve_target(ref: str, *, db_url: str | None = None, allow_remote: bool = False) -> Target:
-    """``fixture:live|fixture:unsafe`` or the path of a ``kind: target`` spec file."""
+def resolve_target(
+    ref: str, *, db_url: str | None = None, allow_remote: bool = False, checkout: Path | None = None
+) -> Target:
+    """``fixture:live|fixture:unsafe`` (of `checkout` when given) or the path of a ``kind: target`` spec file."""
+    if checkout is not None:
+        if not ref.startswith("fixture:"):
+            raise SpecError(
+                f"--checkout: serves the built-in fixture of a checkout; got --target {ref!r}, "
+                "expected fixture:live or fixture:unsafe"
+            )
+        from acklab.harness.targets.checkout import checkout_target
+
+        return checkout_target(ref, checkout, db_url=db_url)
     if ref.startswith("fixture:"):
         # Imported here: only the fixture target needs the app (and its import cost).
         from acklab.harness.targets.fixture import fixture_target

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -68,6 +68,9 @@ class Target(ABC):
     expect: Expect
     # Processing delays only a built-in fixture can simulate (timeout-overlap uses it).
     can_delay: bool = False
+    # Every delivery crosses a real socket, whatever the experiment needs (a spec target, a
+    # fixture served from a checkout by a process of its own).
+    socket_only: ClassVar[bool] = False
     # Sent with every delivery (a spec's headers:, resolved); every value is a secret.
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The provider's event-type header (delivery.event_type); None: from the body.

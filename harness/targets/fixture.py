@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import secrets
 import shutil
 import tempfile
@@ -98,9 +97,11 @@ class FixtureTarget(Target):
         return Path(where).resolve().parent if where else None
 
     def handler_sha256(self) -> str | None:
-        # The module the fixture imports for this handler: what ran, whatever the checkout.
-        found = importlib.util.find_spec(HANDLER_MODULES[self.handler or "live"])
-        return file_sha256(Path(found.origin) if found and found.origin else None)
+        # The handler module of the checkout whose fixture serves (`source_dir`): this
+        # process's own for the built-in fixture, another checkout's for `--checkout DIR`.
+        source = self.source_dir()
+        module = HANDLER_MODULES[self.handler or "live"].rsplit(".", 1)[-1]
+        return file_sha256(source / f"{module}.py") if source is not None else None
 
     async def preflight(self) -> None:
         app = await asyncio.to_thread(self._app, 0)

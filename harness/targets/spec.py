@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from acklab.evidence.redaction import remember
@@ -51,6 +51,7 @@ class ServiceEndpoint(Endpoint):
 class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
+    socket_only: ClassVar[bool] = True
     effects: Mapping[str, Any] = field(default_factory=dict, repr=False)  # env: values read
     source: str = ""
     command: Command | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,7 +139,32 @@ FAST_CHECKS = {
     "ruff": ["python", "-m", "ruff", "check", "--no-cache", "app/webhooks.py"],
     "bandit": ["python", "-m", "bandit", "-q", "app/webhooks.py"],
     "pytest": ["python", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/app/test_seam.py"],
+    # fails on the unsafe handler (an identical retry is fulfilled twice)
+    "pytest-handler": [
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        "tests/app/test_handler.py",
+    ],
 }
+
+
+def checkout_modules(*roots: Path) -> list[str]:
+    """Modules of this process loaded from a flow worktree (acklab-*/checkout) or from `roots`."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if not where:
+            continue
+        path = Path(where).resolve()
+        in_worktree = any(p.name == "checkout" and p.parent.name.startswith("acklab-") for p in path.parents)
+        if in_worktree or any(path.is_relative_to(root.resolve()) for root in roots):
+            found.append(name)
+    return found
 
 
 def fast_spec(

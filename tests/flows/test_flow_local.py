@@ -12,7 +12,7 @@ from acklab.evidence.bundle import verify as verify_bundle
 from acklab.evidence.journal import Journal
 from acklab.flows.lab import run_lab
 from acklab.flows.worktree import repo_snapshot, worktree
-from tests.flows.conftest import LIVE, fast_spec, load_trail, run_git, write_decisions
+from tests.flows.conftest import LIVE, checkout_modules, fast_spec, load_trail, run_git, write_decisions
 
 pytestmark = pytest.mark.slow
 APPROVE = {
@@ -81,11 +81,13 @@ def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(
         [],
     )
     assert proposal["guard"]["allowed"]
-    # the lab attacked the head and the patched copy in their own worktrees, never the install
+    # the lab attacked the head and the patched copy in their own worktrees, never the install,
+    # each served by a process of its own: this process (the lab's) never imported either
     for name in ("reproduce", "verify"):
         module = by_name[name]["outputs"]["handler_module"]
         assert "/acklab-" in module
         assert module.endswith("/checkout/app/webhooks.py")
+    assert checkout_modules(sandbox) == []
     assert by_name["reproduce"]["outputs"]["failing"] == ["lost-ack"]
     assert [e["verdict"] for e in by_name["verify"]["outputs"]["experiments"]] == ["pass"]
     assert [c["status"] for c in by_name["verify"]["outputs"]["checks"]] == ["ok", "ok"]

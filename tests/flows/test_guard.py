@@ -103,7 +103,9 @@ def test_python_that_does_not_parse_is_refused(small_repo):
 def test_ruff_findings_are_refused(small_repo):
     result = judge(
         small_repo,
-        _edit("from __future__ import annotations\n", "from __future__ import annotations\n\nimport os\n"),
+        _edit(
+            "from __future__ import annotations\n", "from __future__ import annotations\n\nimport hashlib\n"
+        ),
     )
     assert not result.allowed
     assert any("ruff check is not clean" in r and "F401" in r for r in result.reasons), result.reasons

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from acklab.flows.errors import FlowError
-from acklab.flows.lab import percentile, resolved_module
+from acklab.flows.lab import percentile
 from acklab.flows.worktree import head_sha, python_env, repo_snapshot, worktree
 from tests.flows.conftest import ROOT, make_repo
 
@@ -36,8 +36,8 @@ def test_a_bad_commit_is_a_flow_error(small_repo):
         pass
 
 
-def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
-    """The key design point: the lab attacks the worktree's app.webhooks, not the installed one."""
+def test_the_patched_module_is_the_one_a_check_imports(tmp_path):
+    """Verify's checks (pytest...) test the worktree's app.webhooks, not the installed one."""
     copy = tmp_path / "project"
     for folder in ("acklab", "app", "harness"):  # a checkout's shape: acklab/ beside its packages
         shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -47,7 +47,6 @@ def test_the_patched_module_is_the_one_a_subprocess_imports(tmp_path):
     )
     repo = make_repo(copy, {})
     with worktree(repo, head_sha(repo)) as wt:
-        assert resolved_module(wt.path) == str(wt.path / "app" / "webhooks.py")
         done = subprocess.run(
             [sys.executable, "-c", "import acklab.app.webhooks as m; print(m.__file__, m.MARKER)"],
             cwd=tmp_path,  # not the worktree: PYTHONPATH alone must be enough

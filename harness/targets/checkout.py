@@ -1,0 +1,148 @@
+"""``--target fixture:live --checkout DIR``: the built-in fixture of another checkout, served by
+processes of its own and judged from this one.
+
+The repair flow attacks code it must not trust (a patched handler) and code it must not
+mix up with its own (the head of the repository under repair). Neither is ever imported
+here: each is served by ``acklab serve fixture`` started from DIR (`FixtureProcess` with
+``checkout=DIR``), one process per processing delay an experiment needs, kept for the run.
+The lab talks to it over a loopback socket and counts effects itself, with a read-only
+connection to the database the process writes. Nothing the served code does at import or
+request time reaches the lab's memory; what it answers is only ever an observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from acklab.harness.errors import SpecError
+from acklab.harness.fixture_process import FixtureProcess
+from acklab.harness.leases import Lease, current_book
+from acklab.harness.targets.base import Endpoint, Needs
+from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.fixture import FixtureTarget, fixture_target
+from acklab.harness.transports import socket_transport
+
+FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+# What makes DIR a checkout of acklab whose fixture can be served.
+CHECKOUT_MARKERS = ("acklab/__init__.py", "app/__init__.py", "app/cli.py", "app/runtime.py")
+
+
+def check_checkout(directory: Path) -> Path:
+    """`directory` resolved, or SpecError (exit 3) naming what it lacks."""
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise SpecError(
+            f"--checkout: got {str(directory)!r}, which is not a directory; pass an acklab checkout"
+        )
+    missing = [m for m in CHECKOUT_MARKERS if not (path / m).is_file()]
+    if missing:
+        raise SpecError(
+            f"--checkout: {str(directory)!r} is not an acklab checkout (no {', '.join(missing)}); "
+            "pass the root of a clone or worktree of the project"
+        )
+    return path.resolve()
+
+
+@dataclass
+class Servers:
+    """The processes serving one checkout, one per (processing delay, database URL); shared by
+    the copies a database-link experiment makes of the target, stopped when the run ends."""
+
+    processes: dict[tuple[int, str], FixtureProcess] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stop_all(self) -> None:
+        with self.lock:
+            processes, self.processes = list(self.processes.values()), {}
+        for process in processes:
+            process.stop()
+
+
+@dataclass
+class CheckoutTarget(FixtureTarget):
+    """The fixture (``live`` or ``unsafe`` handler) of `checkout`, served by its own processes."""
+
+    socket_only: ClassVar[bool] = True
+    checkout: Path = field(default_factory=Path)
+    servers: Servers = field(default_factory=Servers, repr=False, compare=False)
+    _logs: Path | None = field(default=None, repr=False)
+    _logs_lease: Lease | None = field(default=None, repr=False)
+
+    def source_dir(self) -> Path | None:
+        return self.checkout / "app"
+
+    def _log_dir(self) -> Path:
+        if self._logs is None:
+            self._logs = Path(tempfile.mkdtemp(prefix="acklab-served-"))
+            self._logs_lease = current_book().acquire("directory", str(self._logs), path=str(self._logs))
+        return self._logs
+
+    def server(self, processing_delay_ms: int) -> FixtureProcess:
+        """The process serving the checkout with this processing delay (started on first use)."""
+        key = (processing_delay_ms, self.database_url)
+        with self.servers.lock:
+            process = self.servers.processes.get(key)
+            if process is not None and process.running():
+                return process
+            process = FixtureProcess(
+                handler=str(self.handler),
+                database_url=self.database_url,
+                secret=self.secret,
+                scheme=self.scheme,
+                leases=current_book(),
+                log_dir=self._log_dir(),
+                checkout=self.checkout,
+            )
+            process.start(processing_delay_ms=processing_delay_ms)
+            self.servers.processes[key] = process
+            return process
+
+    async def preflight(self) -> None:
+        # The first server starts here, before any trial: a checkout that cannot serve is exit 4.
+        await asyncio.to_thread(self.server, 0)
+
+    @asynccontextmanager
+    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+        process = await asyncio.to_thread(self.server, needs.processing_delay_ms)
+        # SqlProbe opens the database read-only: the lab reads effects, it never changes them.
+        probe = SqlProbe(self.database_url, FIXTURE_EFFECTS_SQL)
+        transport = socket_transport()
+        try:
+            yield Endpoint(
+                f"{process.url}/webhooks/orders", transport, probe, True, needs.processing_delay_ms
+            )
+        finally:
+            await transport.aclose()
+            await probe.aclose()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.servers.stop_all)
+        if self._logs is not None:
+            shutil.rmtree(self._logs, ignore_errors=True)
+            self._logs = None
+        if self._logs_lease is not None:
+            current_book().release(self._logs_lease)
+            self._logs_lease = None
+        await super().aclose()
+
+
+def checkout_target(ref: str, checkout: Path, *, db_url: str | None) -> CheckoutTarget:
+    """``fixture:live|fixture:unsafe[@scheme]`` served from `checkout`."""
+    root = check_checkout(checkout)
+    base = fixture_target(ref, db_url=db_url)
+    fields = {
+        f.name: getattr(base, f.name)
+        for f in dataclasses.fields(base)
+        if f.init and not f.name.startswith("_")
+    }
+    fields["endpoint"] = f"fixture of {root} served by its own process (uvicorn on 127.0.0.1)"
+    return CheckoutTarget(**fields, checkout=root)

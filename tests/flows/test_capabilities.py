@@ -1,0 +1,123 @@
+"""The capability rules, read as an attacker would try them: every way in is named and refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from acklab.flows.capabilities import check
+from acklab.flows.spec import DEFAULT_IMPORTS
+from tests.flows import hostile
+from tests.flows.conftest import LIVE, ROOT, UNSAFE
+
+PATH = "app/webhooks.py"
+HEAD = "from __future__ import annotations\n\n"
+
+
+def findings(body: str, imports: tuple[str, ...] = DEFAULT_IMPORTS) -> list[str]:
+    return check(HEAD + body, path=PATH, imports=imports)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [UNSAFE, LIVE, (ROOT / "flows" / "recipes" / "receipt_handler.py.txt").read_text()],
+    ids=["unsafe", "live", "recipe"],
+)
+def test_the_handlers_a_repair_starts_from_or_aims_at_pass(source):
+    assert check(source, path=PATH, imports=DEFAULT_IMPORTS) == []
+
+
+ATTACKS = {
+    "sys.modules": ("import sys\nsys.modules['x'] = None\n", "machinery-module"),
+    "aliased os._exit": ("import os as o\no._exit(0)\n", "machinery-module"),
+    "from os import _exit as x": ("from os import _exit as x\nx(0)\n", "machinery-module"),
+    "atexit": ("import atexit\n", "machinery-module"),
+    "importlib": ("import importlib\n", "machinery-module"),
+    "ctypes": ("from ctypes import pythonapi\n", "machinery-module"),
+    "gc": ("import gc\n", "machinery-module"),
+    "builtins": ("import builtins\n", "machinery-module"),
+    "signal": ("import signal\n", "machinery-module"),
+    "subprocess": ("import subprocess\n", "machinery-module"),
+    "socket": ("import socket\n", "machinery-module"),
+    "runtime of the app": ("from acklab.app import runtime\n", "import"),
+    "the lab's verdicts": ("from acklab.harness import verdicts\n", "import"),
+    "relative import of runtime": ("from . import runtime\n", "import"),
+    "star import": ("from sqlalchemy import *\n", "import"),
+    "exec": ("exec('1')\n", "machinery-name"),
+    "eval in a default argument": ("def f(a=eval('1')):\n    return a\n", "machinery-name"),
+    "compile": ("compile('1', 'x', 'eval')\n", "machinery-name"),
+    "__import__ with a built string": ("__import__('o' + 's')\n", "machinery-name"),
+    "globals()": ("globals()['x'] = 1\n", "machinery-name"),
+    "setattr on a module": ("import json\nsetattr(json, 'loads', None)\n", "machinery-name"),
+    "delattr": ("import json\ndelattr(json, 'loads')\n", "machinery-name"),
+    "__builtins__": ("__builtins__['open']\n", "machinery-name"),
+    "open": ("open('/etc/passwd')\n", "machinery-name"),
+    "decorator running exec": ("@exec\ndef f():\n    pass\n", "machinery-name"),
+    "SystemExit": ("raise SystemExit(0)\n", "machinery-name"),
+    "getattr with a literal private name": (
+        "import json\ngetattr(json, '_default_decoder')\n",
+        "private-attribute",
+    ),
+    "getattr with a built name": ("import json\ngetattr(json, 'lo' + 'ads')\n", "dynamic-attribute"),
+    "getattr passed around": ("g = getattr\n", "dynamic-attribute"),
+    "__class__.__subclasses__": ("().__class__.__subclasses__()\n", "private-attribute"),
+    "__globals__ of a function": ("def f():\n    pass\nf.__globals__\n", "private-attribute"),
+    "sys through an allowed module": ("import datetime\ndatetime.sys\n", "machinery-attribute"),
+    "sys.modules through an allowed module": (
+        "import json\njson.decoder.re.sys.modules\n",
+        "machinery-attribute",
+    ),
+    "frame globals": ("def f(g):\n    return g.gi_frame.f_globals\n", "machinery-attribute"),
+    "typing.get_type_hints": ("from typing import get_type_hints\n", "machinery-attribute"),
+    "format field reading __globals__": ("'{0.__globals__}'.format(print)\n", "format-attribute"),
+    "match keyword reading __class__": (
+        "match 1:\n    case int(__class__=c):\n        pass\n",
+        "private-attribute",
+    ),
+    "ESC in a comment": ("# \x1b[1A\x1b[2K hidden\n", "control-character"),
+    "bidi override in a string": ("x = 'abc\u202edef'\n", "control-character"),
+    "zero-width space": ("x\u200b = 1\n", "control-character"),
+    # identifiers are NFKC-normalised by the parser: fullwidth letters spell the same names
+    "fullwidth exec": ("\uff45\uff58\uff45\uff43('1')\n", "machinery-name"),
+    "fullwidth sys": ("import \uff53ys\n", "machinery-module"),
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_an_attack_is_refused_naming_its_line_and_rule(attack):
+    body, rule = ATTACKS[attack]
+    found = findings(body)
+    assert any(f"capability rule {rule!r}" in f for f in found), found
+    assert all(f.startswith(f"{PATH} line ") for f in found)
+    assert all("\x1b" not in f and "\u202e" not in f for f in found)  # quoted lines are escaped
+
+
+def test_a_coding_declaration_other_than_utf8_is_refused():
+    # The interpreter would decode the file as UTF-7: other code than the guard read.
+    found = check("# -*- coding: utf-7 -*-\nx = 1\n", path=PATH, imports=DEFAULT_IMPORTS)
+    assert any("capability rule 'coding'" in f and "line 1" in f for f in found)
+    assert check("# -*- coding: utf-8 -*-\nx = 1\n", path=PATH, imports=DEFAULT_IMPORTS) == []
+
+
+def test_the_spec_lists_what_may_be_imported_but_never_the_machinery():
+    assert findings("import uuid\n", imports=("__future__",)) != []
+    assert findings("import uuid\n", imports=("__future__", "uuid")) == []
+    assert findings("from sqlalchemy.orm import Session\n", imports=("__future__", "sqlalchemy")) == []
+    # no list can allow sys, os or atexit
+    assert findings("import os\n", imports=("__future__", "os")) != []
+    assert findings("import sys\n", imports=("__future__", "sys")) != []
+
+
+@pytest.mark.parametrize("name", hostile.PATCHES)
+def test_the_self_certifying_patches_break_capability_rules(name):
+    source = {
+        "verdicts-through-sys-modules": hostile.VERDICTS_SOURCE,
+        "exit-0-under-pytest": hostile.EXIT_SOURCE,
+        "hidden-behind-escapes": hostile.HIDDEN_SOURCE,
+    }[name]
+    found = check(source, path=PATH, imports=DEFAULT_IMPORTS)
+    assert any("import sys" in f for f in found)
+    if name != "verdicts-through-sys-modules":
+        assert any("atexit" in f for f in found)
+        assert any("._exit is private" in f for f in found)
+    if name == "hidden-behind-escapes":
+        assert any("control-character" in f and "U+001B" in f for f in found)

@@ -1,0 +1,24 @@
+"""`acklab` with the scope guard's capability rule switched off, in a process of its own.
+
+Tests that need a hostile proposal to get past the guard (to show what the approve gate
+prints on a real terminal) run this under a pty::
+
+    python -I -c "import sys; sys.path.insert(0, ROOT); from tests.flows.unguarded import main; main()" flow run ...
+"""
+
+from __future__ import annotations
+
+import sys
+
+from acklab.flows import capabilities
+
+
+def no_capability_rule(source: str, *, path: str, imports: object) -> list[str]:
+    return []
+
+
+def main() -> None:
+    capabilities.check = no_capability_rule  # the one rule this process does without
+    from acklab.cli import main as acklab
+
+    acklab(sys.argv[1:])
