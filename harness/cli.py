@@ -20,13 +20,14 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import known
+from acklab.harness.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
-from acklab.harness.runner import RunOptions, prepare
+from acklab.harness.runner import RunOptions, RunResult, prepare
 from acklab.harness.runner import run as run_lab
 from acklab.harness.specs import all_problems, load_spec
 
@@ -170,9 +171,26 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
 
 @click.command("run", context_settings=CONTEXT)
 @_options
+@click.option(
+    "--compare-with",
+    "compare_with",
+    multiple=True,
+    metavar="TARGET[,TARGET...]",
+    help="Also run the same plan (same seed) against these targets and write one comparison "
+    "bundle; the exit code stays --target's.",
+)
 def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
-    result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    result: RunResult | ComparisonResult
+    if kwargs["compare_with"]:
+        options = _run_options(kwargs)
+        targets = compared_targets(options.target, kwargs["compare_with"])
+        result = run_comparison(options, targets, [ProgressDisplay()])
+        click.echo(
+            f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+        )
+    else:
+        result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
         click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
     return int(result.exit_code)
