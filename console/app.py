@@ -9,6 +9,7 @@ Routes (all GET/HEAD; every other method answers 405):
     /bundles/{key}/pipeline                  pipeline evidence of a bundle
     /pipelines                               every bundle by pipeline (?page=N)
     /compare                                 comparable pairs; with ?left=&right=[&event=&step=] one comparison
+    /history                                 verdict per pipeline for each target x experiment
     /raw/{key}/{path}                        a bundle's file, as data
     /static/{name}                           the console's CSS, JS and icon
 """
@@ -116,6 +117,10 @@ def create_app(
             return HTMLResponse(details.compare_index(ctx(), _int(page)))
         body = details.compare(ctx(), left, right, event, _int(step))
         return html(body, "left= and right= must each name an incident as bundle:incident_id")
+
+    @app.api_route("/history", methods=GET_HEAD, response_class=HTMLResponse)
+    def history() -> HTMLResponse:
+        return HTMLResponse(views.history_view(ctx()))
 
     @app.api_route("/raw/{key}/{rel:path}", methods=GET_HEAD)
     def raw(key: str, rel: str) -> Response:

@@ -1,25 +1,33 @@
-"""Comparison of two targets under the same experiment and seed, one delivery step at a time.
+"""Comparison of two handlers under the same experiment and seed, one delivery step at a time.
 
 The same seed gives the same frozen plan, so delivery k of an event reached both handlers
 under the same fault: placing them side by side shows exactly where an unsafe handler's
-second fulfillment appears and the live handler's does not.
+second fulfillment appears and the live handler's does not. A handler is a target and its
+revision (`console.identity`), so a repair's head and its patch pair up too.
+
+Two targets that ran an experiment but never with one seed are offered as a near pair: the
+nearest incidents, their events stepped through by position, with the warning that the
+deliveries do not line up one to one.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, product, zip_longest
 from typing import Any
 
+from .identity import Identity
 from .index import Snapshot
 from .scan import IncidentSummary
 from .timeline import Row, event_rows, events_of
 
+NEAR_CANDIDATES = 20  # the newest incidents of each target searched for the nearest pair
+
 
 @dataclass(frozen=True)
 class Pair:
-    """Two incidents of one experiment and seed against different targets."""
+    """Two incidents of one experiment, of two handlers; one seed (or, for a near pair, two)."""
 
     experiment: str
     seed: int | None
@@ -27,12 +35,24 @@ class Pair:
     right: IncidentSummary
 
     @property
+    def same_plan(self) -> bool:
+        """Both ran the same frozen plan: delivery k of an event met the same fault on both."""
+        return self.left.seed is not None and self.left.seed == self.right.seed
+
+    @property
+    def seeds(self) -> str:
+        if self.same_plan:
+            return str(self.left.seed)
+        return f"{_seed(self.left.seed)} vs {_seed(self.right.seed)}"
+
+    @property
     def slug(self) -> str:
         """A file-name-safe, stable name for the static snapshot's pages of this pair."""
         ident = f"{self.left.bundle}:{self.left.incident_id}|{self.right.bundle}:{self.right.incident_id}"
         digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
         readable = "".join(c if c.isalnum() or c in "-_" else "-" for c in self.experiment)[:40]
-        return f"{readable}-s{self.seed}-{digest}"
+        seeds = self.seeds.replace(" vs ", "-")
+        return f"{readable}-s{seeds}-{digest}"
 
     @property
     def left_ref(self) -> str:
@@ -41,6 +61,29 @@ class Pair:
     @property
     def right_ref(self) -> str:
         return f"{self.right.bundle}:{self.right.incident_id}"
+
+
+def _seed(seed: int | None) -> str:
+    return "—" if seed is None else str(seed)
+
+
+@dataclass(frozen=True)
+class EventPair:
+    """The event shown on each side: one id under one plan; under two seeds, events by position."""
+
+    left: str | None
+    right: str | None
+
+    @property
+    def key(self) -> str:
+        """What a URL names it by: the left side's id (the right's where the left has none)."""
+        return self.left or self.right or ""
+
+    @property
+    def label(self) -> str:
+        if self.left == self.right or not (self.left and self.right):
+            return self.key
+        return f"{self.left} \u2194 {self.right}"
 
 
 @dataclass(frozen=True)
@@ -64,8 +107,8 @@ class Comparison:
     """Everything the comparison page shows for one pair, one event and one step."""
 
     pair: Pair
-    events: list[str]
-    event: str
+    events: list[EventPair]
+    event: EventPair
     event_index: int
     steps: list[Step]
     step: int
@@ -73,56 +116,113 @@ class Comparison:
     right_doc_problem: str | None
 
 
-def _side_order(target: str) -> tuple[int, str]:
-    # The unsafe reference goes on the left so that "before" reads before "after".
-    return (0 if "unsafe" in target else 1, target)
+def identity(incident: IncidentSummary) -> Identity:
+    """The handler an incident is about: its target and its revision."""
+    return Identity(incident.target, incident.revision)
 
 
-def latest_by_target(snapshot: Snapshot) -> dict[tuple[str, int | None], dict[str, IncidentSummary]]:
-    """(experiment, seed) -> target -> its newest incident; computed once per snapshot."""
-    cached = snapshot.extras.get("latest_by_target")
+def _side_order(incident: IncidentSummary) -> tuple[int, str, float]:
+    # The unsafe reference goes on the left so that "before" reads before "after"; two
+    # revisions of one target read in the order they ran (a repair's head, then its patch).
+    return (0 if "unsafe" in incident.target else 1, incident.target, incident.sort_time)
+
+
+def latest_by_identity(
+    snapshot: Snapshot,
+) -> dict[tuple[str, int | None], dict[Identity, IncidentSummary]]:
+    """(experiment, seed) -> handler -> its newest incident; computed once per snapshot."""
+    cached = snapshot.extras.get("latest_by_identity")
     if isinstance(cached, dict):
         return cached
-    latest: dict[tuple[str, int | None], dict[str, IncidentSummary]] = {}
-    for incident in snapshot.incidents:  # newest first: the first seen per target wins
+    latest: dict[tuple[str, int | None], dict[Identity, IncidentSummary]] = {}
+    for incident in snapshot.incidents:  # newest first: the first seen per handler wins
         if incident.path is not None:
-            latest.setdefault((incident.experiment, incident.seed), {}).setdefault(incident.target, incident)
-    snapshot.extras["latest_by_target"] = latest
+            latest.setdefault((incident.experiment, incident.seed), {}).setdefault(
+                identity(incident), incident
+            )
+    snapshot.extras["latest_by_identity"] = latest
     return latest
 
 
+def _newest_first(pairs: list[Pair]) -> list[Pair]:
+    return sorted(
+        pairs,
+        key=lambda p: (
+            -max(p.left.sort_time, p.right.sort_time),
+            p.experiment,
+            p.left.target,
+            p.right.target,
+        ),
+    )
+
+
 def pair_table(snapshot: Snapshot) -> list[Pair]:
-    """The latest incident of each target per (experiment, seed), paired across targets, newest first."""
+    """The latest incident of each handler per (experiment, seed), paired across handlers, newest first."""
     cached = snapshot.extras.get("pairs")
     if cached is not None:
         return list(cached)
     pairs = []
-    for (experiment, seed), by_target in latest_by_target(snapshot).items():
-        for a, b in combinations(sorted(by_target, key=_side_order), 2):
-            pairs.append(Pair(experiment, seed, by_target[a], by_target[b]))
-    pairs.sort(
-        key=lambda p: (-max(p.left.sort_time, p.right.sort_time), p.experiment, p.left.target, p.right.target)
-    )
-    snapshot.extras["pairs"] = pairs
+    for (experiment, seed), by_identity in latest_by_identity(snapshot).items():
+        if seed is None:
+            continue  # no recorded seed: nothing says the plans were the same
+        ordered = sorted(by_identity.values(), key=_side_order)
+        pairs += [Pair(experiment, seed, a, b) for a, b in combinations(ordered, 2)]
+    snapshot.extras["pairs"] = pairs = _newest_first(pairs)
+    return list(pairs)
+
+
+def near_pairs(snapshot: Snapshot) -> list[Pair]:
+    """For two targets that ran an experiment but never under one seed: their nearest incidents.
+
+    Their deliveries do not line up one to one (each seed gives its own plan), so the page
+    says so and steps through the events by position; it is still the closest thing to a
+    comparison the evidence holds. Nearest: the two incidents closest in time.
+    """
+    cached = snapshot.extras.get("near_pairs")
+    if cached is not None:
+        return list(cached)
+    by_experiment: dict[str, dict[str, list[IncidentSummary]]] = {}
+    seeds: dict[tuple[str, str], set[int]] = {}
+    for incident in snapshot.incidents:  # newest first
+        if incident.path is None:
+            continue
+        if incident.seed is not None:
+            seeds.setdefault((incident.experiment, incident.target), set()).add(incident.seed)
+        found = by_experiment.setdefault(incident.experiment, {}).setdefault(incident.target, [])
+        if len(found) < NEAR_CANDIDATES:
+            found.append(incident)
+    pairs = []
+    for experiment, by_target in by_experiment.items():
+        for a, b in combinations(sorted(by_target), 2):
+            if seeds.get((experiment, a), set()) & seeds.get((experiment, b), set()):
+                continue  # they share a plan somewhere: pair_table has them
+            nearest = min(
+                product(by_target[a], by_target[b]), key=lambda ab: abs(ab[0].sort_time - ab[1].sort_time)
+            )
+            left, right = sorted(nearest, key=_side_order)
+            pairs.append(Pair(experiment, None, left, right))
+    snapshot.extras["near_pairs"] = pairs = _newest_first(pairs)
     return list(pairs)
 
 
 def rendered_pairs(snapshot: Snapshot) -> frozenset[Pair]:
-    """pair_table as a set (the static snapshot links only to the pairs it pre-renders)."""
+    """Every pair the static snapshot pre-renders (it links only to those)."""
     cached = snapshot.extras.get("pair_set")
     if not isinstance(cached, frozenset):
-        cached = snapshot.extras["pair_set"] = frozenset(pair_table(snapshot))
+        cached = snapshot.extras["pair_set"] = frozenset(pair_table(snapshot) + near_pairs(snapshot))
     return cached
 
 
 def counterparts(snapshot: Snapshot, incident: IncidentSummary) -> list[Pair]:
-    """Pairs of `incident` with the latest incident of every other target (same experiment and seed)."""
-    others = latest_by_target(snapshot).get((incident.experiment, incident.seed), {})
+    """Pairs of `incident` with the latest incident of every other handler (same experiment and seed)."""
+    if incident.seed is None:
+        return []
+    others = latest_by_identity(snapshot).get((incident.experiment, incident.seed), {})
     pairs = []
-    for target in sorted(others, key=_side_order):
-        if target == incident.target:
+    for other in sorted(others.values(), key=_side_order):
+        if identity(other) == identity(incident):
             continue
-        first, second = sorted((incident, others[target]), key=lambda i: _side_order(i.target))
+        first, second = sorted((incident, other), key=_side_order)
         pairs.append(Pair(incident.experiment, incident.seed, first, second))
     return pairs
 
@@ -133,6 +233,17 @@ def resolve_ref(snapshot: Snapshot, ref: str | None) -> IncidentSummary | None:
         return None
     key, _, incident_id = ref.partition(":")
     return snapshot.incident(key, incident_id)
+
+
+def event_pairs(left_doc: dict[str, Any], right_doc: dict[str, Any], *, same_plan: bool) -> list[EventPair]:
+    """The events to step through: by id under one plan, by position under two seeds."""
+    left, right = events_of(left_doc), events_of(right_doc)
+    if same_plan:
+        return [
+            EventPair(e if e in left else None, e if e in right else None)
+            for e in dict.fromkeys(left + right)
+        ]
+    return [EventPair(a, b) for a, b in zip_longest(left, right)]
 
 
 def build(
@@ -146,11 +257,11 @@ def build(
     """The comparison of a pair for one event (default: the first) and step (clamped to the range)."""
     left_doc = left[0] if isinstance(left[0], dict) else {}
     right_doc = right[0] if isinstance(right[0], dict) else {}
-    events = events_of(left_doc)
-    events += [e for e in events_of(right_doc) if e not in events]
-    chosen = event if event in events else (events[0] if events else "")
-    left_rows = event_rows(left_doc, chosen)
-    right_rows = event_rows(right_doc, chosen)
+    events = event_pairs(left_doc, right_doc, same_plan=pair.same_plan)
+    index = next((n for n, e in enumerate(events) if event in (e.left, e.right)), 0)
+    chosen = events[index] if events else EventPair(None, None)
+    left_rows = event_rows(left_doc, chosen.left) if chosen.left else []
+    right_rows = event_rows(right_doc, chosen.right) if chosen.right else []
     count = max(len(left_rows), len(right_rows))
     steps = [
         Step(
@@ -165,7 +276,7 @@ def build(
         pair=pair,
         events=events,
         event=chosen,
-        event_index=events.index(chosen) if chosen in events else 0,
+        event_index=index,
         steps=steps,
         step=current,
         left_doc_problem=left[1],

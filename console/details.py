@@ -10,11 +10,11 @@ from typing import Any
 from acklab.evidence.validate import problems, schema_kinds
 
 from . import trail as trail_model
-from .compare import Pair, build, counterparts, pair_table, rendered_pairs, resolve_ref
+from .coerce import as_dict, as_list, as_str
+from .compare import Pair, build, counterparts, near_pairs, pair_table, rendered_pairs, resolve_ref
 from .index import VERIFIED, Integrity
 from .outline import Outline, OutlineError, page_trials
-from .overview import Page, paginate
-from .scan import as_dict, as_list, as_str
+from .overview import Page, flow_runs, paginate
 from .security import resolve_inside
 from .svg import delivery_latency_svg, durations_svg
 from .timeline import TrialView, trial_view
@@ -127,9 +127,18 @@ def incident(ctx: Context, key: str, incident_id: str, page: int = 1) -> str | N
 
 
 def compare_index(ctx: Context, page: int = 1) -> str:
-    """Every (experiment, seed) that more than one target ran, as comparable pairs (newest first, paginated)."""
+    """Every (experiment, seed) that more than one handler ran, as comparable pairs (newest first,
+    paginated); and, for targets that shared an experiment but never a seed, their nearest pair."""
     pairs = paginate(pair_table(ctx.snapshot), page)
-    return ctx.page("compare_index.html", title="Compare targets", nav="compare", pairs=pairs)
+    near = near_pairs(ctx.snapshot) if pairs.number == 1 else []
+    return ctx.page(
+        "compare_index.html",
+        title="Compare targets",
+        nav="compare",
+        pairs=pairs,
+        near=near,
+        flows=flow_runs(ctx.snapshot),
+    )
 
 
 def compare(
@@ -140,11 +149,11 @@ def compare(
     right = resolve_ref(ctx.snapshot, right_ref)
     if left is None or right is None or left.path is None or right.path is None:
         return None
-    pair = Pair(left.experiment, left.seed, left, right)
+    pair = Pair(left.experiment, left.seed if left.seed == right.seed else None, left, right)
     left_doc = ctx.index.document(ctx.snapshot.by_key[left.bundle], left.path)
     right_doc = ctx.index.document(ctx.snapshot.by_key[right.bundle], right.path)
     comparison = build(pair, left_doc, right_doc, event=event, step=step)
-    mismatch = (left.experiment, left.seed) != (right.experiment, right.seed)
+    mismatch = left.experiment != right.experiment
     warnings = []
     for bundle_key in sorted({left.bundle, right.bundle}):
         found = ctx.snapshot.by_key[bundle_key]
@@ -159,6 +168,7 @@ def compare(
         pair=pair,
         mismatch=mismatch,
         warnings=warnings,
+        flows=flow_runs(ctx.snapshot),
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from acklab.evidence.bundle import utcnow
 
 from . import details, views
-from .compare import build, pair_table
+from .compare import EventPair, build, near_pairs, pair_table
 from .errors import OutputRefused
 from .index import EvidenceIndex, Snapshot
 from .links import StaticLinks
@@ -150,14 +150,14 @@ def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, sit
     for page in range(1, paginate(pairs, 1).pages + 1):
         rel = StaticLinks.compare_index_file(page)
         writer.page(rel, details.compare_index(_ctx(index, snapshot, site, rel), page))
-    for pair in pairs:
+    for pair in pairs + near_pairs(snapshot):
         left = index.document(snapshot.by_key[pair.left.bundle], pair.left.path or "")
         right = index.document(snapshot.by_key[pair.right.bundle], pair.right.path or "")
-        events = build(pair, left, right, event=None, step=None).events or [""]
+        events = build(pair, left, right, event=None, step=None).events or [EventPair(None, None)]
         for n, event in enumerate(events):
             rel = StaticLinks.compare_file(pair.slug, n)
             ctx = _ctx(index, snapshot, site, rel)
-            writer.page(rel, details.compare(ctx, pair.left_ref, pair.right_ref, event or None, None))
+            writer.page(rel, details.compare(ctx, pair.left_ref, pair.right_ref, event.key or None, None))
 
 
 def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None = None) -> SnapshotResult:
@@ -180,6 +180,8 @@ def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None =
         writer.page(rel, views.overview(_ctx(index, snapshot, site, rel), page))
         rel = StaticLinks.pipelines_file(page)
         writer.page(rel, views.pipelines(_ctx(index, snapshot, site, rel), page))
+    rel = StaticLinks.history_file()
+    writer.page(rel, views.history_view(_ctx(index, snapshot, site, rel)))
     for bundle in snapshot.bundles:
         _bundle_pages(writer, index, snapshot, site, bundle)
     _compare_pages(writer, index, snapshot, site)

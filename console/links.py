@@ -43,6 +43,9 @@ class LiveLinks:
     def compare_index(self, page: int = 1) -> str:
         return "/compare" + (f"?page={page}" if page > 1 else "")
 
+    def history(self) -> str:
+        return "/history"
+
     def compare(
         self,
         left: str,
@@ -92,6 +95,10 @@ class StaticLinks:
     @staticmethod
     def compare_index_file(page: int = 1) -> str:
         return "compare/index.html" if page <= 1 else f"compare/page-{page}.html"
+
+    @staticmethod
+    def history_file() -> str:
+        return "history/index.html"
 
     @staticmethod
     def incident_file(key: str, incident_id: str, page: int = 1) -> str:
@@ -148,6 +155,9 @@ class StaticLinks:
 
     def compare_index(self, page: int = 1) -> str:
         return self._to(self.compare_index_file(page))
+
+    def history(self) -> str:
+        return self._to(self.history_file())
 
     def compare(
         self,

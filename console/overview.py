@@ -1,14 +1,23 @@
-"""The overview's tables: the latest verdict per target x database x experiment, latencies, pagination."""
+"""The overview's tables: the latest verdict per handler x database x experiment, latencies, pagination.
+
+A heatmap row is one handler identity (`console.identity`: the target's name and its
+revision), so a verdict is never shown under code it was not about: each target's row holds
+its newest revision, other revisions are listed apart, and the runs a repair flow made (its
+head and its patched checkout, often under the target's own name) are grouped under their
+trail and never take the target's cell.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import cached_property
 from math import ceil
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from .identity import HEAD, PATCHED, FlowRun, short_revision
 from .index import Snapshot
-from .scan import IncidentSummary, Latency
+from .scan import BundleSummary, IncidentSummary, Latency
 
 # DESIGN.md's stable experiment names, in the order a reader meets them; others follow by name.
 EXPERIMENT_ORDER = (
@@ -37,29 +46,45 @@ def target_key(name: str) -> tuple[int, str]:
 
 
 ROW_SEPARATOR = " \u00b7 "  # between a target's name and its database in a row's label
+MAX_OLDER_ROWS = 12  # other revisions of the targets, newest first
+MAX_TRAILS = 5  # repair trails whose runs the overview shows, newest first
+ROLE_ORDER = {HEAD: 0, PATCHED: 1}
 
 
 @dataclass(frozen=True)
 class HeatRow:
-    """A heatmap row: a target on one database.
+    """A heatmap row: one handler (target + revision) on one database; in a repair trail, its role.
 
     The label names the database only when the evidence holds runs of the target on more
-    than one ("fixture:live · postgresql"), so a single-database lab reads as before.
+    than one ("fixture:live · postgresql"), so a single-database lab reads as before; the
+    revision is always drawn, on a line of its own.
     """
 
     target: str
     database: str | None
     label: str
+    revision: str | None = None
+    role: str = ""
+
+    @property
+    def short(self) -> str:
+        return short_revision(self.revision)
+
+    @property
+    def title(self) -> str:
+        return f"{self.role + ': ' if self.role else ''}{self.label} @ {self.short}"
 
     @property
     def lines(self) -> list[str]:
-        """The label as the chart draws it: the target, then the database on a line of its own."""
-        return self.label.split(ROW_SEPARATOR, 1)
+        """The label as the chart draws it: the target (with its role), its revision, its database."""
+        first, _, database = self.label.partition(ROW_SEPARATOR)
+        head = f"{self.role}: {first}" if self.role else first
+        return [head, self.short, *([database] if database else [])]
 
 
 @dataclass(frozen=True)
 class Heatmap:
-    """The latest incident (or run entry) per target x database x experiment."""
+    """The latest incident per row (a handler on a database) x experiment."""
 
     rows: list[HeatRow]
     experiments: list[str]
@@ -86,6 +111,16 @@ class LatencyRow:
     clean: Latency | None
 
 
+@dataclass(frozen=True)
+class OverviewGrids:
+    """What the overview draws: each target's newest handler, its other revisions, and the
+    runs of each repair trail (which never take a target's own cell)."""
+
+    main: Heatmap
+    older: Heatmap
+    trails: list[tuple[BundleSummary, Heatmap]]
+
+
 def heat_rows(pairs: set[tuple[str, str | None]]) -> dict[tuple[str, str | None], HeatRow]:
     """A row per (target, database), labelled with the database where a target has several."""
     databases: dict[str, set[str | None]] = {}
@@ -103,22 +138,87 @@ def heat_rows(pairs: set[tuple[str, str | None]]) -> dict[tuple[str, str | None]
     }
 
 
-def heatmap(snapshot: Snapshot) -> Heatmap:
-    """Latest verdict per target x database x experiment (computed once per index snapshot)."""
-    cached = snapshot.extras.get("heatmap")
-    if isinstance(cached, Heatmap):
+def flow_runs(snapshot: Snapshot) -> dict[str, FlowRun]:
+    """run id -> the repair flow that made it, for every run a trail names (once per snapshot)."""
+    cached = snapshot.extras.get("flow_runs")
+    if isinstance(cached, dict):
         return cached
-    newest: dict[tuple[str, str | None, str], IncidentSummary] = {}
-    for incident in snapshot.incidents:  # newest first
-        newest.setdefault((incident.target, incident.database, incident.experiment), incident)
-    rows = heat_rows({(t, d) for t, d, _ in newest})
-    result = Heatmap(
-        rows=sorted(rows.values(), key=lambda r: (target_key(r.target), r.database or "")),
-        experiments=sorted({e for *_, e in newest}, key=experiment_key),
-        by_row={(rows[t, d], e): incident for (t, d, e), incident in newest.items()},
+    found: dict[str, FlowRun] = {}
+    for bundle in snapshot.bundles:  # newest first: a run named by two trails goes with the newer
+        for run_id, (role, checkpoint) in bundle.flow_runs.items():
+            found.setdefault(run_id, FlowRun(bundle.key, role, checkpoint))
+    snapshot.extras["flow_runs"] = found
+    return found
+
+
+def _grid(newest: dict[tuple[HeatRow, str], IncidentSummary], order: Callable[[HeatRow], Any]) -> Heatmap:
+    return Heatmap(
+        rows=sorted({row for row, _ in newest}, key=order),
+        experiments=sorted({e for _, e in newest}, key=experiment_key),
+        by_row=newest,
     )
-    snapshot.extras["heatmap"] = result
+
+
+def _by_target(row: HeatRow) -> tuple[Any, ...]:
+    return (target_key(row.target), row.database or "")
+
+
+def _main_and_older(incidents: list[IncidentSummary]) -> tuple[Heatmap, Heatmap]:
+    """Each target's newest revision (per database) is its row; the other revisions go below."""
+    current: dict[tuple[str, str | None], str | None] = {}
+    for incident in incidents:  # newest first
+        current.setdefault((incident.target, incident.database), incident.revision)
+    rows = heat_rows(set(current))
+    main: dict[tuple[HeatRow, str], IncidentSummary] = {}
+    older: dict[tuple[HeatRow, str], IncidentSummary] = {}
+    older_rows: list[HeatRow] = []
+    for incident in incidents:
+        base = rows[incident.target, incident.database]
+        row = replace(base, revision=incident.revision)
+        if incident.revision == current[incident.target, incident.database]:
+            main.setdefault((row, incident.experiment), incident)
+            continue
+        if row not in older_rows:
+            if len(older_rows) >= MAX_OLDER_ROWS:
+                continue
+            older_rows.append(row)
+        older.setdefault((row, incident.experiment), incident)
+    return _grid(main, _by_target), _grid(older, older_rows.index)
+
+
+def _trail_grid(incidents: list[IncidentSummary], runs: dict[str, tuple[str, str]]) -> Heatmap:
+    newest: dict[tuple[HeatRow, str], IncidentSummary] = {}
+    for incident in incidents:
+        role = runs[incident.run_id][0]
+        label = incident.target + (f"{ROW_SEPARATOR}{incident.database}" if incident.database else "")
+        row = HeatRow(incident.target, incident.database, label, incident.revision, role)
+        newest.setdefault((row, incident.experiment), incident)
+    return _grid(newest, lambda r: (ROLE_ORDER.get(r.role, 2), target_key(r.target), r.short))
+
+
+def overview_grids(snapshot: Snapshot) -> OverviewGrids:
+    """The overview's heatmaps (computed once per index snapshot)."""
+    cached = snapshot.extras.get("grids")
+    if isinstance(cached, OverviewGrids):
+        return cached
+    flows = flow_runs(snapshot)
+    own = [i for i in snapshot.incidents if i.run_id not in flows]
+    main, older = _main_and_older(own)
+    trails: list[tuple[BundleSummary, Heatmap]] = []
+    for bundle in snapshot.bundles:
+        if not bundle.flow_runs or len(trails) >= MAX_TRAILS:
+            continue
+        ran = [i for i in snapshot.incidents if i.run_id in bundle.flow_runs]
+        if ran:
+            trails.append((bundle, _trail_grid(ran, bundle.flow_runs)))
+    result = OverviewGrids(main, older, trails)
+    snapshot.extras["grids"] = result
     return result
+
+
+def heatmap(snapshot: Snapshot) -> Heatmap:
+    """Latest verdict per target (its newest revision) x database x experiment; flow runs apart."""
+    return overview_grids(snapshot).main
 
 
 def latency_table(snapshot: Snapshot) -> dict[str, list[LatencyRow]]:

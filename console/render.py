@@ -13,6 +13,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from .identity import short_revision
 from .svg import ms
 
 BOUNDARY = (
@@ -100,6 +101,7 @@ def environment() -> Environment:
             "http_url": http_url,
             "status": status_text,
             "vclass": verdict_class,
+            "revision": short_revision,
         }
     )
     env.globals["BOUNDARY"] = BOUNDARY

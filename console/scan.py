@@ -20,6 +20,8 @@ from typing import Any
 
 from acklab.evidence.loading import DocumentError, load_evidence_json
 
+from .coerce import as_dict, as_int, as_list, as_str
+from .identity import revision_of, trail_runs
 from .outline import Outline, OutlineError, outline
 
 # Directories inside a bundle that only hold documents: never descend into them looking
@@ -27,7 +29,7 @@ from .outline import Outline, OutlineError, outline
 LEAF_DIRS = frozenset({"incidents", "trials", "reports"})
 # sweep.json is written before a sweep's first run starts and its manifest only at the end,
 # so it alone makes a sweep in progress visible.
-MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json")
+MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json", "comparison.json")
 # A merged bundle may hold thousands of incidents; a planted one millions of empty files.
 MAX_INCIDENTS_PER_BUNDLE = 50_000
 SAFE_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -66,6 +68,7 @@ class IncidentSummary:
     clean: Latency | None = None
     error: str | None = None
     database: str | None = None  # the incident's target.database: sqlite, postgresql, ...
+    revision: str | None = None  # the handler's revision (`console.identity`): with target, its identity
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,16 @@ class SweepSummary:
     ended_at: str
 
 
+@dataclass(frozen=True)
+class ComparisonSummary:
+    """The scalar fields of comparison.json: one plan (seed) run against several targets."""
+
+    comparison_id: str
+    seed: int | None
+    targets: tuple[str, ...]
+    runs: tuple[tuple[str, str, str], ...]  # (target, run_id, bundle directory)
+
+
 @dataclass
 class BundleSummary:
     """One bundle as the console lists it; documents themselves are loaded on demand."""
@@ -115,6 +128,9 @@ class BundleSummary:
     reports: list[str]
     problems: list[str] = field(default_factory=list)
     sweep: SweepSummary | None = None
+    comparison: ComparisonSummary | None = None
+    # A repair flow's bundle: run id -> (role, checkpoint) of every lab run its trail names.
+    flow_runs: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def bundle_key(rel: str) -> str:
@@ -220,23 +236,6 @@ def is_regular(path: Path) -> bool:
 OutlineOf = Callable[[Path], Outline]
 
 
-# Coercions for reading untrusted documents: a mistyped field reads as empty, never raises.
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def as_str(value: Any, default: str = "") -> str:
-    return value if isinstance(value, str) else default
-
-
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile of a non-empty list."""
     ordered = sorted(values)
@@ -302,6 +301,7 @@ def summarise_incident(
         faulted=latency(faulted),
         clean=latency(clean),
         database=as_str(as_dict(d.get("target")).get("database")) or None,
+        revision=revision_of(d.get("target")),
     )
 
 
@@ -337,8 +337,31 @@ def summarise_sweep(doc: Any) -> SweepSummary:
     )
 
 
+def summarise_comparison(doc: Any) -> ComparisonSummary:
+    """The scalar fields of a comparison.json document, tolerant of missing or mistyped fields."""
+    d = as_dict(doc)
+    seed = d.get("seed")
+    runs = tuple(
+        (as_str(r.get("target"), "?"), as_str(r.get("run_id"), "?"), as_str(r.get("bundle")))
+        for r in map(as_dict, as_list(d.get("runs")))
+    )
+    return ComparisonSummary(
+        comparison_id=as_str(d.get("comparison_id"), "?"),
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        targets=tuple(as_str(t, "?") for t in as_list(d.get("targets"))),
+        runs=runs,
+    )
+
+
 def orphan_entries(
-    key: str, run_doc: Any, run: RunSummary, covered: set[str], when: float, *, database: str | None
+    key: str,
+    run_doc: Any,
+    run: RunSummary,
+    covered: set[str],
+    when: float,
+    *,
+    database: str | None,
+    revision: str | None,
 ) -> list[IncidentSummary]:
     """run.json experiments without an incident file (the lab could not finish them)."""
     out = []
@@ -366,6 +389,7 @@ def orphan_entries(
                 # a skipped experiment has no error, only the reason it does not apply
                 error=as_str(e.get("error") or e.get("reason")) or None,
                 database=database,
+                revision=revision,
             )
         )
     return out
@@ -436,11 +460,25 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         # run.json does not name the database; a run uses one, so its incidents tell.
         databases = {i.database for i in incidents}
         database = databases.pop() if len(databases) == 1 else None
-        incidents += orphan_entries(key, run_doc, run, covered, mtime, database=database)
+        revisions = {i.revision for i in incidents}  # likewise one handler
+        revision = revisions.pop() if len(revisions) == 1 else None
+        incidents += orphan_entries(key, run_doc, run, covered, mtime, database=database, revision=revision)
     sweep: SweepSummary | None = None
     if is_regular(path / "sweep.json"):
         sweep_doc, why = read_json(path / "sweep.json")
         sweep = summarise_sweep(sweep_doc)
+        if why:
+            problems.append(why)
+    comparison: ComparisonSummary | None = None
+    if is_regular(path / "comparison.json"):
+        comparison_doc, why = read_json(path / "comparison.json")
+        comparison = summarise_comparison(comparison_doc)
+        if why:
+            problems.append(why)
+    flow_runs: dict[str, tuple[str, str]] = {}
+    if is_regular(path / "trail.json"):
+        trail_doc, why = read_json(path / "trail.json")
+        flow_runs = trail_runs(trail_doc)
         if why:
             problems.append(why)
     created = (
@@ -449,7 +487,13 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         or (sweep.started_at if sweep else "")
     )
     kind = as_str(manifest.get("kind")) or (
-        "sweep" if sweep else "flow" if is_regular(path / "trail.json") else "run"
+        "sweep"
+        if sweep
+        else "comparison"
+        if comparison
+        else "flow"
+        if is_regular(path / "trail.json")
+        else "run"
     )
     ci = {k: str(v) for k, v in as_dict(manifest.get("ci")).items() if isinstance(v, str | int)}
     return BundleSummary(
@@ -467,4 +511,6 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         reports=[f"reports/{n}" for n, *_ in listing_sig(path / "reports")],
         problems=problems,
         sweep=sweep,
+        comparison=comparison,
+        flow_runs=flow_runs,
     )

@@ -119,7 +119,13 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], warned: set[str]) -> Markup:
+def heatmap_svg(
+    grid: Heatmap,
+    href: Callable[[IncidentSummary], str | None],
+    warned: set[str],
+    *,
+    label: str = "Latest verdict per target and experiment",
+) -> Markup:
     """Rows are targets (on a database), columns experiments; a cell shows verdict, pass rate, trials, violations.
 
     Two SVGs side by side: the row labels stay in place while the grid scrolls sideways in
@@ -144,7 +150,7 @@ def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], wa
         y = head_h + n * (cell_h + gap)
         lines = row.lines
         baseline = y + cell_h / 2 + 4 - 8 * (len(lines) - 1)
-        label = [
+        row_label = [
             text(
                 label_w - 10,
                 baseline + 16 * k,
@@ -155,7 +161,7 @@ def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], wa
             )
             for k, line in enumerate(lines)
         ]
-        labels.append(el("g", None, el("title", None, row.label), *label))
+        labels.append(el("g", None, el("title", None, row.title), *row_label))
         for col, experiment in enumerate(grid.experiments):
             x = col * (cell_w + gap)
             incident = grid.by_row.get((row, experiment))
@@ -170,7 +176,7 @@ def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], wa
                 _cell(
                     (x, y, cell_w, cell_h),
                     incident,
-                    row=row.label,
+                    row=row.title,
                     link=href(incident),
                     warned=incident.bundle in warned,
                 )
@@ -185,7 +191,7 @@ def heatmap_svg(grid: Heatmap, href: Callable[[IncidentSummary], str | None], wa
         "div",
         {"class_": "heatmap-frame"},
         svg("heatmap-labels", label_w, height, "Targets and databases", labels),
-        el("div", region, svg("heatmap", width, height, "Latest verdict per target and experiment", parts)),
+        el("div", region, svg("heatmap", width, height, label, parts)),
     )
 
 

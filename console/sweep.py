@@ -18,9 +18,10 @@ from markupsafe import Markup
 from acklab.evidence.heatmap import sweep_heatmap
 from acklab.evidence.validate import problems
 
+from .coerce import as_dict, as_list, as_str
 from .index import Snapshot
 from .links import Links
-from .scan import BundleSummary, as_dict, as_list, as_str
+from .scan import BundleSummary
 
 PROBLEM_LIMIT = 20
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .scan import as_dict, as_int, as_list, as_str, is_faulted
+from .coerce import as_dict, as_int, as_list, as_str
+from .scan import is_faulted
 
 
 @dataclass(frozen=True)

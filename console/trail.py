@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .scan import as_dict, as_list, as_str
+from .coerce import as_dict, as_list, as_str
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import sweep as sweep_model
-from .compare import counterparts, rendered_pairs
+from .coerce import as_dict, as_list, as_str
+from .compare import Pair, counterparts, pair_table, rendered_pairs
+from .history import history
+from .history import summary as history_summary
+from .identity import short_revision
 from .index import FAILED, EvidenceIndex, Integrity, Snapshot
 from .links import Links
-from .overview import heatmap, latency_table, paginate
+from .overview import flow_runs, latency_table, overview_grids, paginate
 from .render import Site, render
 from .reports import Report, read_reports
-from .scan import BundleSummary, IncidentSummary, as_dict, as_list, as_str, is_regular
+from .scan import BundleSummary, IncidentSummary, is_regular
 from .svg import heatmap_svg, latency_svg
 
 INCIDENTS_PER_PAGE = 50  # a merged bundle may hold thousands
@@ -44,10 +48,20 @@ class Context:
         return self.links.bundle(incident.bundle)
 
 
+def bundle_revision(bundle: BundleSummary) -> str:
+    """The short revision of the handler a bundle's incidents are about ("several", "—")."""
+    revisions = {i.revision for i in bundle.incidents}
+    if len(revisions) > 1:
+        return "several revisions"
+    return short_revision(revisions.pop()) if revisions else "—"
+
+
 def overview(ctx: Context, page: int = 1) -> str:
     """Heatmap of the latest verdicts, latency under fault, and the newest bundles (paginated)."""
-    grid = heatmap(ctx.snapshot)
-    shown = {i.bundle for i in grid.by_row.values()}
+    grids = overview_grids(ctx.snapshot)
+    grid = grids.main
+    every = [grid, grids.older, *(g for _, g in grids.trails)]
+    shown = {i.bundle for g in every for i in g.by_row.values()}
     warned = {
         key
         for key in shown
@@ -64,11 +78,25 @@ def overview(ctx: Context, page: int = 1) -> str:
         "incidents": sum(1 for i in ctx.snapshot.incidents if i.path),
         "failing": sum(1 for c in grid.by_row.values() if c.verdict == "fail"),
     }
+    flows = flow_runs(ctx.snapshot)
     return ctx.page(
         "overview.html",
         title="Overview",
         nav="overview",
         heatmap=heatmap_svg(grid, ctx.incident_href, warned) if grid.by_row else None,
+        older=heatmap_svg(grids.older, ctx.incident_href, warned, label="Verdicts of other revisions")
+        if grids.older.by_row
+        else None,
+        older_rows=len(grids.older.rows),
+        trails=[
+            (
+                trail,
+                heatmap_svg(g, ctx.incident_href, warned, label=f"Runs of the repair trail {trail.rel}"),
+            )
+            for trail, g in grids.trails
+        ],
+        flows=flows,
+        revision=bundle_revision,
         warned=sorted(warned),
         latency=latency,
         runs=runs,
@@ -96,7 +124,11 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
             if static_pairs is not None:
                 pairs = [p for p in pairs if p in static_pairs]
             compare[incident.incident_id] = pairs
-    raw = [rel for rel in ("run.json", "trail.json", "manifest.json") if is_regular(found.path / rel)]
+    raw = [
+        rel
+        for rel in ("run.json", "trail.json", "comparison.json", "manifest.json")
+        if is_regular(found.path / rel)
+    ]
     return ctx.page(
         "bundle.html",
         title=f"Bundle {found.rel}",
@@ -109,15 +141,40 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
         compare=compare,
         raw=raw,
         parent=enclosing_sweep(ctx.snapshot, found),
+        compared=compared_runs(ctx, found),
     )
 
 
 def enclosing_sweep(snapshot: Snapshot, found: BundleSummary) -> BundleSummary | None:
-    """The sweep a run bundle belongs to (a sweep nests its runs in its own directory)."""
+    """The sweep or comparison a run bundle belongs to (each nests its runs in its own directory)."""
     sweeps = snapshot.extras.get("sweeps")
     if not isinstance(sweeps, list):  # once per snapshot: the export asks for every bundle
-        sweeps = snapshot.extras["sweeps"] = [b for b in snapshot.bundles if b.sweep is not None]
+        sweeps = snapshot.extras["sweeps"] = [
+            b for b in snapshot.bundles if b.sweep is not None or b.comparison is not None
+        ]
     return next((b for b in sweeps if b.path != found.path and found.path.is_relative_to(b.path)), None)
+
+
+@dataclass(frozen=True)
+class ComparedRuns:
+    """A comparison bundle's runs (target, run id, its nested bundle) and the pairs they make."""
+
+    runs: list[tuple[str, str, BundleSummary | None]]
+    pairs: list[Pair]
+
+
+def compared_runs(ctx: Context, found: BundleSummary) -> ComparedRuns | None:
+    """What a comparison bundle holds: one run per target, all from one plan."""
+    if found.comparison is None:
+        return None
+    by_path = {b.path: b for b in ctx.snapshot.bundles}
+    runs = [
+        (target, run_id, by_path.get(found.path / rel) if rel else None)
+        for target, run_id, rel in found.comparison.runs
+    ]
+    keys = {b.key for _, _, b in runs if b is not None}
+    pairs = [p for p in pair_table(ctx.snapshot) if {p.left.bundle, p.right.bundle} <= keys]
+    return ComparedRuns(runs, pairs)
 
 
 def sweep(ctx: Context, found: BundleSummary) -> str:
@@ -230,3 +287,16 @@ def pipelines(ctx: Context, page: int = 1) -> str:
         row = JobRow(found, ctx.integrity(found), read_reports(found.path, found.reports))
         groups.setdefault(found.ci.get("pipeline_id", ""), []).append(row)
     return ctx.page("pipelines.html", title="Pipelines", nav="pipelines", runs=runs, groups=groups)
+
+
+def history_view(ctx: Context) -> str:
+    """Verdict per pipeline for each target x experiment: flips, first failure, flaky rows."""
+    found = history(ctx.snapshot)
+    return ctx.page(
+        "history.html",
+        title="History",
+        nav="history",
+        history=found,
+        counts=history_summary(found),
+        href=ctx.incident_href,
+    )

@@ -18,6 +18,7 @@ from acklab.evidence.errors import EvidenceInvalid, IntegrityError
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.gitlab_source import GitLabAccess, strip_credentials
 from acklab.evidence.history import load_history, render_table
+from acklab.evidence.pull import PullCaps
 from acklab.evidence.redaction import remember
 
 EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
@@ -180,7 +181,24 @@ def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
 
 @evidence.command("pull")
 @click.option("--project", required=True, help="Project id or full path (group/project).")
-@click.option("--pipeline", required=True, type=click.IntRange(min=1), help="Pipeline id.")
+@click.option("--pipeline", type=click.IntRange(min=1), default=None, help="Pipeline id (or --last N).")
+@click.option(
+    "--last",
+    type=click.IntRange(1, 500),
+    default=None,
+    help="Instead of --pipeline: the last N finished pipelines of --ref (the console's history).",
+)
+@click.option(
+    "--ref",
+    default=None,
+    help="With --last: the branch whose pipelines to pull (default: $CI_DEFAULT_BRANCH).",
+)
+@click.option(
+    "--exclude",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help="With --last: a pipeline id to leave out (repeatable; e.g. the running pipeline's).",
+)
 @click.option("--job", "job_name", default=None, help="Only this job's artifacts (exact job name).")
 @click.option(
     "--out",
@@ -213,7 +231,10 @@ def gitlab_access(url: str | None, env: Mapping[str, str]) -> GitLabAccess:
 def pull_command(
     *,
     project: str,
-    pipeline: int,
+    pipeline: int | None,
+    last: int | None,
+    ref: str | None,
+    exclude: tuple[int, ...],
     job_name: str | None,
     out_dir: Path,
     gitlab_url: str | None,
@@ -230,11 +251,34 @@ def pull_command(
     Exit 4 when GitLab rejects the token or cannot be reached, 3 when the project, pipeline
     or job does not exist. All or nothing: an archive past --max-archive-mib, a pull past
     --max-total-mib, or two bundles that would be stored under one name store nothing (exit 7).
+
+    With --last N, the last N finished pipelines of --ref are pulled one by one, each all or
+    nothing as above; a pipeline already under OUT is kept, one without evidence is noted,
+    one that fails verification stores nothing and makes the exit code 7 once the others are
+    in. --max-total-mib then bounds the whole history.
     """
-    from acklab.evidence.pull import PullCaps, pull
+    from acklab.evidence.pull import pull
 
     access = gitlab_access(gitlab_url, os.environ)
     caps = PullCaps(download=max_archive_mib << 20, total=max_total_mib << 20)
+    if last is not None:
+        if pipeline is not None:
+            raise click.UsageError("give --pipeline ID or --last N, not both")
+        return _pull_history(
+            access,
+            project=project,
+            last=last,
+            ref=ref,
+            exclude=frozenset(exclude),
+            job_name=job_name,
+            out_dir=out_dir,
+            caps=caps,
+            as_json=as_json,
+        )
+    if pipeline is None:
+        raise click.UsageError("give --pipeline ID, or --last N (the last N pipelines of --ref)")
+    if ref or exclude:
+        raise click.UsageError("--ref and --exclude go with --last N, not with --pipeline")
     pulled = pull(access, project=project, pipeline=pipeline, out_dir=out_dir, job_name=job_name, caps=caps)
     if as_json:
         rows = [
@@ -246,6 +290,56 @@ def pull_command(
         for item in pulled:
             click.echo(str(item.path))
         click.echo(f"pulled {len(pulled)} verified bundle(s) from pipeline {pipeline}", err=True)
+    return int(ExitCode.OK)
+
+
+def _pull_history(
+    access: GitLabAccess,
+    *,
+    project: str,
+    last: int,
+    ref: str | None,
+    exclude: frozenset[int],
+    job_name: str | None,
+    out_dir: Path,
+    caps: PullCaps,
+    as_json: bool,
+) -> int:
+    from acklab.evidence.pull_history import REFUSED, pull_history
+
+    ref = ref or os.environ.get("CI_DEFAULT_BRANCH")
+    if not ref:
+        raise click.UsageError("--last needs --ref BRANCH (inside a pipeline $CI_DEFAULT_BRANCH is used)")
+    outcomes = pull_history(
+        access,
+        project=project,
+        ref=ref,
+        last=last,
+        out_dir=out_dir,
+        exclude=exclude,
+        job_name=job_name,
+        caps=caps,
+    )
+    if as_json:
+        rows = [
+            {
+                "pipeline": o.pipeline,
+                "status": o.status,
+                "detail": o.detail,
+                "bundles": [str(b.path) for b in o.bundles],
+            }
+            for o in outcomes
+        ]
+        click.echo(json.dumps(rows, indent=2))
+    for o in outcomes:
+        click.echo(f"pipeline {o.pipeline}: {o.status}" + (f" ({o.detail})" if o.detail else ""), err=True)
+    refused = [o.pipeline for o in outcomes if o.status == REFUSED]
+    click.echo(f"{len(outcomes)} pipeline(s) of {ref!r} looked at; history under {out_dir}", err=True)
+    if refused:
+        raise IntegrityError(
+            f"the evidence of pipeline(s) {', '.join(map(str, refused))} failed verification; "
+            "nothing of them was stored (the others were)"
+        )
     return int(ExitCode.OK)
 
 

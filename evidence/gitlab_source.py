@@ -135,6 +135,38 @@ def gitlab_errors(access: GitLabAccess, what: str) -> Iterator[None]:
         ) from exc
 
 
+def gitlab_client(access: GitLabAccess, *, timeout_s: float = 60.0) -> gitlab.Gitlab:
+    """A python-gitlab client whose token never leaves GitLab's origin (`TokenStaysHome`)."""
+    session = TokenStaysHome(access.url)
+    if access.is_job_token:
+        return gitlab.Gitlab(access.url, job_token=access.token, timeout=timeout_s, session=session)
+    return gitlab.Gitlab(access.url, private_token=access.token, timeout=timeout_s, session=session)
+
+
+def recent_pipelines(
+    access: GitLabAccess, project: str, *, ref: str, last: int, exclude: frozenset[int] = frozenset()
+) -> list[int]:
+    """The ids of the last `last` finished pipelines of `ref` (newest first), `exclude` left out.
+
+    Finished means success, failed or canceled: a pipeline whose verdict failed is exactly the
+    evidence a history must show.
+    """
+    gl = gitlab_client(access)
+    found: list[int] = []
+    with gitlab_errors(access, f"the pipelines of project {project!r} on {ref!r}"):
+        handle: Any = gl.projects.get(project, lazy=True)
+        listed = handle.pipelines.list(
+            ref=ref, scope="finished", order_by="id", sort="desc", per_page=min(100, last + len(exclude)),
+            iterator=True,
+        )  # fmt: skip
+        for pipeline in listed:
+            if int(pipeline.id) not in exclude:
+                found.append(int(pipeline.id))
+            if len(found) >= last:
+                break
+    return found
+
+
 class PipelineArtifacts:
     """The artifact archives of one pipeline, fetched with the real python-gitlab client."""
 
@@ -142,13 +174,7 @@ class PipelineArtifacts:
         self.access = access
         self.project_ref = project
         self.pipeline_id = pipeline
-        session = TokenStaysHome(access.url)
-        if access.is_job_token:
-            self._gl = gitlab.Gitlab(access.url, job_token=access.token, timeout=timeout_s, session=session)
-        else:
-            self._gl = gitlab.Gitlab(
-                access.url, private_token=access.token, timeout=timeout_s, session=session
-            )
+        self._gl = gitlab_client(access, timeout_s=timeout_s)
         with gitlab_errors(access, f"project {project!r}"):
             # A job token may not read the project itself; the pipeline read below still checks it.
             self._project: Any = self._gl.projects.get(project, lazy=access.is_job_token)

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
+from acklab.harness.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
@@ -28,7 +29,7 @@ from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
 from acklab.harness.records import error_json
-from acklab.harness.runner import RunOptions, prepare
+from acklab.harness.runner import RunOptions, RunResult, prepare
 from acklab.harness.runner import run as run_lab
 from acklab.harness.specs import all_problems, load_spec
 
@@ -197,6 +198,14 @@ def _json_on_error(as_json: bool, target: str) -> Iterator[None]:
 
 @click.command("run", context_settings=CONTEXT)
 @_options
+@click.option(
+    "--compare-with",
+    "compare_with",
+    multiple=True,
+    metavar="TARGET[,TARGET...]",
+    help="Also run the same plan (same seed) against these targets and write one comparison "
+    "bundle; the exit code stays --target's.",
+)
 def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict.
 
@@ -204,8 +213,17 @@ def run(**kwargs: Any) -> int:
     erred; they are listed). 4: nothing failed but something could not be judged. An
     experiment that does not apply to the target is listed as skipped, with its reason.
     """
+    result: RunResult | ComparisonResult
     with _json_on_error(kwargs["as_json"], kwargs["target"]):
-        result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+        if kwargs["compare_with"]:
+            options = _run_options(kwargs)
+            targets = compared_targets(options.target, kwargs["compare_with"])
+            result = run_comparison(options, targets, [ProgressDisplay()])
+            click.echo(
+                f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+            )
+        else:
+            result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
         click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
     return int(result.exit_code)

@@ -2,15 +2,17 @@
 
 Part 1 — the fixture by hand: one signed event, a retry of it, a conflicting body, and how
 many fulfillments exist afterwards. Part 2 — every experiment against ``fixture:unsafe``
-and ``fixture:live``, side by side. Part 3 — the deeper faults on the live handler: one
-crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial on a
-temporary server. The unsafe handler failing (two fulfillments for one event under
+and ``fixture:live``, side by side: one plan (one seed) for both, in one comparison bundle,
+so the console compares them delivery by delivery. Part 3 — the deeper faults on the live
+handler: one crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial
+on a temporary server. The unsafe handler failing (two fulfillments for one event under
 lost-ack) is the expected outcome; the demo exits 0 when every part shows what it should.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness import pgtemp
+from acklab.harness.comparison import run_comparison
 from acklab.harness.progress import STYLE, ProgressDisplay
 from acklab.harness.runner import RunOptions, RunResult, run
 from acklab.harness.signing import SIGNERS, Attempt
@@ -133,16 +136,24 @@ def _deeper_faults(out: Path) -> list[RunResult]:
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out"), show_default=True
 )
 @click.option("--db", default=None, metavar="URL", help="Fixture database URL (default: temporary SQLite).")
-def demo(trials: int, out: Path, db: str | None) -> int:
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="The plan's seed, shared by both handlers (default: random, printed).",
+)
+def demo(trials: int, out: Path, db: str | None, seed: int | None) -> int:
     """The guided demo: the fixture by hand, then every experiment on the unsafe and the live handler."""
     asyncio.run(_by_hand(db))
-    results = {}
-    for handler in ("unsafe", "live"):
-        console.print(f"[bold]Part 2[/] — all experiments on fixture:{handler} ({trials} trials each)")
-        results[handler] = run(
-            RunOptions(target=f"fixture:{handler}", trials=trials, db=db, out=out), [ProgressDisplay(console)]
-        )
-    unsafe, live = results["unsafe"], results["live"]
+    # One plan for both handlers: the same seed, so the console compares them delivery by delivery.
+    seed = seed if seed is not None else secrets.randbits(32)
+    console.print(
+        f"[bold]Part 2[/] — all experiments on fixture:unsafe and fixture:live: one plan "
+        f"(seed {seed}, {trials} trials each)"
+    )
+    options = RunOptions(target="fixture:unsafe", trials=trials, db=db, out=out, seed=seed)
+    compared = run_comparison(options, ("fixture:unsafe", "fixture:live"), [ProgressDisplay(console)])
+    unsafe, live = compared.runs
     console.print(_side_by_side(unsafe, live))
     deeper = _deeper_faults(out)
     double = _lost_ack_effects(unsafe)
@@ -150,7 +161,9 @@ def demo(trials: int, out: Path, db: str | None) -> int:
         console.print(
             f"The unsafe handler fulfilled one event [bold red]{double}[/] times when its acknowledgement was lost."
         )
-    console.print(f"Evidence: {unsafe.bundle} and {live.bundle}")
+    console.print(
+        f"Evidence: {compared.bundle} (both runs; compare them with `acklab console --evidence {out}`)"
+    )
     console.print(
         "What this proves: at most one side effect per event in the fixture's own database under these "
         "faults — not exactly-once delivery across systems."

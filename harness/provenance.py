@@ -7,13 +7,20 @@ uncommitted changes when the run started (a repair flow tests a patch before com
 it): the sha alone would then name code that is not what ran. Neither is ever a reason to
 fail a run: without git, outside a repository, or when git refuses (another user's
 checkout), both are unknown (None).
+
+A verdict's identity is the target's name plus this revision. For the built-in fixture the
+revision also carries ``handler_sha256``, the content hash of the handler module that ran:
+the fixture's commit names the lab's checkout, while the hash names the handler itself (the
+repair flow's sandbox holds the unsafe handler under the live name, at another commit).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess  # nosec B404
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 GIT_TIMEOUT_S = 10.0
+MAX_HASHED_BYTES = 16 << 20  # a handler module is kilobytes; past this it names nothing
 _SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
@@ -30,10 +38,17 @@ class Revision:
 
     commit_sha: str | None = None
     dirty: bool | None = None
+    handler_sha256: str | None = None  # the fixture: sha256 of the handler module's source
 
     def describe(self) -> dict[str, Any]:
-        """The incident's ``target.commit_sha`` (always) and ``target.dirty`` (when known)."""
-        return {"commit_sha": self.commit_sha, **({"dirty": self.dirty} if self.dirty is not None else {})}
+        """The incident's ``target.commit_sha`` (always), ``target.dirty`` and
+        ``target.handler_sha256`` (when known)."""
+        described: dict[str, Any] = {"commit_sha": self.commit_sha}
+        if self.dirty is not None:
+            described["dirty"] = self.dirty
+        if self.handler_sha256 is not None:
+            described["handler_sha256"] = self.handler_sha256
+        return described
 
 
 def _git(directory: Path, *args: str) -> str | None:
@@ -73,3 +88,22 @@ def revision_of(directory: Path | None, env: Mapping[str, str] | None = None) ->
         status = _git(directory, "status", "--porcelain") if head else None
     sha = _ci_sha(env) or (head.strip() if head and _SHA.fullmatch(head.strip()) else None)
     return Revision(commit_sha=sha, dirty=None if status is None else bool(status.strip()))
+
+
+def file_sha256(path: Path, *, max_bytes: int = MAX_HASHED_BYTES) -> str | None:
+    """The sha256 of a regular file's bytes (a handler module); None when it cannot be read,
+    is not a regular file (a link is never followed: a checkout under test may plant one to
+    /dev/zero) or is larger than `max_bytes`."""
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 16):
+                digest.update(chunk)
+                if fh.tell() > max_bytes:  # grew while read
+                    return None
+    except OSError:
+        return None
+    return digest.hexdigest()

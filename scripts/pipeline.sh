@@ -13,8 +13,9 @@
 #
 # Jobs borrow a ready virtualenv (ACKLAB_VENV, default: this checkout's .venv) instead of
 # installing per job; the before_script puts the job's own checkout first on sys.path.
-# Local defaults, overridable from the environment: ACKLAB_TRIALS=1 (trials per experiment)
-# and ACKLAB_PYTEST_MARKERS="not slow" (the slow tests are the ones that run this script).
+# Local defaults, overridable from the environment: ACKLAB_TRIALS=1 (trials per experiment),
+# ACKLAB_PYTEST_MARKERS="not slow" (the slow tests are the ones that run this script) and
+# ACKLAB_HISTORY=0 (there is no GitLab to pull earlier pipelines' evidence from).
 #
 # --mr       run as a merge-request pipeline (CI_PIPELINE_SOURCE=merge_request_event, MR !1)
 # --workdir  where to build the snapshot (must not exist or be empty; default: a temp dir)
@@ -80,6 +81,7 @@ vars=(
   --variable "ACKLAB_VENV=$venv"
   --variable "ACKLAB_TRIALS=${ACKLAB_TRIALS:-1}"
   --variable "ACKLAB_PYTEST_MARKERS=${ACKLAB_PYTEST_MARKERS-not slow}"
+  --variable "ACKLAB_HISTORY=${ACKLAB_HISTORY:-0}"
 )
 if [ "$mr" = 1 ]; then
   # In a merge-request pipeline GitLab sets no CI_COMMIT_BRANCH.

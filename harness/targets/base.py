@@ -6,7 +6,7 @@ import ipaddress
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -147,7 +147,11 @@ class Target(ABC):
     def revision(self) -> Revision:
         """The handler's commit, read once: the runner pins it before it writes anything, so the
         run's own evidence directory never makes the checkout look dirty."""
-        return revision_of(self.source_dir())
+        return replace(revision_of(self.source_dir()), handler_sha256=self.handler_sha256())
+
+    def handler_sha256(self) -> str | None:
+        """The content hash of the handler's own module, where the lab knows it (the fixture)."""
+        return None
 
     def database_urls(self) -> tuple[str, ...]:
         """The database URLs the lab holds for this target (never written: they may carry a password)."""

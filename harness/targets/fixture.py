@@ -23,12 +23,14 @@ from typing import Any
 import acklab.app as fixture_package
 from acklab.app.errors import FixtureError
 from acklab.app.main import create_app
+from acklab.app.runtime import HANDLER_MODULES
 from acklab.app.settings import Settings
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.credentials import redact, url_secrets
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.leases import Lease, current_book
+from acklab.harness.provenance import file_sha256
 from acklab.harness.providers import profile
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import HttpProbe, database_kind
@@ -93,6 +95,13 @@ class FixtureTarget(Target):
         # The checkout holding the app package that is imported, i.e. the handler that runs.
         where = fixture_package.__file__
         return Path(where).resolve().parent if where else None
+
+    def handler_sha256(self) -> str | None:
+        # The handler module of the checkout whose fixture serves (`source_dir`): this
+        # process's own for the built-in fixture, another checkout's for `--checkout DIR`.
+        source = self.source_dir()
+        module = HANDLER_MODULES[self.handler or "live"].rsplit(".", 1)[-1]
+        return file_sha256(source / f"{module}.py") if source is not None else None
 
     async def preflight(self) -> None:
         app = await asyncio.to_thread(self._app, 0)

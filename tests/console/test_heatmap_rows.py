@@ -81,8 +81,9 @@ def test_the_overview_labels_each_database_row_and_links_its_own_incidents(clien
     assert frame.count('class="cell-link"') == 44
     for run in ("run-1-sqlite", "run-2-postgresql", "run-3-sqlite", "run-4-postgresql"):
         assert f'href="/bundles/{run}/incidents/{run}-fixture-' in frame
-    assert "<title>fixture:live · postgresql</title>" in frame
-    assert "fixture:live · postgresql \u00d7 db-blackhole: pass" in unescape(frame)
+    # every row names its revision (the samples record none: "revision unknown", said so)
+    assert "<title>fixture:live · postgresql @ revision unknown</title>" in frame
+    assert "fixture:live · postgresql @ revision unknown \u00d7 db-blackhole: pass" in unescape(frame)
     assert "22 target \u00d7 experiment cells failing" in html  # the unsafe rows, counted per database
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from acklab.harness import provenance
 from acklab.harness.provenance import Revision, revision_of
 from acklab.harness.runner import RunOptions, run
 from acklab.harness.targets import resolve_target
+from acklab.harness.targets.checkout import CHECKOUT_MARKERS, checkout_target
 from tests.harness.handlers import Receipt
 
 CI_SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -83,6 +85,43 @@ def test_the_fixture_names_the_checkout_its_app_package_comes_from(monkeypatch):
     assert target.describe()["commit_sha"] == expected
 
 
+def test_the_fixture_names_its_handler_by_the_content_hash_of_the_module_that_runs():
+    """A verdict's identity: the sandbox of the repair story holds the unsafe handler under the
+    live name, at another commit; the module's own hash tells them apart."""
+    hashes = {}
+    for handler, module in (("live", "webhooks.py"), ("unsafe", "unsafe.py")):
+        target = resolve_target(f"fixture:{handler}")
+        source = target.source_dir()
+        assert source is not None
+        hashes[handler] = target.describe()["handler_sha256"]
+        assert hashes[handler] == hashlib.sha256((source / module).read_bytes()).hexdigest()
+        assert target.revision.handler_sha256 == hashes[handler]
+    assert hashes["live"] != hashes["unsafe"]
+    assert Revision("a" * 40, False, "b" * 64).describe() == {
+        "commit_sha": "a" * 40,
+        "dirty": False,
+        "handler_sha256": "b" * 64,
+    }
+
+
+def test_a_checkouts_fixture_is_named_by_the_handler_in_that_checkout(tmp_path):
+    """The repair story's sandbox: its live handler is the unsafe one; the lab never imports
+    it, but names it by its bytes, read without following a link."""
+    own = resolve_target("fixture:unsafe").source_dir()
+    assert own is not None
+    for marker in CHECKOUT_MARKERS:
+        (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / marker).write_text("")
+    shutil.copyfile(own / "unsafe.py", tmp_path / "app" / "webhooks.py")
+    target = checkout_target("fixture:live", tmp_path, db_url=None)
+    assert target.name == "fixture:live"
+    assert target.describe()["handler_sha256"] == hashlib.sha256((own / "unsafe.py").read_bytes()).hexdigest()
+    (tmp_path / "app" / "webhooks.py").unlink()
+    (tmp_path / "app" / "webhooks.py").symlink_to("/dev/zero")
+    assert "handler_sha256" not in checkout_target("fixture:live", tmp_path, db_url=None).describe()
+    assert provenance.file_sha256(own / "unsafe.py", max_bytes=10) is None  # bounded
+
+
 @pytest.mark.slow
 @needs_git
 def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, repo, tmp_path, monkeypatch):
@@ -96,6 +135,7 @@ def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, 
     validate("incident", incident)
     assert incident["target"]["commit_sha"] == git(repo, "rev-parse", "HEAD")
     assert incident["target"]["dirty"] is False
+    assert "handler_sha256" not in incident["target"]  # the lab cannot see a service's code
 
 
 @pytest.mark.slow

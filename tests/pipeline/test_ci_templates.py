@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -26,6 +27,7 @@ if [ "$1" = run ]; then
   echo '<testsuites/>' > "$out/run-1/reports/junit.xml"
   printf '{"verdict": "x", "bundle": "%s"}\n' "$out/run-1"
 fi
+if [ "$1 $2" = "evidence pull" ]; then exit "${FAKE_PULL_RC:-0}"; fi
 exit "${FAKE_RC:-0}"
 """
 
@@ -105,13 +107,41 @@ def test_parallel_jobs_run_their_shard(tmp_path: Path, index: str, total: str, s
         # the shards of one pipeline share the seed, so they cut one plan
         assert f"--shard={shard} --seed=4242 " in calls[0]
     else:
-        assert "--seed" not in calls[0]
+        # an unsharded job cuts its plan from the same seed: the pipeline's targets compare
+        assert calls[0] == "run --target fixture:live --seed=4242 --out out/webhooks --json"
+
+
+def test_every_lab_job_of_a_pipeline_gets_the_same_seed(tmp_path: Path) -> None:
+    seeds = set()
+    for n, (target, extra) in enumerate(
+        (
+            ("fixture:unsafe", {"ACKLAB_EXPECT": "fail"}),
+            ("fixture:live", {"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "2"}),
+        )
+    ):
+        work = tmp_path / str(n)
+        work.mkdir()
+        _, calls = run_template(
+            work, ".acklab-run", {"ACKLAB_TARGET": target, "CI_PIPELINE_ID": "77", **extra}, 1
+        )
+        seeds |= set(re.findall(r"--seed=(\S+)", calls[0]))
+    assert seeds == {"77"}
 
 
 def test_a_chosen_seed_wins_over_the_pipeline_id(tmp_path: Path) -> None:
     variables = {"ACKLAB_TARGET": "t.yaml", "CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "2", "CI_PIPELINE_ID": "1"}
     _, calls = run_template(tmp_path, ".acklab-run", {**variables, "ACKLAB_SEED": "99"})
     assert "--shard=2/2 --seed=99 " in calls[0]
+    _, calls = run_template(tmp_path, ".acklab-run", {"ACKLAB_TARGET": "t.yaml", "ACKLAB_SEED": "99"})
+    assert "--seed=99 " in calls[-1]
+
+
+def test_a_seed_given_in_the_run_arguments_comes_last_and_wins(tmp_path: Path) -> None:
+    variables = {"ACKLAB_TARGET": "t.yaml", "CI_PIPELINE_ID": "5", "ACKLAB_RUN_ARGS": "--seed 3"}
+    _, calls = run_template(tmp_path, ".acklab-run", variables)
+    assert calls == [
+        "run --target t.yaml --seed=5 --seed 3 --out out/webhooks --json"
+    ]  # click keeps the last
 
 
 @pytest.mark.parametrize(
@@ -150,3 +180,41 @@ def test_evidence_stops_when_the_merge_fails(tmp_path: Path) -> None:
     assert rc == 7
     assert len(calls) == 1
     assert (tmp_path / "job" / "out" / "webhooks-1-2").is_dir(), "a refused merge keeps its inputs"
+
+
+PAGES_CI = {"CI_PROJECT_ID": "42", "CI_DEFAULT_BRANCH": "main", "CI_PIPELINE_ID": "77"}
+
+
+def test_pages_pulls_the_last_pipelines_of_the_default_branch_then_builds(tmp_path: Path) -> None:
+    rc, calls = run_template(tmp_path, ".acklab-pages", PAGES_CI)
+    assert rc == 0
+    assert calls == [
+        "evidence pull --project 42 --ref main --last 20 --exclude 77 --out out/history",
+        "pages --evidence out --out public",
+    ]
+
+
+def test_pages_history_is_configurable(tmp_path: Path) -> None:
+    _, calls = run_template(
+        tmp_path, ".acklab-pages", {**PAGES_CI, "ACKLAB_HISTORY": "5", "ACKLAB_HISTORY_JOB": "evidence"}
+    )
+    assert (
+        calls[0]
+        == "evidence pull --project 42 --ref main --last 5 --exclude 77 --job evidence --out out/history"
+    )
+    (tmp_path / "none").mkdir()
+    _, calls = run_template(tmp_path / "none", ".acklab-pages", {**PAGES_CI, "ACKLAB_HISTORY": "0"})
+    assert calls == ["pages --evidence out --out public"]
+
+
+@pytest.mark.parametrize("pull_rc", [4, 7])
+def test_pages_publishes_what_verified_when_the_history_pull_fails(tmp_path: Path, pull_rc: int) -> None:
+    rc, calls = run_template(tmp_path, ".acklab-pages", {**PAGES_CI, "FAKE_PULL_RC": str(pull_rc)})
+    assert rc == 0
+    assert calls[-1] == "pages --evidence out --out public"
+
+
+def test_pages_refuses_a_history_that_is_not_a_number(tmp_path: Path) -> None:
+    rc, calls = run_template(tmp_path, ".acklab-pages", {**PAGES_CI, "ACKLAB_HISTORY": "twenty"})
+    assert rc == 2
+    assert calls == []

@@ -202,3 +202,25 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
     assert (artifacts(workdir, "pages") / "public" / "index.html").is_file()
+
+    # Every lab job took the pipeline's seed, so the Pages snapshot compares the unsafe and the
+    # live handler delivery by delivery: a pair per experiment, each page pre-rendered.
+    seeds = {seed_of(workdir, "reproduce:unsafe", "reproduce-unsafe")}
+    seeds |= {seed_of(workdir, shard, f"attack-live-{n}-{len(SHARDS)}") for n, shard in enumerate(SHARDS, 1)}
+    (seed,) = seeds
+    public = artifacts(workdir, "pages") / "public"
+    compare = (public / "compare" / "index.html").read_text(encoding="utf-8")
+    assert "Nothing to compare" not in compare
+    pairs = re.findall(r'<a class="button" href="([^"]+)">Compare</a>', compare)
+    assert len(pairs) == len(experiments), compare[-3000:]
+    for href in pairs:
+        page = (public / "compare" / href).read_text(encoding="utf-8")
+        assert 'fixture:unsafe <span class="muted">vs</span> fixture:live' in page
+        assert f"seed {seed}: the same deliveries under the same faults" in page
+        assert 'class="step-panel current" id="step-1"' in page
+
+
+def seed_of(workdir: Path, job: str, slug: str) -> int:
+    """The seed a lab job's run recorded in its bundle."""
+    [run] = (artifacts(workdir, job) / "out" / slug).glob("*/run.json")
+    return int(json.loads(run.read_text(encoding="utf-8"))["seed"])

@@ -116,6 +116,29 @@ def list_pipeline_jobs(project_id: str, pipeline_id: int, request: Request, stat
     return paginate(request, [job_json(state, project, j) for j in jobs])
 
 
+FINISHED = ("success", "failed", "canceled", "skipped")
+
+
+@router.get("/projects/{project_id:path}/pipelines")
+def list_pipelines(project_id: str, request: Request, state: State) -> JSONResponse:
+    """GET /projects/:id/pipelines — ``ref``, ``status``, ``scope`` (finished, running, ...),
+    ``order_by`` (id, updated_at) and ``sort`` (desc, the default, or asc)."""
+    project = project_or_404(state, project_id)
+    query = request.query_params
+    pipelines = list(project.pipelines.values())
+    if query.get("ref"):
+        pipelines = [p for p in pipelines if p.ref == query["ref"]]
+    if query.get("status"):
+        pipelines = [p for p in pipelines if p.status == query["status"]]
+    scope = query.get("scope")
+    if scope == "finished":
+        pipelines = [p for p in pipelines if p.status in FINISHED]
+    elif scope in ("running", "pending"):
+        pipelines = [p for p in pipelines if p.status == scope]
+    pipelines.sort(key=lambda p: p.id, reverse=query.get("sort", "desc") != "asc")
+    return paginate(request, [pipeline_json(state, project, p) for p in pipelines])
+
+
 @router.get("/projects/{project_id:path}/pipelines/{pipeline_id:int}")
 def get_pipeline(project_id: str, pipeline_id: int, state: State) -> dict[str, Any]:
     """GET /projects/:id/pipelines/:pipeline_id"""

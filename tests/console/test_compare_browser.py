@@ -1,0 +1,89 @@
+"""What `make demo` shows on the Compare page, in Chromium: its Part 2 (one plan, one seed, against
+the unsafe and the live handler) read delivery by delivery with j/k, live and static."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acklab.console.export import build_snapshot
+from tests.console.conftest import LiveServer, SubPathServer
+from tests.console.test_browser import current_step, location, watched
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def demo_evidence(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What `make demo` leaves before its repair story: `acklab demo` (one trial per experiment)."""
+    out = tmp_path_factory.mktemp("demo") / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", "from acklab.cli import main; main()", "demo", "--trials", "1", "--seed", "5",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]  # the unsafe handler failed, the live one passed
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_sites(demo_evidence: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    public = tmp_path_factory.mktemp("pages") / "public"
+    build_snapshot(demo_evidence, public, env={"CI_PIPELINE_ID": "9"})
+    with LiveServer(demo_evidence) as live, SubPathServer(public, "/group/project/") as static:
+        yield f"{live.url}/compare", static.url + "compare/index.html"
+
+
+def step_through(page: Any) -> None:
+    """Open unsafe vs live on lost-ack, then step with j and k: the lost ack, then the retry
+    that doubles the unsafe handler's effect and leaves the live handler's at one."""
+    experiment = page.locator("td:first-child", has_text=re.compile(r"^lost-ack$"))
+    row = page.locator("tr", has=experiment).filter(has_text="fixture:unsafe")
+    assert row.count() == 1
+    with page.expect_navigation():
+        row.locator("a.button").click()
+    assert page.inner_text("h1") == "fixture:unsafe vs fixture:live"
+    assert "the same deliveries under the same faults" in page.inner_text(".lede")
+    assert current_step(page) == "1"
+    panel = page.locator("#step-1")
+    assert panel.locator(".side-step").nth(0).inner_text().count("lost-ack") == 1
+    page.keyboard.press("j")
+    assert current_step(page) == "2"
+    unsafe, live = page.locator("#step-2 .side-step").all()
+    assert "VIOLATION: more than one effect" in unsafe.inner_text()
+    assert "1 → 2" in unsafe.inner_text()
+    assert "OK" in live.inner_text()
+    assert "1 → 1" in live.inner_text()
+    assert "the handlers differ here" in page.inner_text("#step-2")
+    page.keyboard.press("k")
+    assert current_step(page) == "1"
+    page.keyboard.press("j")
+
+
+def test_the_demo_comparison_steps_in_the_live_console(browser, demo_sites):
+    with watched(browser) as w:
+        w.open(demo_sites[0])
+        assert "Nothing to compare" not in w.page.inner_text("main")
+        # every default experiment, unsafe vs live, under the demo's one seed
+        rows = w.page.locator("table.data tbody tr")
+        assert rows.count() == 6
+        assert set(rows.locator("td.num").all_inner_texts()) == {"5"}
+        step_through(w.page)
+        assert "step=2" in location(w.page)
+        w.shot("demo-compare-live")
+        w.assert_clean()
+
+
+def test_the_demo_comparison_steps_in_the_static_snapshot(browser, demo_sites):
+    with watched(browser) as w:
+        w.open(demo_sites[1])
+        step_through(w.page)
+        assert location(w.page).endswith("#step-2")
+        w.shot("demo-compare-static")
+        w.assert_clean()
