@@ -31,6 +31,7 @@ SUITE = (
     "harness_throughput",
     "full_run",
     "detection",
+    "verdict_trust",
     "explorer",
     "console_scale",
     "hostile_inputs",

@@ -386,7 +386,8 @@ def orphan_entries(
                 failed=0,
                 errors=0,
                 violations=len(as_list(e.get("violations"))),
-                error=as_str(e.get("error")) or None,
+                # a skipped experiment has no error, only the reason it does not apply
+                error=as_str(e.get("error") or e.get("reason")) or None,
                 database=database,
                 revision=revision,
             )

@@ -5,7 +5,7 @@ reading of an interrupted bundle for ``--resume``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from acklab.harness.errors import SpecError
 from acklab.harness.events import EventBus, ExperimentFinished
 from acklab.harness.experiments import Experiment
 from acklab.harness.plan import RunPlan
-from acklab.harness.records import incident, incident_id, run_document, run_entry
+from acklab.harness.records import incident, incident_id, run_document, run_entry, skipped_entry
 from acklab.harness.targets import Target
 
 
@@ -33,9 +33,14 @@ class RunState:
     bus: EventBus
     started_at: str
     finished: dict[str, dict[str, Any]]
+    skipped: dict[str, str] = field(default_factory=dict)  # experiments that do not apply: name -> why
+
+    def _skipped_entries(self) -> list[dict[str, Any]]:
+        return [skipped_entry(name, why) for name, why in self.skipped.items()]
 
     def preliminary(self) -> None:
         entries = [run_entry(e.name, [], None, "not finished") for e in self.experiments]
+        entries += self._skipped_entries()
         doc = run_document(
             run_id=self.run_id,
             plan=self.plan,
@@ -70,7 +75,14 @@ class RunState:
             rel = f"incidents/{incident_id(self.run_id, experiment.name)}.json"
             self.writer.write_json(rel, doc, kind="incident")
             incidents.append(doc)
-            entries.append(run_entry(experiment.name, trials, rel))
+            entries.append(
+                run_entry(
+                    experiment.name,
+                    trials,
+                    rel,
+                    skipped_variants=experiment.skipped_variants(self.target),
+                )
+            )
             self.bus.emit(
                 ExperimentFinished(
                     self.run_id,
@@ -85,10 +97,8 @@ class RunState:
             plan=self.plan,
             status="complete",
             started_at=self.started_at,
-            experiments=entries,
+            experiments=entries + self._skipped_entries(),
         )
-        if not entries:
-            run["verdict"] = "error"
         for rel, data in self.target.attachments().items():
             self.writer.write_bytes(rel, data)
         self.writer.write_json("run.json", run, kind="run")

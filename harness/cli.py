@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
-from acklab.evidence.exitcodes import ExitCode
+from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
 from acklab.harness.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.errors import HarnessError, SpecError
@@ -27,6 +28,7 @@ from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
 from acklab.harness.progress import ProgressDisplay
 from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.records import error_json
 from acklab.harness.runner import RunOptions, RunResult, prepare
 from acklab.harness.runner import run as run_lab
 from acklab.harness.specs import all_problems, load_spec
@@ -130,6 +132,14 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             metavar="SECONDS",
             help="Stop the run after this long: finished trials are kept, exit 6, resumable with --resume.",
         ),
+        click.option(
+            "--settle-ms",
+            type=click.FloatRange(*BOUNDS["settle_ms"]),
+            default=Settings.settle_ms,
+            show_default=True,
+            help="Effects count as settled once they read the same over this window (after the "
+            "target's expect.effects_within_s has passed since the last answer).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -141,6 +151,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         time_compression=kwargs["time_compression"],
         burst=kwargs["burst"],
         handler_timeout_s=kwargs["handler_timeout"],
+        settle_ms=kwargs["settle_ms"],
     )
     ctx = click.get_current_context()
     explicit = {
@@ -149,6 +160,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
             ("burst", "burst"),
             ("time_compression", "time_compression"),
             ("handler_timeout", "handler_timeout_s"),
+            ("settle_ms", "settle_ms"),
         )
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
@@ -169,6 +181,21 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
     )
 
 
+@contextmanager
+def _json_on_error(as_json: bool, target: str) -> Iterator[None]:
+    """With --json, a run that ends without a verdict (exit 3-7) still prints its one object."""
+    try:
+        yield
+    except AcklabError as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, str(exc))))
+        raise
+    except Exception as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, f"lab failure: {type(exc).__name__}: {exc}")))
+        raise
+
+
 @click.command("run", context_settings=CONTEXT)
 @_options
 @click.option(
@@ -180,17 +207,23 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
     "bundle; the exit code stays --target's.",
 )
 def run(**kwargs: Any) -> int:
-    """Attack a target with fault experiments and give a verdict (exit 0 pass, 1 fail, 4 lab error)."""
+    """Attack a target with fault experiments and give a verdict.
+
+    Exit 0: every experiment passed. 1: an experiment proved a violation (even if others
+    erred; they are listed). 4: nothing failed but something could not be judged. An
+    experiment that does not apply to the target is listed as skipped, with its reason.
+    """
     result: RunResult | ComparisonResult
-    if kwargs["compare_with"]:
-        options = _run_options(kwargs)
-        targets = compared_targets(options.target, kwargs["compare_with"])
-        result = run_comparison(options, targets, [ProgressDisplay()])
-        click.echo(
-            f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
-        )
-    else:
-        result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        if kwargs["compare_with"]:
+            options = _run_options(kwargs)
+            targets = compared_targets(options.target, kwargs["compare_with"])
+            result = run_comparison(options, targets, [ProgressDisplay()])
+            click.echo(
+                f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+            )
+        else:
+            result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
         click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
     return int(result.exit_code)
@@ -200,7 +233,8 @@ def run(**kwargs: Any) -> int:
 @_options
 def plan(**kwargs: Any) -> int:
     """Print the frozen delivery plan of a run; nothing is sent."""
-    _, _, the_plan, _, _ = prepare(_run_options(kwargs))
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        _, _, the_plan, _, _ = prepare(_run_options(kwargs))
     if kwargs["as_json"]:
         click.echo(json.dumps(the_plan.as_dict()))
         return int(ExitCode.OK)
@@ -217,6 +251,9 @@ def plan(**kwargs: Any) -> int:
         deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
         table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
     console.print(table)
+    for skipped in the_plan.skipped:
+        what = f"{skipped.name} ({skipped.variant})" if skipped.variant else skipped.name
+        console.print(f"skipped: {what}: {skipped.reason}")
     return int(ExitCode.OK)
 
 

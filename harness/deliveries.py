@@ -10,6 +10,7 @@ long after the sender gave up). Verdicts read the handler side.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,16 @@ class DeliveryRecord:
     handler_done: bool = False
     sender_done: bool = False
     on_complete: Callable[[DeliveryRecord], None] | None = field(default=None, repr=False)
+    # Monotonic clock readings (never written): when the lab handed the request to the
+    # transport, when its last byte was written, and when the handler's answer arrived.
+    sent_mono: float | None = field(default=None, repr=False)
+    written_mono: float | None = field(default=None, repr=False)
+    answered_mono: float | None = field(default=None, repr=False)
+    # The lab's own service (command:): its (ready, starts) when the attempt was prepared,
+    # and how to read them again when the answer arrives. None: the lab runs no service.
+    service_at_send: tuple[bool, int] | None = field(default=None, repr=False)
+    service_now: Callable[[], tuple[bool, int] | None] | None = field(default=None, repr=False)
+    service_ready: bool | None = None
 
     @property
     def body_sha256(self) -> str:
@@ -64,6 +75,11 @@ class DeliveryRecord:
         body: CappedBody | None = None,
     ) -> None:
         self.status, self.latency_ms, self.handler_error = status, round(latency_ms, 3), error
+        self.answered_mono = time.monotonic()
+        if self.service_at_send is not None and self.service_now is not None:
+            # Ready when sent and still the same ready process when answered: the answer is
+            # the handler's, not a booting or restarting service's.
+            self.service_ready = self.service_at_send[0] and self.service_now() == self.service_at_send
         self.response_excerpt = excerpt[:EXCERPT_CHARS] if excerpt is not None else None
         self.response_body = body
         self.handler_done = True
@@ -114,7 +130,13 @@ class DeliveryRecord:
             "headers": self.headers,
             "body_sha256": self.body_sha256,
             "response_excerpt": self.response_excerpt,
+            **({} if self.service_ready is None else {"service_ready": self.service_ready}),
         }
+
+    @property
+    def settled_mono(self) -> float | None:
+        """When this attempt stopped being able to cause work: its answer, else its sending."""
+        return self.answered_mono if self.answered_mono is not None else self.sent_mono
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,7 @@ class Observation:
     source: str
     after_seq: int | None
     note: str
+    state: str | None = None  # effects.sql.state / effects.http.state_path, where probed
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +159,7 @@ class Observation:
             "source": self.source,
             "after_seq": self.after_seq,
             "note": self.note,
+            **({} if self.state is None else {"state": self.state}),
         }
 
 

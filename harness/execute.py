@@ -14,7 +14,7 @@ from acklab.harness.events import DeliveryRecorded, EventBus, ObservationRecorde
 from acklab.harness.experiments import Experiment
 from acklab.harness.lab import Lab
 from acklab.harness.plan import RunPlan, TrialPlan
-from acklab.harness.targets import Target
+from acklab.harness.targets import Expect, Target
 from acklab.harness.trial import TrialContext
 from acklab.harness.verdicts import judge
 
@@ -33,6 +33,7 @@ def trial_record(
 ) -> dict[str, Any]:
     """The trial's record with its verdict, judged from the record alone."""
     judged = [e for e in trial.event_ids[: experiment.events(target)] if ctx is None or e not in ctx.unjudged]
+    fault = ctx.fault(experiment.fault_name) if ctx else None
     record: dict[str, Any] = {
         "schema": "acklab/trial/v1",
         "run_id": run_id,
@@ -53,21 +54,31 @@ def trial_record(
         "error": None,
         "parameters": {
             **(ctx.parameters if ctx else {}),
-            "expect": {
-                "max_effects": target.expect.max_effects,
-                "conflict_status": list(target.expect.conflict_status),
-            },
+            "expect": target.expect.as_dict(),
             "sender_timeout_s": target.timeout_s,
             "provider": target.scheme,
             **({"id_salt": trial.salt} if trial.salt else {}),
         },
+        # Library messages may quote a database URL; records show it as user:***@.
+        "lab_errors": [redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
+        **({"fault": fault} if fault is not None else {}),
     }
-    judgement = judge(record, target.expect)
-    errors = ([error] if error else []) + (ctx.errors if ctx else []) + judgement.errors
+    return rejudge(record)
+
+
+def rejudge(record: dict[str, Any]) -> dict[str, Any]:
+    """Judge (again) a trial record from what it holds: its verdict, violations and error.
+
+    A proven violation makes the trial ``fail`` even beside lab errors (kept in ``error``).
+    """
+    judgement = judge(record, Expect.from_dict(record["parameters"]["expect"]))
+    lab_errors = list(record.get("lab_errors", []))
+    # A trial the lab could not even start has nothing to judge: its cause is the whole story.
+    untouched = lab_errors and not record["deliveries"]
+    errors = lab_errors + ([] if untouched else [redact(e) for e in judgement.errors])
     record["violations"] = judgement.violations
-    # Library messages may quote a database URL; records show it as user:***@.
-    record["error"] = redact("; ".join(errors)) if errors else None
-    record["verdict"] = "error" if errors else judgement.verdict
+    record["error"] = "; ".join(errors) if errors else None
+    record["verdict"] = "fail" if judgement.violations else ("error" if errors else "pass")
     return record
 
 
@@ -154,8 +165,13 @@ async def _one(
 
     ctx = TrialContext(lab, trial, on_delivery=delivered, on_observation=observed)
     error: str | None = None
+    down = lab.endpoint.down()
     try:
-        await experiment.run(ctx)
+        if down is not None:
+            # No delivery into a service that is not there: the cause, not a verdict on the handler.
+            error = f"not run: the lab's own service is down and did not come back ({down})"
+        else:
+            await experiment.run(ctx)
     except HarnessError as exc:
         error = str(exc)
     except Exception as exc:  # a lab bug must end as verdict "error" (exit 4), never as a pass

@@ -34,14 +34,22 @@ class NoFault:
 
 @dataclass(frozen=True)
 class LostAck:
-    """The handler answers and commits; the lab confirms the commit, the sender gets a 504."""
+    """The handler answers 2xx and commits; the lab confirms the commit, the sender gets a 504.
+
+    Only an acknowledgement can be lost: a 4xx or 5xx reaches the sender as the handler sent
+    it (the provider retries it anyway), and so does a 2xx whose commit the lab never saw —
+    the fault did not land, and the trial says so rather than judge a retry it cannot explain.
+    """
 
     synthetic_status: int = 504
     name: ClassVar[str] = "lost-ack"
 
     async def sender_view(self, exchange: Exchange) -> httpx.Response:
-        await exchange.answer()
-        await exchange.confirm_commit(self.synthetic_status)
+        answer = await exchange.answer()
+        if not 200 <= answer.status < 300:
+            return exchange.respond(answer)
+        if not await exchange.confirm_commit(self.synthetic_status):
+            return exchange.respond(answer)
         return exchange.synthetic(self.synthetic_status, "acknowledgement lost (fault lost-ack)")
 
 

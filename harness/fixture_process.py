@@ -121,6 +121,7 @@ class FixtureProcess(LeasedProcess):
                     raise HarnessError(f"the fixture process exited while starting:\n{self.log_tail()}")
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
+                        self.ready = True
                         return
                 except httpx.HTTPError:
                     pass

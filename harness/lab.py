@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import httpx
 
@@ -32,6 +33,8 @@ class Lab:
     signer: Signer
     settings: Settings
     horizon_s: float
+    # What an experiment measures once and its later trials reuse (timeout-overlap's calibration).
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def url(self) -> httpx.URL:

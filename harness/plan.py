@@ -40,7 +40,7 @@ class Settings:
     burst: int = 16  # concurrent-duplicates
     overlap_ratio: float = 0.5  # timeout-overlap: first timeout = ratio x measured handler latency
     processing_delay_ms: int = 250  # timeout-overlap on the fixture: simulated work per delivery
-    settle_ms: float = 50.0  # quiescence: effects must read the same over this window
+    settle_ms: float = 50.0  # quiescence: effects must read the same over this window (--settle-ms)
     # How long the lab waits for a handler's answer to one delivery (never less than three
     # times the sender's timeout): a hanging target costs this much per delivery, no more.
     handler_timeout_s: float = 30.0
@@ -111,6 +111,22 @@ class TrialPlan:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """An experiment, or one variant of it, that does not apply to the target: listed, never judged."""
+
+    name: str
+    reason: str
+    variant: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            **({"variant": self.variant} if self.variant else {}),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Every trial of a run (or of one shard of it), in execution order."""
 
@@ -121,6 +137,7 @@ class RunPlan:
     shard: tuple[int, int] | None
     settings: Settings
     trials: tuple[TrialPlan, ...] = field(default=())
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def shard_label(self) -> str | None:
@@ -134,6 +151,7 @@ class RunPlan:
             "experiments": list(self.experiments),
             "shard": self.shard_label,
             "parameters": self.settings.as_dict(),
+            "skipped": [s.as_dict() for s in self.skipped],
             "trials": [t.as_dict() for t in self.trials],
         }
 

@@ -23,7 +23,9 @@ from acklab.harness.events import (
 )
 
 # verdict -> rich style
-STYLE = dict(zip(("pass", "fail", "error"), ("green", "bold red", "bold yellow"), strict=True))
+STYLE = dict(
+    zip(("pass", "fail", "error", "skipped"), ("green", "bold red", "bold yellow", "dim"), strict=True)
+)
 
 
 class ProgressDisplay:
@@ -108,7 +110,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(
         title=f"{summary.get('target', '')} — run {summary.get('run_id', '')}", title_justify="left"
     )
-    for column in ("experiment", "verdict", "trials", "violations", "first finding"):
+    for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
         table.add_column(column)
     for experiment in summary.get("experiments", []):
         violations = experiment.get("violations", [])
@@ -116,13 +118,17 @@ def summary_table(summary: dict[str, Any]) -> Table:
         if violations:
             v = violations[0]
             first = f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
-        elif experiment.get("error"):
-            first = str(experiment["error"])[:120]
+        elif experiment.get("reason") or experiment.get("error"):
+            # why it erred or was skipped (a skipped experiment has a reason, never an error)
+            first = str(experiment.get("reason") or experiment["error"])[:160]
         verdict = experiment["verdict"]
+        trials = experiment["trials"]
+        landed = f"{experiment['fault_landed']}/{trials}" if "fault_landed" in experiment and trials else "—"
         table.add_row(
             experiment["name"],
             f"[{STYLE.get(verdict, '')}]{verdict}[/]",
-            str(experiment["trials"]),
+            str(trials),
+            landed,
             str(len(violations)),
             first,
         )

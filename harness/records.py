@@ -44,6 +44,21 @@ def _latency(trials: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {"p50": round(statistics.median(values), 3), "p95": round(p95, 3), "max": round(values[-1], 3)}
 
 
+def fault_landed(trials: Sequence[Mapping[str, Any]]) -> int:
+    """How many trials proved that their fault landed."""
+    return sum(bool((t.get("fault") or {}).get("landed")) for t in trials)
+
+
+def reason(
+    trials: Sequence[Mapping[str, Any]], skipped_variants: Mapping[str, str] | None = None
+) -> str | None:
+    """What a reader needs besides the verdict: the trials' errors, and the variants skipped."""
+    errors = sorted({t["error"] for t in trials if t.get("error")})
+    parts = ["; ".join(errors)[:2000]] if errors else []
+    parts += [f"{name} skipped: {why}" for name, why in (skipped_variants or {}).items()]
+    return " | ".join(parts) or None
+
+
 def incident(
     *,
     run_id: str,
@@ -56,6 +71,7 @@ def incident(
 ) -> dict[str, Any]:
     verdicts = [t["verdict"] for t in trials]
     violations = [v for t in trials for v in t["violations"]]
+    skipped_variants = experiment.skipped_variants(target)
     return {
         "schema": "acklab/incident/v1",
         "incident_id": incident_id(run_id, experiment.name),
@@ -67,6 +83,8 @@ def incident(
             "description": experiment.description,
             "time_compression": plan.settings.time_compression,
             "parameters": dict(parameters),
+            "fault": experiment.fault_name,
+            **({"skipped_variants": skipped_variants} if skipped_variants else {}),
         },
         "seed": plan.seed,
         "invariants": list(experiment.invariants),
@@ -76,6 +94,8 @@ def incident(
             "passed": verdicts.count("pass"),
             "failed": verdicts.count("fail"),
             "errors": verdicts.count("error"),
+            "fault_landed": fault_landed(trials),
+            "reason": reason(trials),
             "latency_ms": _latency(trials),
         },
         "violations": violations,
@@ -85,17 +105,40 @@ def incident(
 
 
 def run_entry(
-    name: str, trials: Sequence[Mapping[str, Any]], incident_path: str | None, error: str | None = None
+    name: str,
+    trials: Sequence[Mapping[str, Any]],
+    incident_path: str | None,
+    error: str | None = None,
+    *,
+    skipped_variants: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """One experiment of run.json: verdict, trials, fault_landed, violations, reason."""
     verdict = combine([t["verdict"] for t in trials]) if trials else "error"
-    errors = sorted({t["error"] for t in trials if t.get("error")})
+    why = error or reason(trials, skipped_variants)
     return {
         "name": name,
         "verdict": verdict,
         "trials": len(trials),
+        "fault_landed": fault_landed(trials),
         "violations": [v for t in trials for v in t["violations"]],
         "incident": incident_path,
-        "error": error or ("; ".join(errors)[:2000] if errors else None),
+        "error": error or reason(trials) if verdict != "pass" else None,
+        "reason": why,
+        **({"skipped_variants": dict(skipped_variants)} if skipped_variants else {}),
+    }
+
+
+def skipped_entry(name: str, why: str) -> dict[str, Any]:
+    """An experiment that does not apply to the target: listed, never judged."""
+    return {
+        "name": name,
+        "verdict": "skipped",
+        "trials": 0,
+        "fault_landed": 0,
+        "violations": [],
+        "incident": None,
+        "error": None,
+        "reason": why,
     }
 
 
@@ -107,6 +150,7 @@ def run_document(
     started_at: str,
     experiments: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    # combine: a proven violation anywhere outweighs errors elsewhere; skipped counts for nothing.
     verdict = combine([e["verdict"] for e in experiments]) if status == "complete" else "error"
     return {
         "schema": "acklab/run/v1",
@@ -126,19 +170,38 @@ def run_document(
 
 def design_json(run: Mapping[str, Any], bundle: str) -> dict[str, Any]:
     """The ``acklab run --json`` object of DESIGN.md, exactly (paths absolute)."""
+    errors = [f"{e['name']}: {e['reason']}" for e in run["experiments"] if e["verdict"] == "error"]
     return {
         "run_id": run["run_id"],
         "verdict": run["verdict"],
         "target": run["target"],
+        "error": "; ".join(errors)[:4000] or "nothing was judged" if run["verdict"] == "error" else None,
         "experiments": [
             {
                 "name": e["name"],
                 "verdict": e["verdict"],
                 "trials": e["trials"],
-                "violations": [{k: v[k] for k in DESIGN_VIOLATION_KEYS} for v in e["violations"]],
+                "reason": e.get("reason", e.get("error")),
+                "fault_landed": e.get("fault_landed", 0),
+                "violations": [
+                    {k: v[k] for k in (*DESIGN_VIOLATION_KEYS, "delivery") if k in v} for v in e["violations"]
+                ],
                 "incident": f"{bundle}/{e['incident']}" if e["incident"] else None,
+                **({"skipped_variants": e["skipped_variants"]} if e.get("skipped_variants") else {}),
             }
             for e in run["experiments"]
         ],
         "bundle": bundle,
+    }
+
+
+def error_json(target: str, error: str) -> dict[str, Any]:
+    """The ``--json`` object of a run that ended before it had a verdict (exit 3-7)."""
+    return {
+        "run_id": None,
+        "verdict": "error",
+        "target": target,
+        "error": error,
+        "experiments": [],
+        "bundle": None,
     }

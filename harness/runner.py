@@ -37,8 +37,18 @@ from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
 from acklab.harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
 from acklab.harness.execute import execute_experiment
 from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
+from acklab.harness.late_read import reread
 from acklab.harness.leases import leasing
-from acklab.harness.plan import RunPlan, Settings, TrialPlan, event_ids, parse_shard, select, trial_id
+from acklab.harness.plan import (
+    RunPlan,
+    Settings,
+    Skipped,
+    TrialPlan,
+    event_ids,
+    parse_shard,
+    select,
+    trial_id,
+)
 from acklab.harness.providers import profile
 from acklab.harness.records import design_json
 from acklab.harness.targets import Target, resolve_target
@@ -100,6 +110,7 @@ def build_plan(
     shard: tuple[int, int] | None,
     settings: Settings,
     salt_for: dict[str, str] | None = None,
+    skipped: dict[str, str] | None = None,
 ) -> RunPlan:
     """The frozen plan: same target kind, experiments, trials, seed and shard -> same plan."""
     if trials < 1:
@@ -114,6 +125,12 @@ def build_plan(
             salt = (salt_for or {}).get(tid, "")
             ids, orders = event_ids(seed, experiment.name, index, count, salt)
             everything.append(TrialPlan(tid, experiment.name, index, ids, orders, planned, salt))
+    listed = [Skipped(name, why) for name, why in (skipped or {}).items()]
+    listed += [
+        Skipped(e.name, why, variant)
+        for e in experiments
+        for variant, why in e.skipped_variants(target).items()
+    ]
     return RunPlan(
         target=target.name,
         seed=seed,
@@ -122,16 +139,22 @@ def build_plan(
         shard=shard,
         settings=settings,
         trials=select(everything, shard),
+        skipped=tuple(listed),
     )
 
 
-def choose_experiments(target: Target, names: Sequence[str]) -> list[Experiment]:
+def choose_experiments(target: Target, names: Sequence[str]) -> tuple[list[Experiment], dict[str, str]]:
+    """The experiments to run, and those of the default set that do not apply (name -> why).
+
+    One named explicitly that does not apply is refused (exit 3): the user asked for it.
+    """
     chosen = by_name(names)
     for experiment in chosen:
         why = experiment.applicable(target)
         if why and names:
             raise SpecError(f"--experiment {experiment.name}: {why}")
-    return [e for e in chosen if e.applicable(target) is None]
+    skipped = {e.name: why for e in chosen if (why := e.applicable(target)) is not None}
+    return [e for e in chosen if e.name not in skipped], skipped
 
 
 def new_run_id(shard: tuple[int, int] | None) -> str:
@@ -148,9 +171,13 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision
     finished: dict[str, dict[str, Any]] = {}
+    carried: dict[str, str] = {}
     if options.resume:
         previous, finished = load_resume(options.out, options.resume, target)
-        names = tuple(e["name"] for e in previous["experiments"]) or options.experiments
+        carried = {
+            e["name"]: e.get("reason") or "" for e in previous["experiments"] if e["verdict"] == "skipped"
+        }
+        names = tuple(e["name"] for e in previous["experiments"] if e["verdict"] != "skipped")
         options = replace(
             options,
             experiments=names,
@@ -158,11 +185,18 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
             trials=previous.get("trials_per_experiment", options.trials),
             shard=previous.get("shard"),
         )
-    experiments = choose_experiments(target, options.experiments)
+    experiments, skipped = choose_experiments(target, options.experiments)
+    skipped = {**carried, **skipped}
     seed = options.seed if options.seed is not None else secrets.randbits(32)
     shard = parse_shard(options.shard)
     plan = build_plan(
-        target, experiments, trials=options.trials, seed=seed, shard=shard, settings=options.settings
+        target,
+        experiments,
+        trials=options.trials,
+        seed=seed,
+        shard=shard,
+        settings=options.settings,
+        skipped=skipped,
     )
     if options.resume:
         # Unfinished trials get fresh event ids: their first try may have reached the database.
@@ -176,6 +210,7 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
             shard=shard,
             settings=options.settings,
             salt_for=todo,
+            skipped=skipped,
         )
     run_id = options.resume or new_run_id(shard)
     return target, experiments, plan, run_id, finished
@@ -232,7 +267,8 @@ async def _main(
         except (ImportError, EvidenceError) as exc:
             print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
     writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
-    state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished))
+    skipped = {s.name: s.reason for s in plan.skipped if s.variant is None}
+    state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
     if not options.resume:
         state.preliminary()
     interrupted = _install_interrupts(options.deadline_s)
@@ -270,6 +306,13 @@ async def _main(
                 bus=bus,
                 checkpoint=state.checkpoint,
             )
+        # Late effects: every event this process judged is read again, before any service of the
+        # run is stopped. (Trials of an interrupted process were judged against a service, and
+        # maybe a temporary database, that no longer exist: a read now would read something else.)
+        mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
+        mine = [r for r in mine if r["trial_id"] not in finished]
+        for record in await reread(target, mine):
+            state.checkpoint(record)
         run_doc = state.finish(sockets, parameters)
     except asyncio.CancelledError:
         if not interrupted.is_set():

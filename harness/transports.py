@@ -67,19 +67,20 @@ class Ticket:
     record: DeliveryRecord
     fault: Fault
     sender_timeout_s: float
-    # lost-ack: read the effects back before the synthetic status goes to the sender
-    confirm: Callable[[DeliveryRecord, int], Awaitable[None]] | None = None
+    # lost-ack: read the effects back before the synthetic status goes to the sender (True: seen)
+    confirm: Callable[[DeliveryRecord, int], Awaitable[bool]] | None = None
 
 
 class _SignalingStream(httpx.AsyncByteStream):
     """The request body; sets `sent` once every byte was handed to the transport."""
 
-    def __init__(self, inner: Any, sent: asyncio.Event) -> None:
-        self._inner, self._sent = inner, sent
+    def __init__(self, inner: Any, sent: asyncio.Event, record: DeliveryRecord) -> None:
+        self._inner, self._sent, self._record = inner, sent, record
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
             yield chunk
+        self._record.written_mono = time.monotonic()  # concurrent-duplicates: the burst's spread
         self._sent.set()
 
 
@@ -130,9 +131,11 @@ class Exchange:
         if not self._sent.is_set():
             await self.answer()  # finished without sending: raises its error (e.g. connect refused)
 
-    async def confirm_commit(self, synthetic_status: int) -> None:
-        if self.ticket.confirm is not None:
-            await self.ticket.confirm(self.ticket.record, synthetic_status)
+    async def confirm_commit(self, synthetic_status: int) -> bool:
+        """Whether the handler's commit was seen (through the effects probe) before the sender is told."""
+        if self.ticket.confirm is None:
+            return False
+        return await self.ticket.confirm(self.ticket.record, synthetic_status)
 
     def respond(self, answer: HandlerAnswer) -> httpx.Response:
         """The handler's own response, handed on to the sender (its body is already read)."""
@@ -162,10 +165,11 @@ class FaultTransport(httpx.AsyncBaseTransport):
         if not isinstance(ticket, Ticket):
             raise TypeError(f"request.extensions[{TICKET!r}] must be a Ticket; got {type(ticket).__name__}")
         sent = asyncio.Event()
-        request.stream = _SignalingStream(request.stream, sent)
+        request.stream = _SignalingStream(request.stream, sent, ticket.record)
         # The handler side waits up to the lab's horizon; the sender's own timeout is the fault's business.
         request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self._horizon_s)
         ticket.record.sent_at = utcnow()
+        ticket.record.sent_mono = time.monotonic()
         task = asyncio.create_task(self._forward(request, ticket.record))
         self._inflight.add(task)
         task.add_done_callback(self._settled)

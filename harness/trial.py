@@ -1,9 +1,15 @@
 """One trial in progress: it delivers like the provider would, observes, and keeps the records.
 
 Experiments call `send` (one attempt), `deliver` (an attempt and the provider's retries
-until the sender sees a 2xx), `observe` and `settle` (wait for quiescence, then read the
-final effects). Everything sent or read is recorded; verdicts are computed later from the
-records alone (`harness.verdicts`).
+until the sender sees a 2xx), `observe`, `settle` (wait for quiescence and for the effects
+to settle, then read them) and `prove` (what shows that a try's fault landed). Everything
+sent or read is recorded; verdicts are computed later from the records alone
+(`harness.verdicts`).
+
+Effects settle by the target's clock: a count is final once it reads the same over the
+settle window (``settings.settle_ms``) *and* ``expect.effects_within_s`` has passed since
+the last answer of the event's deliveries — an ack-then-process consumer writes its effect
+after its 2xx, and a count taken before then would judge a half-done event.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from acklab.harness.deliveries import CommitConfirmation, DeliveryRecord, Observ
 from acklab.harness.faults import Fault, NoFault
 from acklab.harness.lab import Lab
 from acklab.harness.plan import TrialPlan
+from acklab.harness.proofs import Proof, fault_record, try_record
 from acklab.harness.signing import Attempt, redact
 from acklab.harness.templates import Event, render
 from acklab.harness.transports import TICKET, Ticket
@@ -48,6 +55,7 @@ class TrialContext:
         self.parameters: dict[str, Any] = {}
         self.errors: list[str] = []
         self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
+        self.tries: list[dict[str, Any]] = []  # the fault's proof, per try
         self._events: dict[int, Event] = {}
         self._on_delivery, self._on_observation = on_delivery, on_observation
 
@@ -95,6 +103,7 @@ class TrialContext:
         )
         # The provider's headers, then the spec's own (headers:, an API key, say).
         headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
+        service = lab.endpoint.service_state()
         record = DeliveryRecord(
             seq=len(self.deliveries),
             event_id=event.event_id,
@@ -104,6 +113,8 @@ class TrialContext:
             headers=redact(headers, also=target.headers),
             body=event.body,
             on_complete=self._on_delivery,
+            service_at_send=service,
+            service_now=lab.endpoint.service_state if service is not None else None,
         )
         self.deliveries.append(record)
         ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
@@ -156,9 +167,17 @@ class TrialContext:
                 break
         return sent
 
-    async def _confirm(self, record: DeliveryRecord, synthetic_status: int) -> None:
+    @property
+    def confirm_window_s(self) -> float:
+        """lost-ack: how long the lab looks for the commit after the 2xx (ack-then-process: longer)."""
+        return max(CONFIRM_WINDOW_S, self.lab.target.expect.effects_within_s)
+
+    def confirmation(self, seq: int) -> CommitConfirmation | None:
+        return next((c for c in self.confirmations if c.seq == seq), None)
+
+    async def _confirm(self, record: DeliveryRecord, synthetic_status: int) -> bool:
         """lost-ack: read the effects back until the handler's commit shows (or the window ends)."""
-        deadline = time.monotonic() + (CONFIRM_WINDOW_S if record.acknowledged else 0)
+        deadline = time.monotonic() + (self.confirm_window_s if record.acknowledged else 0)
         while True:
             effects = await self.lab.endpoint.probe.count(record.event_id)
             if effects >= 1 or time.monotonic() >= deadline:
@@ -178,6 +197,7 @@ class TrialContext:
                 "commit-confirmation",
             )
         )
+        return effects >= 1
 
     # -- observing ---------------------------------------------------------------------
 
@@ -187,6 +207,10 @@ class TrialContext:
             self._on_observation(observation)
         return observation
 
+    async def _state(self, event_id: str) -> str | None:
+        state = self.lab.endpoint.state
+        return None if state is None else await state.read(event_id)
+
     async def observe(self, event: Event, note: str) -> Observation:
         effects = await self.lab.endpoint.probe.count(event.event_id)
         return self._record(
@@ -195,9 +219,19 @@ class TrialContext:
             )
         )
 
+    def _quiet_since(self, event_id: str) -> float:
+        """When the event's last delivery stopped being able to start work (answered, or sent)."""
+        moments = [m for d in self.deliveries if d.event_id == event_id and (m := d.settled_mono) is not None]
+        return max(moments, default=time.monotonic())
+
     async def _stable_count(self, event_id: str) -> int:
-        """The count once it reads the same over the settle window (bounded by the horizon)."""
+        """The count once `effects_within_s` has passed since the event's last answer and it
+        reads the same over the settle window (bounded by the horizon)."""
         step = self.lab.settings.settle_ms / 2000
+        within_s = self.lab.target.expect.effects_within_s
+        wait = self._quiet_since(event_id) + within_s - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         deadline = time.monotonic() + self.lab.horizon_s
         reads = [await self.lab.endpoint.probe.count(event_id)]
         while len(reads) < 3 or len(set(reads[-3:])) > 1:
@@ -217,8 +251,22 @@ class TrialContext:
             )
         events = list(events)
         counts = await asyncio.gather(*(self._stable_count(e.event_id) for e in events))
+        states = await asyncio.gather(*(self._state(e.event_id) for e in events))
         last = self._last_seq()
-        for event, effects in zip(events, counts, strict=True):
+        for event, effects, state in zip(events, counts, states, strict=True):
             self._record(
-                Observation(utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, last, note)
+                Observation(
+                    utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, last, note, state
+                )
             )
+
+    # -- proving the fault -------------------------------------------------------------
+
+    def prove(self, events: Iterable[Event], proof: Proof) -> Proof:
+        """Record whether this try's fault landed (and what shows it)."""
+        self.tries.append(try_record(len(self.tries) + 1, [e.event_id for e in events], proof))
+        return proof
+
+    def fault(self, name: str) -> dict[str, Any] | None:
+        """The trial record's ``fault`` (None when the experiment proved nothing, e.g. it never ran)."""
+        return fault_record(name, self.tries) if self.tries else None

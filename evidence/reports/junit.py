@@ -3,7 +3,9 @@
 One ``<testsuite>`` per target, one ``<testcase>`` per target x experiment
 (``classname`` = target, ``name`` = experiment). A failed verdict carries a ``<failure>``
 listing every violation; a verdict ``error`` (the lab could not finish) is an ``<error>``,
-so that "the handler failed" and "the lab failed" stay apart in the merge request too.
+so that "the handler failed" and "the lab failed" stay apart in the merge request too. An
+experiment that does not apply to the target (verdict ``skipped``) is a ``<skipped>`` case
+with its reason.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def _case_from_run_entry(target: str, entry: Mapping[str, Any]) -> Case:
         verdict=str(entry["verdict"]),
         trials=int(entry.get("trials", 0)),
         violations=tuple(entry.get("violations") or ()),
-        error=entry.get("error"),
+        error=entry.get("error") or entry.get("reason"),
         seconds=0.0,
         incident=entry.get("incident"),
     )
@@ -110,6 +112,8 @@ def _testcase(suite: ET.Element, case: Case) -> None:
             message=f"the lab could not finish {case.experiment} against {case.target}",
         )
         error.text = case.error or "verdict: error (see the incident and trial records)"
+    elif case.verdict == "skipped":
+        ET.SubElement(element, "skipped", message=case.error or "does not apply to this target")
     out = [f"trials: {case.trials}", f"verdict: {case.verdict}"]
     if case.incident:
         out.append(f"incident: {case.incident}")
@@ -123,12 +127,13 @@ def experiments_junit(run: Mapping[str, Any], incidents: list[dict[str, Any]]) -
     by_target: dict[str, list[Case]] = {}
     for case in all_cases:
         by_target.setdefault(case.target, []).append(case)
-    totals = {"tests": 0, "failures": 0, "errors": 0}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for target, target_cases in sorted(by_target.items()):
         counts = {
             "tests": len(target_cases),
             "failures": sum(c.verdict == "fail" for c in target_cases),
             "errors": sum(c.verdict == "error" for c in target_cases),
+            "skipped": sum(c.verdict == "skipped" for c in target_cases),
         }
         suite = ET.SubElement(
             root,
@@ -137,7 +142,7 @@ def experiments_junit(run: Mapping[str, Any], incidents: list[dict[str, Any]]) -
             tests=str(counts["tests"]),
             failures=str(counts["failures"]),
             errors=str(counts["errors"]),
-            skipped="0",
+            skipped=str(counts["skipped"]),
             time=f"{sum(c.seconds for c in target_cases):.3f}",
         )
         for case in target_cases:

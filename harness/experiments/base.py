@@ -1,4 +1,10 @@
-"""What every experiment is: a stable name, the invariants it checks, a plan and a run."""
+"""What every experiment is: a stable name, the invariants it checks, a plan, and tries.
+
+An experiment runs a trial as up to `tries` *tries*, each on fresh events: a try injects
+the fault, settles the effects and returns a `Proof` of whether the fault landed. The first
+try that lands ends the trial; when none does, the trial is an error (never a pass) unless
+its records prove a violation (`harness.proofs`, `harness.verdicts`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
 from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.proofs import FAULT_TRIES, Proof
 from acklab.harness.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.templates import Event
 from acklab.harness.trial import TrialContext
 
 
@@ -18,7 +26,9 @@ class Experiment(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     invariants: ClassVar[tuple[str, ...]]
-    events_per_trial: ClassVar[int] = 1  # events under test (judged)
+    fault_name: ClassVar[str]  # what the trial's ``fault.name`` and the plan call the fault
+    events_per_try: ClassVar[int] = 1  # events under test (judged) in one try
+    tries: ClassVar[int] = FAULT_TRIES  # fresh tries when the fault did not land
     calibration_events: ClassVar[int] = 0  # extra events the lab uses to measure (not judged)
     default: ClassVar[bool] = True  # run when no --experiment is named
 
@@ -26,9 +36,13 @@ class Experiment(ABC):
         """How the lab serves `target` for this experiment (deeper faults serve it their own way)."""
         return target.serve(needs)
 
+    def per_try(self, target: Target) -> int:
+        """How many events under test one try has on `target`."""
+        return self.events_per_try
+
     def events(self, target: Target) -> int:
-        """How many events under test one trial has on `target`."""
-        return self.events_per_trial
+        """How many events under test one trial may use on `target` (every try's)."""
+        return self.per_try(target) * self.tries
 
     def needs(self, target: Target, settings: Settings) -> Needs:
         return Needs()
@@ -37,15 +51,39 @@ class Experiment(ABC):
         """None when the experiment can run on `target`, else why not."""
         return None
 
+    def skipped_variants(self, target: Target) -> dict[str, str]:
+        """Variants of the experiment that do not apply to `target`: name -> why (listed, never judged)."""
+        return {}
+
     @abstractmethod
     def planned(
         self, target: Target, profile: ProviderProfile, settings: Settings
     ) -> tuple[PlannedDelivery, ...]:
-        """The deliveries one trial sends (retries: those it may send), for `acklab plan`."""
+        """The deliveries one try sends (retries: those it may send), for `acklab plan`."""
+
+    async def prepare(self, trial: TrialContext) -> None:  # noqa: B027 - optional hook
+        """Work done once per trial before its tries (calibration)."""
 
     @abstractmethod
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        """One try on fresh `events`: observe 'before', inject the fault, settle to 'final', prove."""
+
+    def calibration_event(self, trial: TrialContext, k: int) -> Event:
+        """The k-th event the lab measures with (after every try's events; never judged)."""
+        return trial.event(self.events(trial.lab.target) + k)
+
     async def run(self, trial: TrialContext) -> None:
-        """Deliver, observe 'before' and settle to a 'final' observation of every event."""
+        """Tries on fresh events until the fault lands (at most `tries`)."""
+        await self.prepare(trial)
+        per = self.per_try(trial.lab.target)
+        used = 0
+        for k in range(self.tries):
+            events = [trial.event(k * per + j) for j in range(per)]
+            used += per
+            proof = trial.prove(events, await self.attempt(trial, events))
+            if proof.landed:
+                break
+        trial.unjudged.update(trial.plan.event_ids[used : self.events(trial.lab.target)])
 
 
 def retry_plan(

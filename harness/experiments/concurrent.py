@@ -3,6 +3,10 @@
 Every request is built and signed first (byte-identical: same body, same headers), then
 N tasks wait on one asyncio event and are released in the same loop iteration over a
 real socket, so the handler sees them as concurrently as a busy sender's workers would.
+
+The fault landed when at least two duplicates were at the handler at once: the second
+request was written before the first answer came back. The burst's arrival spread (first
+to last request written) is recorded with it.
 """
 
 from __future__ import annotations
@@ -10,12 +14,46 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
+from acklab.harness.deliveries import DeliveryRecord
 from acklab.harness.experiments.base import Experiment
 from acklab.harness.faults import NoFault
 from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.proofs import Proof, landed, missed
 from acklab.harness.providers import ProviderProfile
 from acklab.harness.targets import Needs, Target
+from acklab.harness.templates import Event
 from acklab.harness.trial import TrialContext
+
+
+def burst_proof(burst: list[DeliveryRecord]) -> Proof:
+    """Whether two or more of `burst` overlapped at the handler; the spread of their arrival."""
+    written = sorted(m for d in burst if (m := d.written_mono) is not None)
+    answers = sorted(m for d in burst if d.status is not None and (m := d.answered_mono) is not None)
+    if len(written) < 2 or not answers:
+        return missed(
+            f"only {len(written)} of {len(burst)} duplicates were written and {len(answers)} answered; "
+            "a burst needs two at the handler"
+        )
+    spread_ms = (written[-1] - written[0]) * 1000
+    first_answer = answers[0]
+    together = sum(m < first_answer for m in written)
+    facts = {
+        "burst": len(burst),
+        "spread_ms": round(spread_ms, 3),
+        "at_handler_together": together,
+        "answered": len(answers),
+    }
+    if together < 2:
+        return missed(
+            f"the handler answered the first duplicate before the second was written "
+            f"(spread {spread_ms:.1f} ms): nothing was concurrent",
+            **facts,
+        )
+    return landed(
+        f"{together} of {len(burst)} duplicates were at the handler before its first answer; "
+        f"all written within {spread_ms:.1f} ms",
+        **facts,
+    )
 
 
 class ConcurrentDuplicatesExperiment(Experiment):
@@ -24,7 +62,12 @@ class ConcurrentDuplicatesExperiment(Experiment):
         "N identical deliveries of one event (same body, same signature) released together over a real "
         "socket; a check-then-insert handler races here."
     )
-    invariants: ClassVar[tuple[str, ...]] = ("at-most-once-effect", "acked-exactly-once")
+    invariants: ClassVar[tuple[str, ...]] = (
+        "at-most-once-effect",
+        "acked-exactly-once",
+        "eventually-acknowledged",
+    )
+    fault_name = "concurrent-duplicates"
 
     def needs(self, target: Target, settings: Settings) -> Needs:
         return Needs(socket=True)
@@ -37,8 +80,8 @@ class ConcurrentDuplicatesExperiment(Experiment):
             for _ in range(settings.burst)
         )
 
-    async def run(self, trial: TrialContext) -> None:
-        event = trial.event(0)
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         await trial.observe(event, "before")
         first, record = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())
         prepared = [(first, record)]
@@ -61,3 +104,4 @@ class ConcurrentDuplicatesExperiment(Experiment):
         await asyncio.gather(*tasks)
         trial.parameters["burst"] = len(prepared)
         await trial.settle([event])
+        return burst_proof([rec for _, rec in prepared])

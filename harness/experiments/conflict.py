@@ -1,4 +1,11 @@
-"""``conflicting-payload``: the same event id with a different body, after the original was processed."""
+"""``conflicting-payload``: the same event id with a different body, after the original was processed.
+
+What a correct handler answers depends on the target's ``expect.conflict``: ``reject`` (the
+default, and the fixture's policy) wants one of ``expect.conflict_status``; ``ignore``
+(dedupe by id, Stripe's documented practice) wants a 2xx. Either way the effects — and the
+state, where ``effects.sql.state`` or ``effects.http.state_path`` probes it — must stay
+exactly as the first body left them (`harness.verdicts`).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,10 @@ from typing import ClassVar
 
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.proofs import Proof, landed, missed
 from acklab.harness.providers import ProviderProfile
 from acklab.harness.targets import Target
-from acklab.harness.templates import conflicting
+from acklab.harness.templates import Event, conflicting
 from acklab.harness.trial import TrialContext
 
 
@@ -17,9 +25,16 @@ class ConflictingPayloadExperiment(Experiment):
     description = (
         "The original is delivered (and retried until acknowledged); once the handler is quiet, a body "
         "that differs (conflict.set) arrives under the same event id. It must be rejected with one of "
-        "expect.conflict_status and leave the effects unchanged."
+        "expect.conflict_status (expect.conflict: reject) or acknowledged (ignore), and leave the "
+        "effects — and the probed state — unchanged."
     )
-    invariants: ClassVar[tuple[str, ...]] = ("at-most-once-effect", "acked-exactly-once", "conflict-rejected")
+    invariants: ClassVar[tuple[str, ...]] = (
+        "at-most-once-effect",
+        "acked-exactly-once",
+        "eventually-acknowledged",
+        "conflict-rejected",
+    )
+    fault_name = "conflicting-payload"
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: Settings
@@ -29,10 +44,24 @@ class ConflictingPayloadExperiment(Experiment):
         )
         return (*retry_plan(profile, settings, "original", "none"), conflict)
 
-    async def run(self, trial: TrialContext) -> None:
-        event = trial.event(0)
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         await trial.observe(event, "before")
-        await trial.deliver(event)
+        originals = await trial.deliver(event)
         await trial.settle([event], note="before-conflict")
-        await trial.send(conflicting(event, trial.lab.target.conflict_set), kind="conflict")
+        if not any(d.acknowledged for d in originals):
+            statuses = ", ".join(str(d.status) for d in originals)
+            await trial.settle([event])
+            return missed(
+                f"the original was never acknowledged (handler statuses: {statuses}); a conflicting body "
+                "needs a processed original, so none was sent"
+            )
+        sent = await trial.send(conflicting(event, trial.lab.target.conflict_set), kind="conflict")
         await trial.settle([event])
+        if sent.status is None:
+            return missed(f"the conflicting body (seq {sent.seq}) got no answer ({sent.error})")
+        return landed(
+            f"the conflicting body (seq {sent.seq}) reached the handler after the original was "
+            f"processed and was answered {sent.status}",
+            conflict_status=sent.status,
+        )

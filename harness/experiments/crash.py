@@ -18,9 +18,15 @@ A target spec with ``command:`` is a service the lab starts itself but cannot ho
 is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
 records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
 the strike landed) or ``response-arrived-first`` (not evidence of a crash after commit).
-A missed strike is tried again on a fresh event, up to ``STRIKE_TRIES`` times; when none
-lands the trial is an error, never a pass. ``crash-mid-transaction`` is refused for spec
-targets: the lab cannot see when a service it does not know has its transaction open.
+A missed strike is tried again on a fresh event (`harness.proofs`); when none lands the
+trial is an error, never a pass. The kill returns once the whole process group is gone
+and the port is free (a multi-process server's workers outlive their master by a few
+milliseconds); the restart waits for readiness (``command.ready``) before the sender
+retries. A service that does not come back makes that trial an error naming the cause,
+and later trials are not sent into it. An ``effects.http`` probe served by the killed
+service itself is read after the restart, never while it is down.
+``crash-mid-transaction`` is refused for spec targets: the lab cannot see when a service it
+does not know has its transaction open.
 """
 
 from __future__ import annotations
@@ -40,18 +46,19 @@ from acklab.harness.fixture_process import FixtureProcess
 from acklab.harness.inflight import wait_in_transaction
 from acklab.harness.leases import current_book
 from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.proofs import Proof, landed, missed
 from acklab.harness.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
 from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
+from acklab.harness.templates import Event
 from acklab.harness.transports import socket_transport
 from acklab.harness.trial import TrialContext
 
-CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once")
+CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
 MID_TRANSACTION_DELAY_MS = 400
 CRASH_WAIT_S = 10.0
-STRIKE_TRIES = 3  # fresh events a spec target's crash-after-commit strike may take to land
 LANDED = "killed-after-commit-before-response"
 MISSED = "response-arrived-first"
 NO_COMMIT = "no-commit-seen"
@@ -68,6 +75,12 @@ class ProcessEndpoint(Endpoint):
 
     process: FixtureProcess | None = None
     database_url: str = ""
+
+    def service_state(self) -> tuple[bool, int] | None:
+        return None if self.process is None else self.process.state()
+
+    def down(self) -> str | None:
+        return None if self.process is None else self.process.down_reason
 
 
 @asynccontextmanager
@@ -114,11 +127,16 @@ async def _restart(
     process: FixtureProcess, *, crash_after_commit: bool = False, processing_delay_ms: int = 0
 ) -> None:
     await asyncio.to_thread(process.kill)
-    await asyncio.to_thread(
-        functools.partial(
-            process.start, crash_after_commit=crash_after_commit, processing_delay_ms=processing_delay_ms
+    try:
+        await asyncio.to_thread(
+            functools.partial(
+                process.start, crash_after_commit=crash_after_commit, processing_delay_ms=processing_delay_ms
+            )
         )
-    )
+    except HarnessError as exc:
+        process.down_reason = f"the fixture did not come back after the lab killed it: {exc}"
+        raise HarnessError(process.down_reason) from exc
+    process.down_reason = None
 
 
 class _CrashExperiment(Experiment):
@@ -155,85 +173,98 @@ class CrashAfterCommitExperiment(_CrashExperiment):
     )
     fault_name = CrashAfterCommit.name
 
-    def events(self, target: Target) -> int:
-        return STRIKE_TRIES if target.kind != "fixture" else 1
-
-    async def run(self, trial: TrialContext) -> None:
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         if isinstance(trial.lab.endpoint, ServiceEndpoint):
-            await self._run_on_service(trial, trial.lab.endpoint)
-            return
+            return await self._strike_service(trial, trial.lab.endpoint, event)
         process, _ = _process(trial)
         await _restart(process, crash_after_commit=True)
-        event = trial.event(0)
         await trial.observe(event, "before")
         started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
         code = await asyncio.to_thread(process.wait_exit, CRASH_WAIT_S)
         trial.parameters.update(crash_exit_code=code, restarts=process.starts)
-        if code is None:
-            trial.errors.append(f"the fixture did not crash within {CRASH_WAIT_S} s of the delivery")
         after = await trial.observe(event, "after-crash")
-        trial.parameters["crash_landed"] = code is not None and after.effects >= 1
+        struck = code is not None and after.effects >= 1 and first.sender_status is None
+        trial.parameters["crash_landed"] = struck
+        if code is None:
+            await asyncio.to_thread(process.kill)
         await _restart(process)
         await retry_until_acked(trial, event, started=started, first=first)
         await trial.settle([event])
+        if code is None:
+            return missed(f"the fixture did not crash within {CRASH_WAIT_S} s of the delivery")
+        if not struck:
+            return missed(
+                f"the fixture exited ({code}) but the commit was not seen ({after.effects} effects) or the "
+                f"sender still got {first.sender_status}"
+            )
+        return landed(
+            f"the fixture killed itself (exit {code}) after its commit ({after.effects} effect) and before "
+            "answering; the sender got no answer",
+            exit_code=code,
+        )
 
-    async def _run_on_service(self, trial: TrialContext, endpoint: ServiceEndpoint) -> None:
+    async def _strike_service(self, trial: TrialContext, endpoint: ServiceEndpoint, event: Event) -> Proof:
         service = endpoint.service
         if service is None:
             raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")
-        outcomes: list[str] = []
-        used = []
         starts = service.starts
-        for k in range(STRIKE_TRIES):
-            event = trial.event(k)
-            used.append(event)
-            await trial.observe(event, "before")
-            started = time.monotonic()
-            sending = asyncio.create_task(
-                trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit())
-            )
-            killed, code = False, None
-            deadline = started + CRASH_WAIT_S
-            # A tight loop on the probe while the request is in flight: kill at the first sight
-            # of the commit, so the response (written after it) is cut off.
-            while not sending.done() and time.monotonic() < deadline:
-                if await endpoint.probe.count(event.event_id) >= 1:
-                    if not sending.done():
+        await trial.observe(event, "before")
+        started = time.monotonic()
+        sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit()))
+        killed, code, seen = False, None, 0
+        deadline = started + CRASH_WAIT_S
+        # A tight loop on the probe while the request is in flight: kill at the first sight
+        # of the commit, so the response (written after it) is cut off.
+        while not sending.done() and time.monotonic() < deadline:
+            seen = await endpoint.probe.count(event.event_id)
+            if seen >= 1:
+                if not sending.done():
+                    try:
                         code = await asyncio.to_thread(service.kill)
-                        killed = True
-                    break
-                await asyncio.sleep(0)
-            first = await sending
-            if killed and first.sender_status is None:
-                outcome = LANDED
-            elif first.sender_status is not None:
-                outcome = MISSED
-            else:
-                outcome = NO_COMMIT
-            outcomes.append(outcome)
-            trial.parameters.update(crash_exit_code=code)
-            await trial.observe(event, "after-crash")
-            if killed:
-                await asyncio.to_thread(service.start)
-            await retry_until_acked(trial, event, started=started, first=first)
-            if outcome == LANDED:
+                    except HarnessError as exc:
+                        service.down_reason = str(exc)
+                        await sending
+                        raise
+                    killed = True
                 break
-        landed = outcomes[-1] == LANDED
-        trial.parameters.update(
-            strike_outcomes=outcomes,
-            crash_landed=landed,
-            restarts=service.starts - starts,
-            strike_tries=STRIKE_TRIES,
-        )
-        trial.unjudged.update(trial.plan.event_ids[len(used) : STRIKE_TRIES])
-        if not landed:
-            trial.errors.append(
-                f"the SIGKILL never landed between the commit and the response in {len(outcomes)} "
-                f"tries ({', '.join(outcomes)}): these deliveries are no evidence of a crash after "
-                "commit; the service answers faster than the lab can see its commit"
+            await asyncio.sleep(0)
+        first = await sending
+        if killed and first.sender_status is None:
+            outcome = LANDED
+        elif first.sender_status is not None:
+            outcome = MISSED
+        else:
+            outcome = NO_COMMIT
+        trial.parameters.setdefault("strike_outcomes", []).append(outcome)
+        trial.parameters.update(crash_exit_code=code, crash_landed=outcome == LANDED)
+        # A probe the killed service serves itself can only be read once it is back.
+        after_restart = endpoint.probe_served_by_service()
+        if not after_restart:
+            await trial.observe(event, "after-crash")
+        if killed or not service.running():
+            try:
+                await asyncio.to_thread(service.start)
+            except HarnessError as exc:
+                raise HarnessError(f"the service did not come back after the lab killed it: {exc}") from exc
+        if after_restart:
+            await trial.observe(event, "after-crash")
+        trial.parameters["restarts"] = trial.parameters.get("restarts", 0) + service.starts - starts
+        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.settle([event])
+        if outcome == LANDED:
+            return landed(
+                f"the commit was seen ({seen} effect) while seq {first.seq} was in flight; the service's "
+                f"process group was killed (exit {code}) before it answered, and restarted when ready",
+                exit_code=code,
             )
-        await trial.settle(used)
+        if outcome == MISSED:
+            return missed(
+                f"the service answered {first.sender_status} before the lab saw its commit (the effects "
+                "probe lags the response, or the service answers before committing)"
+            )
+        return missed(f"no commit showed and no answer came for seq {first.seq} ({first.error})")
 
 
 class CrashMidTransactionExperiment(_CrashExperiment):
@@ -253,10 +284,10 @@ class CrashMidTransactionExperiment(_CrashExperiment):
             "is open, so it cannot aim a kill inside it; use crash-after-commit on a target spec with command:"
         )
 
-    async def run(self, trial: TrialContext) -> None:
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         process, database_url = _process(trial)
         await _restart(process, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
-        event = trial.event(0)
         await trial.observe(event, "before")
         started = time.monotonic()
         sending = asyncio.create_task(
@@ -268,10 +299,14 @@ class CrashMidTransactionExperiment(_CrashExperiment):
         trial.parameters.update(
             crash_exit_code=code, transaction_seen_open=inside, processing_delay_ms=MID_TRANSACTION_DELAY_MS
         )
-        if not inside:
-            trial.errors.append(f"the handler's transaction was not seen open within {CRASH_WAIT_S} s")
         after = await trial.observe(event, "after-crash")
         trial.parameters["left_half_written"] = after.effects != 0
         await _restart(process)
         await retry_until_acked(trial, event, started=started, first=first)
         await trial.settle([event])
+        if not inside:
+            return missed(f"the handler's transaction was not seen open within {CRASH_WAIT_S} s")
+        return landed(
+            f"the handler's transaction was seen open; the process was killed (exit {code}) inside it",
+            exit_code=code,
+        )

@@ -37,12 +37,19 @@ from acklab.harness.inflight import wait_in_transaction
 from acklab.harness.leases import current_book
 from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
 from acklab.harness.plan import PlannedDelivery, Settings
+from acklab.harness.proofs import Proof, landed, missed
 from acklab.harness.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.templates import Event
 from acklab.harness.trial import TrialContext
 
-DB_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "no-2xx-without-commit")
+DB_INVARIANTS = (
+    "at-most-once-effect",
+    "acked-exactly-once",
+    "eventually-acknowledged",
+    "no-2xx-without-commit",
+)
 MID_TRANSACTION_DELAY_MS = 300  # the handler's work before COMMIT: the window a strike aims at
 BLACKHOLE_CLOSE_MS = 1000
 OPEN_TRANSACTION_WAIT_S = 10.0
@@ -151,6 +158,7 @@ class _DbLinkExperiment(Experiment):
 
 class _StrikeExperiment(_DbLinkExperiment):
     strikes: ClassVar[tuple[Strike, ...]]
+    fault_name = DbLinkStruck.name
 
     def needs(self, target: Target, settings: Settings) -> Needs:
         return Needs(socket=True, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
@@ -160,21 +168,18 @@ class _StrikeExperiment(_DbLinkExperiment):
     ) -> tuple[PlannedDelivery, ...]:
         return retry_plan(profile, settings, "original", DbLinkStruck.name)
 
-    async def run(self, trial: TrialContext) -> None:
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         strike = self.strikes[trial.plan.index % len(self.strikes)]
         _, database_url = _link(trial)
-        event = trial.event(0)
         await trial.observe(event, "before")
         trial.parameters.update(strike=strike.label, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
         started = time.monotonic()
+        aimed = True
         if strike.mid_transaction:
             sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=DbLinkStruck()))
             quiet_s = MID_TRANSACTION_DELAY_MS / 3000
-            if not await wait_in_transaction(database_url, OPEN_TRANSACTION_WAIT_S, quiet_for_s=quiet_s):
-                trial.errors.append(
-                    f"the handler's transaction was not seen open within {OPEN_TRANSACTION_WAIT_S} s; "
-                    "the strike could not aim"
-                )
+            aimed = await wait_in_transaction(database_url, OPEN_TRANSACTION_WAIT_S, quiet_for_s=quiet_s)
             async with injected(trial, strike.fault):
                 first = await sending
                 await trial.lab.transport.quiesce(trial.lab.horizon_s)
@@ -184,9 +189,26 @@ class _StrikeExperiment(_DbLinkExperiment):
                 await trial.lab.transport.quiesce(trial.lab.horizon_s)
         after = await trial.observe(event, "after-fault")
         # Evidence that the strike hit what it aimed at (the COMMIT's answer, or the COMMIT).
-        trial.parameters["strike_landed"] = (after.effects >= 1) == strike.commits
+        hit = aimed and (after.effects >= 1) == strike.commits
+        trial.parameters["strike_landed"] = hit
         await retry_until_acked(trial, event, started=started, first=first)
         await trial.settle([event])
+        if not aimed:
+            return missed(
+                f"the handler's transaction was not seen open within {OPEN_TRANSACTION_WAIT_S} s; the "
+                f"{strike.label} strike could not aim"
+            )
+        if not hit:
+            expected = "committed" if strike.commits else "left nothing"
+            return missed(
+                f"the {strike.label} strike should have {expected}, but the database held {after.effects} "
+                "effect(s) once it was lifted: it did not hit what it aimed at"
+            )
+        return landed(
+            f"the {strike.label} strike broke the link while seq {first.seq} was in the handler; once lifted "
+            f"the database held {after.effects} effect(s), as aimed; the handler answered {first.status}",
+            strike=strike.label,
+        )
 
 
 class DbResetExperiment(_StrikeExperiment):
@@ -224,7 +246,8 @@ class DbLatencyExperiment(_DbLinkExperiment):
         "first timeout is set below the handler's measured latency, so it retries into a handler still "
         "working on the slow link."
     )
-    calibration_events = 1
+    calibration_events = 3  # one per try
+    fault_name = SenderTimeout.name
 
     def needs(self, target: Target, settings: Settings) -> Needs:
         return Needs(socket=True)
@@ -233,15 +256,15 @@ class DbLatencyExperiment(_DbLinkExperiment):
         self, target: Target, profile: ProviderProfile, settings: Settings
     ) -> tuple[PlannedDelivery, ...]:
         calibration = PlannedDelivery(
-            event=1, kind="probe", attempt=1, fault="none", at_ms=0, when="before the trial"
+            event=self.events(target), kind="probe", attempt=1, fault="none", at_ms=0, when="before the try"
         )
         return (calibration, *retry_plan(profile, settings, "original", SenderTimeout.name))
 
-    async def run(self, trial: TrialContext) -> None:
-        event = trial.event(0)
+    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+        (event,) = events
         await trial.observe(event, "before")
         async with injected(trial, LATENCY):
-            calibration = trial.event(self.events_per_trial)
+            calibration = self.calibration_event(trial, len(trial.tries))
             request, record = trial.prepare(
                 calibration, kind="probe", attempt=1, fault=SenderTimeout(trial.lab.horizon_s)
             )
@@ -257,3 +280,15 @@ class DbLatencyExperiment(_DbLinkExperiment):
             await trial.lab.transport.quiesce(trial.lab.horizon_s)
         await trial.observe(event, "after-fault")
         await trial.settle([event])
+        timed_out = first.sender_error is not None and first.sender_error.startswith("timeout")
+        if first.status is not None and timed_out and first.latency_ms > timeout_s * 1000:
+            return landed(
+                f"the sender's timeout fired after {timeout_s * 1000:.1f} ms while the handler still worked on "
+                f"the slow link: it answered {first.status} after {first.latency_ms:.1f} ms",
+                timeout_ms=round(timeout_s * 1000, 3),
+                handler_ms=first.latency_ms,
+            )
+        return missed(
+            f"the handler answered {first.status} after {first.latency_ms:.1f} ms, within the sender's "
+            f"{timeout_s * 1000:.1f} ms timeout: no overlap"
+        )

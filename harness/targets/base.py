@@ -20,16 +20,47 @@ from acklab.harness.provenance import Revision, revision_of
 from acklab.harness.providers import event_type_header
 from acklab.harness.signing import Attempt, Signer
 from acklab.harness.targets.effects import EffectsProbe
+from acklab.harness.targets.state import StateProbe
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
+CONFLICT_POLICIES = ("reject", "ignore")
+
+
 @dataclass(frozen=True)
 class Expect:
-    """What a correct handler does: at most `max_effects` per event; conflicts get one of `conflict_status`."""
+    """What a correct handler does (``expect:`` of a target spec).
+
+    At most `max_effects` per event. A conflicting body under a used event id is, with
+    `conflict` ``reject`` (the default), answered with one of `conflict_status`; with
+    ``ignore`` (dedupe by id) answered 2xx. Either way effects — and the state, where probed —
+    stay exactly as the first body left them. `effects_within_s`: how long after a 2xx the
+    effect may take to appear (ack-then-process consumers); verdicts wait that long.
+    """
 
     max_effects: int = 1
     conflict_status: tuple[int, ...] = (409, 422)
+    conflict: str = "reject"
+    effects_within_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "max_effects": self.max_effects,
+            "conflict": self.conflict,
+            "conflict_status": list(self.conflict_status),
+            "effects_within_s": self.effects_within_s,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> Expect:
+        """The inverse of `as_dict` (a trial record's ``parameters.expect``; older records lack fields)."""
+        return cls(
+            max_effects=int(doc.get("max_effects", 1)),
+            conflict_status=tuple(doc.get("conflict_status", (409, 422))),
+            conflict=str(doc.get("conflict", "reject")),
+            effects_within_s=float(doc.get("effects_within_s", 0.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -49,6 +80,15 @@ class Endpoint:
     probe: EffectsProbe
     socket: bool
     processing_delay_ms: int = 0
+    state: StateProbe | None = None  # effects.sql.state / effects.http.state_path
+
+    def service_state(self) -> tuple[bool, int] | None:
+        """(ready, starts) of the service process the lab runs for this endpoint; None: it runs none."""
+        return None
+
+    def down(self) -> str | None:
+        """Why the lab's own service is down and could not be brought back (None: it is not)."""
+        return None
 
 
 @dataclass

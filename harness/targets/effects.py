@@ -30,6 +30,7 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import QueuePool
 
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
@@ -109,7 +110,17 @@ def _read_only_sqlite(url: URL) -> Engine:
         conn.set_authorizer(_sqlite_authorizer)  # last: it would refuse the pragma above
         return conn
 
-    return create_engine("sqlite://", creator=connect)
+    # A queue of connections, not SQLAlchemy's default for "sqlite://" (SingletonThreadPool,
+    # one per thread): past five threads that pool closes connections other threads still
+    # use, and concurrent reads (the end-of-run re-read, a replay's events) crash the process.
+    return create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=5, max_overflow=10)
+
+
+def read_only_engine(url: URL) -> Engine:
+    """An engine on the target's database that can only read (SQLite or PostgreSQL)."""
+    if url.get_backend_name() == "sqlite":
+        return _read_only_sqlite(url)
+    return _read_only_postgres(url)
 
 
 def _read_only_postgres(url: URL) -> Engine:
@@ -148,9 +159,7 @@ class SqlProbe:
         self._engine: Engine | None = None
 
     def _make_engine(self) -> Engine:
-        if self._url.get_backend_name() == "sqlite":
-            return _read_only_sqlite(self._url)
-        return _read_only_postgres(self._url)
+        return read_only_engine(self._url)
 
     def _count(self, event_id: str) -> int:
         if self._engine is None:

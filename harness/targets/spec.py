@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -10,12 +11,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from acklab.evidence.redaction import remember
+from acklab.evidence.redaction import redact, remember
 from acklab.harness.credentials import resolve_env, url_secrets
-from acklab.harness.errors import TargetUnreachable
+from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.leases import current_book
 from acklab.harness.providers import profile
-from acklab.harness.service_process import DEFAULT_READY_TIMEOUT_S, Command, ServiceProcess
+from acklab.harness.service_process import (
+    DEFAULT_READY_TIMEOUT_S,
+    Command,
+    ServiceProcess,
+    describe_rule,
+    host_port,
+    wait_ready,
+)
 from acklab.harness.signing import SIGNERS
 from acklab.harness.specs import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
@@ -28,6 +36,7 @@ from acklab.harness.targets.spec_checks import (
     check_url,
     shown,
 )
+from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.transports import socket_transport
 
 __all__ = ["ServiceEndpoint", "SpecTarget", "check_target_doc", "load_target", "resolve_env"]
@@ -45,6 +54,23 @@ class ServiceEndpoint(Endpoint):
     """A spec target's endpoint; `service` is the process of its ``command:`` (None without one)."""
 
     service: ServiceProcess | None = None
+    probe_url: str | None = None  # effects.http.url, when the probe is HTTP
+
+    def service_state(self) -> tuple[bool, int] | None:
+        return None if self.service is None else self.service.state()
+
+    def down(self) -> str | None:
+        return None if self.service is None else self.service.down_reason
+
+    def probe_served_by_service(self) -> bool:
+        """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
+        http = getattr(self.probe, "source", "") == "http"
+        return (
+            http
+            and self.service is not None
+            and self.probe_url is not None
+            and (host_port(self.probe_url) == host_port(self.url))
+        )
 
 
 @dataclass
@@ -72,6 +98,16 @@ class SpecTarget(Target):
             return SqlProbe(sql["url"], sql["count"])
         http = self.effects["http"]
         return HttpProbe(http["url"], http["json_path"], headers=http.get("headers", {}), shown=http["shown"])
+
+    def _state(self) -> StateProbe | None:
+        """``effects.sql.state`` or ``effects.http.state_path``: the committed state of one event."""
+        if "sql" in self.effects:
+            sql = self.effects["sql"]
+            return SqlState(sql["url"], sql["state"]) if "state" in sql else None
+        http = self.effects["http"]
+        if "state_path" not in http:
+            return None
+        return HttpState(http["url"], http["state_path"], headers=http.get("headers", {}))
 
     def database_urls(self) -> tuple[str, ...]:
         if "sql" not in self.effects:
@@ -104,22 +140,54 @@ class SpecTarget(Target):
             ) from exc
         writer.close()
         await writer.wait_closed()
-        probe = self._probe()
+        if self.command is None:
+            # A service the lab did not start may still be booting: wait for it as for our own.
+            ready, seen = await asyncio.to_thread(
+                functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
+            )
+            if not ready:
+                where = shown(self.endpoint_ref, self.endpoint)
+                raise TargetUnreachable(
+                    f"target {self.name!r}: the service at {where} never became ready within "
+                    f"{DEFAULT_READY_TIMEOUT_S:g} s (readiness: {describe_rule(where, ())}; last: "
+                    f"{redact(seen)}); wait for it to boot, or let the lab start it with command: and "
+                    "command.ready"
+                )
+        probe, state = self._probe(), self._state()
         try:
             await probe.count("acklab-preflight")
+            if state is not None:
+                await state.read("acklab-preflight")
         finally:
             await probe.aclose()
+            if state is not None:
+                await state.aclose()
 
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
-        probe = self._probe()
+        if self.service is not None and not self.service.running():
+            # Down since a crash it did not come back from: try once more for this experiment;
+            # its trials are lab errors with the cause when it still does not come back.
+            try:
+                await asyncio.to_thread(self.service.start)
+            except HarnessError as exc:
+                raise TargetUnreachable(f"the lab's service is down and did not come back: {exc}") from exc
+        probe, state = self._probe(), self._state()
         transport = socket_transport()
         try:
             yield ServiceEndpoint(
-                url=self.endpoint, transport=transport, probe=probe, socket=True, service=self.service
+                url=self.endpoint,
+                transport=transport,
+                probe=probe,
+                socket=True,
+                state=state,
+                service=self.service,
+                probe_url=self.effects["http"]["url"] if "http" in self.effects else None,
             )
         finally:
             await probe.aclose()
+            if state is not None:
+                await state.aclose()
             await transport.aclose()
 
     def attachments(self) -> dict[str, bytes]:
@@ -137,7 +205,8 @@ def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule."""
     if "sql" in doc:
         url = check_database_url(doc["sql"]["url"], allow_remote=allow_remote)
-        return {"sql": {"url": url, "count": doc["sql"]["count"]}}
+        state = {"state": doc["sql"]["state"]} if "state" in doc["sql"] else {}
+        return {"sql": {"url": url, "count": doc["sql"]["count"], **state}}
     http = doc["http"]
     url = check_url(
         http["url"], field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True
@@ -148,6 +217,7 @@ def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
             "shown": shown(http["url"], url),
             "json_path": http["json_path"],
             "headers": resolve_headers(http.get("headers", {}), field_name="effects.http.headers"),
+            **({"state_path": http["state_path"]} if "state_path" in http else {}),
         }
     }
 
@@ -184,20 +254,36 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         expect=Expect(
             max_effects=int(expect.get("max_effects", 1)),
             conflict_status=tuple(expect.get("conflict_status", (409, 422))),
+            conflict=str(expect.get("conflict", "reject")),
+            effects_within_s=float(expect.get("effects_within_s", 0)),
         ),
         headers=headers,
         event_type=delivery.get("event_type"),
         effects=effects,
         source=source,
-        command=_command(command) if command is not None else None,
+        command=_command(command, spec_dir=path.resolve().parent) if command is not None else None,
         endpoint_ref=doc["endpoint"],
     )
 
 
-def _command(doc: Mapping[str, Any]) -> Command:
+def _command(doc: Mapping[str, Any], *, spec_dir: Path) -> Command:
     env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
+    cwd = None
+    if "cwd" in doc:
+        # Relative to the spec file: a spec committed beside the service names its folder.
+        cwd = (spec_dir / resolve_env(str(doc["cwd"]), field_name="command.cwd")).resolve()
+        if not cwd.is_dir():
+            raise SpecError(
+                f"command.cwd: got {doc['cwd']!r}, which is not a directory ({cwd}); a relative cwd is "
+                "read from the spec file's folder"
+            )
+    ready = doc.get("ready", {})
     return Command(
         argv=tuple(str(a) for a in doc["argv"]),
         env=env,
         ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
+        cwd=cwd,
+        # check_reach held it to the loopback rule already
+        ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
+        ready_status=tuple(int(s) for s in ready.get("status", ())),
     )

@@ -1,7 +1,8 @@
 """The checks of a target spec a JSON Schema cannot express, shared by `acklab validate` and `run`.
 
 * `check_target_doc`: the event template (placeholders, where the event id is), the
-  ``conflict.set`` paths resolved against a rendered event, the ``headers:`` a spec may set.
+  ``conflict.set`` paths resolved against a rendered event, the ``headers:`` a spec may set,
+  and contradictions in ``expect:`` and ``command:`` (`check_expect`).
 * `check_reach`: every URL the lab will contact (endpoint, effects URLs, ready URL) is on
   the loopback range unless ``--allow-remote`` (exit 5, as ``run`` refuses it).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -88,6 +90,31 @@ def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
     check_headers(doc.get("headers", {}), scheme=scheme, field_name=f"{source}: headers")
     http = doc["effects"].get("http", {})
     check_headers(http.get("headers", {}), scheme="none", field_name=f"{source}: effects.http.headers")
+    check_expect(doc, source=source)
+
+
+def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
+    """Refuse (exit 3) an ``expect:`` or ``command:`` that contradicts itself or cannot work."""
+    expect = doc.get("expect", {})
+    if expect.get("conflict") == "ignore" and "conflict_status" in expect:
+        raise SpecError(
+            f"{source}: expect: conflict: ignore says a conflicting body is answered 2xx (dedupe by id), but "
+            f"conflict_status {expect['conflict_status']!r} lists the statuses that reject it; remove "
+            "conflict_status, or set conflict: reject"
+        )
+    command = doc.get("command", {})
+    cwd = command.get("cwd")
+    if isinstance(cwd, str) and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
+        raise SpecError(
+            f"{source}: command.cwd: got {cwd!r}, which is not a directory ({Path(source).parent / cwd}); "
+            "a relative cwd is read from the spec file's folder"
+        )
+    statuses = command.get("ready", {}).get("status", [])
+    if statuses and all(s in (502, 503, 504) for s in statuses):
+        raise SpecError(
+            f"{source}: command.ready.status: got {statuses!r}; 502, 503 and 504 are what a booting service "
+            "or its proxy answers, not readiness; use the status the service answers once it is up (e.g. [200])"
+        )
 
 
 def shown(value: str, resolved: str) -> str:

@@ -56,6 +56,7 @@ def test_real_run_views(client_for, real_evidence):
     html = client.get(f"/bundles/{unsafe.key}/incidents/{incident.incident_id}").text
     assert "commit confirmed (1 effect) before the sender got a synthetic 504" in html
     assert "over limit" in html
+    assert "in 1/1 trials" in html  # the fault landed, and the console says in how many trials
     assert "does not validate" not in html
     compare = client.get("/compare").text
     links = re.findall(r'href="(/compare\?[^"]+)"', compare)
@@ -70,3 +71,17 @@ def test_real_run_snapshot(real_evidence, tmp_path):
     result = build_snapshot(real_evidence, tmp_path / "public", env={})
     assert result.pages >= 10
     assert (tmp_path / "public" / "compare" / "index.html").is_file()
+
+
+def test_a_skipped_experiment_is_shown_with_its_reason(client_for, tmp_path, monkeypatch):
+    from tests.consumers import scenarios
+
+    for key, value in scenarios.SECRETS.items():
+        monkeypatch.setenv(key, value)
+    scenario = scenarios.alert_hook(tmp_path)
+    with scenario.started():
+        result = scenario.run(tmp_path / "out")
+    client = client_for(tmp_path / "out")
+    html = client.get(f"/bundles/{result.bundle.name}").text
+    assert "SKIPPED" in html
+    assert "signs nothing" in html

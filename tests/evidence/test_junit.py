@@ -59,3 +59,18 @@ def test_one_suite_per_target_one_case_per_experiment_with_failures_and_errors()
 def test_empty_run_is_still_valid_xml():
     root = ET.fromstring(experiments_junit({"run_id": "r", "target": "t", "experiments": []}, []))
     assert root.get("tests") == "0"
+
+
+def test_a_skipped_experiment_is_a_skipped_case_with_its_reason():
+    run = {
+        "run_id": "r1",
+        "target": "alerts",
+        "experiments": [
+            {"name": "replay", "verdict": "skipped", "trials": 0, "violations": [], "incident": None,
+             "error": None, "reason": "replay: the scheme signs nothing"},
+        ],
+    }  # fmt: skip
+    root = ET.fromstring(experiments_junit(run, []))
+    (case,) = root.iter("testcase")
+    assert case.find("skipped").get("message") == "replay: the scheme signs nothing"
+    assert (root.get("skipped"), root.get("failures"), root.get("errors")) == ("1", "0", "0")

@@ -198,9 +198,19 @@ def handler_app(variant: Variant, db_url: str, secret: str) -> Starlette:
         status, answer = await run_in_threadpool(receive, body, dict(request.headers))
         return JSONResponse(answer, status_code=status)
 
+    def count(event_id: str) -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text(EFFECTS_QUERY), {"event_id": event_id}).scalar_one())
+
+    async def effects(request: Request) -> JSONResponse:
+        from starlette.concurrency import run_in_threadpool
+
+        return JSONResponse({"count": await run_in_threadpool(count, request.path_params["event_id"])})
+
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         yield
         engine.dispose()
 
-    return Starlette(routes=[Route("/hooks", hooks, methods=["POST"])], lifespan=lifespan)
+    routes = [Route("/hooks", hooks, methods=["POST"]), Route("/effects/{event_id}", effects)]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -92,18 +92,29 @@ def test_run_json_prints_exactly_the_design_object_and_a_failed_handler_exits_1(
     )
     assert code == 1
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"run_id", "verdict", "target", "experiments", "bundle"}
-    assert (result["verdict"], result["target"]) == ("fail", "fixture:unsafe")
+    assert set(result) == {"run_id", "verdict", "target", "error", "experiments", "bundle"}
+    assert (result["verdict"], result["target"], result["error"]) == ("fail", "fixture:unsafe", None)
     (experiment,) = result["experiments"]
-    assert set(experiment) == {"name", "verdict", "trials", "violations", "incident"}
+    assert set(experiment) == {
+        "name",
+        "verdict",
+        "trials",
+        "reason",
+        "fault_landed",
+        "violations",
+        "incident",
+    }
     assert (experiment["name"], experiment["verdict"], experiment["trials"]) == ("lost-ack", "fail", 1)
+    assert (experiment["fault_landed"], experiment["reason"]) == (1, None)
     (violation,) = experiment["violations"]
-    assert set(violation) == {"invariant", "event_id", "observed", "expected", "detail"}
+    assert set(violation) == {"invariant", "event_id", "observed", "expected", "detail", "delivery"}
     assert (violation["invariant"], violation["observed"], violation["expected"]) == (
         "at-most-once-effect",
         2,
         "<= 1",
     )
+    # The retry, sent after the original's commit was confirmed, brought the second effect.
+    assert violation["delivery"] == {"seq": 1, "kind": "retry", "attempt": 2}
     assert Path(experiment["incident"]).is_file()
     assert Path(result["bundle"]).name == result["run_id"]
 
@@ -135,12 +146,45 @@ def test_validate_accepts_target_and_experiment_specs_by_kind(tmp_path, capsys, 
     assert "did you mean 'experiment'?" in capsys.readouterr().out
 
 
-def test_an_unsigned_target_skips_replay_by_default_and_refuses_it_by_name(tmp_path, capsys):
+def test_an_unsigned_target_lists_replay_as_skipped_and_refuses_it_by_name(tmp_path, capsys):
     path = spec(tmp_path, signing={"scheme": "none"})
     assert acklab("plan", "--target", str(path), "--seed", "1", "--json") == 0
-    assert "replay" not in json.loads(capsys.readouterr().out)["experiments"]
+    planned = json.loads(capsys.readouterr().out)
+    assert "replay" not in planned["experiments"]
+    [skipped] = planned["skipped"]
+    assert skipped["name"] == "replay"
+    assert "signs nothing" in skipped["reason"]
     assert acklab("run", "--target", str(path), "--experiment", "replay") == 3
-    assert "signing scheme" in capsys.readouterr().err
+    assert "signs nothing" in capsys.readouterr().err
+
+
+def test_a_token_only_gitlab_target_plans_replay_without_its_tampered_variant(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GITLAB_TOKEN_FOR_TEST", "a-legacy-shared-token")
+    path = spec(tmp_path, signing={"scheme": "gitlab", "secret": "env:GITLAB_TOKEN_FOR_TEST"})
+    assert acklab("plan", "--target", str(path), "--seed", "1", "--experiment", "replay", "--json") == 0
+    planned = json.loads(capsys.readouterr().out)
+    variants = {s["variant"]: s["reason"] for s in planned["skipped"]}
+    assert set(variants) == {"replay-stale", "replay-tampered"}
+    assert "X-Gitlab-Token" in variants["replay-tampered"]
+    kinds = {d["kind"] for d in planned["trials"][0]["deliveries"]}
+    assert kinds == {"original", "replay-foreign-secret"}
+
+
+def test_json_prints_an_error_object_when_the_run_cannot_start(tmp_path, capsys):
+    assert acklab("run", "--target", str(tmp_path / "nope.yaml"), "--json") == 3
+    result = json.loads(capsys.readouterr().out)
+    assert (result["verdict"], result["experiments"], result["bundle"]) == ("error", [], None)
+    assert "nope.yaml" in result["error"]
+
+
+def test_validate_refuses_a_contradictory_expect_with_exit_3(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    path = spec(tmp_path, expect={"conflict": "ignore", "conflict_status": [409]})
+    assert acklab("validate", str(path)) == 3
+    assert "conflict: ignore" in capsys.readouterr().err
+    path = spec(tmp_path, expect={"conflict": "ignore", "effects_within_s": 0.5})
+    assert acklab("validate", str(path)) == 0
+    assert "a valid target spec" in capsys.readouterr().out
 
 
 def test_a_fixture_database_that_does_not_answer_is_exit_4(tmp_path, capsys):

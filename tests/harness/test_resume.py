@@ -74,8 +74,12 @@ def finish_and_check(out: Path, bundle: Path, before: dict[str, tuple[str, str]]
     assert result["experiments"][0]["trials"] == TRIALS
     after = snapshot(bundle)
     assert len(after) == TRIALS
-    # Every trial finished before the interruption is untouched: same start, same bytes.
+    # Every trial finished before the interruption is untouched: same start, same bytes (the
+    # final re-read is for the trials this process judged, against the service it still runs).
     assert {tid: after[tid] for tid in before} == before
+    for path in (bundle / "trials").glob("*.json"):
+        record = json.loads(path.read_text())
+        assert ("late_read" in record) == (record["trial_id"] not in before)
     run = json.loads((bundle / "run.json").read_text())
     assert run["status"] == "complete"
     assert verify(bundle).ok

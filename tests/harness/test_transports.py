@@ -13,17 +13,17 @@ from acklab.harness.transports import TICKET, FaultTransport, Ticket
 
 
 class SlowHandler:
-    """An inner transport double: reads the whole body, works `delay_s`, answers 200."""
+    """An inner transport double: reads the whole body, works `delay_s`, answers `status`."""
 
-    def __init__(self, delay_s: float = 0.05) -> None:
-        self.delay_s = delay_s
+    def __init__(self, delay_s: float = 0.05, status: int = 200) -> None:
+        self.delay_s, self.status = delay_s, status
         self.bodies: list[bytes] = []
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         # Read the stream itself, as a server does (aread() would return the buffered content).
         self.bodies.append(b"".join([chunk async for chunk in request.stream]))  # type: ignore[union-attr]
         await asyncio.sleep(self.delay_s)
-        return httpx.Response(200, json={"status": "fulfilled"})
+        return httpx.Response(self.status, json={"status": "fulfilled"})
 
 
 def record() -> DeliveryRecord:
@@ -67,13 +67,34 @@ def test_a_sender_timeout_does_not_cut_the_handler_off():
 def test_lost_ack_confirms_after_the_handler_answered_then_hands_out_a_504():
     seen = []
 
-    async def confirm(rec: DeliveryRecord, synthetic: int) -> None:
+    async def confirm(rec: DeliveryRecord, synthetic: int) -> bool:
         seen.append((rec.status, synthetic))
+        return True
 
     outcome, _, rec = asyncio.run(deliver(LostAck(), SlowHandler(), confirm=confirm))
     assert outcome == 504
     assert seen == [(200, 504)]
     assert rec.status == 200
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_lost_ack_hands_on_a_handlers_4xx_or_5xx_as_it_is(status):
+    seen = []
+
+    async def confirm(rec: DeliveryRecord, synthetic: int) -> bool:
+        seen.append(rec.seq)
+        return True
+
+    outcome, _, rec = asyncio.run(deliver(LostAck(), SlowHandler(status=status), confirm=confirm))
+    assert (outcome, rec.status, seen) == (status, status, [])  # nothing to lose, nothing confirmed
+
+
+def test_lost_ack_without_a_confirmed_commit_hands_on_the_real_answer():
+    async def never(rec: DeliveryRecord, synthetic: int) -> bool:
+        return False
+
+    outcome, _, rec = asyncio.run(deliver(LostAck(), SlowHandler(), confirm=never))
+    assert (outcome, rec.status) == (200, 200)
 
 
 def test_a_reset_reaches_the_sender_after_the_whole_request_reached_the_handler():

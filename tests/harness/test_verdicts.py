@@ -122,3 +122,126 @@ def test_a_pass_is_only_ever_given_for_a_complete_record_that_keeps_the_invarian
         assert final == 1
     if final > 1 and not (drop_before or drop_final):
         assert result.verdict == "fail"
+
+
+def _fault(name, *tries):
+    return {
+        "name": name,
+        "landed": any(landed for _, landed in tries),
+        "tries": [
+            {"try": n, "event_ids": [event_id], "landed": landed, "evidence": f"try {n}"}
+            for n, (event_id, landed) in enumerate(tries, start=1)
+        ],
+    }
+
+
+def test_every_attempt_answered_5xx_fails_eventually_acknowledged():
+    deliveries = [delivery(i, 500, "original" if i == 0 else "retry") for i in range(4)]
+    result = judge(trial(deliveries, [observation(0, "before"), observation(4, "final")]), EXPECT)
+    assert {v["invariant"] for v in result.violations} == {"at-most-once-effect", "eventually-acknowledged"}
+    unacked = next(v for v in result.violations if v["invariant"] == "eventually-acknowledged")
+    assert (unacked["observed"], unacked["delivery"]["seq"]) == ("500, 500, 500, 500", 3)
+    # No effect either: still the handler's 5xx, not an untested target.
+    nothing = judge(trial(deliveries, [observation(0, "before"), observation(0, "final")]), EXPECT)
+    assert [v["invariant"] for v in nothing.violations] == ["eventually-acknowledged"]
+
+
+def test_answers_from_the_labs_own_booting_service_make_the_trial_an_error_never_a_pass():
+    booting = [
+        {**delivery(i, 503, "original" if i == 0 else "retry"), "service_ready": False} for i in range(4)
+    ]
+    result = judge(trial(booting, [observation(0, "before"), observation(0, "final")]), EXPECT)
+    assert result.verdict == "error"
+    assert "booting, restarting or down" in result.errors[0]
+
+
+def test_a_count_that_grew_after_judgement_fails_at_most_once_and_says_when():
+    observations = [observation(0, "before"), observation(1, "final"), observation(2, "late")]
+    result = judge(trial([delivery(0, 200), delivery(1, 200, "retry")], observations), EXPECT)
+    (violation,) = result.violations
+    assert (violation["invariant"], violation["observed"]) == ("at-most-once-effect", 2)
+    assert "after the trial was judged" in violation["detail"]
+
+
+def test_a_late_read_that_failed_is_an_error_unless_a_violation_is_proven():
+    passing = trial([delivery(0, 200)], [observation(0, "before"), observation(1, "final")])
+    passing["late_read"] = {"at": "2026-01-01T00:00:00Z", "error": "probe down"}
+    assert judge(passing, EXPECT).verdict == "error"
+    failing = trial([delivery(0, 200)], [observation(0, "before"), observation(2, "final")])
+    failing["late_read"] = {"at": "2026-01-01T00:00:00Z", "error": "probe down"}
+    assert judge(failing, EXPECT).verdict == "fail"
+
+
+def test_a_fault_that_never_landed_is_an_error_and_a_later_landed_try_is_judged_alone():
+    observations = [observation(0, "before", "evt_1"), observation(1, "final", "evt_1")]
+    never = trial([delivery(0, 200)], observations)
+    never["fault"] = _fault("lost-ack", ("evt_1", False))
+    result = judge(never, EXPECT)
+    assert result.verdict == "error"
+    assert "never landed" in result.errors[-1]
+    # Try 1 (no answer: an error on its own) did not land; try 2 did and keeps the invariant.
+    two = trial(
+        [delivery(0, None, event_id="evt_1"), delivery(1, 200, event_id="evt_2")],
+        [
+            observation(0, "before", "evt_1"),
+            observation(0, "final", "evt_1"),
+            observation(0, "before", "evt_2"),
+            observation(1, "final", "evt_2"),
+        ],
+        event_ids=("evt_1", "evt_2"),
+    )
+    two["fault"] = _fault("lost-ack", ("evt_1", False), ("evt_2", True))
+    assert judge(two, EXPECT).verdict == "pass"
+
+
+def test_a_violation_in_a_try_whose_fault_did_not_land_still_fails_the_trial():
+    deliveries = [delivery(0, 500), delivery(1, 500, "retry")]
+    record = trial(deliveries, [observation(0, "before"), observation(2, "final")])
+    record["fault"] = _fault("lost-ack", ("evt_1", False))
+    result = judge(record, EXPECT)
+    assert result.verdict == "fail"
+    assert result.errors  # the fault's story is kept beside the violation
+
+
+def test_conflict_ignore_accepts_a_2xx_and_fails_on_a_changed_state():
+    ignore = Expect(conflict="ignore")
+    same = [
+        observation(0, "before"),
+        {**observation(1, "before-conflict"), "state": "[[1200]]"},
+        {**observation(1, "final"), "state": "[[1200]]"},
+    ]
+    deliveries = [delivery(0, 200), delivery(1, 200, "conflict")]
+    assert judge(trial(deliveries, same), ignore).verdict == "pass"
+    assert judge(trial(deliveries, same), EXPECT).verdict == "fail"  # reject wants 409/422
+    changed = [*same[:2], {**observation(1, "final"), "state": "[[9900]]"}]
+    (violation,) = judge(trial(deliveries, changed), ignore).violations
+    assert (violation["invariant"], violation["observed"]) == ("conflict-rejected", "[[9900]]")
+    refused = judge(trial([delivery(0, 200), delivery(1, 409, "conflict")], same), ignore)
+    assert [v["observed"] for v in refused.violations] == [409]
+
+
+def test_a_failed_control_delivery_in_replay_is_named_as_the_control():
+    deliveries = [
+        delivery(0, 500, "original"),
+        delivery(1, 500, "retry"),
+        delivery(2, 401, "replay-foreign-secret", event_id="evt_2"),
+    ]
+    observations = [
+        observation(0, "before"),
+        observation(2, "final"),
+        observation(0, "before", "evt_2"),
+        observation(0, "final", "evt_2"),
+    ]
+    result = judge(trial(deliveries, observations, event_ids=("evt_1", "evt_2")), EXPECT)
+    assert {v["event_id"] for v in result.violations} == {"evt_1"}
+    assert all("control" in v["detail"] for v in result.violations)
+    assert "replay-rejected" not in {v["invariant"] for v in result.violations}
+
+
+def test_a_proven_violation_outweighs_an_error_elsewhere():
+    from acklab.harness.verdicts import combine
+
+    assert combine(["pass", "error", "fail"]) == "fail"
+    assert combine(["pass", "error"]) == "error"
+    assert combine(["pass", "skipped"]) == "pass"
+    assert combine(["skipped"]) == "error"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError, TargetUnreachable
@@ -86,3 +87,35 @@ def test_a_command_that_never_serves_is_a_lab_error(run_lab, tmp_path):
     with pytest.raises(TargetUnreachable, match="exited") as failed:
         run_lab(str(spec), "crash-after-commit")
     assert failed.value.exit_code == ExitCode.LAB_ERROR
+
+
+def test_a_service_that_does_not_come_back_is_an_error_and_no_later_trial_is_blamed(run_lab, tmp_path):
+    spec = service_spec(tmp_path, "receipt")
+    doc = yaml.safe_load(spec.read_text())
+    doc["command"]["argv"] += ["--once", str(tmp_path / "started.lock")]
+    write_spec(spec, doc)
+    result = run_lab(str(spec), "crash-after-commit", trials=2)
+    assert result.exit_code == ExitCode.LAB_ERROR
+    first, second = trials(result, "crash-after-commit")
+    assert first["verdict"] == "error"
+    assert "did not come back" in first["error"]
+    assert "refusing to start" in first["error"]  # the service's own words, from its log
+    assert second["verdict"] == "error"
+    assert second["deliveries"] == []  # nothing was sent into a service that was not there
+    assert second["error"].startswith("not run: the lab's own service is down")
+    assert "check the endpoint" not in first["error"] + second["error"]
+
+
+def test_an_http_probe_served_by_the_killed_service_is_read_after_its_restart(run_lab, tmp_path):
+    spec = service_spec(tmp_path, "receipt")
+    doc = yaml.safe_load(spec.read_text())
+    doc["effects"] = {
+        "http": {"url": doc["endpoint"].replace("/hooks", "/effects/{{event_id}}"), "json_path": "count"}
+    }
+    write_spec(spec, doc)
+    result = run_lab(str(spec), "crash-after-commit", trials=1)
+    assert result.exit_code == ExitCode.OK, experiment(result, "crash-after-commit")
+    [trial] = trials(result, "crash-after-commit")
+    _landed(trial)
+    notes = [(o["note"], o["effects"]) for o in trial["observations"]]
+    assert ("after-crash", 1) in notes  # read once the service was back

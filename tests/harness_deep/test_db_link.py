@@ -24,6 +24,7 @@ def test_the_unsafe_handler_fails_db_reset_when_the_commit_answer_is_lost(run_la
         ("before", 0),
         ("after-fault", 1),  # committed, though the handler never heard so
         ("final", 2),
+        ("late", 2),  # the re-read at the end of the run
     ]
 
 

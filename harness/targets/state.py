@@ -1,0 +1,117 @@
+"""State probes: what one event left behind, read back so a verdict can compare it.
+
+``effects.sql.state`` (a query with ``:event_id`` bound) or ``effects.http.state_path`` (a
+dotted path in the effects probe's JSON answer) reads the committed state of one event —
+the stored amount, the status of an order. ``expect.conflict: ignore`` needs it: a consumer
+that answers 2xx to a conflicting body and keeps one row, but overwrites that row's amount,
+changed the state all the same.
+
+The state is recorded as canonical JSON text (rows or the value at the path), cut at
+`STATE_CHARS`. Reads are read-only, on the same kind of connection as the effects probe's
+(`harness.targets.effects.read_only_engine`), and every transaction is rolled back. Library errors become
+`ProbeError` (exit 4): an unreadable state is a lab failure, never "unchanged".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from acklab.evidence.redaction import redact
+from acklab.harness.errors import ProbeError, SpecError
+from acklab.harness.targets.effects import read_only_engine
+
+STATE_CHARS = 500
+
+
+class StateProbe(Protocol):
+    """Reads the committed state of one event as text."""
+
+    async def read(self, event_id: str) -> str: ...
+
+    async def aclose(self) -> None: ...
+
+
+def canonical(value: Any) -> str:
+    text_value = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return text_value[:STATE_CHARS]
+
+
+class SqlState:
+    """``effects.sql.state``: every row the query returns, on the effects probe's read-only connection."""
+
+    def __init__(self, url: str, query: str) -> None:
+        try:
+            self._url = make_url(url)
+        except ArgumentError as exc:
+            raise SpecError(
+                "effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db"
+            ) from exc
+        self._label = redact(self._url.render_as_string(hide_password=True))
+        self._query = text(query)
+        self._engine: Engine | None = None
+
+    def _read(self, event_id: str) -> str:
+        if self._engine is None:
+            self._engine = read_only_engine(self._url)
+        try:
+            with self._engine.connect() as conn:
+                rows = [list(row) for row in conn.execute(self._query, {"event_id": event_id})]
+                conn.rollback()  # a read leaves nothing to keep
+        except SQLAlchemyError as exc:
+            reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
+            raise ProbeError(
+                f"state query on {self._label} failed: {reason}; check effects.sql.state"
+            ) from exc
+        return canonical(rows)
+
+    async def read(self, event_id: str) -> str:
+        return await asyncio.to_thread(self._read, event_id)
+
+    async def aclose(self) -> None:
+        if self._engine is not None:
+            await asyncio.to_thread(self._engine.dispose)
+
+
+class HttpState:
+    """``effects.http.state_path``: the value at a dotted path of the effects probe's answer."""
+
+    def __init__(self, url_template: str, path: str, *, headers: Mapping[str, str] | None = None) -> None:
+        self._template, self._path = url_template, path
+        self._client = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(retries=0),
+            timeout=10.0,
+            trust_env=False,
+            headers=dict(headers or {}),
+        )
+
+    async def read(self, event_id: str) -> str:
+        url = self._template.replace("{{event_id}}", event_id)
+        try:
+            response = await self._client.get(url)
+            response.raise_for_status()
+            value: Any = response.json()
+        except httpx.HTTPError as exc:
+            raise ProbeError(f"state probe GET {url} failed: {type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:
+            raise ProbeError(f"state probe GET {url} did not answer JSON: {exc}") from exc
+        for part in self._path.split("."):
+            if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            elif isinstance(value, dict) and part in value:
+                value = value[part]
+            else:
+                raise ProbeError(
+                    f"state probe GET {url}: no {self._path!r} in the answer; check effects.http.state_path"
+                )
+        return canonical(value)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
