@@ -1,4 +1,4 @@
-"""Run the deeper experiments through the real engine (`harness.runner.run`)."""
+"""Run the deeper experiments through the real engine (`harness.engine.runner.run`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.engine.runner import RunOptions, RunResult, run
 
 RunLab = Callable[..., RunResult]
 

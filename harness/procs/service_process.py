@@ -1,0 +1,225 @@
+"""A target's own service, started by the lab from the spec's ``command:`` (argv, never a shell).
+
+The lab starts it before the first trial and ends it when the run ends, even on error. It
+runs in its own session (the janitor can end its whole process group), from ``cwd:`` when
+the spec gives one, and is leased in the journal while alive. The endpoint's port is fixed
+in the spec: the command must serve there, so a restart after a crash serves the same URL
+the sender retries.
+
+Readiness, at start and after every restart: a port that accepts connections is not a
+service that works — many answer 503 while they boot. The lab polls ``ready.url`` (default:
+the endpoint) with GET until it answers one of ``ready.status`` (default: anything but a
+refused connection, 502, 503 or 504), within ``ready_timeout_s``. A kill waits for the whole
+process group to die and the port to be free, so a restart never races the old workers.
+
+Its stdout and stderr go to a log file per start, in a temporary directory that is leased
+too (the janitor removes it after a crash) and removed when the run ends; the run's
+bundle keeps them as ``service.log`` (`ServiceProcess.log_bytes`: every start, capped at
+`LOG_CAP_BYTES`; the bundle writer redacts it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from acklab.harness.errors import HarnessError, TargetUnreachable
+from acklab.harness.procs.leased_process import LeasedProcess
+from acklab.harness.procs.leases import NO_LEASES, LeaseBook
+
+DEFAULT_READY_TIMEOUT_S = 15.0
+NOT_READY = frozenset({502, 503, 504})  # a proxy or a booting service, not the handler
+PORT_FREE_S = 10.0
+POLL_S = 0.05
+LOG_CAP_BYTES = 1 << 20  # service.log in a bundle: the first LOG_HEAD_BYTES and the rest from the end
+LOG_HEAD_BYTES = 128 << 10
+
+
+@dataclass(frozen=True)
+class Command:
+    """``command:`` of a target spec: how the lab starts the service, and how it knows it is ready."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    cwd: Path | None = None
+    ready_url: str | None = None  # default: the endpoint
+    ready_status: tuple[int, ...] = ()  # default: anything but 502/503/504
+
+
+def host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def readiness(
+    url: str, statuses: tuple[int, ...], client: httpx.Client, *, hang_is_ready: bool = False
+) -> tuple[bool, str]:
+    """One readiness poll: (ready, what was seen).
+
+    `hang_is_ready`: a service the lab did not start, that accepted the connection but did not
+    answer a GET in time, is taken as it is (its webhook route may simply not serve GET).
+    """
+    try:
+        response = client.get(url)
+    except httpx.TimeoutException as exc:
+        return hang_is_ready and not isinstance(exc, httpx.ConnectTimeout), f"GET {url}: no answer ({exc})"
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    status = response.status_code
+    ok = status in statuses if statuses else status not in NOT_READY
+    return ok, f"GET {url} answered {status}"
+
+
+def describe_rule(url: str, statuses: tuple[int, ...]) -> str:
+    wanted = " or ".join(map(str, statuses)) if statuses else "anything but 502, 503 or 504"
+    return f"GET {url} answering {wanted}"
+
+
+def wait_ready(
+    url: str,
+    statuses: tuple[int, ...],
+    timeout_s: float,
+    *,
+    alive: Callable[[], bool] | None = None,
+    hang_is_ready: bool = False,
+) -> tuple[bool, str]:
+    """Poll until ready or `timeout_s`; (ready, the last thing seen). `alive()` False stops early."""
+    deadline = time.monotonic() + timeout_s
+    seen = "nothing yet"
+    with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False) as client:
+        while True:
+            if alive is not None and not alive():
+                return False, seen
+            ready, seen = readiness(url, statuses, client, hang_is_ready=hang_is_ready)
+            if ready or time.monotonic() >= deadline:
+                return ready, seen
+            time.sleep(POLL_S)
+
+
+class ServiceProcess(LeasedProcess):
+    """The service of ``command:``; start, kill -9 (the whole process group) and restart it."""
+
+    what = "service of command:"
+
+    def __init__(self, command: Command, endpoint: str, *, name: str, leases: LeaseBook = NO_LEASES) -> None:
+        self.command, self.endpoint, self.name = command, endpoint, name
+        self.host, self.port = host_port(endpoint)
+        self.ready_url = command.ready_url or endpoint
+        log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
+        # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
+        self._log_lease = leases.acquire("directory", str(log_dir), path=str(log_dir))
+        self._kept_log: bytes | None = None
+        super().__init__(log_dir=log_dir, log_prefix=f"service-{self.port}", leases=leases)
+
+    def log_bytes(self, cap: int = LOG_CAP_BYTES) -> bytes:
+        """The output of every start so far, oldest first, at most `cap` bytes (head and tail kept)."""
+        if self._kept_log is not None:  # the directory is gone: what it held when it was removed
+            return self._kept_log
+        parts = []
+        for n in range(1, self.starts + 1):
+            path = self._log_dir / f"{self._log_prefix}-{n}.log"
+            with contextlib.suppress(OSError):
+                parts.append(
+                    f"--- acklab: start {n} of the service of command: ---\n".encode() + path.read_bytes()
+                )
+        data = b"".join(parts)
+        if len(data) <= cap:
+            return data
+        head, tail = data[:LOG_HEAD_BYTES], data[-(cap - LOG_HEAD_BYTES) :]
+        cut = len(data) - len(head) - len(tail)
+        return head + f"\n--- acklab: {cut} bytes cut (service.log keeps {cap} bytes) ---\n".encode() + tail
+
+    def remove_logs(self) -> None:
+        """Remove the log directory and release its lease; `log_bytes` keeps answering (capped)."""
+        self._kept_log = self.log_bytes()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._leases.release(self._log_lease, outcome="removed by its owner")
+
+    def start(self) -> None:
+        """Start the command and wait until it is ready; `down_reason` says why when it is not."""
+        try:
+            self._start()
+        except HarnessError as exc:
+            self.down_reason = str(exc)
+            raise
+        self.down_reason = None
+
+    def _start(self) -> None:
+        if not self.running() and accepts(self.host, self.port):
+            raise TargetUnreachable(
+                f"target {self.name!r}: something already accepts connections at {self.host}:{self.port} "
+                "before the lab started command:; stop it (the lab starts the service itself) or remove "
+                "command: from the spec"
+            )
+        try:
+            self._spawn(
+                self.command.argv,
+                {**os.environ, **self.command.env},
+                lease_what=f"target {self.name} command: {self.command.argv[0]} (port {self.port})",
+                cwd=self.command.cwd,
+            )
+        except OSError as exc:
+            raise TargetUnreachable(
+                f"target {self.name!r}: command.argv {list(self.command.argv)!r} could not start"
+                + (f" in command.cwd {str(self.command.cwd)!r}" if self.command.cwd else "")
+                + f": {exc}"
+            ) from exc
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        rule = describe_rule(self.ready_url, self.command.ready_status)
+        ready, seen = wait_ready(
+            self.ready_url, self.command.ready_status, self.command.ready_timeout_s, alive=self.running
+        )
+        if ready:
+            self.ready = True
+            return
+        if not self.running():
+            code = self._proc.returncode if self._proc else None
+            self._finish()
+            raise TargetUnreachable(
+                f"target {self.name!r}: the service of command: exited ({code}) while starting, before it "
+                f"was ready ({rule}):\n{self.log_tail()}"
+            )
+        self.kill()
+        raise TargetUnreachable(
+            f"target {self.name!r}: the service of command: never became ready within "
+            f"command.ready_timeout_s={self.command.ready_timeout_s:g} s of starting (readiness: {rule}; "
+            f"last: {seen}); raise ready_timeout_s, or set command.ready to a URL and status that say "
+            f"it is up:\n{self.log_tail()}"
+        )
+
+    def kill(self) -> int | None:
+        """SIGKILL the whole group, then wait (bounded) until nothing accepts on the port."""
+        if self._proc is None:
+            return None
+        code = super().kill()
+        deadline = time.monotonic() + PORT_FREE_S
+        while accepts(self.host, self.port, timeout_s=0.2):
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"target {self.name!r}: {self.host}:{self.port} still accepts connections "
+                    f"{PORT_FREE_S:g} s after the service's process group was killed; something else "
+                    "serves that port"
+                )
+            time.sleep(0.01)
+        return code

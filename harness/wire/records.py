@@ -1,0 +1,183 @@
+"""The records a trial accumulates: deliveries (both sides of each HTTP attempt),
+effects observations and lost-ack commit confirmations.
+
+A delivery has two sides that finish at different times: what the simulated *sender*
+saw (``sender_status``; under a fault a synthetic 504, a reset or a timeout) and what
+the *handler* answered (``status``, filled in when its answer reaches the lab, possibly
+long after the sender gave up). Verdicts read the handler side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from acklab.evidence.bundle import utcnow
+
+if TYPE_CHECKING:
+    from acklab.harness.wire.bodies import CappedBody
+
+EXCERPT_CHARS = 500
+
+
+@dataclass
+class DeliveryRecord:
+    """One HTTP attempt; serialised by `as_dict` into the trial schema's `delivery`."""
+
+    seq: int
+    event_id: str
+    attempt: int
+    kind: str
+    fault: str
+    headers: dict[str, str]
+    body: bytes = field(repr=False)
+    sent_at: str = ""
+    latency_ms: float = 0.0
+    status: int | None = None
+    sender_status: int | None = None
+    handler_error: str | None = None
+    sender_error: str | None = None
+    response_excerpt: str | None = None
+    response_body: CappedBody | None = field(default=None, repr=False)
+    handler_done: bool = False
+    sender_done: bool = False
+    on_complete: Callable[[DeliveryRecord], None] | None = field(default=None, repr=False)
+    # Monotonic clock readings (never written): when the lab handed the request to the
+    # transport, when its last byte was written, and when the handler's answer arrived.
+    sent_mono: float | None = field(default=None, repr=False)
+    written_mono: float | None = field(default=None, repr=False)
+    answered_mono: float | None = field(default=None, repr=False)
+    # The lab's own service (command:): its (ready, starts) when the attempt was prepared,
+    # and how to read them again when the answer arrives. None: the lab runs no service.
+    service_at_send: tuple[bool, int] | None = field(default=None, repr=False)
+    service_now: Callable[[], tuple[bool, int] | None] | None = field(default=None, repr=False)
+    service_ready: bool | None = None
+
+    @property
+    def body_sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+    @property
+    def acknowledged(self) -> bool:
+        """The handler answered 2xx (whatever the sender saw)."""
+        return self.status is not None and 200 <= self.status < 300
+
+    def finish_handler(
+        self,
+        *,
+        status: int | None,
+        latency_ms: float,
+        error: str | None,
+        excerpt: str | None,
+        body: CappedBody | None = None,
+    ) -> None:
+        self.status, self.latency_ms, self.handler_error = status, round(latency_ms, 3), error
+        self.answered_mono = time.monotonic()
+        if self.service_at_send is not None and self.service_now is not None:
+            # Ready when sent and still the same ready process when answered: the answer is
+            # the handler's, not a booting or restarting service's.
+            self.service_ready = self.service_at_send[0] and self.service_now() == self.service_at_send
+        self.response_excerpt = excerpt[:EXCERPT_CHARS] if excerpt is not None else None
+        self.response_body = body
+        self.handler_done = True
+        self._maybe_complete()
+
+    def finish_sender(self, *, status: int | None, error: str | None) -> None:
+        self.sender_status, self.sender_error = status, error
+        self.sender_done = True
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.handler_done and self.sender_done and self.on_complete is not None:
+            callback, self.on_complete = self.on_complete, None
+            callback(self)
+
+    @property
+    def error(self) -> str | None:
+        parts = []
+        if self.sender_error:
+            parts.append(f"sender: {self.sender_error}")
+        if self.handler_error:
+            parts.append(f"handler: {self.handler_error}")
+        elif not self.handler_done:
+            parts.append("handler: no answer reached the lab")
+        return "; ".join(parts) or None
+
+    def as_dict(self) -> dict[str, Any]:
+        doc = self._as_dict()
+        if self.response_body is not None:
+            # What the lab read of the answer: its size, its hash, and whether it stopped early.
+            doc["response_bytes"] = self.response_body.read
+            doc["response_sha256"] = self.response_body.sha256
+            doc["response_truncated"] = self.response_body.truncated
+        return doc
+
+    def _as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "fault": self.fault,
+            "sent_at": self.sent_at or utcnow(),
+            "latency_ms": self.latency_ms,
+            "status": self.status,
+            "sender_status": self.sender_status,
+            "error": self.error,
+            "headers": self.headers,
+            "body_sha256": self.body_sha256,
+            "response_excerpt": self.response_excerpt,
+            **({} if self.service_ready is None else {"service_ready": self.service_ready}),
+        }
+
+    @property
+    def settled_mono(self) -> float | None:
+        """When this attempt stopped being able to cause work: its answer, else its sending."""
+        return self.answered_mono if self.answered_mono is not None else self.sent_mono
+
+
+@dataclass(frozen=True)
+class Observation:
+    """An effects count read back from the target's database."""
+
+    at: str
+    event_id: str
+    effects: int
+    source: str
+    after_seq: int | None
+    note: str
+    state: str | None = None  # effects.sql.state / effects.http.state_path, where probed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "event_id": self.event_id,
+            "effects": self.effects,
+            "source": self.source,
+            "after_seq": self.after_seq,
+            "note": self.note,
+            **({} if self.state is None else {"state": self.state}),
+        }
+
+
+@dataclass(frozen=True)
+class CommitConfirmation:
+    """lost-ack: the lab saw the handler's commit before handing the sender a synthetic status."""
+
+    seq: int
+    confirmed: bool
+    effects: int
+    observed_at: str
+    synthetic_status: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "confirmed": self.confirmed,
+            "effects": self.effects,
+            "observed_at": self.observed_at,
+            "synthetic_status": self.synthetic_status,
+        }
