@@ -6,12 +6,11 @@ line per finished trial, so a log reads like a transcript.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.redaction import known
 from acklab.harness.core.run_events import (
     ExperimentFinished,
@@ -59,7 +58,8 @@ class ProgressDisplay:
         return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
-        self.console.print(summary_table(known().doc(event.summary)))
+        if event.run is not None:
+            self.console.print(summary_table(event.run))
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
         )
@@ -105,31 +105,30 @@ class ProgressDisplay:
         self._tasks.clear()
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
+def summary_table(run: RunDocument) -> Table:
     """The run's experiments, one row each: verdict, trials, violations, first violation."""
-    table = Table(
-        title=f"{summary.get('target', '')} — run {summary.get('run_id', '')}", title_justify="left"
-    )
+    redactor = known()
+    table = Table(title=redactor.text(f"{run.target} — run {run.run_id}"), title_justify="left")
     for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
         table.add_column(column)
-    for experiment in summary.get("experiments", []):
-        violations = experiment.get("violations", [])
+    for experiment in run.experiments:
         first = ""
-        if violations:
-            v = violations[0]
-            first = f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
-        elif experiment.get("reason") or experiment.get("error"):
+        if experiment.violations:
+            v = experiment.violations[0]
+            first = f"{v.invariant}: {v.event_id} observed {v.observed}, expected {v.expected}"
+        elif experiment.reason or experiment.error:
             # why it erred or was skipped (a skipped experiment has a reason, never an error)
-            first = str(experiment.get("reason") or experiment["error"])[:160]
-        verdict = experiment["verdict"]
-        trials = experiment["trials"]
-        landed = f"{experiment['fault_landed']}/{trials}" if "fault_landed" in experiment and trials else "—"
+            first = str(experiment.reason or experiment.error)[:160]
+        trials = experiment.trials
+        landed = (
+            f"{experiment.fault_landed}/{trials}" if experiment.fault_landed is not None and trials else "—"
+        )
         table.add_row(
-            experiment["name"],
-            f"[{STYLE.get(verdict, '')}]{verdict}[/]",
+            redactor.text(experiment.name),
+            f"[{STYLE.get(experiment.verdict, '')}]{experiment.verdict}[/]",
             str(trials),
             landed,
-            str(len(violations)),
-            first,
+            str(len(experiment.violations)),
+            redactor.text(first),
         )
     return table

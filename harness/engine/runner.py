@@ -4,7 +4,7 @@ Python API (what `acklab run` and the repair flow use)::
 
     from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
-    result.exit_code, result.as_json()
+    result.exit_code, result.run.verdict, result.as_json().dump()
 
 Checkpoints. ``run.json`` is written first (status ``interrupted``) so that even a killed
 run leaves a resumable bundle; every finished trial is written atomically as
@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.documents.result import RunResultJson
+from acklab.evidence.documents.run import RunDocument
+from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.plan import (
@@ -42,7 +45,6 @@ from acklab.harness.core.plan import (
     trial_id,
 )
 from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
-from acklab.harness.engine.documents import design_json
 from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.engine.late_read import reread
 from acklab.harness.engine.run_bundle import RunState, load_resume
@@ -78,27 +80,28 @@ class RunOptions:
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
-    """The outcome of a run: its verdict, its bundle, and the exit code of the contract."""
+    """The outcome of a run: its run document (``run.json``), its bundle, the exit code of the contract."""
 
-    run: dict[str, Any]
+    run: RunDocument
     bundle: Path
 
     @property
     def run_id(self) -> str:
-        return str(self.run["run_id"])
+        return self.run.run_id
 
     @property
     def verdict(self) -> str:
-        return str(self.run["verdict"])
+        return self.run.verdict
 
     @property
     def exit_code(self) -> ExitCode:
         return {"pass": ExitCode.OK, "fail": ExitCode.VERDICT_FAILED}.get(self.verdict, ExitCode.LAB_ERROR)
 
-    def as_json(self) -> dict[str, Any]:
-        return design_json(self.run, str(self.bundle.resolve()))
+    def as_json(self) -> RunResultJson:
+        """The ``acklab run --json`` object (paths absolute)."""
+        return RunResultJson.of(self.run, str(self.bundle.resolve()))
 
 
 def build_plan(
@@ -163,27 +166,25 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}{suffix}"
 
 
-def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
+def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, Trial]]:
     """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
     target = resolve_target(
         options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
     )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision
-    finished: dict[str, dict[str, Any]] = {}
+    finished: dict[str, Trial] = {}
     carried: dict[str, str] = {}
     if options.resume:
         previous, finished = load_resume(options.out, options.resume, target)
-        carried = {
-            e["name"]: e.get("reason") or "" for e in previous["experiments"] if e["verdict"] == "skipped"
-        }
-        names = tuple(e["name"] for e in previous["experiments"] if e["verdict"] != "skipped")
+        carried = {e.name: e.reason or "" for e in previous.experiments if e.verdict == "skipped"}
+        names = tuple(e.name for e in previous.experiments if e.verdict != "skipped")
         options = replace(
             options,
             experiments=names,
-            seed=previous["seed"],
-            trials=previous.get("trials_per_experiment", options.trials),
-            shard=previous.get("shard"),
+            seed=previous.seed,
+            trials=previous.trials_per_experiment or options.trials,
+            shard=previous.shard,
         )
     experiments, skipped = choose_experiments(target, options.experiments)
     skipped = {**carried, **skipped}
@@ -253,7 +254,7 @@ async def _main(
     experiments: list[Experiment],
     plan: RunPlan,
     run_id: str,
-    finished: dict[str, dict[str, Any]],
+    finished: dict[str, Trial],
     consumers: Sequence[Consumer],
     refused: list[str],
 ) -> RunResult:
@@ -310,7 +311,7 @@ async def _main(
         # run is stopped. (Trials of an interrupted process were judged against a service, and
         # maybe a temporary database, that no longer exist: a read now would read something else.)
         mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
-        mine = [r for r in mine if r["trial_id"] not in finished]
+        mine = [r for r in mine if r.trial_id not in finished]
         for record in await reread(target, mine):
             state.checkpoint(record)
         run_doc = state.finish(sockets, parameters)
@@ -319,13 +320,7 @@ async def _main(
             raise
         bus.emit(
             RunFinished(
-                run_id,
-                "error",
-                "interrupted",
-                state.started_at,
-                utcnow(),
-                str(writer.root),
-                {"run_id": run_id, "target": target.name, "experiments": []},
+                run_id, target.name, "error", "interrupted", state.started_at, utcnow(), str(writer.root)
             )
         )
         bus.close()
@@ -345,10 +340,11 @@ async def _main(
     bus.emit(
         RunFinished(
             run_id,
-            run_doc["verdict"],
+            target.name,
+            run_doc.verdict,
             "complete",
             state.started_at,
-            run_doc["ended_at"],
+            run_doc.ended_at,
             str(writer.root),
             run_doc,
         )
