@@ -60,30 +60,21 @@ class RunExperiment(Document):
     @classmethod
     def unfinished(cls, name: str) -> RunExperiment:
         """An experiment the run has not finished (the preliminary run.json of a run in progress)."""
-        return cls(
-            name=name,
-            verdict="error",
-            trials=0,
-            fault_landed=0,
-            violations=[],
-            incident=None,
-            error=NOT_FINISHED,
-            reason=NOT_FINISHED,
-        )
+        return cls._without_trials(name, "error", NOT_FINISHED, error=NOT_FINISHED)
 
     @classmethod
     def skipped(cls, name: str, why: str) -> RunExperiment:
         """An experiment that does not apply to the target: listed with why, never judged."""
+        return cls._without_trials(name, "skipped", why, error=None)
+
+    @classmethod
+    def _without_trials(
+        cls, name: str, verdict: ExperimentVerdict, reason: str, *, error: str | None
+    ) -> RunExperiment:
         return cls(
-            name=name,
-            verdict="skipped",
-            trials=0,
-            fault_landed=0,
-            violations=[],
-            incident=None,
-            error=None,
-            reason=why,
-        )
+            name=name, verdict=verdict, trials=0, fault_landed=0, violations=[], incident=None,
+            error=error, reason=reason,
+        )  # fmt: skip
 
     @classmethod
     def merged(cls, entries: Sequence[RunExperiment]) -> RunExperiment:
