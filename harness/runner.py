@@ -31,6 +31,7 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.bursts import check_burst_sync
 from acklab.harness.checkpoint import RunState, load_resume
 from acklab.harness.credentials import MIN_SECRET_CHARS, url_secrets
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
@@ -258,6 +259,9 @@ async def _main(
     refused: list[str],
 ) -> RunResult:
     await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+    if any(e.bursts for e in experiments):
+        # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
+        await check_burst_sync(target, plan.settings.burst_sync)
     bus = EventBus(consumers)
     if options.journal:
         try:
