@@ -31,6 +31,7 @@ SUITE = (
     "harness_throughput",
     "full_run",
     "detection",
+    "race_sharpness",
     "verdict_trust",
     "explorer",
     "console_scale",

@@ -1,0 +1,212 @@
+"""Synchronised bursts: the same bytes as the transport, errors for half-sent closes, HTTP/2 or a refusal.
+
+The servers see what arrives (`tests/harness/burst_servers.py`): a raw server records every
+request's bytes, hypercorn serves HTTP/2, uvicorn speaks HTTP/1.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acklab.harness.bursts import Burst, send_burst
+from acklab.harness.errors import Http2Refused
+from acklab.harness.faults import NoFault
+from acklab.harness.lab import Lab
+from acklab.harness.plan import Settings, TrialPlan, event_ids
+from acklab.harness.runner import RunOptions, run
+from acklab.harness.targets import Needs
+from acklab.harness.targets.spec import load_target
+from acklab.harness.trial import TrialContext
+from tests.harness.burst_servers import HypercornServer, RawServer, capture_into, close_unanswered
+from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
+from tests.harness.handlers import CheckThenInsert, Receipt, handler_app
+
+
+def http_effects_spec(tmp_path: Path, server: RawServer | HypercornServer, endpoint: str) -> Path:
+    doc = target_doc("raw", endpoint, "sqlite:///unused.db")
+    doc["effects"] = {"http": {"url": server.url("/effects/{{event_id}}"), "json_path": "count"}}
+    return write_spec(tmp_path / "raw.yaml", doc)
+
+
+def duplicates(trial: TrialContext, n: int) -> list[tuple[Any, Any]]:
+    """N deliveries of one event with the same bytes and signature, as concurrent-duplicates builds them."""
+    event = trial.event(0)
+    first, record = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())
+    prepared = [(first, record)]
+    for _ in range(n - 1):
+        request, twin = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())
+        twin.headers = record.headers
+        request.headers.update(first.headers)
+        prepared.append((request, twin))
+    return prepared
+
+
+def trial_on(lab: Lab) -> TrialContext:
+    ids, orders = event_ids(7, "burst-test", 0, 1)
+    return TrialContext(lab, TrialPlan("burst-test-0000", "burst-test", 0, ids, orders, ()))
+
+
+def send_both_ways(spec: Path, sync: str, n: int = 4) -> tuple[list[Any], Burst]:
+    """One delivery through the lab's transport, then n-1 byte-identical twins as a `sync` burst."""
+
+    async def go() -> tuple[list[Any], Burst]:
+        async with Lab.open(load_target(spec, allow_remote=False), Needs(socket=True), Settings()) as lab:
+            trial = trial_on(lab)
+            prepared = duplicates(trial, n)
+            await trial.transmit(*prepared[0])
+            burst = await send_burst(trial, prepared[1:], sync)
+            await lab.transport.quiesce(10)
+            return [record for _, record in prepared], burst
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+
+
+@pytest.mark.usefixtures("secret")
+def test_a_last_byte_burst_writes_exactly_the_bytes_the_transport_writes(tmp_path):
+    seen: list[bytes] = []
+    with RawServer(capture_into(seen)) as server:
+        records, burst = send_both_ways(
+            http_effects_spec(tmp_path, server, server.url("/hooks")), "last-byte"
+        )
+    transported, *bursted = seen
+    assert len(bursted) == 3
+    assert b"webhook-signature: v1," in transported  # headers, signature and body, byte for byte
+    assert all(raw == transported for raw in bursted)
+    # Recorded like every other delivery: status, headers, the bounded answer, the handler's clock.
+    for record in records:
+        doc = record.as_dict()
+        assert (doc["status"], doc["sender_status"], doc["error"]) == (200, 200, None)
+        assert (doc["response_excerpt"], doc["response_bytes"], doc["response_truncated"]) == ("{}", 2, False)
+        assert doc["headers"] == records[0].as_dict()["headers"]
+    assert burst.sync == "last-byte"
+    assert burst.release_spread_ms is not None
+    assert burst.handler_spread_ms is not None
+    assert burst.facts()["handler_reported"] == 3
+
+
+@pytest.mark.usefixtures("secret")
+def test_a_single_packet_burst_sends_the_transports_headers_and_body_over_http2(tmp_path):
+    seen: list[tuple[str, list[tuple[bytes, bytes]], bytes]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"].startswith("/effects/"):
+            content = b'{"count": 0}'
+        else:
+            seen.append((scope["http_version"], list(scope["headers"]), body))
+            content = b"{}"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": content})
+
+    with HypercornServer(app) as server:
+        records, burst = send_both_ways(
+            http_effects_spec(tmp_path, server, server.url("/hooks")), "single-packet"
+        )
+    (h1_version, h1_headers, h1_body), *streams = seen
+    assert h1_version == "1.1"
+    assert [s[0] for s in streams] == ["2", "2", "2"]
+
+    def comparable(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        # HTTP/2 carries Host as :authority and has no connection-specific headers (RFC 9113 8.2.2).
+        return [(k, v) for k, v in headers if k not in (b"host", b"connection")]
+
+    for _, headers, body in streams:
+        assert comparable(headers) == comparable(h1_headers)
+        assert body == h1_body
+    assert dict(h1_headers)[b"host"] == dict(streams[0][1])[b"host"]
+    assert [r.status for r in records] == [200] * 4
+    assert burst.sync == "single-packet"
+    assert burst.release_spread_ms == 0.0  # one write: one packet
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("secret")
+def test_a_target_that_closes_half_sent_connections_is_an_error_never_a_pass(tmp_path):
+    with RawServer(close_unanswered) as server:
+        spec = http_effects_spec(tmp_path, server, server.url("/hooks"))
+        result = run(
+            RunOptions(
+                target=str(spec),
+                experiments=("concurrent-duplicates",),
+                trials=1,
+                out=tmp_path / "out",
+                journal=False,
+                settings=Settings(burst=4),
+            )
+        )
+    (entry,) = result.run["experiments"]
+    assert (result.verdict, entry["verdict"], result.exit_code) == ("error", "error", 4)
+    incident = json.loads((result.bundle / entry["incident"]).read_text())
+    (trial,) = incident["trials"]
+    assert all(d["status"] is None and "closed the connection" in d["error"] for d in trial["deliveries"])
+    tries = trial["fault"]["tries"]
+    assert not any(t["landed"] for t in tries)
+    assert any("half-sent" in t["evidence"] and t["facts"]["closed_half_sent"] >= 1 for t in tries)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("secret")
+@pytest.mark.parametrize(
+    ("variant", "verdict"), [(CheckThenInsert(work_s=0.001), "fail"), (Receipt(), "pass")]
+)
+def test_concurrent_duplicates_over_http2_judges_a_real_http2_server(tmp_path, variant, verdict):
+    db_url = f"sqlite:///{tmp_path / 'h2.db'}"
+    with HypercornServer(handler_app(variant, db_url, SECRET)) as server:
+        spec = write_spec(tmp_path / "h2.yaml", target_doc("h2", server.url("/hooks"), db_url))
+        result = run(
+            RunOptions(
+                target=str(spec),
+                experiments=("concurrent-duplicates",),
+                trials=2,
+                out=tmp_path / "out",
+                journal=False,
+                settings=Settings(burst_sync="single-packet"),
+            )
+        )
+    (entry,) = result.run["experiments"]
+    assert entry["verdict"] == verdict, entry
+    assert entry["arrival_spread"]["burst_sync"] == "single-packet"
+    assert entry["arrival_spread"]["release_ms"]["max"] == 0.0
+    assert entry["arrival_spread"]["handler_ms"]["p50"] >= 0
+
+
+@pytest.mark.usefixtures("secret")
+def test_single_packet_is_refused_with_exit_3_when_the_target_speaks_only_http1(serve_handler, tmp_path):
+    spec = serve_handler(Receipt(), name="uvicorn-h1")  # uvicorn: HTTP/1.1 only
+    options = RunOptions(
+        target=str(spec),
+        experiments=("concurrent-duplicates",),
+        out=tmp_path / "out",
+        journal=False,
+        settings=Settings(burst_sync="single-packet"),
+    )
+    with pytest.raises(Http2Refused) as refused:
+        run(options)
+    assert refused.value.exit_code == 3
+    message = str(refused.value)
+    assert "does not speak HTTP/2" in message
+    assert "--burst-sync last-byte" in message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing written
