@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from acklab.harness.bursts import Burst, send_burst
@@ -210,3 +211,46 @@ def test_single_packet_is_refused_with_exit_3_when_the_target_speaks_only_http1(
     assert "does not speak HTTP/2" in message
     assert "--burst-sync last-byte" in message
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing written
+
+
+def acklab(*argv: str) -> int:
+    from acklab.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    return int(exited.value.code or 0)
+
+
+def test_the_fixture_refuses_single_packet_with_exit_3_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ("--target", "fixture:live", "--burst-sync", "single-packet", "--out", str(out))
+    assert acklab("run", "--experiment", "concurrent-duplicates", *argv, "--json") == 3
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["verdict"] == "error"
+    assert "does not speak HTTP/2 (the fixture is served by uvicorn" in printed["error"]
+    assert acklab("explore", "--budget", "1", "--target", "fixture:live", "--burst-sync", "single-packet",
+                  "--out", str(out)) == 3  # fmt: skip
+    assert "single-packet" in capsys.readouterr().err
+    assert not out.exists() or not any(out.glob("*/run.json"))
+
+
+def test_burst_sync_is_checked_on_the_command_line_and_in_an_experiment_spec(tmp_path, capsys):
+    assert acklab("plan", "--experiment", "concurrent-duplicates", "--burst-sync", "sideways") == 2
+    assert "'sideways' is not one of 'none', 'last-byte', 'single-packet'" in capsys.readouterr().err
+    doc = {"apiVersion": "acklab/v1", "kind": "experiment", "name": "naive", "uses": "concurrent-duplicates"}
+    spec = tmp_path / "naive.yaml"
+    spec.write_text(json.dumps({**doc, "parameters": {"burst_sync": "sideways"}}))
+    assert acklab("plan", "--experiment", str(spec)) == 3
+    assert "parameters.burst_sync: got 'sideways'" in capsys.readouterr().err
+    spec.write_text(json.dumps({**doc, "parameters": {"burst_sync": "none"}}))
+    assert acklab("plan", "--experiment", str(spec), "--json") == 0
+    assert json.loads(capsys.readouterr().out)["parameters"]["burst_sync"] == "none"
+
+
+def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
+    from acklab.harness.transports import entered_ns
+
+    assert entered_ns(httpx.Headers({"x-acklab-entered-ns": "123456789"})) == 123456789
+    fullwidth_digits = "\uff10\uff11".encode()  # digits to str.isdigit, not to the lab
+    for hostile in ("-1", "1e9", "12 34", "9" * 21, "", fullwidth_digits):
+        assert entered_ns(httpx.Headers({"x-acklab-entered-ns": hostile})) is None, hostile
