@@ -254,3 +254,40 @@ def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
     fullwidth_digits = "\uff10\uff11".encode()  # digits to str.isdigit, not to the lab
     for hostile in ("-1", "1e9", "12 34", "9" * 21, "", fullwidth_digits):
         assert entered_ns(httpx.Headers({"x-acklab-entered-ns": hostile})) is None, hostile
+
+
+def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived():
+    from acklab.harness.progress import spread_lines
+    from acklab.harness.records import arrival_spread
+
+    def trial(*tries: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "fault": {
+                "name": "concurrent-duplicates",
+                "landed": any(t["landed"] for t in tries),
+                "tries": list(tries),
+            }
+        }
+
+    missed = {"landed": False, "facts": {"burst_sync": "last-byte", "release_spread_ms": 9.0}}
+    landed = {
+        "landed": True,
+        "facts": {"burst_sync": "last-byte", "release_spread_ms": 0.1, "handler_spread_ms": 3.0},
+    }
+    quiet = {"landed": True, "facts": {"burst_sync": "last-byte", "release_spread_ms": 0.3}}
+    spread = arrival_spread([trial(missed, landed), trial(quiet), {"fault": None}])
+    # Each trial counts by the try its proof rests on (the landed one), not by its misses.
+    assert spread == {
+        "burst_sync": "last-byte",
+        "bursts": 2,
+        "release_ms": {"p50": 0.2, "max": 0.3},
+        "handler_ms": {"p50": 3.0, "max": 3.0},
+    }
+    assert arrival_spread([trial({"landed": True, "facts": {"at_handler_together": 2}})]) is None
+    summary = {
+        "experiments": [{"name": "concurrent-duplicates", "arrival_spread": spread}, {"name": "lost-ack"}]
+    }
+    assert spread_lines(summary) == [
+        "concurrent-duplicates: 2 bursts released last-byte; sender release p50 0.200 ms (max 0.300); "
+        "handler arrival p50 3.000 ms (max 3.000)"
+    ]
