@@ -27,13 +27,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from acklab.harness.bursts import send_burst
-from acklab.harness.faults import NoFault
-from acklab.harness.lab import Lab
-from acklab.harness.plan import Settings, TrialPlan, event_ids
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.core.bursts import send_burst
+from acklab.harness.wire.faults import NoFault
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets import Needs, Target, resolve_target
-from acklab.harness.trial import TrialContext
+from acklab.harness.core.trial import TrialContext
 from bench.detection import postgres_databases, sqlite_databases
 from bench.figures import Figure, print_figure
 
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def _spreads(target: Target, bursts: int) -> dict[str, list[float]]:
     """Handler-side spreads (ms) of `bursts` bursts per release, alternated, on one served fixture."""
     found: dict[str, list[float]] = {mode: [] for mode in MODES}
-    async with Lab.open(target, Needs(socket=True), Settings(burst=BURST)) as lab:
+    async with Lab.open(target, Needs(socket=True), RunSettings(burst=BURST)) as lab:
         for k in range(bursts):
             # Alternated, and the order flipped every round: drift in load falls on both alike.
             for mode in MODES if k % 2 == 0 else MODES[::-1]:
@@ -130,7 +130,7 @@ def _detection(db_url: str, out: Path, *, window_ms: float, rounds: int, per_rou
                         trials=per_round,
                         out=out / "evidence",
                         journal=False,
-                        settings=Settings(burst=BURST, burst_sync=mode),
+                        settings=RunSettings(burst=BURST, burst_sync=mode),
                     )
                 )
                 caught, trials, spreads = _caught(result)

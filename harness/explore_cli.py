@@ -18,7 +18,7 @@ import click
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
-from acklab.harness.explore import (
+from acklab.harness.explore.explorer import (
     EVENTS,
     MAX_BURST,
     STEPS,
@@ -29,10 +29,10 @@ from acklab.harness.explore import (
     new_seed,
     replay_schedule,
 )
-from acklab.harness.leases import leasing
-from acklab.harness.plan import BURST_SYNCS, Settings
-from acklab.harness.runner import new_run_id
-from acklab.harness.schedules import Step
+from acklab.harness.procs.leases import leasing
+from acklab.harness.core.plan import BURST_SYNCS, RunSettings
+from acklab.harness.engine.runner import new_run_id
+from acklab.harness.explore.schedules import Step
 from acklab.harness.targets import Target, resolve_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -245,7 +245,7 @@ def explore(
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"
-    settings = Settings(burst_sync=burst_sync or Settings.burst_sync)
+    settings = RunSettings(burst_sync=burst_sync or RunSettings.burst_sync)
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
             with LabSession(resolved, seed, settings=settings) as session:
@@ -314,7 +314,7 @@ def replay(
     seed = int(doc["seed"])
     started_at, started = utcnow(), time.monotonic()
     recorded = doc["experiment"].get("parameters", {}).get("burst_sync")
-    settings = Settings(burst_sync=burst_sync or recorded or Settings.burst_sync)
+    settings = RunSettings(burst_sync=burst_sync or recorded or RunSettings.burst_sync)
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
     run_id = new_run_id(None) + "-replay"
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):

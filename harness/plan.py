@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acklab.harness.errors import SpecError
-from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
 
 # The range of every knob (inclusive; the same bounds as the experiment spec's schema and the
 # CLI's options). Outside it a run would not end (a compression of 1e-300 stretches a retry
@@ -29,7 +29,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "handler_timeout_s": (1.0, 600.0),
 }
 MAX_TRIALS = 10_000
-# How a burst's deliveries are released (harness.bursts): each after its own connect (none),
+# How a burst's deliveries are released (harness.core.bursts): each after its own connect (none),
 # the last byte of every pre-sent request in one loop (last-byte), or every request as a
 # stream of one HTTP/2 connection, their last frames in one packet (single-packet).
 BURST_SYNCS = ("none", "last-byte", "single-packet")

@@ -12,9 +12,9 @@ from typing import Any
 
 from acklab.evidence.bundle import acklab_version, utcnow
 from acklab.harness.experiments import Experiment
-from acklab.harness.plan import RunPlan
+from acklab.harness.core.plan import RunPlan
 from acklab.harness.targets import Target
-from acklab.harness.verdicts import combine
+from acklab.harness.core.verdicts import combine
 
 DESIGN_VIOLATION_KEYS = ("invariant", "event_id", "observed", "expected", "detail")
 
@@ -55,7 +55,7 @@ def _p50_max(values: Sequence[float]) -> dict[str, float]:
 
 
 def arrival_spread(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """How close together the bursts of these trials arrived (harness.bursts), None without bursts.
+    """How close together the bursts of these trials arrived (harness.core.bursts), None without bursts.
 
     ``release_ms``: first to last final byte the sender wrote; ``handler_ms``: first to last
     request entering the handler, where the handler reported it (the fixture, the bench's

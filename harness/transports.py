@@ -10,7 +10,7 @@ the lab's long horizon as timeout, and records what the handler answered. What t
 a timeout, a reset or a synthetic 504. The handler is never cut off by the sender giving
 up, so the lab can wait for it (quiescence) before it reads the effects back.
 
-A delivery of a synchronised burst (`harness.bursts`) carries a `Wire` in its ticket: its
+A delivery of a synchronised burst (`harness.core.bursts`) carries a `Wire` in its ticket: its
 bytes were already written by the burst sender, all but the last, and its answer comes
 from that wire instead of the inner transport. Everything else — the fault, the record,
 the bounded read of the answer — is the same for every delivery.
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from acklab.evidence.bundle import utcnow
-from acklab.harness.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
+from acklab.harness.wire.records import DeliveryRecord
 
 if TYPE_CHECKING:
-    from acklab.harness.faults import Fault
+    from acklab.harness.wire.faults import Fault
 
 TICKET = "acklab.ticket"
 DEFAULT_HORIZON_S = 30.0
@@ -79,7 +79,7 @@ class HandlerAnswer:
 
 class Wire(Protocol):
     """One delivery of a synchronised burst: a connection (or an HTTP/2 stream) that already
-    holds the request but its last byte (`harness.burst_h1`, `harness.burst_h2`)."""
+    holds the request but its last byte (`harness.wire.burst_h1`, `harness.wire.burst_h2`)."""
 
     sent: asyncio.Event  # set once the last byte was written
     released_mono: float | None  # when it was

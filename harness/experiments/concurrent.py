@@ -1,7 +1,7 @@
 """``concurrent-duplicates``: N identical deliveries of one event, released together.
 
 Every request is built and signed first (byte-identical: same body, same headers), then
-released as one burst (`harness.bursts`) over a real socket: by default each is written on
+released as one burst (`harness.core.bursts`) over a real socket: by default each is written on
 its own pre-opened connection but its last byte, and the last bytes go in one tight loop
 (``burst_sync: last-byte``); over HTTP/2 all of them can leave in one TCP packet
 (``single-packet``); ``none`` is the naive release (each connects after it).
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from acklab.harness.bursts import Burst, send_burst
+from acklab.harness.core.bursts import Burst, send_burst
 from acklab.harness.experiments.base import Experiment
-from acklab.harness.faults import NoFault
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.wire.faults import NoFault
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Needs, Target
-from acklab.harness.templates import Event
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.core.trial import TrialContext
 
 
 def burst_proof(burst: Burst) -> Proof:
@@ -77,18 +77,18 @@ class ConcurrentDuplicatesExperiment(Experiment):
     fault_name = "concurrent-duplicates"
     bursts = True
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         return tuple(
             PlannedDelivery(event=0, kind="duplicate", attempt=1, fault="none", at_ms=0.0, when="always")
             for _ in range(settings.burst)
         )
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         await trial.observe(event, "before")
         first, record = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())

@@ -265,8 +265,8 @@ def test_every_answer_says_when_the_delivery_entered_the_handler(client: AppClie
     import time
 
     from acklab.app.routes import ENTERED_HEADER
-    from acklab.harness.transports import ENTERED_HEADER as LAB_READS
-    from acklab.harness.transports import entered_ns
+    from acklab.harness.wire.transports import ENTERED_HEADER as LAB_READS
+    from acklab.harness.wire.transports import entered_ns
     from tests.harness.handlers import ENTERED_HEADER as RACY_HANDLER_SENDS
 
     assert ENTERED_HEADER.lower() == LAB_READS == RACY_HANDLER_SENDS.lower()  # one name, three places

@@ -14,15 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
-from acklab.harness.bursts import Burst, send_burst
+from acklab.harness.core.bursts import Burst, send_burst
 from acklab.harness.errors import Http2Refused
-from acklab.harness.faults import NoFault
-from acklab.harness.lab import Lab
-from acklab.harness.plan import Settings, TrialPlan, event_ids
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.wire.faults import NoFault
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets import Needs
 from acklab.harness.targets.spec import load_target
-from acklab.harness.trial import TrialContext
+from acklab.harness.core.trial import TrialContext
 from tests.harness.burst_servers import HypercornServer, RawServer, capture_into, close_unanswered
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.handlers import CheckThenInsert, Receipt, handler_app
@@ -56,7 +56,7 @@ def send_both_ways(spec: Path, sync: str, n: int = 4) -> tuple[list[Any], Burst]
     """One delivery through the lab's transport, then n-1 byte-identical twins as a `sync` burst."""
 
     async def go() -> tuple[list[Any], Burst]:
-        async with Lab.open(load_target(spec, allow_remote=False), Needs(socket=True), Settings()) as lab:
+        async with Lab.open(load_target(spec, allow_remote=False), Needs(socket=True), RunSettings()) as lab:
             trial = trial_on(lab)
             prepared = duplicates(trial, n)
             await trial.transmit(*prepared[0])
@@ -155,7 +155,7 @@ def test_a_target_that_closes_half_sent_connections_is_an_error_never_a_pass(tmp
                 trials=1,
                 out=tmp_path / "out",
                 journal=False,
-                settings=Settings(burst=4),
+                settings=RunSettings(burst=4),
             )
         )
     (entry,) = result.run["experiments"]
@@ -184,7 +184,7 @@ def test_concurrent_duplicates_over_http2_judges_a_real_http2_server(tmp_path, v
                 trials=2,
                 out=tmp_path / "out",
                 journal=False,
-                settings=Settings(burst_sync="single-packet"),
+                settings=RunSettings(burst_sync="single-packet"),
             )
         )
     (entry,) = result.run["experiments"]
@@ -202,7 +202,7 @@ def test_single_packet_is_refused_with_exit_3_when_the_target_speaks_only_http1(
         experiments=("concurrent-duplicates",),
         out=tmp_path / "out",
         journal=False,
-        settings=Settings(burst_sync="single-packet"),
+        settings=RunSettings(burst_sync="single-packet"),
     )
     with pytest.raises(Http2Refused) as refused:
         run(options)
@@ -248,7 +248,7 @@ def test_burst_sync_is_checked_on_the_command_line_and_in_an_experiment_spec(tmp
 
 
 def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
-    from acklab.harness.transports import entered_ns
+    from acklab.harness.wire.transports import entered_ns
 
     assert entered_ns(httpx.Headers({"x-acklab-entered-ns": "123456789"})) == 123456789
     fullwidth_digits = "\uff10\uff11".encode()  # digits to str.isdigit, not to the lab
@@ -257,8 +257,8 @@ def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
 
 
 def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived():
-    from acklab.harness.progress import spread_lines
-    from acklab.harness.records import arrival_spread
+    from acklab.harness.cli.progress import spread_lines
+    from acklab.harness.engine.documents import arrival_spread
 
     def trial(*tries: dict[str, Any]) -> dict[str, Any]:
         return {

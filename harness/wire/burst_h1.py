@@ -3,7 +3,7 @@
 Each request of a burst gets a connection of its own, opened ahead. h11 serialises the
 request exactly as httpx's own transport does (httpcore hands h11 the same method, target,
 header list and body), so the bytes on the wire are the transport's bytes. Every byte but
-the last is written and acknowledged by the peer (`harness.burst_socket.wait_flushed`);
+the last is written and acknowledged by the peer (`harness.wire.burst_socket.wait_flushed`);
 the release then writes the last bytes in one tight loop, one per connection. The server
 has every request but one byte in its buffers, so what is left between the first and the
 last request reaching the handler is how fast the server reads its connections.
@@ -24,7 +24,7 @@ from typing import cast
 import h11
 import httpx
 
-from acklab.harness.burst_socket import SETTLE_S, close_quietly, open_stream, wait_flushed
+from acklab.harness.wire.burst_socket import SETTLE_S, close_quietly, open_stream, wait_flushed
 
 READ_BYTES = 65536
 

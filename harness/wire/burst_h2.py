@@ -30,7 +30,7 @@ import h2.events
 import h2.exceptions
 import httpx
 
-from acklab.harness.burst_socket import close_quietly, open_stream, wait_flushed
+from acklab.harness.wire.burst_socket import close_quietly, open_stream, wait_flushed
 
 READ_BYTES = 65536
 _PINGS = itertools.count(1)

@@ -5,9 +5,9 @@ Three ways to release them (``burst_sync``, an experiment parameter and ``--burs
 * ``none``: N tasks wait on one asyncio event and send through the lab's transport; each
   opens its own connection after the release (the naive release, kept for comparison);
 * ``last-byte`` (the default): every request is written on its own pre-opened connection
-  but its last byte, then the last bytes are released in one tight loop (`harness.burst_h1`);
+  but its last byte, then the last bytes are released in one tight loop (`harness.wire.burst_h1`);
 * ``single-packet``: HTTP/2 only — every request is a stream of one connection, and their
-  final frames leave in one TCP packet (`harness.burst_h2`).
+  final frames leave in one TCP packet (`harness.wire.burst_h2`).
 
 Either way every delivery goes through the lab's `FaultTransport` (its record, its fault,
 its bounded answer), so the rest of the lab does not know how it travelled. `Burst` says
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from acklab.harness.burst_h1 import H1Burst
-from acklab.harness.burst_h2 import H2Burst, NotHttp2, speaks_http2
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.burst_h1 import H1Burst
+from acklab.harness.wire.burst_h2 import H2Burst, NotHttp2, speaks_http2
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.errors import HarnessError, Http2Refused
-from acklab.harness.plan import BURST_SYNCS
-from acklab.harness.transports import TICKET, Ticket, Wire
+from acklab.harness.core.plan import BURST_SYNCS
+from acklab.harness.wire.transports import TICKET, Ticket, Wire
 
 if TYPE_CHECKING:
     from acklab.harness.targets import Target
-    from acklab.harness.trial import TrialContext
+    from acklab.harness.core.trial import TrialContext
 
 __all__ = ["BURST_SYNCS", "Burst", "check_burst_sync", "send_burst"]
 CLAIM_TIMEOUT_S = 10.0  # every delivery of an armed burst reaches the lab's transport within this

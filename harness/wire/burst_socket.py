@@ -1,6 +1,6 @@
 """The sockets of a synchronised burst: opened ahead, Nagle off, and flushed before the release.
 
-A burst sender (`harness.burst_h1`, `harness.burst_h2`) writes every request but its last
+A burst sender (`harness.wire.burst_h1`, `harness.wire.burst_h2`) writes every request but its last
 byte, then waits here until the *peer's kernel* has acknowledged every byte written — not
 just until asyncio's buffer is empty: on Linux the socket's send queue (``TIOCOUTQ``, the
 bytes not yet acknowledged) must read 0. Only then are the last bytes released, so the
