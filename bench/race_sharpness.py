@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from acklab.harness.core.bursts import send_burst
-from acklab.harness.wire.faults import NoFault
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.core.trial import TrialContext
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets import Needs, Target, resolve_target
-from acklab.harness.core.trial import TrialContext
+from acklab.harness.wire.faults import NoFault
 from bench.detection import postgres_databases, sqlite_databases
 from bench.figures import Figure, print_figure
 

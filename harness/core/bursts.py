@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from acklab.harness.core.plan import BURST_SYNCS
+from acklab.harness.errors import HarnessError, Http2Refused
 from acklab.harness.wire.burst_h1 import H1Burst
 from acklab.harness.wire.burst_h2 import H2Burst, NotHttp2, speaks_http2
 from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.errors import HarnessError, Http2Refused
-from acklab.harness.core.plan import BURST_SYNCS
 from acklab.harness.wire.transports import TICKET, Ticket, Wire
 
 if TYPE_CHECKING:
-    from acklab.harness.targets import Target
     from acklab.harness.core.trial import TrialContext
+    from acklab.harness.targets import Target
 
 __all__ = ["BURST_SYNCS", "Burst", "check_burst_sync", "send_burst"]
 CLAIM_TIMEOUT_S = 10.0  # every delivery of an armed burst reaches the lab's transport within this

@@ -15,14 +15,14 @@ import httpx
 import pytest
 
 from acklab.harness.core.bursts import Burst, send_burst
-from acklab.harness.errors import Http2Refused
-from acklab.harness.wire.faults import NoFault
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.core.trial import TrialContext
 from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.errors import Http2Refused
 from acklab.harness.targets import Needs
 from acklab.harness.targets.spec import load_target
-from acklab.harness.core.trial import TrialContext
+from acklab.harness.wire.faults import NoFault
 from tests.harness.burst_servers import HypercornServer, RawServer, capture_into, close_unanswered
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.handlers import CheckThenInsert, Receipt, handler_app
