@@ -41,6 +41,10 @@ def _outside_a_loop(work: Callable[[], T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        looping = False
+    else:
+        looping = True
+    if not looping:  # (not called in the except block: its error would chain onto every one of work's)
         return work()
     with ThreadPoolExecutor(1, thread_name_prefix="acklab-run") as pool:
         return pool.submit(work).result()

@@ -140,7 +140,9 @@ async def running(app: AsgiApp, *, lifespan: bool = True) -> AsyncIterator[AsgiA
             yield app
             return
         if answer.get("type") == "lifespan.startup.failed":
-            raise HarnessError(f"the app's startup failed: {answer.get('message') or '(no message)'}")
+            # Starlette sends the whole traceback: its last line is the exception.
+            lines = str(answer.get("message") or "").strip().splitlines()
+            raise HarnessError(f"the app's startup failed: {lines[-1] if lines else '(no message)'}")
         yield with_state(app, state)
         await inbox.put({"type": "lifespan.shutdown"})
         # A shutdown that fails or hangs changes no verdict: every trial was recorded already.
