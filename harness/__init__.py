@@ -2,7 +2,8 @@
 
 Command line (DESIGN.md): ``acklab run | plan | validate`` (`harness.cli`), ``acklab demo``.
 
-Python API (what the repair flow and the benchmarks use)::
+Python API for users: ``acklab.run``, ``acklab.attack`` (`harness.api`) and the pytest plugin
+(``acklab.pytest_plugin``). Inside the project (the repair flow, the benchmarks)::
 
     from acklab.harness.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",), trials=3))
@@ -15,9 +16,9 @@ From another checkout, run it as a subprocess whose ``acklab`` is that checkout'
 folders beneath it (see ``acklab/__init__.py``), so ``acklab.app`` is that checkout's.
 
 Layout: `providers` (facts), `signing`, `transports` + `faults` (the one seam),
-`targets/` (fixture, spec files, effects and state probes), `experiments/`, `proofs` (a
+`targets/` (fixture, spec files, an app object served in-process, effects and state probes), `experiments/`, `proofs` (a
 fault proves it landed), `plan`, `trial`, `execute` + `runner` (engine), `late_read` (the
-end-of-run re-read), `checkpoint` (bundle, resume), `verdicts`, `records`, `service_process`
+end-of-run re-read), `results` (`RunResult`), `api` (`run`, `attack`), `checkpoint` (bundle, resume), `verdicts`, `records`, `service_process`
 (``command:``: readiness, kill, restart), `events` -> `progress` / `journal_sink`, `cli`,
 `demo`. Errors: `harness.errors`.
 """
