@@ -10,8 +10,12 @@ app object itself, not a URL. Each experiment gets it served afresh, its lifespa
   timeout on a live connection, a concurrent burst: `Needs.socket`): uvicorn serves the
   same app object in a thread of this process (`ThreadedServer`), started for the first
   such experiment and kept for those that follow it directly (a deployed server is not
-  restarted between two webhooks either), stopped before the app is served in-process
-  again, so its lifespan never runs twice at once;
+  restarted between two webhooks either). When the app is next served in-process, that
+  server takes no more deliveries but keeps running — work the app left running in its
+  loop may still add effects, and the end-of-run re-read must see them (DESIGN.md: the
+  service is not stopped before it) — until the run ends (`aclose`). Its lifespan then
+  overlaps the in-process one: lifespan *state* is per server; an app that keeps its
+  resources in module globals or ``app.state`` shares them;
 * ``serving="socket"``: every experiment over uvicorn on loopback;
 * ``serving="in-process"``: never a socket; an experiment that needs one is skipped with
   the reason (`Target.unservable`), never silently dropped.
@@ -100,7 +104,8 @@ class AppTarget(Target):
     serving: str = "auto"
     close: Callable[[], None] | None = field(default=None, repr=False)
     where: Path | None = None  # the folder the handler's code is taken from (the test's)
-    _server: ThreadedServer | None = field(default=None, repr=False)
+    _server: ThreadedServer | None = field(default=None, repr=False)  # the one taking deliveries
+    _parked: list[ThreadedServer] = field(default_factory=list, repr=False)  # kept until the run ends
     _thread: ThreadPoolExecutor | None = field(default=None, repr=False)  # the callables' (`callables`)
 
     @property
@@ -167,8 +172,9 @@ class AppTarget(Target):
             async with self._endpoint(self._server.url, transport, socket=True) as endpoint:
                 yield endpoint
             return
-        # One way of serving at a time: the app's lifespan never runs twice at once.
-        await self._stop_server()
+        if self._server is not None:
+            self._parked.append(self._server)
+            self._server = None
         async with (
             running(self.app, lifespan=self.lifespan) as app,
             self._endpoint(self.base_url, lambda: asgi_transport(app), socket=False) as endpoint,
@@ -195,7 +201,10 @@ class AppTarget(Target):
             await asyncio.to_thread(server.stop)
 
     async def aclose(self) -> None:
-        await self._stop_server()
+        servers = [*self._parked, *([self._server] if self._server is not None else [])]
+        self._parked, self._server = [], None
+        for server in servers:
+            await asyncio.to_thread(server.stop)
         if self._thread is not None:
             self._thread.shutdown(wait=False)
             self._thread = None

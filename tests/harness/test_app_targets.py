@@ -32,12 +32,20 @@ from acklab.harness.targets.fixture import new_secret
 
 
 class Shop:
-    """A consumer that dedupes by event id under a lock (correct), or not at all (`unsafe`)."""
+    """A consumer that dedupes by event id under a lock (correct), or not at all (`unsafe`);
+    `echo_after_s`: it also writes a second effect of each event that long after its answer,
+    from a task left running in its event loop (a background job's duplicate)."""
 
-    def __init__(self, *, unsafe: bool = False, needs_lifespan: bool = False) -> None:
+    def __init__(
+        self, *, unsafe: bool = False, needs_lifespan: bool = False, echo_after_s: float | None = None
+    ) -> None:
         self.effects: dict[str, int] = {}
-        self.unsafe, self.needs_lifespan = unsafe, needs_lifespan
+        self.unsafe, self.needs_lifespan, self.echo_after_s = unsafe, needs_lifespan, echo_after_s
         self._lock = threading.Lock()
+
+    def echo(self, event_id: str) -> None:
+        with self._lock:
+            self.effects[event_id] += 1
 
     def count(self, event_id: str) -> int:
         return self.effects.get(event_id, 0)
@@ -58,7 +66,10 @@ class Shop:
             if self.needs_lifespan and not getattr(request.state, "open", False):
                 return JSONResponse({"error": "not started"}, status_code=503)
             event = json.loads(await request.body())
-            return JSONResponse({"status": self.record(event["id"])})
+            status = self.record(event["id"])
+            if self.echo_after_s is not None and status == "fulfilled":
+                asyncio.get_running_loop().call_later(self.echo_after_s, self.echo, event["id"])
+            return JSONResponse({"status": status})
 
         async def effects(request: Request) -> JSONResponse:
             return JSONResponse({"count": self.count(request.path_params["event_id"])})
@@ -123,6 +134,22 @@ def test_an_unsafe_app_fails_with_the_violations_named_and_counted_through_its_o
     # The same result, read back from the bundle; the bundle is intact.
     assert acklab.RunResult.load(result.bundle).run == result.run
     assert acklab.verify_bundle(result.bundle).ok
+
+
+def test_work_left_running_by_the_app_served_on_uvicorn_is_still_seen_by_the_end_of_run_read(tmp_path):
+    # The uvicorn server of lost-ack-reset keeps running (taking no deliveries) while the app is
+    # served in-process for the experiments after it: the duplicate its loop writes later counts.
+    shop = Shop(echo_after_s=0.3)
+    result = attack(
+        shop.asgi(),
+        tmp_path,
+        effects=shop.count,
+        experiments=["lost-ack-reset", "lost-ack", "conflicting-payload"],
+    )
+    reset = result.experiment("lost-ack-reset")
+    assert reset.verdict == "fail", result.explain()
+    (violation,) = reset.violations
+    assert (violation.invariant, violation.observed) == ("at-most-once-effect", 2)
 
 
 def test_a_spec_written_for_acklab_run_counts_on_the_app_itself_over_its_own_url(tmp_path):
