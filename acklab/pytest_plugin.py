@@ -138,9 +138,10 @@ class WebhookLab:
         marker = self._request.node.get_closest_marker(MARKER)
         callspec = getattr(self._request.node, "callspec", None)
         experiment = callspec.params.get("webhook_experiment") if callspec is not None else None
-        if marker is None or not marker.args:
+        given = (marker.args[0] if marker.args else marker.kwargs.get("path")) if marker is not None else None
+        if given is None:
             return None, experiment
-        path = Path(marker.args[0])
+        path = Path(given)
         return (path if path.is_absolute() else self._request.path.parent / path), experiment
 
     def attack(self, app: Any, **options: Any) -> RunResult:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 import acklab
+from acklab.cli import main
 from tests.pytest_plugin.conftest import FAST, LEAN
 
 UNRELATED_SUITE = """
@@ -172,6 +175,10 @@ def test_the_plugin_works_with_xdist_absent_and_present(user_suite):
     bundles = [p.parent for p in (pytester.path / "workers").glob("*/run.json")]
     assert len(bundles) == 2
     assert all(acklab.verify_bundle(b).ok for b in bundles)
+    # `acklab evidence verify` reads the directory: both bundles, and the journal both wrote to.
+    with pytest.raises(SystemExit) as verified:
+        main(["evidence", "verify", str(pytester.path / "workers")])
+    assert verified.value.code == 0
 
 
 def test_webhook_experiment_without_the_marker_says_what_to_add(pytester):
