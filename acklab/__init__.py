@@ -42,10 +42,10 @@ if _typing.TYPE_CHECKING:
     from acklab.evidence.bundle import Verification as BundleVerification
     from acklab.evidence.bundle import verify as verify_bundle
     from acklab.evidence.exitcodes import AcklabError, ExitCode
-    from acklab.harness.api import attack, run
-    from acklab.harness.plan import Settings as RunSettings
-    from acklab.harness.results import ExperimentResult, RunResult, Violation
-    from acklab.harness.runner import RunOptions
+    from acklab.harness.engine.api import attack, run
+    from acklab.harness.core.plan import RunSettings
+    from acklab.harness.engine.results import ExperimentResult, RunResult, Violation
+    from acklab.harness.engine.runner import RunOptions
 
     DEFAULT_EXPERIMENTS: tuple[str, ...]
 
@@ -70,13 +70,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "AcklabError": ("acklab.evidence.exitcodes", "AcklabError"),
     "BundleVerification": ("acklab.evidence.bundle", "Verification"),
     "ExitCode": ("acklab.evidence.exitcodes", "ExitCode"),
-    "ExperimentResult": ("acklab.harness.results", "ExperimentResult"),
-    "RunOptions": ("acklab.harness.runner", "RunOptions"),
-    "RunResult": ("acklab.harness.results", "RunResult"),
-    "RunSettings": ("acklab.harness.plan", "Settings"),
-    "Violation": ("acklab.harness.results", "Violation"),
-    "attack": ("acklab.harness.api", "attack"),
-    "run": ("acklab.harness.api", "run"),
+    "ExperimentResult": ("acklab.harness.engine.results", "ExperimentResult"),
+    "RunOptions": ("acklab.harness.engine.runner", "RunOptions"),
+    "RunResult": ("acklab.harness.engine.results", "RunResult"),
+    "RunSettings": ("acklab.harness.core.plan", "RunSettings"),
+    "Violation": ("acklab.harness.engine.results", "Violation"),
+    "attack": ("acklab.harness.engine.api", "attack"),
+    "run": ("acklab.harness.engine.api", "run"),
     "verify_bundle": ("acklab.evidence.bundle", "verify"),
 }
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from acklab.harness.results import RunResult
+    from acklab.harness.engine.results import RunResult
 
 MARKER = "webhook_spec"
 _RUNS = pytest.StashKey[list[Path]]()

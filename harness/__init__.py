@@ -2,10 +2,10 @@
 
 Command line (DESIGN.md): ``acklab run | plan | validate`` (`harness.cli`), ``acklab demo``.
 
-Python API for users: ``acklab.run``, ``acklab.attack`` (`harness.api`) and the pytest plugin
+Python API for users: ``acklab.run``, ``acklab.attack`` (`harness.engine.api`) and the pytest plugin
 (``acklab.pytest_plugin``). Inside the project (the repair flow, the benchmarks)::
 
-    from acklab.harness.runner import RunOptions, run
+    from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",), trials=3))
     result.exit_code      # 0 pass, 1 a verdict failed, 4 the lab could not run
     result.as_json()      # exactly the ``acklab run --json`` object

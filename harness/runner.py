@@ -2,7 +2,7 @@
 
 Python API (what `acklab run` and the repair flow use)::
 
-    from acklab.harness.runner import RunOptions, run
+    from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
     result.exit_code, result.as_json()
 
@@ -30,17 +30,17 @@ from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.errors import EvidenceError
-from acklab.harness.checkpoint import RunState, load_resume
-from acklab.harness.credentials import MIN_SECRET_CHARS, url_secrets
+from acklab.harness.engine.run_bundle import RunState, load_resume
+from acklab.harness.specs.credentials import MIN_SECRET_CHARS, url_secrets
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
-from acklab.harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
-from acklab.harness.execute import execute_experiment
+from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
-from acklab.harness.late_read import reread
-from acklab.harness.leases import leasing
-from acklab.harness.plan import (
+from acklab.harness.engine.late_read import reread
+from acklab.harness.procs.leases import leasing
+from acklab.harness.core.plan import (
     RunPlan,
-    Settings,
+    RunSettings,
     Skipped,
     TrialPlan,
     event_ids,
@@ -48,8 +48,8 @@ from acklab.harness.plan import (
     select,
     trial_id,
 )
-from acklab.harness.providers import profile
-from acklab.harness.results import RunResult
+from acklab.harness.wire.providers import profile
+from acklab.harness.engine.results import RunResult
 from acklab.harness.targets import Target, resolve_target
 
 
@@ -66,7 +66,7 @@ class RunOptions:
     resume: str | None = None
     allow_remote: bool = False
     shard: str | None = None
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=RunSettings)
     # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
     deadline_s: float | None = None
     journal: bool = True
@@ -88,7 +88,7 @@ def build_plan(
     trials: int,
     seed: int,
     shard: tuple[int, int] | None,
-    settings: Settings,
+    settings: RunSettings,
     salt_for: dict[str, str] | None = None,
     skipped: dict[str, str] | None = None,
 ) -> RunPlan:
@@ -126,7 +126,7 @@ def build_plan(
 def choose_experiments(
     target: Target,
     names: Sequence[str],
-    settings: Settings | None = None,
+    settings: RunSettings | None = None,
     *,
     strict: bool = True,
 ) -> tuple[list[Experiment], dict[str, str]]:
@@ -136,7 +136,7 @@ def choose_experiments(
     asked for it. An experiment whose needs the target cannot serve (`Target.unservable`)
     does not apply either.
     """
-    settings = settings or Settings()
+    settings = settings or RunSettings()
     chosen = by_name(names)
 
     def why_not(experiment: Experiment) -> str | None:
@@ -268,7 +268,7 @@ async def _main(
     bus = EventBus(consumers)
     if options.journal:
         try:
-            from acklab.harness.journal_sink import JournalSink
+            from acklab.harness.engine.journal_sink import JournalSink
 
             bus.add(JournalSink(options.out, secrets=refused))
         except (ImportError, EvidenceError) as exc:

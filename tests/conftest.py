@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from acklab.harness.pgtemp import PostgresServer, start_postgres
+from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
 
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
 # pytest's own fixture for testing plugins (tests/pytest_plugin run user suites with it);

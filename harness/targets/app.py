@@ -44,7 +44,7 @@ from acklab.harness.targets.callables import CallableProbe, CallableState, Reade
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe
 from acklab.harness.targets.server import ThreadedServer
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
-from acklab.harness.transports import asgi_transport, socket_transport
+from acklab.harness.wire.transports import asgi_transport, socket_transport
 
 SERVING = ("auto", "in-process", "socket")
 NEEDS_SOCKET = (

@@ -30,11 +30,11 @@ from typing import Any
 import httpx
 
 from acklab.evidence.redaction import remember
-from acklab.harness.credentials import resolve_env, url_secrets
+from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.errors import SpecError
-from acklab.harness.providers import profile
-from acklab.harness.signing import SIGNERS
-from acklab.harness.specs import check, load_yaml
+from acklab.harness.wire.providers import profile
+from acklab.harness.wire.signing import SIGNERS
+from acklab.harness.specs.load import check, load_yaml
 from acklab.harness.targets.app import SERVING, AppEffects, AppTarget, SocketAppTarget
 from acklab.harness.targets.asgi import as_asgi
 from acklab.harness.targets.base import Expect

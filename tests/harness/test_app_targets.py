@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import acklab
-from acklab.harness.api import _interruptible
+from acklab.harness.engine.api import _interruptible
 from acklab.harness.errors import HarnessError, ProbeError, RunInterrupted, SpecError
 from acklab.harness.targets.app import NEEDS_SOCKET
 from acklab.harness.targets.asgi import interface_of

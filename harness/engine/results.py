@@ -21,7 +21,7 @@ from typing import Any
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.loading import load_evidence_json
-from acklab.harness.records import design_json
+from acklab.harness.engine.documents import design_json
 
 # What explain() shows of one experiment before it counts the rest (a failing handler may
 # violate an invariant on every event of every trial).

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from acklab.harness.errors import RunInterrupted, SpecError
-from acklab.harness.events import Consumer
-from acklab.harness.plan import MAX_TRIALS, Settings
-from acklab.harness.results import RunResult
-from acklab.harness.runner import RunOptions
-from acklab.harness.runner import run as run_options
+from acklab.harness.core.run_events import Consumer
+from acklab.harness.core.plan import MAX_TRIALS, RunSettings
+from acklab.harness.engine.results import RunResult
+from acklab.harness.engine.runner import RunOptions
+from acklab.harness.engine.runner import run as run_options
 from acklab.harness.targets.app_spec import app_target
 from acklab.harness.targets.callables import Reader
 
@@ -105,7 +105,7 @@ def attack(
     trials: int = ATTACK_TRIALS,
     seed: int | None = None,
     out: str | os.PathLike[str] = "out",
-    settings: Settings | None = None,
+    settings: RunSettings | None = None,
     interface: str = "auto",
     serving: str = "auto",
     lifespan: bool = True,
@@ -164,7 +164,7 @@ def attack(
         trials=trials,
         seed=seed,
         out=Path(out),
-        settings=settings or Settings(),
+        settings=settings or RunSettings(),
         deadline_s=deadline_s,
         journal=journal,
         skip_inapplicable=True,
