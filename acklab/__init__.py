@@ -25,7 +25,7 @@ and the ``acklab`` command stay cheap::
 The pytest plugin (`acklab.pytest_plugin`, loaded by pytest when acklab is installed)
 gives the ``webhook_lab`` fixture around `attack`.
 
-One import name (DESIGN.md): the fixture, harness, evidence, console and flows live in the
+One import name (ARCHITECTURE.md, "Layers"): the fixture, harness, evidence, console and flows live in the
 repository's top-level folders and install beneath this package as ``acklab.app``,
 ``acklab.harness``, ``acklab.evidence``, ``acklab.console`` and ``acklab.flows``.
 """
@@ -42,8 +42,8 @@ if _typing.TYPE_CHECKING:
     from acklab.evidence.bundle import Verification as BundleVerification
     from acklab.evidence.bundle import verify as verify_bundle
     from acklab.evidence.exitcodes import AcklabError, ExitCode
-    from acklab.harness.engine.api import attack, run
     from acklab.harness.core.plan import RunSettings
+    from acklab.harness.engine.api import attack, run
     from acklab.harness.engine.results import ExperimentResult, RunResult, Violation
     from acklab.harness.engine.runner import RunOptions
 

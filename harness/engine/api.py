@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from acklab.harness.errors import RunInterrupted, SpecError
-from acklab.harness.core.run_events import Consumer
 from acklab.harness.core.plan import MAX_TRIALS, RunSettings
+from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as run_options
+from acklab.harness.errors import RunInterrupted, SpecError
 from acklab.harness.targets.app_spec import app_target
 from acklab.harness.targets.callables import Reader
 

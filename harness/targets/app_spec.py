@@ -30,10 +30,8 @@ from typing import Any
 import httpx
 
 from acklab.evidence.redaction import remember
-from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.errors import SpecError
-from acklab.harness.wire.providers import profile
-from acklab.harness.wire.signing import SIGNERS
+from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import check, load_yaml
 from acklab.harness.targets.app import SERVING, AppEffects, AppTarget, SocketAppTarget
 from acklab.harness.targets.asgi import as_asgi
@@ -48,6 +46,8 @@ from acklab.harness.targets.spec_checks import (
     check_url,
     shown,
 )
+from acklab.harness.wire.providers import profile
+from acklab.harness.wire.signing import SIGNERS
 
 IN_PROCESS_BASE = "http://testserver"
 DEFAULT_EVENT: dict[str, Any] = {
