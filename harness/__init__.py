@@ -16,9 +16,9 @@ From another checkout, run it as a subprocess whose ``acklab`` is that checkout'
 folders beneath it (see ``acklab/__init__.py``), so ``acklab.app`` is that checkout's.
 
 Layout: `providers` (facts), `signing`, `transports` + `faults` (the one seam),
-`targets/` (fixture, spec files, an app object served in-process, effects and state probes), `experiments/`, `proofs` (a
+`targets/` (fixture, spec files, effects and state probes), `experiments/`, `proofs` (a
 fault proves it landed), `plan`, `trial`, `execute` + `runner` (engine), `late_read` (the
-end-of-run re-read), `results` (`RunResult`), `api` (`run`, `attack`), `checkpoint` (bundle, resume), `verdicts`, `records`, `service_process`
+end-of-run re-read), `checkpoint` (bundle, resume), `verdicts`, `records`, `service_process`
 (``command:``: readiness, kill, restart), `events` -> `progress` / `journal_sink`, `cli`,
 `demo`. Errors: `harness.errors`.
 """
