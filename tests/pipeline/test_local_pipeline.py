@@ -21,22 +21,16 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.gitlab import ROOT, gcl_job_dir, job_names, load_ci, resolve_job
+from tests.pipeline.conftest import Pipeline
+from tests.pipeline.gitlab import gcl_job_dir, job_names, load_ci, resolve_job
 
-PIPELINE = ROOT / "scripts" / "pipeline.sh"
 SHARDS = ["attack:live: [1/2]", "attack:live: [2/2]"]
 CODE_JOBS = ["lint", "typecheck", "bandit", "pytest"]
 LAB_JOBS = ["reproduce:unsafe", *SHARDS, "evidence"]
 
 
-def pipeline(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PIPELINE), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def listed(*args: str) -> dict[str, dict[str, Any]]:
-    done = pipeline("--list-json", *args)
+def listed(gitlab_ci_local: Pipeline, *args: str) -> dict[str, dict[str, Any]]:
+    done = gitlab_ci_local("--list-json", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = json.loads(done.stdout[done.stdout.index("[") :])
     return {job["name"]: job for job in jobs}
@@ -46,8 +40,8 @@ def selected(jobs: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {name: job["when"] for name, job in jobs.items() if job["when"] != "never"}
 
 
-def test_default_branch_pipeline_selects_the_lab_and_pages() -> None:
-    jobs = listed()
+def test_default_branch_pipeline_selects_the_lab_and_pages(gitlab_ci_local: Pipeline) -> None:
+    jobs = listed(gitlab_ci_local)
     assert selected(jobs) == {
         **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
         "evidence": "always",
@@ -55,8 +49,8 @@ def test_default_branch_pipeline_selects_the_lab_and_pages() -> None:
     }
 
 
-def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair() -> None:
-    jobs = listed("--mr")
+def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair(gitlab_ci_local: Pipeline) -> None:
+    jobs = listed(gitlab_ci_local, "--mr")
     assert selected(jobs) == {
         **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
         "evidence": "always",
@@ -129,10 +123,10 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
+def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_local: Pipeline) -> None:
     workdir = tmp_path / "pipeline"
     started = time.monotonic()
-    done = pipeline("--workdir", str(workdir), timeout=1400)
+    done = gitlab_ci_local("--workdir", str(workdir), timeout=1400)
     elapsed = time.monotonic() - started
     results = job_results(done.stdout)
     log = failure_log(workdir, done, results)
