@@ -25,7 +25,6 @@ import hashlib
 import html
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -112,24 +111,25 @@ async def upload(project_id: str, request: Request, state: State) -> JSONRespons
     """POST /projects/:id/packages/pypi — one file of a package version, as twine uploads it."""
     project = project_or_404(state, project_id)
     credential = _credential(request, "write")
-    form = await request.form()
-    content = form.get("content")
-    for field in ("content", "name", "version"):
-        if not form.get(field):
-            return JSONResponse({"error": f"{field} is missing"}, status_code=400)
-    if isinstance(content, str) or content is None or not content.filename:
-        return JSONResponse({"error": "content is invalid"}, status_code=400)
-    data = await content.read()
-    digest = str(form.get("sha256_digest") or "")
+    async with request.form() as form:
+        for field in ("content", "name", "version"):
+            if not form.get(field):
+                return JSONResponse({"error": f"{field} is missing"}, status_code=400)
+        content = form["content"]
+        if isinstance(content, str) or not content.filename:
+            return JSONResponse({"error": "content is invalid"}, status_code=400)
+        filename, data = content.filename, await content.read()
+        fields = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+    digest = fields.get("sha256_digest", "")
     if digest and not SHA256.match(digest):
         return JSONResponse({"error": "sha256_digest is invalid"}, status_code=400)
     sha256 = hashlib.sha256(data).hexdigest()
     if digest and digest != sha256:
         raise _bad_request("sha256_digest does not match the uploaded file")
-    name, version = str(form["name"]), str(form["version"])
+    name, version = fields["name"], fields["version"]
     with state.lock:
         taken = any(
-            f.filename == content.filename and normalize(f.name) == normalize(name) and f.version == version
+            f.filename == filename and normalize(f.name) == normalize(name) and f.version == version
             for f in _files(state, project)
         )
         if taken:
@@ -139,9 +139,9 @@ async def upload(project_id: str, request: Request, state: State) -> JSONRespons
                 project_id=project.id,
                 name=name,
                 version=version,
-                filename=content.filename,
+                filename=filename,
                 sha256=sha256,
-                requires_python=str(form.get("requires_python") or ""),
+                requires_python=fields.get("requires_python", ""),
                 content=data,
                 uploaded_by=credential.kind,
             )
@@ -177,6 +177,7 @@ def simple_index(project_id: str, request: Request, state: State) -> HTMLRespons
     return _page(f"Links for {project.name}", links)
 
 
+@router.get("/projects/{project_id:path}/packages/pypi/simple/{package_name}/")  # what pip asks for
 @router.get("/projects/{project_id:path}/packages/pypi/simple/{package_name}")
 def simple_package(project_id: str, package_name: str, request: Request, state: State) -> HTMLResponse:
     """GET /projects/:id/packages/pypi/simple/:package_name — its files, each with #sha256=."""
@@ -203,17 +204,3 @@ def download(project_id: str, sha256: str, file_name: str, request: Request, sta
     if found is None:
         raise not_found("Not found")
     return Response(found.content, media_type="application/octet-stream")
-
-
-def describe(files: list[PackageFile]) -> list[dict[str, Any]]:
-    """What a test compares: each stored file without its bytes."""
-    return [
-        {
-            "name": f.name,
-            "version": f.version,
-            "filename": f.filename,
-            "sha256": f.sha256,
-            "by": f.uploaded_by,
-        }
-        for f in files
-    ]
