@@ -2,7 +2,7 @@
 # The release job (.gitlab-ci.yml, on tags): build acklab's wheel and sdist and upload them to
 # this project's GitLab package registry (PyPI-compatible) with twine and the job token.
 #
-#   CI_COMMIT_TAG                 vX.Y.Z, naming pyproject.toml's version (else nothing is built)
+#   CI_COMMIT_TAG                 X.Y.Z, pyproject.toml's version (else nothing is built)
 #   CI_API_V4_URL, CI_PROJECT_ID  the registry: $CI_API_V4_URL/projects/$CI_PROJECT_ID/packages/pypi
 #   CI_JOB_TOKEN                  uploads as user gitlab-ci-token (GitLab sets all of these)
 #
@@ -17,11 +17,11 @@ python=${PYTHON:-python}
 
 version=$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 if [ -z "${CI_COMMIT_TAG:-}" ]; then
-  echo "acklab: the release job runs on a tag (CI_COMMIT_TAG is not set); tag the commit v$version" >&2
+  echo "acklab: the release job runs on a tag (CI_COMMIT_TAG is not set): tag $version to release this version" >&2
   exit 2
 fi
-if [ "$CI_COMMIT_TAG" != "v$version" ]; then
-  echo "acklab: tag $CI_COMMIT_TAG does not name version $version (pyproject.toml); tag v$version, or set the version first" >&2
+if [ "$CI_COMMIT_TAG" != "$version" ]; then
+  echo "acklab: tag $CI_COMMIT_TAG does not name version $version (pyproject.toml); tag $version, or set the version first" >&2
   exit 2
 fi
 for name in CI_API_V4_URL CI_PROJECT_ID CI_JOB_TOKEN; do

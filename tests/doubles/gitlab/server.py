@@ -10,7 +10,8 @@ Compose it::
 Routers get the state with a ``state: State`` parameter; every route under ``/api/v4`` requires
 a token (``PRIVATE-TOKEN``, ``JOB-TOKEN`` or ``Authorization: Bearer``) and answers 401
 ``{"message": "401 Unauthorized"}`` otherwise, as GitLab does; the PyPI registry's routes take
-HTTP Basic credentials instead (``pypi.py``). `paginate` sends GitLab's
+HTTP Basic credentials instead (``pypi.py``); ``/group/project.git`` answers git over smart HTTP
+(``git_http.py``). `paginate` sends GitLab's
 pagination headers (``x-page``, ``x-per-page``, ``x-total``, ``x-total-pages``,
 ``x-next-page``, ``x-prev-page`` and ``Link``) so python-gitlab's ``get_all=True`` walks pages.
 """
@@ -172,7 +173,7 @@ def _without_tokens(query: str) -> str:
 
 def create_app(state: GitLabDouble, routers: Sequence[APIRouter] = ()) -> FastAPI:
     """The double as an ASGI app: the CI routes, plus `routers` (each mounted under /api/v4)."""
-    from tests.doubles.gitlab import ci, pypi
+    from tests.doubles.gitlab import ci, git_http, pypi
 
     app = FastAPI(title="GitLab API double", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.gitlab = state
@@ -185,6 +186,8 @@ def create_app(state: GitLabDouble, routers: Sequence[APIRouter] = ()) -> FastAP
     for router in [*routers, pypi.router, ci.router]:
         app.include_router(router, prefix=API)
     app.include_router(ci.project_router, prefix=API)
+    # git clone http://HOST/group/project.git: what gitlab-ci-local fetches includes with.
+    app.add_route("/{repository:path}.git/{rest:path}", git_http.serve_git, methods=["GET", "POST"])
     app.add_middleware(_TokenGate, state=state)
     return app
 
