@@ -22,29 +22,29 @@ from . import __version__
 # command name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("acklab.app.cli:serve", "Serve a built-in target (the webhook fixture) over HTTP."),
-    "run": ("acklab.harness.cli:run", "Attack a target with fault experiments and give a verdict."),
-    "plan": ("acklab.harness.cli:plan", "Print the frozen delivery plan of a run; nothing is sent."),
-    "validate": ("acklab.harness.cli:validate", "Check a target, experiment or flow spec file."),
+    "run": ("acklab.harness.cli.run:run", "Attack a target with fault experiments and give a verdict."),
+    "plan": ("acklab.harness.cli.run:plan", "Print the frozen delivery plan of a run; nothing is sent."),
+    "validate": ("acklab.harness.cli.run:validate", "Check a target, experiment or flow spec file."),
     "history": ("acklab.evidence.cli:history", "Replay a run's steps from the journal."),
     "evidence": ("acklab.evidence.cli:evidence", "Verify, merge, pull bundles; convert reports."),
     "console": ("acklab.console.cli:console", "Serve the read-only evidence console."),
     "pages": ("acklab.console.cli:pages", "Build the static GitLab Pages snapshot of the console."),
     "flow": ("acklab.flows.cli:flow", "The scoped repair flow: run it, or make a sandbox."),
-    "demo": ("acklab.harness.demo:demo", "The guided demo that `make demo` runs."),
+    "demo": ("acklab.harness.cli.demo:demo", "The guided demo that `make demo` runs."),
     "explore": (
-        "acklab.harness.explore_cli:explore",
+        "acklab.harness.cli.explore:explore",
         "Search delivery schedules for one that breaks an invariant.",
     ),
     "replay": (
-        "acklab.harness.explore_cli:replay",
+        "acklab.harness.cli.explore:replay",
         "Re-run exactly the schedule an explorer incident recorded.",
     ),
     "janitor": (
-        "acklab.harness.janitor:janitor",
+        "acklab.harness.procs.janitor:janitor",
         "End and clean what a crashed lab left behind (open leases).",
     ),
     "sweep": (
-        "acklab.harness.sweep:sweep",
+        "acklab.harness.cli.sweep:sweep",
         "Run the target x database x experiment matrix; heatmap of verdicts.",
     ),
 }

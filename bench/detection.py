@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from acklab.harness.pgtemp import start_postgres
-from acklab.harness.plan import Settings
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.procs.pgtemp import start_postgres
+from acklab.harness.core.plan import RunSettings
+from acklab.harness.engine.runner import RunOptions, run
 from bench.figures import Figure, print_figure
 
 BURSTS = (2, 4, 8, 16, 32)
@@ -44,7 +44,7 @@ def detection_rate(
                 trials=trials,
                 out=out / "evidence",
                 journal=False,
-                settings=Settings(burst=burst),
+                settings=RunSettings(burst=burst),
             )
         )
     (entry,) = result.run["experiments"]

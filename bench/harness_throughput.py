@@ -34,16 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from acklab.harness.lab import Lab
-from acklab.harness.plan import Settings, TrialPlan, event_ids
-from acklab.harness.providers import profile
-from acklab.harness.runner import RunOptions, run
-from acklab.harness.signing import SIGNERS, whsec_key
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.wire.providers import profile
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.wire.signing import SIGNERS, whsec_key
 from acklab.harness.targets import Endpoint, Needs
 from acklab.harness.targets.fixture import fixture_target
 from acklab.harness.targets.server import ThreadedServer
-from acklab.harness.transports import FaultTransport
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.transports import FaultTransport
+from acklab.harness.core.trial import TrialContext
 
 if TYPE_CHECKING:
     from bench.figures import Figure
@@ -92,7 +92,7 @@ async def through_harness(lab: Lab, ids: tuple[str, ...], orders: tuple[str, ...
 
 async def throughput(deliveries: int, rounds: int) -> tuple[float, float]:
     target = fixture_target("fixture:live", db_url=None)
-    settings = Settings()
+    settings = RunSettings()
     try:
         async with target.serve(Needs(socket=True)) as endpoint:
             transport = FaultTransport(endpoint.transport)
@@ -128,7 +128,7 @@ async def throughput(deliveries: int, rounds: int) -> tuple[float, float]:
 
 def _lab(target: Any, endpoint: Endpoint, client: httpx.AsyncClient, transport: FaultTransport) -> Lab:
     prof = profile(target.scheme)
-    return Lab(target, endpoint, transport, client, prof, SIGNERS[target.scheme], Settings(), 30.0)
+    return Lab(target, endpoint, transport, client, prof, SIGNERS[target.scheme], RunSettings(), 30.0)
 
 
 async def transports(deliveries: int, rounds: int) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acklab.harness.leases import current_book
+from acklab.harness.procs.leases import current_book
 
 from . import guard, report
 from .proposers.recipe import RecipeProposer

@@ -21,8 +21,8 @@ from typing import Any
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.harness.errors import RunInterrupted
-from acklab.harness.runner import RunOptions
-from acklab.harness.runner import run as harness_run
+from acklab.harness.engine.runner import RunOptions
+from acklab.harness.engine.runner import run as harness_run
 
 from .errors import FlowError, FlowSpecInvalid
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
-from acklab.harness.leases import leasing
+from acklab.harness.procs.leases import leasing
 
 from . import guard, report
 from .approvals import Decision, DecisionSource, Question

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from acklab.harness.leases import current_book
+from acklab.harness.procs.leases import current_book
 
 from .errors import FlowError
 

@@ -4,7 +4,7 @@ Command line (DESIGN.md): ``acklab run | plan | validate`` (`harness.cli`), ``ac
 
 Python API (what the repair flow and the benchmarks use)::
 
-    from acklab.harness.runner import RunOptions, run
+    from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",), trials=3))
     result.exit_code      # 0 pass, 1 a verdict failed, 4 the lab could not run
     result.as_json()      # exactly the ``acklab run --json`` object

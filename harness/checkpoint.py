@@ -14,10 +14,10 @@ from acklab.evidence.errors import EvidenceError
 from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.validate import validate
 from acklab.harness.errors import SpecError
-from acklab.harness.events import EventBus, ExperimentFinished
+from acklab.harness.core.run_events import EventBus, ExperimentFinished
 from acklab.harness.experiments import Experiment
-from acklab.harness.plan import RunPlan
-from acklab.harness.records import incident, incident_id, run_document, run_entry, skipped_entry
+from acklab.harness.core.plan import RunPlan
+from acklab.harness.engine.documents import incident, incident_id, run_document, run_entry, skipped_entry
 from acklab.harness.targets import Target
 
 

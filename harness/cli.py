@@ -21,17 +21,17 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
-from acklab.harness.comparison import ComparisonResult, compared_targets, run_comparison
+from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.experiment_specs import DEFAULT_TRIALS, resolve
+from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.plan import BOUNDS, MAX_TRIALS, Settings
-from acklab.harness.progress import ProgressDisplay
-from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
-from acklab.harness.records import error_json
-from acklab.harness.runner import RunOptions, RunResult, prepare
-from acklab.harness.runner import run as run_lab
-from acklab.harness.specs import all_problems, load_spec
+from acklab.harness.core.plan import BOUNDS, MAX_TRIALS, RunSettings
+from acklab.harness.cli.progress import ProgressDisplay
+from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.engine.documents import error_json
+from acklab.harness.engine.runner import RunOptions, RunResult, prepare
+from acklab.harness.engine.runner import run as run_lab
+from acklab.harness.specs.load import all_problems, load_spec
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -119,7 +119,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--handler-timeout",
             type=click.FloatRange(*BOUNDS["handler_timeout_s"]),
-            default=Settings.handler_timeout_s,
+            default=RunSettings.handler_timeout_s,
             show_default=True,
             metavar="SECONDS",
             help="How long the lab waits for the handler's answer to one delivery (at least 3x "
@@ -135,7 +135,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--settle-ms",
             type=click.FloatRange(*BOUNDS["settle_ms"]),
-            default=Settings.settle_ms,
+            default=RunSettings.settle_ms,
             show_default=True,
             help="Effects count as settled once they read the same over this window (after the "
             "target's expect.effects_within_s has passed since the last answer).",
@@ -147,7 +147,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run_options(kwargs: dict[str, Any]) -> RunOptions:
-    settings = Settings(
+    settings = RunSettings(
         time_compression=kwargs["time_compression"],
         burst=kwargs["burst"],
         handler_timeout_s=kwargs["handler_timeout"],

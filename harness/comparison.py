@@ -33,8 +33,8 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import HarnessError, RunInterrupted
-from acklab.harness.events import Consumer
-from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.core.run_events import Consumer
+from acklab.harness.engine.runner import RunOptions, RunResult, run
 
 COMPARISON_FILE = "comparison.json"
 MAX_TARGETS = 8

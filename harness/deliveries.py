@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from acklab.evidence.bundle import utcnow
 
 if TYPE_CHECKING:
-    from acklab.harness.bodies import CappedBody
+    from acklab.harness.wire.bodies import CappedBody
 
 EXCERPT_CHARS = 500
 

@@ -25,13 +25,13 @@ from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness import pgtemp
-from acklab.harness.comparison import run_comparison
-from acklab.harness.progress import STYLE, ProgressDisplay
-from acklab.harness.runner import RunOptions, RunResult, run
-from acklab.harness.signing import SIGNERS, Attempt
+from acklab.harness.engine.comparison import run_comparison
+from acklab.harness.cli.progress import STYLE, ProgressDisplay
+from acklab.harness.engine.runner import RunOptions, RunResult, run
+from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.targets import Needs
 from acklab.harness.targets.fixture import fixture_target
-from acklab.harness.templates import conflicting, render
+from acklab.harness.wire.templates import conflicting, render
 
 console = Console(stderr=True, highlight=False)
 

@@ -7,16 +7,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from acklab.evidence.bundle import utcnow
-from acklab.harness.credentials import redact
-from acklab.harness.deliveries import DeliveryRecord, Observation
+from acklab.harness.specs.credentials import redact
+from acklab.harness.wire.records import DeliveryRecord, Observation
 from acklab.harness.errors import HarnessError
-from acklab.harness.events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
+from acklab.harness.core.run_events import DeliveryRecorded, EventBus, ObservationRecorded, TrialFinished, TrialStarted
 from acklab.harness.experiments import Experiment
-from acklab.harness.lab import Lab
-from acklab.harness.plan import RunPlan, TrialPlan
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunPlan, TrialPlan
 from acklab.harness.targets import Expect, Target
-from acklab.harness.trial import TrialContext
-from acklab.harness.verdicts import judge
+from acklab.harness.core.trial import TrialContext
+from acklab.harness.core.verdicts import judge
 
 
 def trial_record(

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from acklab.harness.errors import SpecError
-from acklab.harness.plan import Settings
-from acklab.harness.specs import load_spec
+from acklab.harness.core.plan import RunSettings
+from acklab.harness.specs.load import load_spec
 
 DEFAULT_TRIALS = 5
 
@@ -33,13 +33,13 @@ class ResolvedExperiments:
 
     names: tuple[str, ...]
     trials: int
-    settings: Settings
+    settings: RunSettings
 
 
 def resolve(
     entries: tuple[str, ...],
     trials: int | None,
-    settings: Settings,
+    settings: RunSettings,
     *,
     explicit: dict[str, Any] | None = None,
 ) -> ResolvedExperiments:

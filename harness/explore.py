@@ -29,9 +29,9 @@ from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 
 from acklab.harness.errors import HarnessError
-from acklab.harness.lab import Lab
-from acklab.harness.plan import Settings, TrialPlan, event_ids
-from acklab.harness.schedules import ScheduleRunner, Step
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.explore.schedules import ScheduleRunner, Step
 from acklab.harness.targets import Needs, Target
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class LabSession:
     target: Target
     seed: int
     salt: str = ""
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=RunSettings)
     examples: int = 0
     last_failure: Failure | None = None
     lab_error: str | None = None
@@ -103,7 +103,7 @@ class LabSession:
         self.examples += 1
         ids, orders = event_ids(self.seed, "explore", index, EVENTS, self.salt)
         plan = TrialPlan(f"explore-{index:04d}", "explore", index, ids, orders, (), self.salt)
-        from acklab.harness.trial import TrialContext
+        from acklab.harness.core.trial import TrialContext
 
         return ScheduleRunner(TrialContext(self._lab, plan), self.target.expect)
 

@@ -18,7 +18,7 @@ import click
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
-from acklab.harness.explore import (
+from acklab.harness.explore.explorer import (
     EVENTS,
     MAX_BURST,
     STEPS,
@@ -29,9 +29,9 @@ from acklab.harness.explore import (
     new_seed,
     replay_schedule,
 )
-from acklab.harness.leases import leasing
-from acklab.harness.runner import new_run_id
-from acklab.harness.schedules import Step
+from acklab.harness.procs.leases import leasing
+from acklab.harness.engine.runner import new_run_id
+from acklab.harness.explore.schedules import Step
 from acklab.harness.targets import Target, resolve_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}

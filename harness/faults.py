@@ -11,7 +11,7 @@ from typing import ClassVar, Protocol
 
 import httpx
 
-from acklab.harness.transports import Exchange
+from acklab.harness.wire.transports import Exchange
 
 
 class Fault(Protocol):

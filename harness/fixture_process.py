@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 
 from acklab.harness.errors import HarnessError
-from acklab.harness.leased_process import LeasedProcess
-from acklab.harness.leases import NO_LEASES, LeaseBook
+from acklab.harness.procs.leased_process import LeasedProcess
+from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
 READY_TIMEOUT_S = 30.0
 # `acklab serve fixture ...` without depending on where the console script was installed.

@@ -41,8 +41,8 @@ from acklab.evidence.bundle import utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.history import printable
 from acklab.evidence.journal import Journal, JournalEntry, journal_path
-from acklab.harness.lease_witness import WITNESSES, Witness, connect_postgres, inside_temp_root
-from acklab.harness.leases import same_process_alive
+from acklab.harness.procs.lease_witness import WITNESSES, Witness, connect_postgres, inside_temp_root
+from acklab.harness.procs.leases import same_process_alive
 
 KILL_WAIT_S = 5.0
 GIT_TIMEOUT_S = 60

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.events import (
+from acklab.harness.core.run_events import (
     DeliveryRecorded,
     Event,
     ExperimentFinished,

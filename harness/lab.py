@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 
-from acklab.harness.plan import Settings
-from acklab.harness.providers import ProviderProfile, profile
-from acklab.harness.signing import SIGNERS, Signer
+from acklab.harness.core.plan import RunSettings
+from acklab.harness.wire.providers import ProviderProfile, profile
+from acklab.harness.wire.signing import SIGNERS, Signer
 from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.transports import FaultTransport
+from acklab.harness.wire.transports import FaultTransport
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Lab:
     client: httpx.AsyncClient
     profile: ProviderProfile
     signer: Signer
-    settings: Settings
+    settings: RunSettings
     horizon_s: float
     # What an experiment measures once and its later trials reuse (timeout-overlap's calibration).
     memo: dict[str, Any] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class Lab:
         cls,
         target: Target,
         needs: Needs,
-        settings: Settings,
+        settings: RunSettings,
         served: AbstractAsyncContextManager[Endpoint] | None = None,
     ) -> AsyncIterator[Lab]:
         # The lab waits for a handler's answer well past the sender's timeout (by default at

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from acklab.evidence.bundle import utcnow
-from acklab.harness.credentials import redact
+from acklab.harness.specs.credentials import redact
 from acklab.harness.errors import HarnessError
-from acklab.harness.execute import rejudge
+from acklab.harness.engine.execute import rejudge
 from acklab.harness.targets import Endpoint, Needs, Target
 
 CONCURRENT_READS = 8

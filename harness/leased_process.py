@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from acklab.harness.errors import HarnessError
-from acklab.harness.leases import NO_LEASES, Lease, LeaseBook, same_process_alive, start_ticks
+from acklab.harness.procs.leases import NO_LEASES, Lease, LeaseBook, same_process_alive, start_ticks
 
 GROUP_GONE_S = 10.0
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.lease_witness import WITNESSES, new_token
+from acklab.harness.procs.lease_witness import WITNESSES, new_token
 
 Resource: TypeAlias = Literal["process", "proxy", "database", "directory", "worktree"]
 

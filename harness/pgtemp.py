@@ -72,7 +72,7 @@ class PostgresServer:
         """Create a fresh database and return its URL (every test gets its own)."""
         import psycopg
 
-        from acklab.harness.leases import current_book
+        from acklab.harness.procs.leases import current_book
 
         name = name or f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acklab.harness.errors import SpecError
-from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
 
 # The range of every knob (inclusive; the same bounds as the experiment spec's schema and the
 # CLI's options). Outside it a run would not end (a compression of 1e-300 stretches a retry

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from acklab.evidence.redaction import known
-from acklab.harness.events import (
+from acklab.harness.core.run_events import (
     Event,
     ExperimentFinished,
     ExperimentStarted,

@@ -12,9 +12,9 @@ from typing import Any
 
 from acklab.evidence.bundle import acklab_version, utcnow
 from acklab.harness.experiments import Experiment
-from acklab.harness.plan import RunPlan
+from acklab.harness.core.plan import RunPlan
 from acklab.harness.targets import Target
-from acklab.harness.verdicts import combine
+from acklab.harness.core.verdicts import combine
 
 DESIGN_VIOLATION_KEYS = ("invariant", "event_id", "observed", "expected", "detail")
 

@@ -2,7 +2,7 @@
 
 Python API (what `acklab run` and the repair flow use)::
 
-    from acklab.harness.runner import RunOptions, run
+    from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
     result.exit_code, result.as_json()
 
@@ -31,17 +31,17 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import ExitCode
-from acklab.harness.checkpoint import RunState, load_resume
-from acklab.harness.credentials import MIN_SECRET_CHARS, url_secrets
+from acklab.harness.engine.run_bundle import RunState, load_resume
+from acklab.harness.specs.credentials import MIN_SECRET_CHARS, url_secrets
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
-from acklab.harness.events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
-from acklab.harness.execute import execute_experiment
+from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
-from acklab.harness.late_read import reread
-from acklab.harness.leases import leasing
-from acklab.harness.plan import (
+from acklab.harness.engine.late_read import reread
+from acklab.harness.procs.leases import leasing
+from acklab.harness.core.plan import (
     RunPlan,
-    Settings,
+    RunSettings,
     Skipped,
     TrialPlan,
     event_ids,
@@ -49,8 +49,8 @@ from acklab.harness.plan import (
     select,
     trial_id,
 )
-from acklab.harness.providers import profile
-from acklab.harness.records import design_json
+from acklab.harness.wire.providers import profile
+from acklab.harness.engine.documents import design_json
 from acklab.harness.targets import Target, resolve_target
 
 
@@ -67,7 +67,7 @@ class RunOptions:
     resume: str | None = None
     allow_remote: bool = False
     shard: str | None = None
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=RunSettings)
     # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
     deadline_s: float | None = None
     journal: bool = True
@@ -108,7 +108,7 @@ def build_plan(
     trials: int,
     seed: int,
     shard: tuple[int, int] | None,
-    settings: Settings,
+    settings: RunSettings,
     salt_for: dict[str, str] | None = None,
     skipped: dict[str, str] | None = None,
 ) -> RunPlan:
@@ -261,7 +261,7 @@ async def _main(
     bus = EventBus(consumers)
     if options.journal:
         try:
-            from acklab.harness.journal_sink import JournalSink
+            from acklab.harness.engine.journal_sink import JournalSink
 
             bus.add(JournalSink(options.out, secrets=refused))
         except (ImportError, EvidenceError) as exc:

@@ -16,12 +16,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.faults import LostAck, NoFault
+from acklab.harness.wire.faults import LostAck, NoFault
 from acklab.harness.targets import Expect
-from acklab.harness.templates import Event, conflicting
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent, conflicting
+from acklab.harness.core.trial import TrialContext
 
 Op: TypeAlias = Literal["send", "burst", "lost-ack", "conflict"]
 OPS: tuple[Op, ...] = ("send", "burst", "lost-ack", "conflict")
@@ -100,7 +100,7 @@ class ScheduleRunner:
         self.violations += found
         return found
 
-    async def _deliver(self, step: Step, body: Event, model: EventModel) -> list[DeliveryRecord]:
+    async def _deliver(self, step: Step, body: WebhookEvent, model: EventModel) -> list[DeliveryRecord]:
         trial = self.trial
         model.attempts += 1
         if step.op == "burst":
@@ -119,7 +119,7 @@ class ScheduleRunner:
         *,
         index: int,
         step: Step,
-        event: Event,
+        event: WebhookEvent,
         body: bytes,
         model: EventModel,
         records: list[DeliveryRecord],

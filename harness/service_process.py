@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from acklab.harness.errors import HarnessError, TargetUnreachable
-from acklab.harness.leased_process import LeasedProcess
-from acklab.harness.leases import NO_LEASES, LeaseBook
+from acklab.harness.procs.leased_process import LeasedProcess
+from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
 DEFAULT_READY_TIMEOUT_S = 15.0
 NOT_READY = frozenset({502, 503, 504})  # a proxy or a booting service, not the handler

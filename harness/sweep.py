@@ -19,13 +19,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from acklab.harness.events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
+from acklab.harness.core.run_events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.plan import BOUNDS, Settings
-from acklab.harness.progress import STYLE, ProgressDisplay
-from acklab.harness.providers import DEFAULT_TIME_COMPRESSION
-from acklab.harness.sweep_plan import TEMP_SQLITE, SweepRun
-from acklab.harness.sweep_run import SweepOptions, SweepResult, run_sweep
+from acklab.harness.core.plan import BOUNDS, RunSettings
+from acklab.harness.cli.progress import STYLE, ProgressDisplay
+from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.sweep.matrix import TEMP_SQLITE, SweepRun
+from acklab.harness.sweep.run import SweepOptions, SweepResult, run_sweep
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 LOG_WIDTH = 150
@@ -191,7 +191,7 @@ def sweep(**kwargs: Any) -> int:
         out=kwargs["out"],
         resume=kwargs["resume"],
         allow_remote=kwargs["allow_remote"],
-        settings=Settings(time_compression=kwargs["time_compression"]),
+        settings=RunSettings(time_compression=kwargs["time_compression"]),
     )
     progress = SweepProgress()
     try:

@@ -30,10 +30,10 @@ from acklab.evidence.errors import EvidenceError
 from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.redaction import remember
 from acklab.evidence.validate import validate
-from acklab.harness.credentials import redact, url_password, url_secrets
+from acklab.harness.specs.credentials import redact, url_password, url_secrets
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import by_name
-from acklab.harness.plan import Settings
+from acklab.harness.core.plan import RunSettings
 from acklab.harness.targets import resolve_target
 
 FIXTURE_BACKENDS = ("sqlite", "postgresql")  # what the fixture runs on (app/db.py)
@@ -149,7 +149,7 @@ class SweepPlan:
     targets: tuple[str, ...]
     databases: tuple[Database, ...]
     experiments: tuple[str, ...]
-    settings: Settings
+    settings: RunSettings
     runs: list[SweepRun]
     started_at: str
     resumed: bool = False
@@ -226,7 +226,7 @@ def new_plan(
     experiments: Sequence[str],
     trials: int,
     seed: int | None,
-    settings: Settings,
+    settings: RunSettings,
     allow_remote: bool,
     started_at: str,
 ) -> SweepPlan:
@@ -250,9 +250,9 @@ def new_plan(
     )
 
 
-def _settings(recorded: dict[str, Any]) -> Settings:
-    known = set(Settings.__dataclass_fields__)
-    return Settings(**{k: v for k, v in recorded.items() if k in known})
+def _settings(recorded: dict[str, Any]) -> RunSettings:
+    known = set(RunSettings.__dataclass_fields__)
+    return RunSettings(**{k: v for k, v in recorded.items() if k in known})
 
 
 def _rebind(recorded: list[dict[str, Any]], given: Sequence[str]) -> tuple[Database, ...]:

@@ -34,14 +34,14 @@ from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.heatmap import sweep_heatmap
 from acklab.evidence.loading import load_evidence_json
-from acklab.harness.credentials import redact
+from acklab.harness.specs.credentials import redact
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
-from acklab.harness.events import Consumer, Event, RunStarted
-from acklab.harness.plan import Settings
-from acklab.harness.runner import RunOptions
-from acklab.harness.runner import run as run_lab
-from acklab.harness.sweep_plan import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
-from acklab.harness.verdicts import combine
+from acklab.harness.core.run_events import Consumer, Event, RunStarted
+from acklab.harness.core.plan import RunSettings
+from acklab.harness.engine.runner import RunOptions
+from acklab.harness.engine.runner import run as run_lab
+from acklab.harness.sweep.matrix import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
+from acklab.harness.core.verdicts import combine
 
 HEATMAP_FILE = "heatmap.svg"
 SKIPPED, PENDING = "skipped", "pending"
@@ -59,7 +59,7 @@ class SweepOptions:
     out: Path = Path("out")
     resume: str | None = None
     allow_remote: bool = False
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=RunSettings)
 
 
 @dataclass

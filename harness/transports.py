@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from acklab.evidence.bundle import utcnow
-from acklab.harness.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
+from acklab.harness.wire.records import DeliveryRecord
 
 if TYPE_CHECKING:
-    from acklab.harness.faults import Fault
+    from acklab.harness.wire.faults import Fault
 
 TICKET = "acklab.ticket"
 DEFAULT_HORIZON_S = 30.0

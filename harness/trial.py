@@ -24,14 +24,14 @@ from typing import Any
 import httpx
 
 from acklab.evidence.bundle import utcnow
-from acklab.harness.deliveries import CommitConfirmation, DeliveryRecord, Observation
-from acklab.harness.faults import Fault, NoFault
-from acklab.harness.lab import Lab
-from acklab.harness.plan import TrialPlan
-from acklab.harness.proofs import Proof, fault_record, try_record
-from acklab.harness.signing import Attempt, redact
-from acklab.harness.templates import Event, render
-from acklab.harness.transports import TICKET, Ticket
+from acklab.harness.wire.records import CommitConfirmation, DeliveryRecord, Observation
+from acklab.harness.wire.faults import Fault, NoFault
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import TrialPlan
+from acklab.harness.core.proofs import Proof, fault_record, try_record
+from acklab.harness.wire.signing import Attempt, redact_headers
+from acklab.harness.wire.templates import WebhookEvent, render
+from acklab.harness.wire.transports import TICKET, Ticket
 
 CONFIRM_WINDOW_S = 2.0
 STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint
@@ -56,12 +56,12 @@ class TrialContext:
         self.errors: list[str] = []
         self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
         self.tries: list[dict[str, Any]] = []  # the fault's proof, per try
-        self._events: dict[int, Event] = {}
+        self._events: dict[int, WebhookEvent] = {}
         self._on_delivery, self._on_observation = on_delivery, on_observation
 
     # -- events ------------------------------------------------------------------------
 
-    def event(self, k: int) -> Event:
+    def event(self, k: int) -> WebhookEvent:
         """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
         if k not in self._events:
             self._events[k] = render(
@@ -80,7 +80,7 @@ class TrialContext:
 
     def prepare(
         self,
-        event: Event,
+        event: WebhookEvent,
         *,
         kind: str,
         attempt: int,
@@ -110,7 +110,7 @@ class TrialContext:
             attempt=attempt,
             kind=kind,
             fault=fault.name,
-            headers=redact(headers, also=target.headers),
+            headers=redact_headers(headers, also=target.headers),
             body=event.body,
             on_complete=self._on_delivery,
             service_at_send=service,
@@ -137,13 +137,13 @@ class TrialContext:
         return record
 
     async def send(
-        self, event: Event, *, kind: str, attempt: int = 1, fault: Fault | None = None, **how: Any
+        self, event: WebhookEvent, *, kind: str, attempt: int = 1, fault: Fault | None = None, **how: Any
     ) -> DeliveryRecord:
         request, record = self.prepare(event, kind=kind, attempt=attempt, fault=fault or NoFault(), **how)
         return await self.transmit(request, record)
 
     async def deliver(
-        self, event: Event, *, first_fault: Fault | None = None, kind: str = "original"
+        self, event: WebhookEvent, *, first_fault: Fault | None = None, kind: str = "original"
     ) -> list[DeliveryRecord]:
         """Attempt 1 (with `first_fault`), then the provider's retries until the sender sees a 2xx.
 
@@ -211,7 +211,7 @@ class TrialContext:
         state = self.lab.endpoint.state
         return None if state is None else await state.read(event_id)
 
-    async def observe(self, event: Event, note: str) -> Observation:
+    async def observe(self, event: WebhookEvent, note: str) -> Observation:
         effects = await self.lab.endpoint.probe.count(event.event_id)
         return self._record(
             Observation(
@@ -242,7 +242,7 @@ class TrialContext:
             reads.append(await self.lab.endpoint.probe.count(event_id))
         return reads[-1]
 
-    async def settle(self, events: Iterable[Event], note: str = "final") -> None:
+    async def settle(self, events: Iterable[WebhookEvent], note: str = "final") -> None:
         """Quiescence: wait until no delivery is in flight and the effects stop moving; then observe."""
         if not await self.lab.transport.quiesce(self.lab.horizon_s):
             self.errors.append(
@@ -262,7 +262,7 @@ class TrialContext:
 
     # -- proving the fault -------------------------------------------------------------
 
-    def prove(self, events: Iterable[Event], proof: Proof) -> Proof:
+    def prove(self, events: Iterable[WebhookEvent], proof: Proof) -> Proof:
         """Record whether this try's fault landed (and what shows it)."""
         self.tries.append(try_record(len(self.tries) + 1, [e.event_id for e in events], proof))
         return proof

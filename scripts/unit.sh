@@ -53,7 +53,7 @@ else
     fi
   done
   # The proof: nothing hidden answers, and PostgreSQL's server cannot be found the way
-  # acklab.harness.pgtemp finds it.
+  # acklab.harness.procs.pgtemp finds it.
   for line in "${hide[@]}"; do
     kind=${line%% *} path=${line#* }
     if [ "$kind" = program ] && command -v "$path" >/dev/null 2>&1 && "$path" --version >/dev/null 2>&1; then
@@ -65,7 +65,7 @@ else
       exit 4
     fi
   done
-  "$python" -c 'import sys; from acklab.harness.pgtemp import available; sys.exit(1 if available() else 0)' || {
+  "$python" -c 'import sys; from acklab.harness.procs.pgtemp import available; sys.exit(1 if available() else 0)' || {
     echo "acklab: PostgreSQL's server binaries are still found in the unit tier's namespace" >&2
     exit 4
   }

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from acklab.harness.pgtemp import PostgresServer, start_postgres
+from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
 
 pytest_plugins = ("tests.tiers", "pytester")
 

@@ -39,7 +39,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def _layer(module: str) -> str:
-    """``acklab.harness.runner`` -> ``harness``; ``acklab.cli`` -> ``acklab``; a bare
+    """``acklab.harness.engine.runner`` -> ``harness``; ``acklab.cli`` -> ``acklab``; a bare
     ``harness.runner`` -> ``bare:harness`` (always a violation); anything else: its top name."""
     parts = module.split(".")
     if parts[0] == "acklab":

@@ -33,9 +33,9 @@ import pytest
 import yaml
 
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.fixture_process import free_port
-from acklab.harness.janitor import open_leases
-from acklab.harness.leases import same_process_alive
+from acklab.harness.procs.fixture_process import free_port
+from acklab.harness.procs.janitor import open_leases
+from acklab.harness.procs.leases import same_process_alive
 from tests.harness.keyed_service import EFFECTS_QUERY
 from tests.harness.test_db_passwords import role_with_password
 

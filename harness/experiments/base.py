@@ -12,12 +12,12 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import FAULT_TRIES, Proof
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import FAULT_TRIES, Proof
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.templates import Event
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.core.trial import TrialContext
 
 
 class Experiment(ABC):
@@ -44,7 +44,7 @@ class Experiment(ABC):
         """How many events under test one trial may use on `target` (every try's)."""
         return self.per_try(target) * self.tries
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs()
 
     def applicable(self, target: Target) -> str | None:
@@ -57,7 +57,7 @@ class Experiment(ABC):
 
     @abstractmethod
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         """The deliveries one try sends (retries: those it may send), for `acklab plan`."""
 
@@ -65,10 +65,10 @@ class Experiment(ABC):
         """Work done once per trial before its tries (calibration)."""
 
     @abstractmethod
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         """One try on fresh `events`: observe 'before', inject the fault, settle to 'final', prove."""
 
-    def calibration_event(self, trial: TrialContext, k: int) -> Event:
+    def calibration_event(self, trial: TrialContext, k: int) -> WebhookEvent:
         """The k-th event the lab measures with (after every try's events; never judged)."""
         return trial.event(self.events(trial.lab.target) + k)
 
@@ -87,7 +87,7 @@ class Experiment(ABC):
 
 
 def retry_plan(
-    profile: ProviderProfile, settings: Settings, first_kind: str, first_fault: str, event: int = 0
+    profile: ProviderProfile, settings: RunSettings, first_kind: str, first_fault: str, event: int = 0
 ) -> tuple[PlannedDelivery, ...]:
     schedule = profile.compressed_schedule(settings.time_compression)
     attempts = min(len(schedule), settings.max_attempts)

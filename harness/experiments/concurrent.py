@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.experiments.base import Experiment
-from acklab.harness.faults import NoFault
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.wire.faults import NoFault
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Needs, Target
-from acklab.harness.templates import Event
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.core.trial import TrialContext
 
 
 def burst_proof(burst: list[DeliveryRecord]) -> Proof:
@@ -69,18 +69,18 @@ class ConcurrentDuplicatesExperiment(Experiment):
     )
     fault_name = "concurrent-duplicates"
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         return tuple(
             PlannedDelivery(event=0, kind="duplicate", attempt=1, fault="none", at_ms=0.0, when="always")
             for _ in range(settings.burst)
         )
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         await trial.observe(event, "before")
         first, record = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())

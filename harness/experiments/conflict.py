@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Target
-from acklab.harness.templates import Event, conflicting
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent, conflicting
+from acklab.harness.core.trial import TrialContext
 
 
 class ConflictingPayloadExperiment(Experiment):
@@ -37,14 +37,14 @@ class ConflictingPayloadExperiment(Experiment):
     fault_name = "conflicting-payload"
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         conflict = PlannedDelivery(
             event=0, kind="conflict", attempt=1, fault="none", at_ms=0.0, when="after quiescence"
         )
         return (*retry_plan(profile, settings, "original", "none"), conflict)
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         await trial.observe(event, "before")
         originals = await trial.deliver(event)

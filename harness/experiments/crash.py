@@ -42,18 +42,18 @@ from typing import ClassVar
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
-from acklab.harness.fixture_process import FixtureProcess
-from acklab.harness.inflight import wait_in_transaction
-from acklab.harness.leases import current_book
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.procs.fixture_process import FixtureProcess
+from acklab.harness.targets.inflight import wait_in_transaction
+from acklab.harness.procs.leases import current_book
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
 from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
-from acklab.harness.templates import Event
-from acklab.harness.transports import socket_transport
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.wire.transports import socket_transport
+from acklab.harness.core.trial import TrialContext
 
 CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
@@ -151,7 +151,7 @@ class _CrashExperiment(Experiment):
             return None
         return NEEDS_COMMAND
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
 
     def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
@@ -160,7 +160,7 @@ class _CrashExperiment(Experiment):
         return target.serve(needs)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         return retry_plan(profile, settings, "original", self.fault_name)
 
@@ -173,7 +173,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
     )
     fault_name = CrashAfterCommit.name
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         if isinstance(trial.lab.endpoint, ServiceEndpoint):
             return await self._strike_service(trial, trial.lab.endpoint, event)
@@ -205,7 +205,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             exit_code=code,
         )
 
-    async def _strike_service(self, trial: TrialContext, endpoint: ServiceEndpoint, event: Event) -> Proof:
+    async def _strike_service(self, trial: TrialContext, endpoint: ServiceEndpoint, event: WebhookEvent) -> Proof:
         service = endpoint.service
         if service is None:
             raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")
@@ -284,7 +284,7 @@ class CrashMidTransactionExperiment(_CrashExperiment):
             "is open, so it cannot aim a kill inside it; use crash-after-commit on a target spec with command:"
         )
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         process, database_url = _process(trial)
         await _restart(process, processing_delay_ms=MID_TRANSACTION_DELAY_MS)

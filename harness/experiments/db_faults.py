@@ -32,17 +32,17 @@ from sqlalchemy.engine import make_url
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.struck import DbLinkStruck, retry_until_acked
-from acklab.harness.faults import SenderTimeout
-from acklab.harness.inflight import wait_in_transaction
-from acklab.harness.leases import current_book
+from acklab.harness.wire.faults import SenderTimeout
+from acklab.harness.targets.inflight import wait_in_transaction
+from acklab.harness.procs.leases import current_book
 from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
-from acklab.harness.templates import Event
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.core.trial import TrialContext
 
 DB_INVARIANTS = (
     "at-most-once-effect",
@@ -160,15 +160,15 @@ class _StrikeExperiment(_DbLinkExperiment):
     strikes: ClassVar[tuple[Strike, ...]]
     fault_name = DbLinkStruck.name
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         return retry_plan(profile, settings, "original", DbLinkStruck.name)
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         strike = self.strikes[trial.plan.index % len(self.strikes)]
         _, database_url = _link(trial)
@@ -249,18 +249,18 @@ class DbLatencyExperiment(_DbLinkExperiment):
     calibration_events = 3  # one per try
     fault_name = SenderTimeout.name
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         calibration = PlannedDelivery(
             event=self.events(target), kind="probe", attempt=1, fault="none", at_ms=0, when="before the try"
         )
         return (calibration, *retry_plan(profile, settings, "original", SenderTimeout.name))
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         await trial.observe(event, "before")
         async with injected(trial, LATENCY):

@@ -19,13 +19,13 @@ import time
 from typing import ClassVar
 
 from acklab.harness.experiments.base import Experiment
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
-from acklab.harness.signing import foreign_secret, signs_timestamp
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.signing import foreign_secret, signs_timestamp
 from acklab.harness.targets import Target
-from acklab.harness.templates import Event, conflicting
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent, conflicting
+from acklab.harness.core.trial import TrialContext
 
 STALE_AGE_S = 3600  # far beyond the 300 s every reference verifier allows
 TAMPER = {"acklab_tampered": True}
@@ -87,7 +87,7 @@ class ReplayExperiment(Experiment):
         return skipped(target)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         control = PlannedDelivery(event=0, kind="original", attempt=1, fault="none", at_ms=0.0, when="always")
         return (
@@ -98,7 +98,7 @@ class ReplayExperiment(Experiment):
             ),
         )
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         target = trial.lab.target
         kinds = variants(target)
         for event in events:

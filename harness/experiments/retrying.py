@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from acklab.harness.deliveries import DeliveryRecord
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
-from acklab.harness.plan import PlannedDelivery, Settings
-from acklab.harness.proofs import Proof, landed, missed
-from acklab.harness.providers import ProviderProfile
+from acklab.harness.wire.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Needs, Target
-from acklab.harness.templates import Event
-from acklab.harness.trial import TrialContext
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.core.trial import TrialContext
 
 RETRY_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
 MIN_TIMEOUT_S = 0.0005
@@ -37,7 +37,7 @@ class _Retrying(Experiment):
     invariants: ClassVar[tuple[str, ...]] = RETRY_INVARIANTS
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         return retry_plan(profile, settings, "original", self.fault_name)
 
@@ -47,7 +47,7 @@ class _Retrying(Experiment):
     def proof(self, trial: TrialContext, first: DeliveryRecord) -> Proof:
         raise NotImplementedError
 
-    async def attempt(self, trial: TrialContext, events: list[Event]) -> Proof:
+    async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         await trial.observe(event, "before")
         sent = await trial.deliver(event, first_fault=await self.first_fault(trial))
@@ -98,7 +98,7 @@ class LostAckResetExperiment(_Retrying):
     )
     fault_name = "reset"
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
 
     async def first_fault(self, trial: TrialContext) -> Fault:
@@ -129,12 +129,12 @@ class TimeoutOverlapExperiment(_Retrying):
     fault_name = "timeout"
     calibration_events = CALIBRATION_DELIVERIES
 
-    def needs(self, target: Target, settings: Settings) -> Needs:
+    def needs(self, target: Target, settings: RunSettings) -> Needs:
         delay = settings.processing_delay_ms if target.can_delay else 0
         return Needs(socket=True, processing_delay_ms=delay)
 
     def planned(
-        self, target: Target, profile: ProviderProfile, settings: Settings
+        self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
         calibration = tuple(
             PlannedDelivery(

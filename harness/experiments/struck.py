@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import httpx
 
-from acklab.harness.deliveries import DeliveryRecord
-from acklab.harness.templates import Event
-from acklab.harness.transports import Exchange
-from acklab.harness.trial import STOP_RETRYING, TrialContext
+from acklab.harness.wire.records import DeliveryRecord
+from acklab.harness.wire.templates import WebhookEvent
+from acklab.harness.wire.transports import Exchange
+from acklab.harness.core.trial import STOP_RETRYING, TrialContext
 
 
 class _Struck:
@@ -54,7 +54,7 @@ def sender_acked(record: DeliveryRecord) -> bool:
 
 
 async def retry_until_acked(
-    trial: TrialContext, event: Event, *, started: float, first: DeliveryRecord
+    trial: TrialContext, event: WebhookEvent, *, started: float, first: DeliveryRecord
 ) -> list[DeliveryRecord]:
     """Attempts 2..N at the schedule's offsets from ``started``, until the sender sees a 2xx."""
     if sender_acked(first):

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from acklab.harness.errors import SpecError
-from acklab.harness.fixture_process import FixtureProcess
-from acklab.harness.leases import Lease, current_book
+from acklab.harness.procs.fixture_process import FixtureProcess
+from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.targets.base import Endpoint, Needs
 from acklab.harness.targets.effects import SqlProbe
 from acklab.harness.targets.fixture import FixtureTarget, fixture_target
-from acklab.harness.transports import socket_transport
+from acklab.harness.wire.transports import socket_transport
 
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
 # What makes DIR a checkout of acklab whose fixture can be served.

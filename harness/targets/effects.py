@@ -34,7 +34,7 @@ from sqlalchemy.pool import QueuePool
 
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
-from acklab.harness.bodies import read_capped
+from acklab.harness.wire.bodies import read_capped
 from acklab.harness.errors import ProbeError, SpecError
 
 # An effects endpoint answers a small JSON object; more is refused, not buffered.

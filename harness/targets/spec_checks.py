@@ -18,11 +18,11 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from acklab.harness.credentials import ENV_REF, resolve_env
+from acklab.harness.specs.credentials import ENV_REF, resolve_env
 from acklab.harness.errors import RemoteRefused, SpecError
-from acklab.harness.signing import SIGNERS
+from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.targets.base import check_local, is_loopback
-from acklab.harness.templates import KNOWN, conflicting, render, unknown_placeholders
+from acklab.harness.wire.templates import KNOWN, conflicting, render, unknown_placeholders
 
 DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
 # Set by the lab's HTTP client for every request: a spec may not send its own.

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from acklab.harness.plan import Settings
-from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.core.plan import RunSettings
+from acklab.harness.engine.runner import RunOptions, RunResult, run
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwQ1Rhc3Rz"
@@ -155,7 +155,7 @@ class Scenario:
     expected: dict[str, str]  # experiment -> verdict ("pass", "fail", "skipped")
     service: Service | None = None
     trials: int = 1
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=RunSettings)
 
     @contextlib.contextmanager
     def started(self) -> Iterator[Scenario]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acklab.harness.runner import RunResult
+from acklab.harness.engine.runner import RunResult
 from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario
 

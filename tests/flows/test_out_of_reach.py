@@ -24,7 +24,7 @@ import pytest
 
 from acklab.flows import capabilities
 from acklab.flows.worktree import repo_snapshot
-from acklab.harness.verdicts import Judgement
+from acklab.harness.core.verdicts import Judgement
 from tests.doubles.openai_api import openai_double
 from tests.flows import hostile, patches
 from tests.flows.conftest import ROOT, checkout_modules, fast_spec, load_trail, run_git, write_decisions

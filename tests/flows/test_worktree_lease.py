@@ -15,9 +15,9 @@ import pytest
 
 from acklab.evidence.journal import Journal
 from acklab.flows.worktree import head_sha, worktree
-from acklab.harness.janitor import open_leases, sweep
-from acklab.harness.lease_witness import MARKER
-from acklab.harness.leases import leasing
+from acklab.harness.procs.janitor import open_leases, sweep
+from acklab.harness.procs.lease_witness import MARKER
+from acklab.harness.procs.leases import leasing
 from tests.flows.conftest import fast_spec, run_git
 
 REPRODUCING = re.compile(r"reproduce: .* on (\S+/checkout) \.\.\.")

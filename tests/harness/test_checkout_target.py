@@ -17,9 +17,9 @@ import pytest
 from acklab.evidence.exitcodes import ExitCode
 from acklab.flows.lab import imported_from
 from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets import resolve_target
-from acklab.harness.verdicts import Judgement
+from acklab.harness.core.verdicts import Judgement
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOW_EXPERIMENTS = ("lost-ack", "concurrent-duplicates", "conflicting-payload", "timeout-overlap")

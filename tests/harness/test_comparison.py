@@ -12,7 +12,7 @@ from acklab.cli import main
 from acklab.evidence.bundle import verify
 from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.validate import validate
-from acklab.harness.comparison import compared_targets
+from acklab.harness.engine.comparison import compared_targets
 from acklab.harness.errors import HarnessError
 
 

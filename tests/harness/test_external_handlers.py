@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.engine.runner import RunOptions, RunResult, run
 from tests.harness.handlers import AcceptsConflicts, CheckThenInsert, NoDedupe, Receipt, Serialized
 
 REPEATS = 20

@@ -9,7 +9,7 @@ import pytest
 from acklab.evidence.bundle import verify
 from acklab.evidence.journal import Journal, journal_path
 from acklab.evidence.validate import validate
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.engine.runner import RunOptions, run
 
 
 def by_name(result):

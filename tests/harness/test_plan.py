@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.plan import Settings, parse_shard
-from acklab.harness.runner import build_plan
+from acklab.harness.core.plan import RunSettings, parse_shard
+from acklab.harness.engine.runner import build_plan
 from acklab.harness.targets.fixture import fixture_target
 
 TARGET = fixture_target("fixture:live", db_url=None)
@@ -17,7 +17,7 @@ ALL = list(EXPERIMENTS.values())
 
 
 def plan(seed, trials=2, shard=None, experiments=ALL):
-    return build_plan(TARGET, experiments, trials=trials, seed=seed, shard=shard, settings=Settings())
+    return build_plan(TARGET, experiments, trials=trials, seed=seed, shard=shard, settings=RunSettings())
 
 
 @settings(max_examples=50, deadline=None)

@@ -12,8 +12,8 @@ import pytest
 
 from acklab.evidence.validate import validate
 from acklab.harness import provenance
-from acklab.harness.provenance import Revision, revision_of
-from acklab.harness.runner import RunOptions, run
+from acklab.harness.targets.provenance import Revision, revision_of
+from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets import resolve_target
 from acklab.harness.targets.checkout import CHECKOUT_MARKERS, checkout_target
 from tests.harness.handlers import Receipt

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import stripe
 
-from acklab.harness.runner import RunOptions, run
-from acklab.harness.signing import GITHUB_HOOK_ID
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.wire.signing import GITHUB_HOOK_ID
 from acklab.harness.targets.server import ThreadedServer
 from tests.harness.conftest import write_spec
 from tests.harness.receivers import (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from acklab.evidence.journal import Journal
-from acklab.harness.janitor import open_leases
-from acklab.harness.leases import LeaseBook
-from acklab.harness.service_process import LOG_HEAD_BYTES, Command, ServiceProcess
+from acklab.harness.procs.janitor import open_leases
+from acklab.harness.procs.leases import LeaseBook
+from acklab.harness.procs.service_process import LOG_HEAD_BYTES, Command, ServiceProcess
 
 
 def test_the_log_keeps_every_start_head_and_tail_within_the_cap_and_outlives_its_directory(tmp_path):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from standardwebhooks import Webhook
 
 from acklab.app.schemes import verify
-from acklab.harness.providers import PROFILES, SCHEMES
-from acklab.harness.signing import SIGNERS, Attempt, foreign_secret, redact, signs_timestamp
+from acklab.harness.wire.providers import PROFILES, SCHEMES
+from acklab.harness.wire.signing import SIGNERS, Attempt, foreign_secret, redact_headers, signs_timestamp
 from tests.harness.conftest import SECRET
 
 bodies = st.binary(min_size=0, max_size=256).map(lambda b: b'{"x":"' + b.hex().encode() + b'"}')
@@ -76,8 +76,8 @@ def test_a_retry_is_signed_afresh_over_the_same_bytes():
 def test_signature_and_token_headers_are_redacted():
     headers = SIGNERS["gitlab"].headers(attempt(b"{}"), "legacy-token-value")
     assert headers["X-Gitlab-Token"] == "legacy-token-value"
-    assert redact(headers)["X-Gitlab-Token"] == "[redacted]"
-    assert redact(SIGNERS["stripe"].headers(attempt(b"{}"), SECRET))["Stripe-Signature"] == "[redacted]"
+    assert redact_headers(headers)["X-Gitlab-Token"] == "[redacted]"
+    assert redact_headers(SIGNERS["stripe"].headers(attempt(b"{}"), SECRET))["Stripe-Signature"] == "[redacted]"
 
 
 def test_which_schemes_sign_a_timestamp():

@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import pytest
 
-from acklab.harness.deliveries import DeliveryRecord
-from acklab.harness.faults import LostAck, NoFault, ResetAfterSend, SenderTimeout
-from acklab.harness.transports import TICKET, FaultTransport, Ticket
+from acklab.harness.wire.records import DeliveryRecord
+from acklab.harness.wire.faults import LostAck, NoFault, ResetAfterSend, SenderTimeout
+from acklab.harness.wire.transports import TICKET, FaultTransport, Ticket
 
 
 class SlowHandler:

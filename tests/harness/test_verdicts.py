@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acklab.harness.targets import Expect
-from acklab.harness.verdicts import judge
+from acklab.harness.core.verdicts import judge
 
 EXPECT = Expect(max_effects=1, conflict_status=(409, 422))
 
@@ -239,7 +239,7 @@ def test_a_failed_control_delivery_in_replay_is_named_as_the_control():
 
 
 def test_a_proven_violation_outweighs_an_error_elsewhere():
-    from acklab.harness.verdicts import combine
+    from acklab.harness.core.verdicts import combine
 
     assert combine(["pass", "error", "fail"]) == "fail"
     assert combine(["pass", "error"]) == "error"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acklab.harness.runner import RunOptions, RunResult, run
+from acklab.harness.engine.runner import RunOptions, RunResult, run
 
 RunLab = Callable[..., RunResult]
 

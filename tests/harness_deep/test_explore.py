@@ -9,8 +9,8 @@ import pytest
 
 from acklab.cli import main
 from acklab.evidence.bundle import verify
-from acklab.harness.explore import LabSession, replay_schedule
-from acklab.harness.schedules import Step
+from acklab.harness.explore.explorer import LabSession, replay_schedule
+from acklab.harness.explore.schedules import Step
 from acklab.harness.targets import resolve_target
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, text
 
 from acklab.app.schemes import sign
 from acklab.evidence.journal import Journal
-from acklab.harness.fixture_process import FixtureProcess
-from acklab.harness.leases import LeaseBook
+from acklab.harness.procs.fixture_process import FixtureProcess
+from acklab.harness.procs.leases import LeaseBook
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

@@ -14,9 +14,9 @@ import pytest
 
 from acklab.cli import main
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.fixture_process import LAUNCHER
-from acklab.harness.janitor import open_leases, sweep
-from acklab.harness.leases import LeaseBook, same_process_alive, start_ticks
+from acklab.harness.procs.fixture_process import LAUNCHER
+from acklab.harness.procs.janitor import open_leases, sweep
+from acklab.harness.procs.leases import LeaseBook, same_process_alive, start_ticks
 
 
 def janitor(capsys, out: Path) -> tuple[int, dict]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acklab.harness.targets import Expect
-from acklab.harness.verdicts import judge
+from acklab.harness.core.verdicts import judge
 
 
 def record(first_status: int, after_fault: int, final: int) -> dict:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from acklab.harness.netfaults import ProxyThread, postgres_probe
-from acklab.harness.pgtemp import PostgresServer
+from acklab.harness.procs.pgtemp import PostgresServer
 
 Connect = Callable[..., psycopg.Connection]
 

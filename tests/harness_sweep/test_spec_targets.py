@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from acklab.evidence.bundle import verify
-from acklab.harness.sweep_run import SweepOptions, run_sweep
+from acklab.harness.sweep.run import SweepOptions, run_sweep
 from tests.harness.conftest import serve_handler  # noqa: F401 - the fixture, shared
 from tests.harness.handlers import NoDedupe, Receipt
 from tests.harness_sweep.conftest import cell

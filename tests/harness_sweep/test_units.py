@@ -11,7 +11,7 @@ from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.validate import validate
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.sweep_plan import (
+from acklab.harness.sweep.matrix import (
     TEMP_SQLITE,
     Database,
     derive_seed,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.leases import LeaseBook, same_process_alive, start_ticks
+from acklab.harness.procs.leases import LeaseBook, same_process_alive, start_ticks
 
 GONE = {"pid": 2**22 + 7, "start_ticks": 1, "host": socket.gethostname()}  # a lab that died
 
