@@ -1,6 +1,6 @@
 """acklab: a reliability lab for webhook consumers.
 
-One import name (DESIGN.md): the fixture, harness, evidence, console and flows live in the
+One import name (ARCHITECTURE.md, "Layers"): the fixture, harness, evidence, console and flows live in the
 repository's top-level folders and install beneath this package as ``acklab.app``,
 ``acklab.harness``, ``acklab.evidence``, ``acklab.console`` and ``acklab.flows``.
 """

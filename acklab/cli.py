@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Re-run exactly the schedule an explorer incident recorded.",
     ),
     "janitor": (
-        "acklab.harness.procs.janitor:janitor",
+        "acklab.harness.cli.janitor:janitor",
         "End and clean what a crashed lab left behind (open leases).",
     ),
     "sweep": (

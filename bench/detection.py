@@ -4,7 +4,7 @@ The handler is `bench.racy_handler.RacyCheckThenInsert` (the tests' check-then-i
 handler): it looks for the event, works for `WORK_MS`, then records it — no constraint, no
 lock — served by uvicorn in a process of its own and judged as an external target through
 a target spec file, on SQLite and
-on a private PostgreSQL server (harness/pgtemp.py). For every burst size the lab
+on a private PostgreSQL server (harness/procs/pgtemp.py). For every burst size the lab
 runs `concurrent-duplicates` for N trials on a fresh database; a trial catches the race
 when it records an at-most-once violation. Target: >= 95 % of trials at burst 16.
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from acklab.harness.procs.pgtemp import start_postgres
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.procs.pgtemp import start_postgres
 from bench.figures import Figure, print_figure
 
 BURSTS = (2, 4, 8, 16, 32)

@@ -9,11 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -35,21 +31,6 @@ class Figure:
     target: str | None = None
     met: bool | None = None
     note: str = ""
-
-
-def median_of(fn: Callable[[], float], runs: int = 5) -> float:
-    """Median of `runs` measurements of `fn` (which returns one measurement)."""
-    return statistics.median(fn() for _ in range(runs))
-
-
-@contextmanager
-def stopwatch() -> Iterator[Callable[[], float]]:
-    start = time.perf_counter()
-    end: list[float] = []
-    try:
-        yield lambda: (end[0] if end else time.perf_counter()) - start
-    finally:
-        end.append(time.perf_counter())
 
 
 def machine() -> dict[str, Any]:

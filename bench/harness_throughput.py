@@ -36,14 +36,14 @@ import httpx
 
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
-from acklab.harness.wire.providers import profile
+from acklab.harness.core.trial import TrialContext
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.wire.signing import SIGNERS, whsec_key
 from acklab.harness.targets import Endpoint, Needs
 from acklab.harness.targets.fixture import fixture_target
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.wire.providers import profile
+from acklab.harness.wire.signing import SIGNERS, whsec_key
 from acklab.harness.wire.transports import FaultTransport
-from acklab.harness.core.trial import TrialContext
 
 if TYPE_CHECKING:
     from bench.figures import Figure

@@ -34,8 +34,8 @@ from datetime import datetime
 from io import BytesIO
 from pathlib import Path
 
-from acklab.harness.procs.pgtemp import start_postgres
 from acklab.harness.engine.runner import RunResult
+from acklab.harness.procs.pgtemp import start_postgres
 from bench.figures import Figure, print_figure
 from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario

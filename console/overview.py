@@ -19,7 +19,7 @@ from .identity import HEAD, PATCHED, FlowRun, short_revision
 from .index import Snapshot
 from .scan import BundleSummary, IncidentSummary, Latency
 
-# DESIGN.md's stable experiment names, in the order a reader meets them; others follow by name.
+# The stable experiment names (README, "Experiments"), in the order a reader meets them; others follow by name.
 EXPERIMENT_ORDER = (
     "lost-ack",
     "lost-ack-reset",

@@ -1,4 +1,4 @@
-"""The exit-code contract shared by every acklab command (DESIGN.md, "Exit codes").
+"""The exit-code contract shared by every acklab command (README, "Exit codes").
 
 It lives in the leaf package so that every layer can name the codes without importing
 upward. "The handler failed" (VERDICT_FAILED) and "the lab failed" (LAB_ERROR) are never

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
-from acklab.harness.errors import RunInterrupted
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as harness_run
+from acklab.harness.errors import RunInterrupted
 
 from .errors import FlowError, FlowSpecInvalid
 

@@ -6,7 +6,7 @@ The caller's checkout, index and branches are never touched; the worktree and it
 administrative files are removed on the way out, also when the flow fails or is interrupted.
 A worktree is leased in the journal like every resource the lab creates: when the flow is
 killed (kill -9, a cancelled CI job), `acklab janitor` removes it, from `git worktree list`
-too. The lease's token, written beside it (`harness.lease_witness.WorktreeMarker`), proves to
+too. The lease's token, written beside it (`harness.procs.lease_witness.WorktreeMarker`), proves to
 the janitor that the directory it is about to remove is the one the lease names.
 """
 
@@ -79,12 +79,6 @@ def toplevel(path: Path) -> Path:
 
 def head_sha(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").stdout.strip()
-
-
-def file_sha_at(repo: Path, commit: str, path: str) -> str | None:
-    """The blob id of `path` at `commit`, or None when it does not exist there."""
-    done = git(repo, "rev-parse", "--verify", "--quiet", f"{commit}:{path}", check=False)
-    return done.stdout.strip() or None
 
 
 def identity_env(repo: Path) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The fault harness: deliver like real providers, break on purpose, judge from the real database.
 
-Command line (DESIGN.md): ``acklab run | plan | validate`` (`harness.cli`), ``acklab demo``.
+Command line (README, "Commands"): ``acklab run | plan | validate`` (`harness.cli.run`), ``acklab demo``.
 
 Python API (what the repair flow and the benchmarks use)::
 

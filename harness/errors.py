@@ -1,7 +1,7 @@
 """Errors of the harness package.
 
 A finding about the handler under test is never an exception: it is a verdict. These are
-the lab's own failures, each carrying its exit code (DESIGN.md, "Exit codes").
+the lab's own failures, each carrying its exit code (README, "Exit codes").
 
 AcklabError (evidence.exitcodes)
 └── HarnessError                  exit 4: the lab could not run

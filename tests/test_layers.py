@@ -88,3 +88,69 @@ def test_the_checker_catches_a_crossing(tmp_path):
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_every_layer_is_a_package(package):
     assert (ROOT / package / "__init__.py").exists()
+
+
+# The harness's own sub-layers (ARCHITECTURE.md), lowest first: a sub-package may import
+# those below it, never one above it (nor a sibling on its own rank).
+HARNESS_RANKS: tuple[frozenset[str], ...] = (
+    frozenset({"errors"}),
+    frozenset({"specs"}),
+    frozenset({"wire"}),
+    frozenset({"procs", "netfaults"}),
+    frozenset({"targets"}),
+    frozenset({"core"}),
+    frozenset({"experiments"}),
+    frozenset({"engine"}),
+    frozenset({"explore", "sweep"}),
+    frozenset({"cli"}),
+)
+HARNESS_RANK = {name: rank for rank, names in enumerate(HARNESS_RANKS) for name in names}
+
+
+def _harness_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["acklab", "harness"] and len(parts) > 2 else None
+
+
+def harness_violations(root: Path = ROOT) -> list[str]:
+    bad = []
+    for path in sorted((root / "harness").rglob("*.py")):
+        rel = path.relative_to(root / "harness")
+        mine = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if mine not in HARNESS_RANK:
+            if mine != "__init__":
+                bad.append(f"harness/{rel}: not in a sub-package of ARCHITECTURE.md's harness layers")
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                theirs = _harness_part(module)
+                if theirs is None or theirs == mine:
+                    continue
+                if theirs not in HARNESS_RANK or HARNESS_RANK[theirs] >= HARNESS_RANK[mine]:
+                    bad.append(
+                        f"harness/{rel}:{node.lineno} imports harness.{theirs} (above or beside {mine})"
+                    )
+    return bad
+
+
+def test_no_harness_import_goes_up_a_sub_layer():
+    assert harness_violations() == []
+
+
+def test_the_sub_layer_checker_catches_an_upward_import(tmp_path):
+    (tmp_path / "harness" / "wire").mkdir(parents=True)
+    (tmp_path / "harness" / "wire" / "transports.py").write_text(
+        "from acklab.harness.core.trial import TrialContext\n"
+    )
+    (tmp_path / "harness" / "loose.py").write_text("")
+    assert harness_violations(tmp_path) == [
+        "harness/loose.py: not in a sub-package of ARCHITECTURE.md's harness layers",
+        "harness/wire/transports.py:1 imports harness.core (above or beside wire)",
+    ]

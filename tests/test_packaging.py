@@ -1,4 +1,4 @@
-"""One import name (DESIGN.md): the wheel installs `acklab` and nothing beside it.
+"""One import name (ARCHITECTURE.md, "Layers"): the wheel installs `acklab` and nothing beside it.
 
 The folders stay at the repository's top level; pyproject's package-dir maps them beneath
 `acklab`. These tests build the real wheel and install it next to a user's package that

@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -183,6 +182,7 @@ def kill_a_lab_mid_run_then_janitor(sweep: Sweep, target: Path, env: dict[str, s
     service = next(e for e in leases if e.payload["resource"] == "process").payload["detail"]
     log_dir = Path(next(e for e in leases if e.payload["resource"] == "directory").payload["detail"]["path"])
     assert log_dir.name.startswith("acklab-service-log-")
+    assert log_dir.parent == Path(env["TMPDIR"])  # where the sweep looks for leftovers
     assert log_dir.exists()
     done = sweep.acklab("janitor", "--out", out, "--json", cwd=sweep.root, env=env)
     assert json.loads(done.out)["failed"] == 0
@@ -257,7 +257,10 @@ def sweep(postgres_server, tmp_path_factory) -> Sweep:
     planted = Planted()
     root = tmp_path_factory.mktemp("secret-sweep")
     sweep = Sweep(root=root)
-    logs_before = set(Path(tempfile.gettempdir()).glob("acklab-service-log-*"))
+    # A temporary directory of the sweep's own: other test runs on this machine leave and
+    # remove their service logs in the shared one while this sweep runs.
+    private_tmp = root / "tmp"
+    private_tmp.mkdir()
     db_url = role_with_password(postgres_server, planted.db_password)
     sql_url = role_with_password(postgres_server, planted.sql_password)
     port_a, port_c = free_port(), free_port()
@@ -271,6 +274,7 @@ def sweep(postgres_server, tmp_path_factory) -> Sweep:
         "KEYED_HTTP_HOOK_URL": f"http://127.0.0.1:{port_a}/hooks?token={planted.url_token}",
         "KEYED_SQL_HOOK_URL": f"http://127.0.0.1:{port_c}/hooks?token={planted.url_token}",
         "SWEEP_SQL_URL": sql_url,
+        "TMPDIR": str(private_tmp),
     }
     for name in ("GITLAB_URL", "GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "CI_SERVER_URL"):
         env.pop(name, None)
@@ -327,9 +331,7 @@ def sweep(postgres_server, tmp_path_factory) -> Sweep:
     sweep.acklab("pages", "--evidence", out, "--out", root / "public", cwd=root, env=env)
     flow_and_pull(sweep, planted, env)
     sweep.acklab("janitor", "--out", out, cwd=root, env=env)
-    sweep.left_in_tmp = sorted(
-        str(p) for p in set(Path(tempfile.gettempdir()).glob("acklab-service-log-*")) - logs_before
-    )
+    sweep.left_in_tmp = sorted(str(p) for p in private_tmp.glob("acklab-service-log-*"))
     return sweep
 
 

@@ -1,4 +1,4 @@
-"""The experiments, by stable name (DESIGN.md): the first six run by default, in this order."""
+"""The experiments, by stable name (README, "Experiments"): the first six run by default, in this order."""
 
 from __future__ import annotations
 

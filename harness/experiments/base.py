@@ -3,7 +3,7 @@
 An experiment runs a trial as up to `tries` *tries*, each on fresh events: a try injects
 the fault, settles the effects and returns a `Proof` of whether the fault landed. The first
 try that lands ends the trial; when none does, the trial is an error (never a pass) unless
-its records prove a violation (`harness.proofs`, `harness.verdicts`).
+its records prove a violation (`harness.core.proofs`, `harness.core.verdicts`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import ClassVar
 
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import FAULT_TRIES, Proof
-from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.core.trial import TrialContext
+from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.templates import WebhookEvent
 
 
 class Experiment(ABC):

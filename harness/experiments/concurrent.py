@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.experiments.base import Experiment
-from acklab.harness.wire.faults import NoFault
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.targets import Needs, Target
-from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.core.trial import TrialContext
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.targets import Needs, Target
+from acklab.harness.wire.faults import NoFault
+from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.records import DeliveryRecord
+from acklab.harness.wire.templates import WebhookEvent
 
 
 def burst_proof(burst: list[DeliveryRecord]) -> Proof:

@@ -4,20 +4,20 @@ What a correct handler answers depends on the target's ``expect.conflict``: ``re
 default, and the fixture's policy) wants one of ``expect.conflict_status``; ``ignore``
 (dedupe by id, Stripe's documented practice) wants a 2xx. Either way the effects — and the
 state, where ``effects.sql.state`` or ``effects.http.state_path`` probes it — must stay
-exactly as the first body left them (`harness.verdicts`).
+exactly as the first body left them (`harness.core.verdicts`).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.targets import Target
-from acklab.harness.wire.templates import WebhookEvent, conflicting
 from acklab.harness.core.trial import TrialContext
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.targets import Target
+from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.templates import WebhookEvent, conflicting
 
 
 class ConflictingPayloadExperiment(Experiment):

@@ -1,6 +1,6 @@
 """The handler's process dies mid-delivery: ``crash-after-commit`` and ``crash-mid-transaction``.
 
-The lab runs the fixture as a process of its own (`harness.fixture_process`), on the
+The lab runs the fixture as a process of its own (`harness.procs.fixture_process`), on the
 target's database, and kills it with SIGKILL:
 
 * ``crash-after-commit``: the fixture starts with its lab-only crash hook, which SIGKILLs
@@ -18,7 +18,7 @@ A target spec with ``command:`` is a service the lab starts itself but cannot ho
 is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
 records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
 the strike landed) or ``response-arrived-first`` (not evidence of a crash after commit).
-A missed strike is tried again on a fresh event (`harness.proofs`); when none lands the
+A missed strike is tried again on a fresh event (`harness.core.proofs`); when none lands the
 trial is an error, never a pass. The kill returns once the whole process group is gone
 and the port is free (a multi-process server's workers outlive their master by a few
 milliseconds); the restart waits for readiness (``command.ready``) before the sender
@@ -39,21 +39,21 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
 from acklab.harness.procs.fixture_process import FixtureProcess
-from acklab.harness.targets.inflight import wait_in_transaction
 from acklab.harness.procs.leases import current_book
-from acklab.harness.core.plan import PlannedDelivery, RunSettings
-from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.inflight import wait_in_transaction
 from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.wire.transports import socket_transport
-from acklab.harness.core.trial import TrialContext
 
 CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
@@ -205,7 +205,9 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             exit_code=code,
         )
 
-    async def _strike_service(self, trial: TrialContext, endpoint: ServiceEndpoint, event: WebhookEvent) -> Proof:
+    async def _strike_service(
+        self, trial: TrialContext, endpoint: ServiceEndpoint, event: WebhookEvent
+    ) -> Proof:
         service = endpoint.service
         if service is None:
             raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")

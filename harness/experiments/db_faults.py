@@ -29,20 +29,20 @@ from typing import Any, ClassVar, cast
 
 from sqlalchemy.engine import make_url
 
+from acklab.harness.core.plan import PlannedDelivery, RunSettings
+from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.struck import DbLinkStruck, retry_until_acked
-from acklab.harness.wire.faults import SenderTimeout
-from acklab.harness.targets.inflight import wait_in_transaction
-from acklab.harness.procs.leases import current_book
 from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
-from acklab.harness.core.plan import PlannedDelivery, RunSettings
-from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.procs.leases import current_book
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.inflight import wait_in_transaction
+from acklab.harness.wire.faults import SenderTimeout
+from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.templates import WebhookEvent
-from acklab.harness.core.trial import TrialContext
 
 DB_INVARIANTS = (
     "at-most-once-effect",

@@ -18,14 +18,14 @@ import hashlib
 import time
 from typing import ClassVar
 
-from acklab.harness.experiments.base import Experiment
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
+from acklab.harness.core.trial import TrialContext
+from acklab.harness.experiments.base import Experiment
+from acklab.harness.targets import Target
 from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.signing import foreign_secret, signs_timestamp
-from acklab.harness.targets import Target
 from acklab.harness.wire.templates import WebhookEvent, conflicting
-from acklab.harness.core.trial import TrialContext
 
 STALE_AGE_S = 3600  # far beyond the 300 s every reference verifier allows
 TAMPER = {"acklab_tampered": True}

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.wire.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.targets import Needs, Target
-from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.core.trial import TrialContext
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.targets import Needs, Target
+from acklab.harness.wire.faults import Fault, LostAck, ResetAfterSend, SenderTimeout
+from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.records import DeliveryRecord
+from acklab.harness.wire.templates import WebhookEvent
 
 RETRY_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
 MIN_TIMEOUT_S = 0.0005

@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import httpx
 
+from acklab.harness.core.trial import STOP_RETRYING, TrialContext
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.wire.transports import Exchange
-from acklab.harness.core.trial import STOP_RETRYING, TrialContext
 
 
 class _Struck:

@@ -14,13 +14,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
+from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.provenance import Revision, revision_of
+from acklab.harness.targets.state import StateProbe
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import Attempt, Signer
-from acklab.harness.targets.effects import EffectsProbe
-from acklab.harness.targets.state import StateProbe
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 

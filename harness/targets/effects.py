@@ -34,8 +34,8 @@ from sqlalchemy.pool import QueuePool
 
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
-from acklab.harness.wire.bodies import read_capped
 from acklab.harness.errors import ProbeError, SpecError
+from acklab.harness.wire.bodies import read_capped
 
 # An effects endpoint answers a small JSON object; more is refused, not buffered.
 PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)

@@ -27,14 +27,14 @@ from acklab.app.runtime import HANDLER_MODULES
 from acklab.app.settings import Settings
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
-from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.procs.leases import Lease, current_book
-from acklab.harness.targets.provenance import file_sha256
-from acklab.harness.wire.providers import profile
+from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import HttpProbe, database_kind
+from acklab.harness.targets.provenance import file_sha256
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.wire.providers import profile
 from acklab.harness.wire.transports import asgi_transport, socket_transport
 
 HANDLERS = ("live", "unsafe")

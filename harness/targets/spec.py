@@ -1,4 +1,4 @@
-"""Targets from spec files (``kind: target``, DESIGN.md): a user's own webhook endpoint."""
+"""Targets from spec files (``kind: target``, README "Targets"): a user's own webhook endpoint."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from acklab.evidence.redaction import redact, remember
-from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.leases import current_book
-from acklab.harness.wire.providers import profile
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
     Command,
@@ -24,7 +22,7 @@ from acklab.harness.procs.service_process import (
     host_port,
     wait_ready,
 )
-from acklab.harness.wire.signing import SIGNERS
+from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
@@ -37,6 +35,8 @@ from acklab.harness.targets.spec_checks import (
     shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
+from acklab.harness.wire.providers import profile
+from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.wire.transports import socket_transport
 
 __all__ = ["ServiceEndpoint", "SpecTarget", "check_target_doc", "load_target", "resolve_env"]

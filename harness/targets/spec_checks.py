@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from acklab.harness.specs.credentials import ENV_REF, resolve_env
 from acklab.harness.errors import RemoteRefused, SpecError
-from acklab.harness.wire.signing import SIGNERS
+from acklab.harness.specs.credentials import ENV_REF, resolve_env
 from acklab.harness.targets.base import check_local, is_loopback
+from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.wire.templates import KNOWN, conflicting, render, unknown_placeholders
 
 DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}

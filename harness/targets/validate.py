@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from acklab.evidence.redaction import MIN_SECRET_CHARS
-from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
 from acklab.harness.errors import SpecError
+from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
+from acklab.harness.targets.spec_checks import check_reach, check_target_doc, sample_event
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import SIGNERS
-from acklab.harness.targets.spec_checks import check_reach, check_target_doc, sample_event
 
 EVENT_HEADER = {"github": "X-GitHub-Event", "gitlab": "X-Gitlab-Event", "shopify": "X-Shopify-Topic"}
 

@@ -155,7 +155,7 @@ class Scenario:
     expected: dict[str, str]  # experiment -> verdict ("pass", "fail", "skipped")
     service: Service | None = None
     trials: int = 1
-    settings: Settings = field(default_factory=RunSettings)
+    settings: RunSettings = field(default_factory=RunSettings)
 
     @contextlib.contextmanager
     def started(self) -> Iterator[Scenario]:

@@ -23,7 +23,7 @@ BODY_AT = "\n\ndef process("
 VERDICT_IMPORTS = "import sys\n\n"
 VERDICT_LINES = (
     "for _name, _module in list(sys.modules.items()):\n"
-    '    if _name.endswith("harness.verdicts"):\n'
+    '    if _name.endswith("harness.core.verdicts"):\n'
     "        _module.Judgement.violate = lambda *_args, **_kwargs: None\n"
 )
 EXIT_IMPORTS = "import atexit\nimport os\nimport sys\n\n"

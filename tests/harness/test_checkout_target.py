@@ -16,10 +16,10 @@ import pytest
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.flows.lab import imported_from
-from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.targets import resolve_target
 from acklab.harness.core.verdicts import Judgement
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.targets import resolve_target
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOW_EXPERIMENTS = ("lost-ack", "concurrent-duplicates", "conflicting-payload", "timeout-overlap")
@@ -32,7 +32,7 @@ import sys as _sys
 from pathlib import Path as _Path
 
 for _name, _module in list(_sys.modules.items()):
-    if _name.endswith("harness.verdicts"):
+    if _name.endswith("harness.core.verdicts"):
         _module.Judgement.violate = lambda *_args, **_kwargs: None
 _Path(__file__).with_name("ran-in.json").write_text(
     _json.dumps({"pid": _os.getpid(), "env": sorted(_os.environ), "harness": any("harness" in n for n in _sys.modules)})

@@ -11,9 +11,9 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from acklab.harness.specs.credentials import redact, url_password, url_secrets
-from acklab.harness.procs.pgtemp import PostgresServer
 from acklab.harness.engine.runner import RunOptions, _secrets
+from acklab.harness.procs.pgtemp import PostgresServer
+from acklab.harness.specs.credentials import redact, url_password, url_secrets
 from acklab.harness.targets import resolve_target
 
 ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(sys.argv[1:])"]

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acklab.harness.errors import SpecError
-from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.core.plan import RunSettings, parse_shard
 from acklab.harness.engine.runner import build_plan
+from acklab.harness.errors import SpecError
+from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.targets.fixture import fixture_target
 
 TARGET = fixture_target("fixture:live", db_url=None)

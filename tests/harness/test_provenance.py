@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from acklab.evidence.validate import validate
-from acklab.harness import provenance
-from acklab.harness.targets.provenance import Revision, revision_of
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.targets import resolve_target
+from acklab.harness.targets import provenance, resolve_target
 from acklab.harness.targets.checkout import CHECKOUT_MARKERS, checkout_target
+from acklab.harness.targets.provenance import Revision, revision_of
 from tests.harness.handlers import Receipt
 
 CI_SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -20,8 +20,8 @@ import pytest
 import stripe
 
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.wire.signing import GITHUB_HOOK_ID
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.wire.signing import GITHUB_HOOK_ID
 from tests.harness.conftest import write_spec
 from tests.harness.receivers import (
     EFFECTS_QUERY,

@@ -77,7 +77,9 @@ def test_signature_and_token_headers_are_redacted():
     headers = SIGNERS["gitlab"].headers(attempt(b"{}"), "legacy-token-value")
     assert headers["X-Gitlab-Token"] == "legacy-token-value"
     assert redact_headers(headers)["X-Gitlab-Token"] == "[redacted]"
-    assert redact_headers(SIGNERS["stripe"].headers(attempt(b"{}"), SECRET))["Stripe-Signature"] == "[redacted]"
+    assert (
+        redact_headers(SIGNERS["stripe"].headers(attempt(b"{}"), SECRET))["Stripe-Signature"] == "[redacted]"
+    )
 
 
 def test_which_schemes_sign_a_timestamp():

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from acklab.harness.errors import SpecError
-from acklab.harness.wire.providers import event_type_header
 from acklab.harness.targets.spec import load_target
+from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.templates import conflicting, render, resolve_path
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.test_cli import acklab

@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.faults import LostAck, NoFault, ResetAfterSend, SenderTimeout
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.transports import TICKET, FaultTransport, Ticket
 
 

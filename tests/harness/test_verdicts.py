@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acklab.harness.targets import Expect
 from acklab.harness.core.verdicts import judge
+from acklab.harness.targets import Expect
 
 EXPECT = Expect(max_effects=1, conflict_status=(409, 422))
 

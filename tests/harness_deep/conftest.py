@@ -1,4 +1,4 @@
-"""Run the deeper experiments through the real engine (`harness.runner.run`)."""
+"""Run the deeper experiments through the real engine (`harness.engine.runner.run`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from acklab.harness.targets import Expect
 from acklab.harness.core.verdicts import judge
+from acklab.harness.targets import Expect
 
 
 def record(first_status: int, after_fault: int, final: int) -> dict:

@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES
 from tests.hostile.conftest import write
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,328 @@
+"""``acklab explore`` and ``acklab replay``: the schedule explorer's commands and its evidence.
+
+Both write a bundle (``run.json``, the failing trial, an incident carrying ``schedule``, a
+manifest) under ``--out``, and exit 1 when the handler broke an invariant, 0 when not,
+4 when the lab itself failed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.engine.runner import new_run_id
+from acklab.harness.errors import SpecError
+from acklab.harness.explore.explorer import (
+    EVENTS,
+    MAX_BURST,
+    STEPS,
+    Failure,
+    LabSession,
+    explore_target,
+    load_incident,
+    new_seed,
+    replay_schedule,
+)
+from acklab.harness.explore.schedules import Step
+from acklab.harness.procs.leases import leasing
+from acklab.harness.targets import Target, resolve_target
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+NAME = "explore"
+INVARIANTS = ["at-most-once-effect", "acked-exactly-once", "conflict-rejected"]
+DESCRIPTION = (
+    f"Hypothesis generates delivery schedules over {EVENTS} events (sends, retries, bursts of up to "
+    f"{MAX_BURST} identical deliveries released together, lost acknowledgements, conflicting bodies, in any "
+    "order); the invariants are checked after every step and a failure is shrunk to a minimal schedule."
+)
+BOUNDARY = (
+    "What this proves: within the explored budget, no generated schedule of sends, retries, concurrent "
+    "duplicates, lost acknowledgements and conflicting bodies broke at-most-once effects, acknowledged "
+    "exactly-once or conflict rejection in this target's own database. It is a search, not a proof over "
+    "every schedule, and it does not prove exactly-once delivery across systems."
+)
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _trial_record(
+    run_id: str, seed: int, target: Target, failure: Failure, duration_ms: float
+) -> dict[str, Any]:
+    ctx = failure.runner.trial
+    return {
+        "schema": "acklab/trial/v1",
+        "run_id": run_id,
+        "trial_id": ctx.plan.trial_id,
+        "target": target.name,
+        "experiment": NAME,
+        "index": ctx.plan.index,
+        "seed": seed,
+        "event_ids": sorted({d.event_id for d in ctx.deliveries}),
+        "started_at": ctx.deliveries[0].sent_at if ctx.deliveries else utcnow(),
+        "ended_at": utcnow(),
+        "duration_ms": round(duration_ms, 3),
+        "verdict": "fail" if failure.violations else "pass",
+        "deliveries": [d.as_dict() for d in ctx.deliveries],
+        "observations": [o.as_dict() for o in ctx.observations],
+        "commit_confirmations": [c.as_dict() for c in ctx.confirmations],
+        "violations": failure.violations,
+        "error": None,
+        "parameters": {"schedule": [s.record() for s in failure.runner.steps]},
+    }
+
+
+def write_bundle(
+    out: Path,
+    *,
+    run_id: str,
+    target: Target,
+    target_ref: str,
+    seed: int,
+    started_at: str,
+    failure: Failure | None,
+    parameters: dict[str, Any],
+    duration_ms: float,
+) -> tuple[Path, str | None]:
+    """The explorer's bundle; returns (bundle, incident path relative to it or None)."""
+    writer = BundleWriter(out / run_id, kind="run", secrets=sorted(target.credentials()))
+    trials = [_trial_record(run_id, seed, target, failure, duration_ms)] if failure else []
+    violations = failure.violations if failure else []
+    verdict = "fail" if violations else "pass"
+    for record in trials:
+        writer.write_json(f"trials/{record['trial_id']}.json", record, kind="trial")
+    rel = f"incidents/{run_id}.json".lower()
+    incident = {
+        "schema": "acklab/incident/v1",
+        "incident_id": run_id.lower(),
+        "run_id": run_id,
+        "created_at": utcnow(),
+        "target": target.describe(),
+        "experiment": {
+            "name": NAME,
+            "description": DESCRIPTION,
+            "parameters": {
+                **parameters,
+                "target_ref": target_ref,
+                "events": EVENTS,
+                "steps_per_example": STEPS,
+            },
+        },
+        "seed": seed,
+        "invariants": INVARIANTS,
+        "verdict": verdict,
+        "summary": {"trials": len(trials), "passed": 0, "failed": len(trials), "errors": 0},
+        "violations": violations,
+        "trials": trials,
+        "boundary": BOUNDARY,
+        "schedule": [s.record() for s in failure.runner.steps] if failure else [],
+    }
+    writer.write_json(rel, incident, kind="incident")
+    entry = {
+        "name": NAME,
+        "verdict": verdict,
+        "trials": len(trials),
+        "violations": violations,
+        "incident": rel,
+    }
+    run = {
+        "schema": "acklab/run/v1",
+        "run_id": run_id,
+        "verdict": verdict,
+        "status": "complete",
+        "target": target.name,
+        "seed": seed,
+        "started_at": started_at,
+        "ended_at": utcnow(),
+        "acklab_version": acklab_version(),
+        "experiments": [entry],
+    }
+    for path, data in target.attachments().items():
+        writer.write_bytes(path, data)
+    writer.write_json("run.json", run, kind="run")
+    writer.finalize()
+    return writer.root, rel
+
+
+def _report(
+    what: str,
+    *,
+    target: Target,
+    failure: Failure | None,
+    bundle: Path,
+    incident: str | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    steps = [s.record() for s in failure.runner.steps] if failure and failure.violations else []
+    violations = failure.violations if failure else []
+    if violations:
+        _say(f"acklab {what}: {target.name} broke an invariant; the schedule ({len(steps)} steps):")
+        for n, step in enumerate(failure.runner.steps if failure else [], 1):
+            _say(f"  {n}. {step}")
+        for v in violations:
+            _say(f"  violated {v['invariant']} on {v['event_id']}: {v['detail']}")
+    else:
+        _say(f"acklab {what}: {target.name}: no invariant broken")
+    incident_path = str(bundle / incident) if incident else None
+    if violations and incident_path:
+        _say(f"  incident: {incident_path}\n  replay:   acklab replay {incident_path}")
+    return {
+        "verdict": "fail" if violations else "pass",
+        "target": target.name,
+        "schedule": steps,
+        "violations": violations,
+        "incident": incident_path,
+        "bundle": str(bundle.resolve()),
+        **extra,
+    }
+
+
+def _common(command: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--db", default=None, metavar="URL", help="Fixture targets: database URL."),
+            click.option(
+                "--out",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("out"),
+                show_default=True,
+            ),
+            click.option(
+                "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
+            ),
+            click.option(
+                "--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@click.command("explore", context_settings=CONTEXT)
+@click.option(
+    "--target", default="fixture:live", show_default=True, help="fixture:live, fixture:unsafe or a spec file."
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Examples (schedules) to try.",
+)
+@click.option("--seed", type=int, default=None, help="Hypothesis seed; default: random, recorded.")
+@_common
+def explore(
+    *,
+    target: str,
+    budget: int,
+    seed: int | None,
+    db: str | None,
+    out: Path,
+    as_json: bool,
+    allow_remote: bool,
+) -> int:
+    """Search delivery schedules for one that breaks an invariant; shrink it; write it replayable."""
+    resolved = resolve_target(target, db_url=db, allow_remote=allow_remote)
+    _ = resolved.revision  # the handler's commit, read before anything is written
+    seed = new_seed() if seed is None else seed
+    started_at, started = utcnow(), time.monotonic()
+    run_id = new_run_id(None) + "-explore"
+    with leasing(out, run_id, secrets=sorted(resolved.credentials())):
+        try:
+            with LabSession(resolved, seed) as session:
+                found = explore_target(session, budget)
+        finally:
+            _aclose(resolved)
+    failure = found.failure if found.failure and found.failure.violations else None
+    bundle, incident = write_bundle(
+        out,
+        run_id=run_id,
+        target=resolved,
+        target_ref=target,
+        seed=seed,
+        started_at=started_at,
+        failure=failure,
+        parameters={"budget": budget, "examples_run": found.examples, "flaky": found.flaky},
+        duration_ms=(time.monotonic() - started) * 1000,
+    )
+    extra = {
+        "run_id": run_id,
+        "examples": found.examples,
+        "budget": budget,
+        "seed": seed,
+        "flaky": found.flaky,
+    }
+    result = _report(
+        "explore",
+        target=resolved,
+        failure=failure,
+        bundle=bundle,
+        incident=incident if failure else None,
+        extra=extra,
+    )
+    if as_json:
+        click.echo(json.dumps(result))
+    return int(ExitCode.VERDICT_FAILED if failure else ExitCode.OK)
+
+
+@click.command("replay", context_settings=CONTEXT)
+@click.argument("incident_file", metavar="INCIDENT", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", default=None, help="Replay against another target (default: the incident's).")
+@_common
+def replay(
+    *, incident_file: Path, target: str | None, db: str | None, out: Path, as_json: bool, allow_remote: bool
+) -> int:
+    """Re-run exactly the schedule an `acklab explore` incident recorded (fresh event ids)."""
+    doc = load_incident(incident_file)
+    schedule = [Step.from_record(step) for step in doc["schedule"]]
+    ref = target or doc["experiment"].get("parameters", {}).get("target_ref")
+    if not ref:
+        raise SpecError(f"INCIDENT: {incident_file} does not name its target; pass --target")
+    resolved = resolve_target(ref, db_url=db, allow_remote=allow_remote)
+    _ = resolved.revision  # the handler's commit, read before anything is written
+    seed = int(doc["seed"])
+    started_at, started = utcnow(), time.monotonic()
+    salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
+    run_id = new_run_id(None) + "-replay"
+    with leasing(out, run_id, secrets=sorted(resolved.credentials())):
+        try:
+            with LabSession(resolved, seed, salt=salt) as session:
+                failure = replay_schedule(session, schedule)
+        finally:
+            _aclose(resolved)
+    bundle, incident = write_bundle(
+        out,
+        run_id=run_id,
+        target=resolved,
+        target_ref=ref,
+        seed=seed,
+        started_at=started_at,
+        failure=failure,
+        parameters={"replay_of": doc["incident_id"]},
+        duration_ms=(time.monotonic() - started) * 1000,
+    )
+    extra = {"run_id": run_id, "replay_of": doc["incident_id"]}
+    result = _report(
+        "replay", target=resolved, failure=failure, bundle=bundle, incident=incident, extra=extra
+    )
+    if as_json:
+        click.echo(json.dumps(result))
+    return int(ExitCode.VERDICT_FAILED if failure.violations else ExitCode.OK)
+
+
+def _aclose(target: Target) -> None:
+    import asyncio
+
+    try:
+        asyncio.run(target.aclose())
+    except RuntimeError as exc:  # pragma: no cover - aclose from a running loop is a lab bug
+        print(f"acklab: could not clean up the target: {exc}", file=sys.stderr)

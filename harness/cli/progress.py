@@ -1,0 +1,135 @@
+"""The live progress display on stderr (rich), and the summary table at the end.
+
+On a terminal: a progress bar per experiment. Elsewhere (CI logs, pipes): one plain
+line per finished trial, so a log reads like a transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from acklab.evidence.redaction import known
+from acklab.harness.core.run_events import (
+    ExperimentFinished,
+    ExperimentStarted,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    TrialFinished,
+)
+
+# verdict -> rich style
+STYLE = dict(
+    zip(("pass", "fail", "error", "skipped"), ("green", "bold red", "bold yellow", "dim"), strict=True)
+)
+
+
+class ProgressDisplay:
+    """Consumes run events; draws progress while the run goes, a table when it ends.
+
+    Subclasses (the sweep's display) change what is said at the start and end of a run and
+    for a finished trial in a log; the bars and the event handling stay here.
+    """
+
+    bar_label = "{task.description:<24}"
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self._live = self.console.is_terminal
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
+
+    def run_started(self, event: RunStarted) -> None:
+        resumed = f", {event.trials_done} already done" if event.trials_done else ""
+        self.console.print(
+            f"acklab run [bold]{event.run_id}[/] on [bold]{event.target}[/]: "
+            f"{event.trials_total} trials{resumed} -> {event.bundle}"
+        )
+
+    def trial_line(self, event: TrialFinished) -> str:
+        """What a log (no terminal) says for one finished trial."""
+        return f"  trial {event.trial_id}: {event.verdict}"
+
+    def experiment_line(self, event: ExperimentFinished) -> str | None:
+        """What a log says when an experiment ends (None: nothing)."""
+        return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
+
+    def run_finished(self, event: RunFinished) -> None:
+        self.console.print(summary_table(known().doc(event.summary)))
+        self.console.print(
+            f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
+        )
+
+    def handle(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.run_started(event)
+            if self._live:
+                self._progress = Progress(
+                    TextColumn(self.bar_label),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("{task.fields[last]}"),
+                    TimeElapsedColumn(),
+                    console=self.console,
+                    transient=True,
+                )
+                self._progress.start()
+        elif isinstance(event, ExperimentStarted) and self._progress is not None:
+            self._tasks[event.name] = self._progress.add_task(
+                event.name, total=event.trials, completed=event.done, last=""
+            )
+        elif isinstance(event, TrialFinished):
+            if self._progress is not None and event.experiment in self._tasks:
+                style = STYLE.get(event.verdict, "")
+                self._progress.update(
+                    self._tasks[event.experiment], advance=1, last=f"[{style}]{event.verdict}[/]"
+                )
+            elif not self._live:
+                self.console.print(self.trial_line(event))
+        elif isinstance(event, ExperimentFinished) and not self._live:
+            line = self.experiment_line(event)
+            if line is not None:
+                self.console.print(line)
+        elif isinstance(event, RunFinished):
+            self.close()
+            self.run_finished(event)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        self._tasks.clear()
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The run's experiments, one row each: verdict, trials, violations, first violation."""
+    table = Table(
+        title=f"{summary.get('target', '')} — run {summary.get('run_id', '')}", title_justify="left"
+    )
+    for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
+        table.add_column(column)
+    for experiment in summary.get("experiments", []):
+        violations = experiment.get("violations", [])
+        first = ""
+        if violations:
+            v = violations[0]
+            first = f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
+        elif experiment.get("reason") or experiment.get("error"):
+            # why it erred or was skipped (a skipped experiment has a reason, never an error)
+            first = str(experiment.get("reason") or experiment["error"])[:160]
+        verdict = experiment["verdict"]
+        trials = experiment["trials"]
+        landed = f"{experiment['fault_landed']}/{trials}" if "fault_landed" in experiment and trials else "—"
+        table.add_row(
+            experiment["name"],
+            f"[{STYLE.get(verdict, '')}]{verdict}[/]",
+            str(trials),
+            landed,
+            str(len(violations)),
+            first,
+        )
+    return table

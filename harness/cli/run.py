@@ -1,0 +1,294 @@
+"""``acklab run``, ``acklab plan`` and ``acklab validate``.
+
+Commands return the exit code of the contract (README, "Exit codes"); errors are `AcklabError`s that
+the dispatcher prints. Human output goes to stderr; ``--json`` prints exactly one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.table import Table
+
+from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.redaction import known
+from acklab.harness.cli.progress import ProgressDisplay
+from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
+from acklab.harness.core.plan import BOUNDS, MAX_TRIALS, RunSettings
+from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
+from acklab.harness.engine.documents import error_json
+from acklab.harness.engine.runner import RunOptions, RunResult, prepare
+from acklab.harness.engine.runner import run as run_lab
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.specs.load import all_problems, load_spec
+from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--target",
+            default="fixture:live",
+            show_default=True,
+            help="fixture:live, fixture:unsafe, or a target spec file (kind: target).",
+        ),
+        click.option(
+            "--experiment",
+            "experiments",
+            multiple=True,
+            metavar="NAME|FILE",
+            help=f"Repeatable; default: {', '.join(n for n, e in EXPERIMENTS.items() if e.default)}; "
+            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}. "
+            "Or an experiment spec file (kind: experiment) that sets trials and parameters.",
+        ),
+        click.option(
+            "--trials",
+            type=click.IntRange(1, MAX_TRIALS),
+            default=None,
+            help=f"Trials per experiment.  [default: an experiment spec's trials, else {DEFAULT_TRIALS}]",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=None,
+            help="Root seed of the plan (event ids); default: random, recorded.",
+        ),
+        click.option(
+            "--db",
+            default=None,
+            metavar="URL",
+            help="Fixture targets: database URL instead of a temporary SQLite file.",
+        ),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("out"),
+            show_default=True,
+            help="Evidence directory; the run's bundle is <out>/<run_id>/.",
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
+        ),
+        click.option(
+            "--resume",
+            default=None,
+            metavar="RUN_ID",
+            help="Finish an interrupted run (same --out, same --target).",
+        ),
+        click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."),
+        click.option(
+            "--checkout",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            metavar="DIR",
+            help="Fixture targets: serve the fixture of this checkout (a clone or worktree) in processes "
+            "of its own, over a loopback socket; the lab never imports its code.",
+        ),
+        click.option(
+            "--shard",
+            default=None,
+            metavar="I/N",
+            help="Run only shard I of N of the trial plan (CI parallel:matrix).",
+        ),
+        click.option(
+            "--burst",
+            type=click.IntRange(int(BOUNDS["burst"][0]), int(BOUNDS["burst"][1])),
+            default=16,
+            show_default=True,
+            help="concurrent-duplicates: deliveries released together.",
+        ),
+        click.option(
+            "--time-compression",
+            type=click.FloatRange(*BOUNDS["time_compression"]),
+            default=DEFAULT_TIME_COMPRESSION,
+            show_default=True,
+            help="Retry schedules are divided by this factor (order and count kept; 1 is real time).",
+        ),
+        click.option(
+            "--handler-timeout",
+            type=click.FloatRange(*BOUNDS["handler_timeout_s"]),
+            default=RunSettings.handler_timeout_s,
+            show_default=True,
+            metavar="SECONDS",
+            help="How long the lab waits for the handler's answer to one delivery (at least 3x "
+            "the sender's timeout): what a hanging target costs per delivery.",
+        ),
+        click.option(
+            "--deadline",
+            type=click.FloatRange(min=1),
+            default=None,
+            metavar="SECONDS",
+            help="Stop the run after this long: finished trials are kept, exit 6, resumable with --resume.",
+        ),
+        click.option(
+            "--settle-ms",
+            type=click.FloatRange(*BOUNDS["settle_ms"]),
+            default=RunSettings.settle_ms,
+            show_default=True,
+            help="Effects count as settled once they read the same over this window (after the "
+            "target's expect.effects_within_s has passed since the last answer).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run_options(kwargs: dict[str, Any]) -> RunOptions:
+    settings = RunSettings(
+        time_compression=kwargs["time_compression"],
+        burst=kwargs["burst"],
+        handler_timeout_s=kwargs["handler_timeout"],
+        settle_ms=kwargs["settle_ms"],
+    )
+    ctx = click.get_current_context()
+    explicit = {
+        setting: kwargs[name]
+        for name, setting in (
+            ("burst", "burst"),
+            ("time_compression", "time_compression"),
+            ("handler_timeout", "handler_timeout_s"),
+            ("settle_ms", "settle_ms"),
+        )
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    resolved = resolve(tuple(kwargs["experiments"]), kwargs["trials"], settings, explicit=explicit)
+    return RunOptions(
+        target=kwargs["target"],
+        experiments=resolved.names,
+        trials=resolved.trials,
+        seed=kwargs["seed"],
+        db=kwargs["db"],
+        out=kwargs["out"],
+        resume=kwargs["resume"],
+        allow_remote=kwargs["allow_remote"],
+        shard=kwargs["shard"],
+        settings=resolved.settings,
+        checkout=kwargs["checkout"],
+        deadline_s=kwargs["deadline"],
+    )
+
+
+@contextmanager
+def _json_on_error(as_json: bool, target: str) -> Iterator[None]:
+    """With --json, a run that ends without a verdict (exit 3-7) still prints its one object."""
+    try:
+        yield
+    except AcklabError as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, str(exc))))
+        raise
+    except Exception as exc:
+        if as_json:
+            click.echo(json.dumps(error_json(target, f"lab failure: {type(exc).__name__}: {exc}")))
+        raise
+
+
+@click.command("run", context_settings=CONTEXT)
+@_options
+@click.option(
+    "--compare-with",
+    "compare_with",
+    multiple=True,
+    metavar="TARGET[,TARGET...]",
+    help="Also run the same plan (same seed) against these targets and write one comparison "
+    "bundle; the exit code stays --target's.",
+)
+def run(**kwargs: Any) -> int:
+    """Attack a target with fault experiments and give a verdict.
+
+    Exit 0: every experiment passed. 1: an experiment proved a violation (even if others
+    erred; they are listed). 4: nothing failed but something could not be judged. An
+    experiment that does not apply to the target is listed as skipped, with its reason.
+    """
+    result: RunResult | ComparisonResult
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        if kwargs["compare_with"]:
+            options = _run_options(kwargs)
+            targets = compared_targets(options.target, kwargs["compare_with"])
+            result = run_comparison(options, targets, [ProgressDisplay()])
+            click.echo(
+                f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+            )
+        else:
+            result = run_lab(_run_options(kwargs), [ProgressDisplay()])
+    if kwargs["as_json"]:
+        click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
+    return int(result.exit_code)
+
+
+@click.command("plan", context_settings=CONTEXT)
+@_options
+def plan(**kwargs: Any) -> int:
+    """Print the frozen delivery plan of a run; nothing is sent."""
+    with _json_on_error(kwargs["as_json"], kwargs["target"]):
+        _, _, the_plan, _, _ = prepare(_run_options(kwargs))
+    if kwargs["as_json"]:
+        click.echo(json.dumps(the_plan.as_dict()))
+        return int(ExitCode.OK)
+    console = Console(highlight=False)
+    console.print(
+        f"plan for [bold]{the_plan.target}[/]: seed {the_plan.seed}, {the_plan.trials_per_experiment} trials per "
+        f"experiment, {len(the_plan.trials)} trials"
+        + (f", shard {the_plan.shard_label}" if the_plan.shard else "")
+    )
+    table = Table("trial", "events", "deliveries (kind/attempt/fault @ms)")
+    for trial in the_plan.trials:
+        steps = [f"{d.kind}/{d.attempt}/{d.fault}@{d.at_ms:g}" for d in trial.deliveries]
+        grouped = [(step, len(list(run))) for step, run in itertools.groupby(steps)]
+        deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
+        table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
+    console.print(table)
+    for skipped in the_plan.skipped:
+        what = f"{skipped.name} ({skipped.variant})" if skipped.variant else skipped.name
+        console.print(f"skipped: {what}: {skipped.reason}")
+    return int(ExitCode.OK)
+
+
+@click.command("validate", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option(
+    "--allow-unset",
+    is_flag=True,
+    help="Do not fail on env:NAME references whose variable is unset (they are still listed).",
+)
+@click.option(
+    "--allow-remote", is_flag=True, help="Allow URLs off the loopback range (as `acklab run --allow-remote`)."
+)
+def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
+    """Check a target, experiment or flow spec file (the kind is read from its `kind:`).
+
+    The verdict goes to stdout. For a target spec it also lists the env:NAME variables that
+    are unset (exit 3 unless --allow-unset) and holds every URL the lab will contact to the
+    loopback rule (exit 5, as `acklab run` would refuse it).
+    """
+    problems = all_problems(file)
+    if problems:
+        for line in problems:
+            click.echo(f"{file}: {line}")
+        raise SpecError(f"{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+    kind, doc = load_spec(file)
+    if kind == "target":
+        from acklab.harness.targets.validate import validate_target
+
+        try:
+            notes = validate_target(doc, source=str(file), allow_unset=allow_unset, allow_remote=allow_remote)
+        except HarnessError as exc:
+            click.echo(f"{file}: not valid: {str(exc).removeprefix(f'{file}: ')}")
+            raise
+        for note in notes:
+            click.echo(f"{file}: note: {note}")
+    click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
+    return int(ExitCode.OK)

@@ -1,0 +1,129 @@
+"""Typed events of a run. The engine emits them; consumers (progress display, journal) react.
+
+Consumers never change the run: an exception in one is reported once on stderr and the
+consumer is dropped, so a broken display cannot fail a verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    target: str
+    experiments: tuple[str, ...]
+    trials_total: int
+    trials_done: int  # already finished (resume)
+    bundle: str
+    started_at: str
+
+
+@dataclass(frozen=True)
+class ExperimentStarted:
+    run_id: str
+    name: str
+    trials: int
+    done: int = 0  # finished before (resume)
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    run_id: str
+    trial_id: str
+    experiment: str
+    started_at: str
+
+
+@dataclass(frozen=True)
+class DeliveryRecorded:
+    run_id: str
+    trial_id: str
+    delivery: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ObservationRecorded:
+    run_id: str
+    trial_id: str
+    observation: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrialFinished:
+    run_id: str
+    trial_id: str
+    experiment: str
+    verdict: str
+    started_at: str
+    ended_at: str
+    record: dict[str, Any] = field(repr=False)
+    checkpoint: str = ""  # the trial file that was written
+
+
+@dataclass(frozen=True)
+class ExperimentFinished:
+    run_id: str
+    name: str
+    verdict: str
+    trials: int
+    violations: int
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    run_id: str
+    verdict: str
+    status: str  # complete | interrupted
+    started_at: str
+    ended_at: str
+    bundle: str
+    summary: dict[str, Any] = field(repr=False)
+
+
+RunEvent = (
+    RunStarted
+    | ExperimentStarted
+    | TrialStarted
+    | DeliveryRecorded
+    | ObservationRecorded
+    | TrialFinished
+    | ExperimentFinished
+    | RunFinished
+)
+
+
+class Consumer(Protocol):
+    """Anything that wants to see the run as it happens."""
+
+    def handle(self, event: RunEvent) -> None: ...
+
+
+class EventBus:
+    """Fans events out to consumers; a failing consumer is dropped, never fatal."""
+
+    def __init__(self, consumers: Sequence[Consumer] = ()) -> None:
+        self._consumers = list(consumers)
+
+    def add(self, consumer: Consumer) -> None:
+        self._consumers.append(consumer)
+
+    def emit(self, event: RunEvent) -> None:
+        for consumer in list(self._consumers):
+            try:
+                consumer.handle(event)
+            except Exception as exc:  # a display or journal bug must not change a verdict
+                self._consumers.remove(consumer)
+                print(
+                    f"acklab: {type(consumer).__name__} stopped: {type(exc).__name__}: {exc}", file=sys.stderr
+                )
+
+    def close(self) -> None:
+        for consumer in self._consumers:
+            close = getattr(consumer, "close", None)
+            if callable(close):
+                close()

@@ -1,0 +1,272 @@
+"""One trial in progress: it delivers like the provider would, observes, and keeps the records.
+
+Experiments call `send` (one attempt), `deliver` (an attempt and the provider's retries
+until the sender sees a 2xx), `observe`, `settle` (wait for quiescence and for the effects
+to settle, then read them) and `prove` (what shows that a try's fault landed). Everything
+sent or read is recorded; verdicts are computed later from the records alone
+(`harness.core.verdicts`).
+
+Effects settle by the target's clock: a count is final once it reads the same over the
+settle window (``settings.settle_ms``) *and* ``expect.effects_within_s`` has passed since
+the last answer of the event's deliveries — an ack-then-process consumer writes its effect
+after its 2xx, and a count taken before then would judge a half-done event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import TrialPlan
+from acklab.harness.core.proofs import Proof, fault_record, try_record
+from acklab.harness.wire.faults import Fault, NoFault
+from acklab.harness.wire.records import CommitConfirmation, DeliveryRecord, Observation
+from acklab.harness.wire.signing import Attempt, redact_headers
+from acklab.harness.wire.templates import WebhookEvent, render
+from acklab.harness.wire.transports import TICKET, Ticket
+
+CONFIRM_WINDOW_S = 2.0
+STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint
+
+
+class TrialContext:
+    """Delivers, observes and records for one trial of one experiment."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        plan: TrialPlan,
+        *,
+        on_delivery: Callable[[DeliveryRecord], None] | None = None,
+        on_observation: Callable[[Observation], None] | None = None,
+    ) -> None:
+        self.lab, self.plan = lab, plan
+        self.deliveries: list[DeliveryRecord] = []
+        self.observations: list[Observation] = []
+        self.confirmations: list[CommitConfirmation] = []
+        self.parameters: dict[str, Any] = {}
+        self.errors: list[str] = []
+        self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
+        self.tries: list[dict[str, Any]] = []  # the fault's proof, per try
+        self._events: dict[int, WebhookEvent] = {}
+        self._on_delivery, self._on_observation = on_delivery, on_observation
+
+    # -- events ------------------------------------------------------------------------
+
+    def event(self, k: int) -> WebhookEvent:
+        """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
+        if k not in self._events:
+            self._events[k] = render(
+                self.lab.target.template,
+                event_id=self.plan.event_ids[k],
+                order_id=self.plan.order_ids[k],
+                seq=self.plan.index * 100 + k,
+                created=datetime.now(UTC),
+            )
+        return self._events[k]
+
+    # -- delivering --------------------------------------------------------------------
+
+    def _last_seq(self) -> int | None:
+        return self.deliveries[-1].seq if self.deliveries else None
+
+    def prepare(
+        self,
+        event: WebhookEvent,
+        *,
+        kind: str,
+        attempt: int,
+        fault: Fault,
+        timestamp: int | None = None,
+        secret: str | None = None,
+        signed_body: bytes | None = None,
+    ) -> tuple[httpx.Request, DeliveryRecord]:
+        """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when tampering."""
+        lab = self.lab
+        stamp = int(time.time()) if timestamp is None else timestamp
+        target = lab.target
+        signed = Attempt(
+            event.event_id,
+            target.event_type_of(event.document),
+            signed_body or event.body,
+            stamp,
+            str(uuid.uuid4()),
+            event.created_at,
+        )
+        # The provider's headers, then the spec's own (headers:, an API key, say).
+        headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
+        service = lab.endpoint.service_state()
+        record = DeliveryRecord(
+            seq=len(self.deliveries),
+            event_id=event.event_id,
+            attempt=attempt,
+            kind=kind,
+            fault=fault.name,
+            headers=redact_headers(headers, also=target.headers),
+            body=event.body,
+            on_complete=self._on_delivery,
+            service_at_send=service,
+            service_now=lab.endpoint.service_state if service is not None else None,
+        )
+        self.deliveries.append(record)
+        ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
+        request = lab.client.build_request(
+            "POST", lab.url, content=event.body, headers=headers, extensions={TICKET: ticket}
+        )
+        return request, record
+
+    async def transmit(self, request: httpx.Request, record: DeliveryRecord) -> DeliveryRecord:
+        """Send a prepared attempt; the sender's view lands in the record, never raises."""
+        try:
+            response = await self.lab.client.send(request)
+            await response.aclose()
+        except httpx.TimeoutException as exc:
+            record.finish_sender(status=None, error=f"timeout: {exc}")
+        except httpx.HTTPError as exc:
+            record.finish_sender(status=None, error=f"{type(exc).__name__}: {exc}")
+        else:
+            record.finish_sender(status=response.status_code, error=None)
+        return record
+
+    async def send(
+        self, event: WebhookEvent, *, kind: str, attempt: int = 1, fault: Fault | None = None, **how: Any
+    ) -> DeliveryRecord:
+        request, record = self.prepare(event, kind=kind, attempt=attempt, fault=fault or NoFault(), **how)
+        return await self.transmit(request, record)
+
+    async def deliver(
+        self, event: WebhookEvent, *, first_fault: Fault | None = None, kind: str = "original"
+    ) -> list[DeliveryRecord]:
+        """Attempt 1 (with `first_fault`), then the provider's retries until the sender sees a 2xx.
+
+        Attempt n is sent at the compressed schedule's n-th offset from the first attempt, and
+        never before the sender is done with attempt n-1. A fresh signature each time; the
+        same body bytes and event id.
+        """
+        schedule = self.lab.schedule
+        attempts = min(len(schedule), self.lab.settings.max_attempts)
+        sent: list[DeliveryRecord] = []
+        started = time.monotonic()
+        for n in range(1, attempts + 1):
+            delay = started + schedule[n - 1] - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            fault = first_fault if (n == 1 and first_fault is not None) else NoFault()
+            record = await self.send(event, kind=kind if n == 1 else "retry", attempt=n, fault=fault)
+            sent.append(record)
+            status = record.sender_status
+            if status is not None and (200 <= status < 300 or status in STOP_RETRYING):
+                break
+        return sent
+
+    @property
+    def confirm_window_s(self) -> float:
+        """lost-ack: how long the lab looks for the commit after the 2xx (ack-then-process: longer)."""
+        return max(CONFIRM_WINDOW_S, self.lab.target.expect.effects_within_s)
+
+    def confirmation(self, seq: int) -> CommitConfirmation | None:
+        return next((c for c in self.confirmations if c.seq == seq), None)
+
+    async def _confirm(self, record: DeliveryRecord, synthetic_status: int) -> bool:
+        """lost-ack: read the effects back until the handler's commit shows (or the window ends)."""
+        deadline = time.monotonic() + (self.confirm_window_s if record.acknowledged else 0)
+        while True:
+            effects = await self.lab.endpoint.probe.count(record.event_id)
+            if effects >= 1 or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        now = utcnow()
+        self.confirmations.append(
+            CommitConfirmation(record.seq, effects >= 1, effects, now, synthetic_status)
+        )
+        self._record(
+            Observation(
+                now,
+                record.event_id,
+                effects,
+                self.lab.endpoint.probe.source,
+                record.seq,
+                "commit-confirmation",
+            )
+        )
+        return effects >= 1
+
+    # -- observing ---------------------------------------------------------------------
+
+    def _record(self, observation: Observation) -> Observation:
+        self.observations.append(observation)
+        if self._on_observation is not None:
+            self._on_observation(observation)
+        return observation
+
+    async def _state(self, event_id: str) -> str | None:
+        state = self.lab.endpoint.state
+        return None if state is None else await state.read(event_id)
+
+    async def observe(self, event: WebhookEvent, note: str) -> Observation:
+        effects = await self.lab.endpoint.probe.count(event.event_id)
+        return self._record(
+            Observation(
+                utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, self._last_seq(), note
+            )
+        )
+
+    def _quiet_since(self, event_id: str) -> float:
+        """When the event's last delivery stopped being able to start work (answered, or sent)."""
+        moments = [m for d in self.deliveries if d.event_id == event_id and (m := d.settled_mono) is not None]
+        return max(moments, default=time.monotonic())
+
+    async def _stable_count(self, event_id: str) -> int:
+        """The count once `effects_within_s` has passed since the event's last answer and it
+        reads the same over the settle window (bounded by the horizon)."""
+        step = self.lab.settings.settle_ms / 2000
+        within_s = self.lab.target.expect.effects_within_s
+        wait = self._quiet_since(event_id) + within_s - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        deadline = time.monotonic() + self.lab.horizon_s
+        reads = [await self.lab.endpoint.probe.count(event_id)]
+        while len(reads) < 3 or len(set(reads[-3:])) > 1:
+            if time.monotonic() > deadline:
+                self.errors.append(f"effects of {event_id} never settled: read {reads[-3:]}")
+                break
+            await asyncio.sleep(step)
+            reads.append(await self.lab.endpoint.probe.count(event_id))
+        return reads[-1]
+
+    async def settle(self, events: Iterable[WebhookEvent], note: str = "final") -> None:
+        """Quiescence: wait until no delivery is in flight and the effects stop moving; then observe."""
+        if not await self.lab.transport.quiesce(self.lab.horizon_s):
+            self.errors.append(
+                f"{self.lab.transport.inflight} deliveries still in flight after {self.lab.horizon_s:.0f} s; "
+                "the handler never answered them"
+            )
+        events = list(events)
+        counts = await asyncio.gather(*(self._stable_count(e.event_id) for e in events))
+        states = await asyncio.gather(*(self._state(e.event_id) for e in events))
+        last = self._last_seq()
+        for event, effects, state in zip(events, counts, states, strict=True):
+            self._record(
+                Observation(
+                    utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, last, note, state
+                )
+            )
+
+    # -- proving the fault -------------------------------------------------------------
+
+    def prove(self, events: Iterable[WebhookEvent], proof: Proof) -> Proof:
+        """Record whether this try's fault landed (and what shows it)."""
+        self.tries.append(try_record(len(self.tries) + 1, [e.event_id for e in events], proof))
+        return proof
+
+    def fault(self, name: str) -> dict[str, Any] | None:
+        """The trial record's ``fault`` (None when the experiment proved nothing, e.g. it never ran)."""
+        return fault_record(name, self.tries) if self.tries else None

@@ -1,0 +1,198 @@
+"""Executing one experiment's trials against a served target, one checkpoint per trial."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunPlan, TrialPlan
+from acklab.harness.core.run_events import (
+    DeliveryRecorded,
+    EventBus,
+    ObservationRecorded,
+    TrialFinished,
+    TrialStarted,
+)
+from acklab.harness.core.trial import TrialContext
+from acklab.harness.core.verdicts import judge
+from acklab.harness.errors import HarnessError
+from acklab.harness.experiments import Experiment
+from acklab.harness.specs.credentials import redact
+from acklab.harness.targets import Expect, Target
+from acklab.harness.wire.records import DeliveryRecord, Observation
+
+
+def trial_record(
+    *,
+    run_id: str,
+    plan: RunPlan,
+    trial: TrialPlan,
+    target: Target,
+    experiment: Experiment,
+    started_at: str,
+    duration_ms: float,
+    ctx: TrialContext | None,
+    error: str | None,
+) -> dict[str, Any]:
+    """The trial's record with its verdict, judged from the record alone."""
+    judged = [e for e in trial.event_ids[: experiment.events(target)] if ctx is None or e not in ctx.unjudged]
+    fault = ctx.fault(experiment.fault_name) if ctx else None
+    record: dict[str, Any] = {
+        "schema": "acklab/trial/v1",
+        "run_id": run_id,
+        "trial_id": trial.trial_id,
+        "target": target.name,
+        "experiment": trial.experiment,
+        "index": trial.index,
+        "seed": plan.seed,
+        "event_ids": judged,
+        "started_at": started_at,
+        "ended_at": utcnow(),
+        "duration_ms": round(duration_ms, 3),
+        "verdict": "error",
+        "deliveries": [d.as_dict() for d in ctx.deliveries] if ctx else [],
+        "observations": [o.as_dict() for o in ctx.observations] if ctx else [],
+        "commit_confirmations": [c.as_dict() for c in ctx.confirmations] if ctx else [],
+        "violations": [],
+        "error": None,
+        "parameters": {
+            **(ctx.parameters if ctx else {}),
+            "expect": target.expect.as_dict(),
+            "sender_timeout_s": target.timeout_s,
+            "provider": target.scheme,
+            **({"id_salt": trial.salt} if trial.salt else {}),
+        },
+        # Library messages may quote a database URL; records show it as user:***@.
+        "lab_errors": [redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
+        **({"fault": fault} if fault is not None else {}),
+    }
+    return rejudge(record)
+
+
+def rejudge(record: dict[str, Any]) -> dict[str, Any]:
+    """Judge (again) a trial record from what it holds: its verdict, violations and error.
+
+    A proven violation makes the trial ``fail`` even beside lab errors (kept in ``error``).
+    """
+    judgement = judge(record, Expect.from_dict(record["parameters"]["expect"]))
+    lab_errors = list(record.get("lab_errors", []))
+    # A trial the lab could not even start has nothing to judge: its cause is the whole story.
+    untouched = lab_errors and not record["deliveries"]
+    errors = lab_errors + ([] if untouched else [redact(e) for e in judgement.errors])
+    record["violations"] = judgement.violations
+    record["error"] = "; ".join(errors) if errors else None
+    record["verdict"] = "fail" if judgement.violations else ("error" if errors else "pass")
+    return record
+
+
+async def execute_experiment(
+    experiment: Experiment,
+    *,
+    target: Target,
+    plan: RunPlan,
+    todo: Sequence[TrialPlan],
+    run_id: str,
+    bus: EventBus,
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    """Run `todo` (the unfinished trials of `experiment`); each finished trial is checkpointed."""
+    if not todo:
+        return
+    needs = experiment.needs(target, plan.settings)
+    written: set[str] = set()
+    try:
+        async with Lab.open(target, needs, plan.settings, experiment.serve(target, needs)) as lab:
+            for trial in todo:
+                await _one(
+                    experiment, lab=lab, plan=plan, trial=trial, run_id=run_id, bus=bus, checkpoint=checkpoint
+                )
+                written.add(trial.trial_id)
+    except HarnessError as exc:
+        # The lab could not serve the target for this experiment: every trial left is a lab error.
+        for trial in todo:
+            if trial.trial_id not in written:
+                record = trial_record(
+                    run_id=run_id,
+                    plan=plan,
+                    trial=trial,
+                    target=target,
+                    experiment=experiment,
+                    started_at=utcnow(),
+                    duration_ms=0.0,
+                    ctx=None,
+                    error=str(exc),
+                )
+                _finish(bus, run_id, trial, record, checkpoint)
+
+
+def _finish(
+    bus: EventBus,
+    run_id: str,
+    trial: TrialPlan,
+    record: dict[str, Any],
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    rel = checkpoint(record)
+    bus.emit(
+        TrialFinished(
+            run_id,
+            trial.trial_id,
+            trial.experiment,
+            record["verdict"],
+            record["started_at"],
+            record["ended_at"],
+            record,
+            rel,
+        )
+    )
+
+
+async def _one(
+    experiment: Experiment,
+    *,
+    lab: Lab,
+    plan: RunPlan,
+    trial: TrialPlan,
+    run_id: str,
+    bus: EventBus,
+    checkpoint: Callable[[dict[str, Any]], str],
+) -> None:
+    started_at, started = utcnow(), time.monotonic()
+    bus.emit(TrialStarted(run_id, trial.trial_id, trial.experiment, started_at))
+
+    def delivered(record: DeliveryRecord) -> None:
+        bus.emit(DeliveryRecorded(run_id, trial.trial_id, record.as_dict()))
+
+    def observed(observation: Observation) -> None:
+        bus.emit(ObservationRecorded(run_id, trial.trial_id, observation.as_dict()))
+
+    ctx = TrialContext(lab, trial, on_delivery=delivered, on_observation=observed)
+    error: str | None = None
+    down = lab.endpoint.down()
+    try:
+        if down is not None:
+            # No delivery into a service that is not there: the cause, not a verdict on the handler.
+            error = f"not run: the lab's own service is down and did not come back ({down})"
+        else:
+            await experiment.run(ctx)
+    except HarnessError as exc:
+        error = str(exc)
+    except Exception as exc:  # a lab bug must end as verdict "error" (exit 4), never as a pass
+        error = f"lab failure: {type(exc).__name__}: {exc}"
+    if error is not None:
+        await lab.transport.quiesce(lab.horizon_s)
+    record = trial_record(
+        run_id=run_id,
+        plan=plan,
+        trial=trial,
+        target=lab.target,
+        experiment=experiment,
+        started_at=started_at,
+        duration_ms=(time.monotonic() - started) * 1000,
+        ctx=ctx,
+        error=error,
+    )
+    _finish(bus, run_id, trial, record, checkpoint)

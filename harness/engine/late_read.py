@@ -1,0 +1,81 @@
+"""The final re-read: every judged event's effects, once more, at the end of the run.
+
+A trial is judged once its effects settled (`TrialContext.settle`). A consumer that works
+in the background may still add an effect after that — a second row from a duplicate
+that its queue processed late. So when the last experiment is done, and before any service
+of the run is stopped, the lab reads every event of every finished trial again (and its
+state, where probed), records that as an observation with note ``late`` and judges the
+trial again (`harness.engine.execute.rejudge`): a count that grew turns a pass into a fail naming
+the invariant the late count breaks. A re-read that fails is recorded (``late_read.error``)
+and makes a trial without a proven violation an error — never a silent pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.engine.execute import rejudge
+from acklab.harness.errors import HarnessError
+from acklab.harness.specs.credentials import redact
+from acklab.harness.targets import Endpoint, Needs, Target
+
+CONCURRENT_READS = 8
+# The last trial was judged moments ago: give a straggler of its background work a moment
+# before the one read that could still catch it.
+LATE_GRACE_S = 0.25
+
+
+async def _reread_one(endpoint: Endpoint, record: dict[str, Any], gate: asyncio.Semaphore) -> None:
+    delivered = {d["event_id"] for d in record["deliveries"]}
+    last = record["deliveries"][-1]["seq"] if record["deliveries"] else None
+    finals = {o["event_id"]: o for o in record["observations"] if o.get("note") == "final"}
+    grew: list[str] = []
+    error: str | None = None
+    for event_id in record["event_ids"]:
+        if event_id not in delivered:
+            continue
+        try:
+            async with gate:
+                effects = await endpoint.probe.count(event_id)
+                state = await endpoint.state.read(event_id) if endpoint.state is not None else None
+        except HarnessError as exc:
+            error = redact(str(exc))
+            break
+        observation: dict[str, Any] = {
+            "at": utcnow(),
+            "event_id": event_id,
+            "effects": effects,
+            "source": endpoint.probe.source,
+            "after_seq": last,
+            "note": "late",
+        }
+        if state is not None:
+            observation["state"] = state
+        record["observations"].append(observation)
+        final = finals.get(event_id)
+        if final is not None and effects > final["effects"]:
+            grew.append(event_id)
+    record["late_read"] = {"at": utcnow(), "error": error, **({"grew": grew} if grew else {})}
+    rejudge(record)
+
+
+async def reread(target: Target, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Re-read and re-judge `records` in place; return those it read (each to be written again)."""
+    records = [r for r in records if r["deliveries"]]
+    if not records:
+        return []
+    await asyncio.sleep(LATE_GRACE_S)
+    gate = asyncio.Semaphore(CONCURRENT_READS)
+    try:
+        async with target.serve(Needs()) as endpoint:
+            await asyncio.gather(*(_reread_one(endpoint, r, gate) for r in records))
+    except HarnessError as exc:
+        why = redact(f"the effects could not be read: {exc}")
+        for record in records:
+            if "late_read" not in record:
+                record["late_read"] = {"at": utcnow(), "error": why}
+                rejudge(record)
+    return records

@@ -1,0 +1,405 @@
+"""The engine: plan a run, execute it trial by trial with a checkpoint each, write the bundle.
+
+Python API (what `acklab run` and the repair flow use)::
+
+    from acklab.harness.engine.runner import RunOptions, run
+    result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
+    result.exit_code, result.as_json()
+
+Checkpoints. ``run.json`` is written first (status ``interrupted``) so that even a killed
+run leaves a resumable bundle; every finished trial is written atomically as
+``trials/<trial_id>.json``; incidents, the JUnit report, the final ``run.json`` and the
+manifest are written when the last trial is done. On Ctrl-C or SIGTERM the trial in
+progress is abandoned, ``run.json`` keeps status ``interrupted``, no manifest is written
+(``acklab evidence verify`` calls the bundle incomplete) and the exit code is 6.
+``--resume RUN_ID`` reruns only the trials without a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.errors import EvidenceError
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.plan import (
+    RunPlan,
+    RunSettings,
+    Skipped,
+    TrialPlan,
+    event_ids,
+    parse_shard,
+    select,
+    trial_id,
+)
+from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.engine.documents import design_json
+from acklab.harness.engine.execute import execute_experiment
+from acklab.harness.engine.late_read import reread
+from acklab.harness.engine.run_bundle import RunState, load_resume
+from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
+from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
+from acklab.harness.procs.leases import leasing
+from acklab.harness.specs.credentials import MIN_SECRET_CHARS, url_secrets
+from acklab.harness.targets import Target, resolve_target
+from acklab.harness.wire.providers import profile
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything `acklab run` takes."""
+
+    target: str = "fixture:live"
+    experiments: tuple[str, ...] = ()
+    trials: int = 5
+    seed: int | None = None
+    db: str | None = None
+    out: Path = Path("out")
+    resume: str | None = None
+    allow_remote: bool = False
+    shard: str | None = None
+    settings: RunSettings = field(default_factory=RunSettings)
+    # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
+    deadline_s: float | None = None
+    journal: bool = True
+    # Fixture targets: serve the fixture of this checkout in processes of its own (never imported).
+    checkout: Path | None = None
+    # What no written byte may contain, besides what the run derives itself (the signing
+    # secret, the --db password in every spelling); kept out of repr so it is never logged.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run: its verdict, its bundle, and the exit code of the contract."""
+
+    run: dict[str, Any]
+    bundle: Path
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run["run_id"])
+
+    @property
+    def verdict(self) -> str:
+        return str(self.run["verdict"])
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {"pass": ExitCode.OK, "fail": ExitCode.VERDICT_FAILED}.get(self.verdict, ExitCode.LAB_ERROR)
+
+    def as_json(self) -> dict[str, Any]:
+        return design_json(self.run, str(self.bundle.resolve()))
+
+
+def build_plan(
+    target: Target,
+    experiments: Sequence[Experiment],
+    *,
+    trials: int,
+    seed: int,
+    shard: tuple[int, int] | None,
+    settings: RunSettings,
+    salt_for: dict[str, str] | None = None,
+    skipped: dict[str, str] | None = None,
+) -> RunPlan:
+    """The frozen plan: same target kind, experiments, trials, seed and shard -> same plan."""
+    if trials < 1:
+        raise SpecError(f"--trials: got {trials}; expected at least 1")
+    prof = profile(target.scheme)
+    everything: list[TrialPlan] = []
+    for experiment in experiments:
+        planned = experiment.planned(target, prof, settings)
+        count = experiment.events(target) + experiment.calibration_events
+        for index in range(trials):
+            tid = trial_id(experiment.name, index)
+            salt = (salt_for or {}).get(tid, "")
+            ids, orders = event_ids(seed, experiment.name, index, count, salt)
+            everything.append(TrialPlan(tid, experiment.name, index, ids, orders, planned, salt))
+    listed = [Skipped(name, why) for name, why in (skipped or {}).items()]
+    listed += [
+        Skipped(e.name, why, variant)
+        for e in experiments
+        for variant, why in e.skipped_variants(target).items()
+    ]
+    return RunPlan(
+        target=target.name,
+        seed=seed,
+        trials_per_experiment=trials,
+        experiments=tuple(e.name for e in experiments),
+        shard=shard,
+        settings=settings,
+        trials=select(everything, shard),
+        skipped=tuple(listed),
+    )
+
+
+def choose_experiments(target: Target, names: Sequence[str]) -> tuple[list[Experiment], dict[str, str]]:
+    """The experiments to run, and those of the default set that do not apply (name -> why).
+
+    One named explicitly that does not apply is refused (exit 3): the user asked for it.
+    """
+    chosen = by_name(names)
+    for experiment in chosen:
+        why = experiment.applicable(target)
+        if why and names:
+            raise SpecError(f"--experiment {experiment.name}: {why}")
+    skipped = {e.name: why for e in chosen if (why := e.applicable(target)) is not None}
+    return [e for e in chosen if e.name not in skipped], skipped
+
+
+def new_run_id(shard: tuple[int, int] | None) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    suffix = f"-s{shard[0]}of{shard[1]}" if shard else ""
+    return f"{stamp}-{secrets.token_hex(3)}{suffix}"
+
+
+def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
+    """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
+    target = resolve_target(
+        options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
+    )
+    # The handler's commit is read now, before the run writes anything into a checkout.
+    _ = target.revision
+    finished: dict[str, dict[str, Any]] = {}
+    carried: dict[str, str] = {}
+    if options.resume:
+        previous, finished = load_resume(options.out, options.resume, target)
+        carried = {
+            e["name"]: e.get("reason") or "" for e in previous["experiments"] if e["verdict"] == "skipped"
+        }
+        names = tuple(e["name"] for e in previous["experiments"] if e["verdict"] != "skipped")
+        options = replace(
+            options,
+            experiments=names,
+            seed=previous["seed"],
+            trials=previous.get("trials_per_experiment", options.trials),
+            shard=previous.get("shard"),
+        )
+    experiments, skipped = choose_experiments(target, options.experiments)
+    skipped = {**carried, **skipped}
+    seed = options.seed if options.seed is not None else secrets.randbits(32)
+    shard = parse_shard(options.shard)
+    plan = build_plan(
+        target,
+        experiments,
+        trials=options.trials,
+        seed=seed,
+        shard=shard,
+        settings=options.settings,
+        skipped=skipped,
+    )
+    if options.resume:
+        # Unfinished trials get fresh event ids: their first try may have reached the database.
+        salt = "resume-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        todo = {t.trial_id: salt for t in plan.trials if t.trial_id not in finished}
+        plan = build_plan(
+            target,
+            experiments,
+            trials=options.trials,
+            seed=seed,
+            shard=shard,
+            settings=options.settings,
+            salt_for=todo,
+            skipped=skipped,
+        )
+    run_id = options.resume or new_run_id(shard)
+    return target, experiments, plan, run_id, finished
+
+
+def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
+    """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
+    target, experiments, plan, run_id, finished = prepare(options)
+    refused = _secrets(target, options)
+    # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
+    with leasing(options.out if options.journal else None, run_id, secrets=refused):
+        try:
+            return asyncio.run(
+                _main(
+                    options,
+                    target=target,
+                    experiments=experiments,
+                    plan=plan,
+                    run_id=run_id,
+                    finished=finished,
+                    consumers=consumers,
+                    refused=refused,
+                )
+            )
+        finally:
+            asyncio.run(target.aclose())
+
+
+def _secrets(target: Target, options: RunOptions) -> list[str]:
+    """What the bundle writer and the journal refuse: the target's credentials (signing secret,
+    database passwords in every spelling), the --db password, and the caller's own secrets."""
+    extra = {s for s in options.secrets if len(s) >= MIN_SECRET_CHARS}
+    return sorted(target.credentials() | url_secrets(options.db) | extra)
+
+
+async def _main(
+    options: RunOptions,
+    *,
+    target: Target,
+    experiments: list[Experiment],
+    plan: RunPlan,
+    run_id: str,
+    finished: dict[str, dict[str, Any]],
+    consumers: Sequence[Consumer],
+    refused: list[str],
+) -> RunResult:
+    await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+    bus = EventBus(consumers)
+    if options.journal:
+        try:
+            from acklab.harness.engine.journal_sink import JournalSink
+
+            bus.add(JournalSink(options.out, secrets=refused))
+        except (ImportError, EvidenceError) as exc:
+            print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
+    writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
+    skipped = {s.name: s.reason for s in plan.skipped if s.variant is None}
+    state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
+    if not options.resume:
+        state.preliminary()
+    interrupted = _install_interrupts(options.deadline_s)
+    bus.emit(
+        RunStarted(
+            run_id,
+            target.name,
+            plan.experiments,
+            len(plan.trials),
+            sum(t.trial_id in finished for t in plan.trials),
+            str(writer.root),
+            state.started_at,
+        )
+    )
+    sockets: dict[str, bool] = {}
+    parameters: dict[str, dict[str, Any]] = {}
+    try:
+        for experiment in experiments:
+            todo = [
+                t for t in plan.trials if t.experiment == experiment.name and t.trial_id not in state.finished
+            ]
+            total = sum(t.experiment == experiment.name for t in plan.trials)
+            if not total:
+                continue
+            bus.emit(ExperimentStarted(run_id, experiment.name, total, total - len(todo)))
+            needs = experiment.needs(target, plan.settings)
+            sockets[experiment.name] = needs.socket or target.socket_only
+            parameters[experiment.name] = {**plan.settings.as_dict(), "needs_socket": needs.socket}
+            await execute_experiment(
+                experiment,
+                target=target,
+                plan=plan,
+                todo=todo,
+                run_id=run_id,
+                bus=bus,
+                checkpoint=state.checkpoint,
+            )
+        # Late effects: every event this process judged is read again, before any service of the
+        # run is stopped. (Trials of an interrupted process were judged against a service, and
+        # maybe a temporary database, that no longer exist: a read now would read something else.)
+        mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
+        mine = [r for r in mine if r["trial_id"] not in finished]
+        for record in await reread(target, mine):
+            state.checkpoint(record)
+        run_doc = state.finish(sockets, parameters)
+    except asyncio.CancelledError:
+        if not interrupted.is_set():
+            raise
+        bus.emit(
+            RunFinished(
+                run_id,
+                "error",
+                "interrupted",
+                state.started_at,
+                utcnow(),
+                str(writer.root),
+                {"run_id": run_id, "target": target.name, "experiments": []},
+            )
+        )
+        bus.close()
+        why = (
+            f"the run reached its --deadline of {options.deadline_s:g} s"
+            if interrupted.deadline
+            else "interrupted"
+        )
+        raise RunInterrupted(
+            f"{why}: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
+            f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
+        ) from None
+    finally:
+        _remove_interrupts()
+        if interrupted.timer is not None:
+            interrupted.timer.cancel()
+    bus.emit(
+        RunFinished(
+            run_id,
+            run_doc["verdict"],
+            "complete",
+            state.started_at,
+            run_doc["ended_at"],
+            str(writer.root),
+            run_doc,
+        )
+    )
+    bus.close()
+    return RunResult(run_doc, writer.root)
+
+
+class _Flag:
+    def __init__(self) -> None:
+        self._set = False
+        self.deadline = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def _install_interrupts(deadline_s: float | None = None) -> _Flag:
+    """Ctrl-C, SIGTERM and the run's deadline cancel the run's task; finished trials are on disk."""
+    flag = _Flag()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def interrupt() -> None:
+        flag.set()
+        if task is not None:
+            task.cancel()
+
+    def deadline() -> None:
+        flag.deadline = True
+        interrupt()
+
+    if deadline_s is not None:
+        flag.timer = loop.call_later(deadline_s, deadline)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not the main thread (e.g. a test harness): signals stay with the caller.
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(sig, interrupt)
+    return flag
+
+
+def _remove_interrupts() -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.remove_signal_handler(sig)
+
+
+__all__ = ["EXPERIMENTS", "HarnessError", "RunOptions", "RunResult", "build_plan", "prepare", "run"]

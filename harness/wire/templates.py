@@ -1,0 +1,163 @@
+"""Event bodies: a target's event template, filled per event, and its conflicting twin.
+
+Placeholders: ``{{event_id}}``, ``{{order_id}}``, ``{{seq}}`` (the event's number in the
+run), ``{{timestamp}}`` (the event's creation time, ISO-8601), ``{{unix_time}}`` and
+``{{unix_time_ms}}`` (the same time as Unix seconds / milliseconds, e.g. Stripe's
+``created``). A value that is exactly one of the numeric placeholders (``"{{seq}}"``,
+``"{{unix_time}}"``, ``"{{unix_time_ms}}"``) becomes a JSON integer. A body is rendered ONCE
+per event: every retry resends the identical bytes, as real senders do.
+
+``conflict.set`` paths are dotted; a numeric segment indexes a list
+(``commits.0.message``, ``alerts.0.labels.severity``). A path must exist in the rendered
+event up to its last segment (`resolve_path` says where it stops otherwise).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from acklab.harness.errors import SpecError
+
+PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms")
+INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms"})
+
+
+@dataclass(frozen=True)
+class WebhookEvent:
+    """One webhook event of a trial: its id, type and exact body bytes."""
+
+    event_id: str
+    order_id: str
+    seq: int
+    event_type: str
+    body: bytes
+    document: Mapping[str, Any]
+    created_at: str = ""  # ISO-8601, when the event was created ({{timestamp}})
+
+
+def unknown_placeholders(template: Any, where: str = "event") -> list[str]:
+    """Every placeholder of `template` that is not one of KNOWN, as 'path: {{name}}'."""
+    found: list[str] = []
+    if isinstance(template, dict):
+        for key, value in template.items():
+            found += unknown_placeholders(value, f"{where}.{key}")
+    elif isinstance(template, list):
+        for i, value in enumerate(template):
+            found += unknown_placeholders(value, f"{where}[{i}]")
+    elif isinstance(template, str):
+        found += [f"{where}: {{{{{name}}}}}" for name in PLACEHOLDER.findall(template) if name not in KNOWN]
+    return found
+
+
+def _fill(template: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(template, dict):
+        return {key: _fill(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [_fill(value, values) for value in template]
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole and whole.group(1) in INTEGERS:
+            return values[whole.group(1)]
+        return PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), template)
+    return template
+
+
+def encode(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def render(
+    template: Mapping[str, Any], *, event_id: str, order_id: str, seq: int, created: datetime
+) -> WebhookEvent:
+    """The event's body: `template` with every placeholder filled (`created` must be aware)."""
+    timestamp = created.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    unix_ms = int(created.timestamp() * 1000)
+    values = {
+        "event_id": event_id,
+        "order_id": order_id,
+        "seq": seq,
+        "timestamp": timestamp,
+        "unix_time": unix_ms // 1000,
+        "unix_time_ms": unix_ms,
+    }
+    document = _fill(template, values)  # _fill builds new containers: the template is never shared
+    event_type = document.get("type") if isinstance(document.get("type"), str) else "webhook"
+    return WebhookEvent(event_id, order_id, seq, str(event_type), encode(document), document, timestamp)
+
+
+def _segment(node: Any, part: str) -> tuple[bool, Any]:
+    """(found, child) of one path segment: a key of an object, or an index of a list."""
+    if isinstance(node, dict):
+        return (part in node, node.get(part))
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return (True, node[int(part)])
+    return (False, None)
+
+
+def _kind(node: Any) -> str:
+    if isinstance(node, dict):
+        return "an object"
+    if isinstance(node, list):
+        return f"a list of {len(node)}"
+    return f"a {type(node).__name__} ({node!r})"
+
+
+def resolve_path(document: Any, dotted: str) -> None:
+    """Raise SpecError unless every segment of `dotted` but the last exists in `document` and
+    the last one can be set there (a key of an object, an existing index of a list)."""
+    parts = dotted.split(".")
+    node = document
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        where = ".".join(parts[:depth]) or "the event"
+        if isinstance(node, dict) and last:
+            return
+        found, child = _segment(node, part)
+        if not found:
+            if isinstance(node, list):
+                why = (
+                    f"{where} is {_kind(node)}: index {part} does not exist"
+                    if part.isdigit()
+                    else f"{where} is {_kind(node)}: {part!r} is not an index (use a number, e.g. {where}.0)"
+                )
+            elif isinstance(node, dict):
+                why = f"{where} has no {part!r} (it has {', '.join(map(repr, node)) or 'no fields'})"
+            else:
+                why = f"{where} is {_kind(node)}, not an object or a list"
+            raise SpecError(f"conflict.set: the path {dotted!r} stops at {part!r}: {why}")
+        node = child
+
+
+def set_path(document: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.0.c`` in `document` (it must resolve, see `resolve_path`)."""
+    resolve_path(document, dotted)
+    *parents, leaf = dotted.split(".")
+    node: Any = document
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if isinstance(node, list):
+        node[int(leaf)] = value
+    else:
+        node[leaf] = value
+
+
+def conflicting(event: WebhookEvent, changes: Mapping[str, Any]) -> WebhookEvent:
+    """The same event id with a different body: `changes` applied (``conflict.set``)."""
+    document = copy.deepcopy(dict(event.document))
+    for dotted, value in changes.items():
+        set_path(document, dotted, value)
+    body = encode(document)
+    if body == event.body:
+        raise SpecError(
+            f"conflict.set {dict(changes)!r} leaves the body unchanged; set a field to a different value"
+        )
+    return WebhookEvent(
+        event.event_id, event.order_id, event.seq, event.event_type, body, document, event.created_at
+    )

@@ -1,0 +1,232 @@
+"""How a delivery travels: the two plain transports, and the lab transport around either.
+
+All three are `httpx.AsyncBaseTransport`s (one seam per variation): an experiment gets a
+client and never knows whether its requests go to an in-process ASGI app or through a
+real socket, nor which fault is applied — the plan decides that per delivery.
+
+`FaultTransport` forwards every delivery to the inner transport in a task of its own, with
+the lab's long horizon as timeout, and records what the handler answered. What the
+*sender* sees is decided by the delivery's fault (`harness.wire.faults`): the handler's answer,
+a timeout, a reset or a synthetic 504. The handler is never cut off by the sender giving
+up, so the lab can wait for it (quiescence) before it reads the effects back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from acklab.evidence.bundle import utcnow
+from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
+from acklab.harness.wire.records import DeliveryRecord
+
+if TYPE_CHECKING:
+    from acklab.harness.wire.faults import Fault
+
+TICKET = "acklab.ticket"
+DEFAULT_HORIZON_S = 30.0
+
+
+def asgi_transport(app: Any) -> httpx.AsyncBaseTransport:
+    """In-process: the ASGI app is called in this event loop (no socket, no server)."""
+    # A handler crash must reach the lab as the 500 a server would send, not as an exception.
+    return httpx.ASGITransport(app=app, raise_app_exceptions=False)
+
+
+def socket_transport(max_connections: int = 256) -> httpx.AsyncBaseTransport:
+    """A real TCP connection per concurrent request (httpx's default transport, no retries)."""
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    return httpx.AsyncHTTPTransport(retries=0, limits=limits)
+
+
+# Headers that describe the body as it travelled; the sender gets what the lab kept of it.
+_BODY_HEADERS = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+
+
+@dataclass(frozen=True)
+class HandlerAnswer:
+    """The handler's response as it reached the lab: its status and headers, and the body the
+    lab kept of it (bounded: `harness.wire.bodies`)."""
+
+    response: httpx.Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status_code
+
+
+@dataclass
+class Ticket:
+    """Travels with one delivery in ``request.extensions``: its record, fault and sender timeout."""
+
+    record: DeliveryRecord
+    fault: Fault
+    sender_timeout_s: float
+    # lost-ack: read the effects back before the synthetic status goes to the sender (True: seen)
+    confirm: Callable[[DeliveryRecord, int], Awaitable[bool]] | None = None
+
+
+class _SignalingStream(httpx.AsyncByteStream):
+    """The request body; sets `sent` once every byte was handed to the transport."""
+
+    def __init__(self, inner: Any, sent: asyncio.Event, record: DeliveryRecord) -> None:
+        self._inner, self._sent, self._record = inner, sent, record
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+        self._record.written_mono = time.monotonic()  # concurrent-duplicates: the burst's spread
+        self._sent.set()
+
+
+class Exchange:
+    """One delivery in flight, as a fault sees it."""
+
+    def __init__(
+        self, request: httpx.Request, task: asyncio.Task[HandlerAnswer], sent: asyncio.Event, ticket: Ticket
+    ) -> None:
+        self.request, self.ticket = request, ticket
+        self._task, self._sent = task, sent
+        self._started = time.monotonic()
+
+    async def answer(self) -> HandlerAnswer:
+        """Wait for the handler's answer (the lab's horizon); re-raise its transport error."""
+        return await asyncio.shield(self._task)
+
+    async def answer_within(self, timeout_s: float) -> HandlerAnswer:
+        """The handler's answer if it comes within `timeout_s` of sending; else a sender timeout."""
+        remaining = max(0.0, timeout_s - (time.monotonic() - self._started))
+        if not self._task.done():
+            # Cheaper than wait_for(shield(...)) on this hot path: one waiter, one timer, and
+            # the handler's task is never cancelled by the sender giving up.
+            waiter = asyncio.get_running_loop().create_future()
+
+            def wake(_: object) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            self._task.add_done_callback(wake)
+            timer = asyncio.get_running_loop().call_later(remaining, wake, None)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._task.remove_done_callback(wake)
+        if not self._task.done():
+            raise httpx.ReadTimeout(f"sender timed out after {timeout_s:.3f} s", request=self.request)
+        return self._task.result()
+
+    async def request_sent(self) -> None:
+        """Return once the whole request was handed over; re-raise if it never could be."""
+        sent = asyncio.ensure_future(self._sent.wait())
+        try:
+            await asyncio.wait({sent, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sent.cancel()
+        if not self._sent.is_set():
+            await self.answer()  # finished without sending: raises its error (e.g. connect refused)
+
+    async def confirm_commit(self, synthetic_status: int) -> bool:
+        """Whether the handler's commit was seen (through the effects probe) before the sender is told."""
+        if self.ticket.confirm is None:
+            return False
+        return await self.ticket.confirm(self.ticket.record, synthetic_status)
+
+    def respond(self, answer: HandlerAnswer) -> httpx.Response:
+        """The handler's own response, handed on to the sender (its body is already read)."""
+        return answer.response
+
+    def synthetic(self, status: int, why: str) -> httpx.Response:
+        return httpx.Response(
+            status, headers={"x-acklab-fault": why}, content=f"acklab: {why}".encode(), request=self.request
+        )
+
+
+class FaultTransport(httpx.AsyncBaseTransport):
+    """Wraps an inner transport; applies each delivery's fault and records the handler's answer."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, *, horizon_s: float = DEFAULT_HORIZON_S) -> None:
+        self._inner, self._horizon_s = inner, horizon_s
+        self._inflight: set[asyncio.Task[HandlerAnswer]] = set()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        ticket = request.extensions.pop(TICKET, None)
+        if ticket is None:  # not a delivery (e.g. a warm-up request): pass through untouched
+            return await self._inner.handle_async_request(request)
+        if not isinstance(ticket, Ticket):
+            raise TypeError(f"request.extensions[{TICKET!r}] must be a Ticket; got {type(ticket).__name__}")
+        sent = asyncio.Event()
+        request.stream = _SignalingStream(request.stream, sent, ticket.record)
+        # The handler side waits up to the lab's horizon; the sender's own timeout is the fault's business.
+        request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self._horizon_s)
+        ticket.record.sent_at = utcnow()
+        ticket.record.sent_mono = time.monotonic()
+        task = asyncio.create_task(self._forward(request, ticket.record))
+        self._inflight.add(task)
+        task.add_done_callback(self._settled)
+        return await ticket.fault.sender_view(Exchange(request, task, sent, ticket))
+
+    def _settled(self, task: asyncio.Task[HandlerAnswer]) -> None:
+        self._inflight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here: a fault may never look at it
+
+    async def _forward(self, request: httpx.Request, record: DeliveryRecord) -> HandlerAnswer:
+        started = time.monotonic()
+        try:
+            response = await self._inner.handle_async_request(request)
+            try:
+                # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
+                body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            record.finish_handler(
+                status=None,
+                latency_ms=(time.monotonic() - started) * 1000,
+                error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                excerpt=None,
+            )
+            raise
+        record.finish_handler(
+            status=response.status_code,
+            latency_ms=(time.monotonic() - started) * 1000,
+            error=None,
+            excerpt=body.data.decode("utf-8", errors="replace"),
+            body=body,
+        )
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+        kept = httpx.Response(
+            response.status_code,
+            headers=headers,
+            content=body.data,
+            request=request,
+            extensions=response.extensions,
+        )
+        return HandlerAnswer(kept)
+
+    async def quiesce(self, timeout_s: float) -> bool:
+        """Wait until no delivery is in flight; False when some still are after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while self._inflight:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await asyncio.wait(set(self._inflight), timeout=remaining)
+        return True
+
+    async def aclose(self) -> None:
+        for task in list(self._inflight):
+            task.cancel()
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=5)
+        await self._inner.aclose()
