@@ -53,7 +53,7 @@ class Need:
             return True
         # Programs by name: the first word, and the command a wrapper runs; never any other
         # argument (`--db postgres`, a commit message naming node, a directory called postgres).
-        programs = argv[:1]
+        programs = list(argv[:1])
         if argv and os.path.basename(argv[0]) in WRAPPERS and "--" in argv[:-1]:
             programs.append(argv[argv.index("--") + 1])
         return any(os.path.basename(program) in self.programs for program in programs)
