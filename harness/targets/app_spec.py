@@ -59,6 +59,12 @@ DEFAULT_EVENT: dict[str, Any] = {
 DEFAULT_EVENT_CONFLICT = {"data.amount_cents": 9900}
 # What the schema sees in place of a callable (it is checked, the placeholder never used).
 _CALLABLE_STANDIN = {"http": {"url": f"{IN_PROCESS_BASE}/acklab-callable/{{{{event_id}}}}", "json_path": "n"}}
+# How the incident's target.endpoint says the app was served.
+SERVED = {
+    "auto": "in-process ASGI; uvicorn on 127.0.0.1 in this process where a socket is needed",
+    "in-process": "in-process ASGI, no socket",
+    "socket": "uvicorn on 127.0.0.1, in this process",
+}
 # The fields a caller may give as keywords, by their spec name.
 FIELDS = ("name", "endpoint", "signing", "event", "conflict", "expect", "headers", "delivery")
 NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
@@ -213,14 +219,12 @@ def app_target(
     asgi, close = as_asgi(app, interface)
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
-    kind: Callable[..., AppTarget] = SocketAppTarget if serving == "socket" else AppTarget
-    return kind(
+    target_class: Callable[..., AppTarget] = SocketAppTarget if serving == "socket" else AppTarget
+    return target_class(
         name=doc["name"],
         kind="app",
         handler=doc["name"],
-        endpoint=f"app {path} (in-process ASGI; uvicorn on 127.0.0.1 where a socket is needed)"
-        if serving != "socket"
-        else f"app {path} (uvicorn on 127.0.0.1, in this process)",
+        endpoint=f"app {path} ({SERVED[serving]})",
         database=described[1],
         scheme=scheme,
         secret=signing_secret,
