@@ -13,6 +13,8 @@ import pytest
 
 from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
 
+# pytester: pytest's own fixture for testing plugins (tests/pytest_plugin run user suites with it);
+# pytest_plugins may only be set in the top-level conftest.
 pytest_plugins = ("tests.tiers", "pytester")
 
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
