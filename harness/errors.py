@@ -58,6 +58,10 @@ class ProbeError(HarnessError):
 
 
 class RunInterrupted(HarnessError):
-    """The run was interrupted (Ctrl-C or SIGTERM) after writing what it had; resumable."""
+    """The run was interrupted (Ctrl-C, SIGTERM or its deadline) after writing what it had; resumable."""
 
     exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, *, deadline: bool = False) -> None:
+        super().__init__(message)
+        self.deadline = deadline  # False: a signal (Ctrl-C, SIGTERM) stopped it

@@ -170,6 +170,10 @@ class Target(ABC):
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
         return {}
 
+    def unservable(self, needs: Needs) -> str | None:
+        """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
+        return None
+
     async def preflight(self) -> None:  # noqa: B027 - optional hook
         """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""
 

@@ -44,7 +44,7 @@ def assert_every_trial_proved_its_fault(result: RunResult) -> None:
             assert trial["verdict"] != "error", trial["error"]
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_an_ack_then_process_consumer_with_a_duplicate_bug_fails_lost_ack_and_concurrent_duplicates(
     tmp_path, request, database
 ):
@@ -62,7 +62,7 @@ def test_an_ack_then_process_consumer_with_a_duplicate_bug_fails_lost_ack_and_co
     assert trial["late_read"]["error"] is None
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_the_same_consumer_written_correctly_passes(tmp_path, request, database):
     db = request.getfixturevalue("pg_url") if database == "postgresql" else f"sqlite:///{tmp_path}/shop.db"
     experiments = scenarios.DEFAULT_SET if database == "sqlite" else ()
