@@ -32,6 +32,7 @@ SUITE = (
     "full_run",
     "in_process",
     "detection",
+    "race_sharpness",
     "verdict_trust",
     "explorer",
     "console_scale",

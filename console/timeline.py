@@ -7,7 +7,7 @@ for both the incident view and the comparison.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .coerce import as_dict, as_int, as_list, as_str
@@ -23,6 +23,16 @@ class Confirmation:
     effects: int | None
     observed_at: str
     synthetic_status: int | None
+
+
+@dataclass(frozen=True)
+class FaultTry:
+    """One try of a trial's fault proof: whether it landed, what shows it, its measurements."""
+
+    number: int
+    landed: bool
+    evidence: str
+    facts: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class TrialView:
     rows: list[Row]
     violations: list[dict[str, Any]]
     confirmations: list[Confirmation]
+    tries: list[FaultTry] = field(default_factory=list)
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -108,6 +119,24 @@ def confirmations_of(trial: dict[str, Any]) -> list[Confirmation]:
                 observed_at=as_str(c.get("observed_at")),
                 synthetic_status=_opt_int(c.get("synthetic_status")),
             )
+        )
+    return out
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if isinstance(value, int | str | bool) else "…"
+
+
+def tries_of(trial: dict[str, Any]) -> list[FaultTry]:
+    """The tries of a trial's fault proof (`fault.tries`), each with its evidence and facts."""
+    out = []
+    for n, raw in enumerate(as_list(as_dict(trial.get("fault")).get("tries")), 1):
+        t = as_dict(raw)
+        facts = {str(k): _fact(v) for k, v in sorted(as_dict(t.get("facts")).items())[:20]}
+        out.append(
+            FaultTry(as_int(t.get("try"), n), t.get("landed") is True, as_str(t.get("evidence")), facts)
         )
     return out
 
@@ -187,6 +216,7 @@ def trial_view(raw: Any, n: int) -> TrialView:
         rows=rows_of(t),
         violations=[as_dict(v) for v in as_list(t.get("violations"))],
         confirmations=confirmations_of(t),
+        tries=tries_of(t),
     )
 
 

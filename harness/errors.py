@@ -6,7 +6,8 @@ the lab's own failures, each carrying its exit code (README, "Exit codes").
 AcklabError (evidence.exitcodes)
 └── HarnessError                  exit 4: the lab could not run
     ├── SpecError                 exit 3: a target/experiment spec or an option is invalid
-    │   └── UnknownExperiment     exit 3: an experiment name that does not exist
+    │   ├── UnknownExperiment     exit 3: an experiment name that does not exist
+    │   └── Http2Refused          exit 3: a single-packet burst against a target without HTTP/2
     ├── RemoteRefused             exit 5: a target off the loopback range without --allow-remote
     ├── TargetUnreachable         exit 4: the endpoint does not accept connections
     ├── ProbeError                exit 4: the effects probe (SQL or HTTP) could not be read
@@ -32,6 +33,10 @@ class SpecError(HarnessError):
 
 class UnknownExperiment(SpecError):
     """An experiment name that is not one of the stable names."""
+
+
+class Http2Refused(SpecError):
+    """``burst_sync: single-packet`` asked of a target that does not speak HTTP/2."""
 
 
 class RemoteRefused(HarnessError):

@@ -17,6 +17,7 @@ import click
 
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
 from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.plan import BURST_SYNCS, RunSettings
 from acklab.harness.engine.runner import new_run_id
 from acklab.harness.errors import SpecError
 from acklab.harness.explore.explorer import (
@@ -201,6 +202,13 @@ def _common(command: Any) -> Any:
             click.option(
                 "--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."
             ),
+            click.option(
+                "--burst-sync",
+                type=click.Choice(BURST_SYNCS),
+                default=None,
+                help="How a burst step is released (as `acklab run --burst-sync`).  [default: last-byte; "
+                "replay: the incident's]",
+            ),
         ]
     ):
         command = option(command)
@@ -229,6 +237,7 @@ def explore(
     out: Path,
     as_json: bool,
     allow_remote: bool,
+    burst_sync: str | None,
 ) -> int:
     """Search delivery schedules for one that breaks an invariant; shrink it; write it replayable."""
     resolved = resolve_target(target, db_url=db, allow_remote=allow_remote)
@@ -236,9 +245,10 @@ def explore(
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"
+    settings = RunSettings(burst_sync=burst_sync or RunSettings.burst_sync)
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
-            with LabSession(resolved, seed) as session:
+            with LabSession(resolved, seed, settings=settings) as session:
                 found = explore_target(session, budget)
         finally:
             _aclose(resolved)
@@ -251,7 +261,12 @@ def explore(
         seed=seed,
         started_at=started_at,
         failure=failure,
-        parameters={"budget": budget, "examples_run": found.examples, "flaky": found.flaky},
+        parameters={
+            "budget": budget,
+            "examples_run": found.examples,
+            "flaky": found.flaky,
+            "burst_sync": settings.burst_sync,
+        },
         duration_ms=(time.monotonic() - started) * 1000,
     )
     extra = {
@@ -279,7 +294,14 @@ def explore(
 @click.option("--target", default=None, help="Replay against another target (default: the incident's).")
 @_common
 def replay(
-    *, incident_file: Path, target: str | None, db: str | None, out: Path, as_json: bool, allow_remote: bool
+    *,
+    incident_file: Path,
+    target: str | None,
+    db: str | None,
+    out: Path,
+    as_json: bool,
+    allow_remote: bool,
+    burst_sync: str | None,
 ) -> int:
     """Re-run exactly the schedule an `acklab explore` incident recorded (fresh event ids)."""
     doc = load_incident(incident_file)
@@ -291,11 +313,13 @@ def replay(
     _ = resolved.revision  # the handler's commit, read before anything is written
     seed = int(doc["seed"])
     started_at, started = utcnow(), time.monotonic()
+    recorded = doc["experiment"].get("parameters", {}).get("burst_sync")
+    settings = RunSettings(burst_sync=burst_sync or recorded or RunSettings.burst_sync)
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
     run_id = new_run_id(None) + "-replay"
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
-            with LabSession(resolved, seed, salt=salt) as session:
+            with LabSession(resolved, seed, salt=salt, settings=settings) as session:
                 failure = replay_schedule(session, schedule)
         finally:
             _aclose(resolved)
@@ -307,7 +331,7 @@ def replay(
         seed=seed,
         started_at=started_at,
         failure=failure,
-        parameters={"replay_of": doc["incident_id"]},
+        parameters={"replay_of": doc["incident_id"], "burst_sync": settings.burst_sync},
         duration_ms=(time.monotonic() - started) * 1000,
     )
     extra = {"run_id": run_id, "replay_of": doc["incident_id"]}

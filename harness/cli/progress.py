@@ -59,7 +59,10 @@ class ProgressDisplay:
         return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
-        self.console.print(summary_table(known().doc(event.summary)))
+        summary = known().doc(event.summary)
+        self.console.print(summary_table(summary))
+        for line in spread_lines(summary):
+            self.console.print(line)
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
         )
@@ -133,3 +136,23 @@ def summary_table(summary: dict[str, Any]) -> Table:
             first,
         )
     return table
+
+
+def spread_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per experiment that sent bursts: how close together they arrived."""
+    lines = []
+    for experiment in summary.get("experiments", []):
+        spread = experiment.get("arrival_spread")
+        if not spread:
+            continue
+        parts = [
+            f"{label} p50 {figures['p50']:.3f} ms (max {figures['max']:.3f})"
+            for label, key in (("sender release", "release_ms"), ("handler arrival", "handler_ms"))
+            if (figures := spread.get(key))
+        ]
+        lines.append(
+            f"{experiment['name']}: {spread['bursts']} bursts released {spread['burst_sync']}; "
+            + ("; ".join(parts) or "no spread measured")
+            + ("" if "handler_ms" in spread else " (the handler does not report when requests entered it)")
+        )
+    return lines

@@ -44,6 +44,35 @@ def _latency(trials: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {"p50": round(statistics.median(values), 3), "p95": round(p95, 3), "max": round(values[-1], 3)}
 
 
+def _proving_try(trial: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The try a trial's fault proof rests on: the one that landed, else the last."""
+    tries = (trial.get("fault") or {}).get("tries") or []
+    return next((t for t in tries if t.get("landed")), tries[-1] if tries else None)
+
+
+def _p50_max(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+def arrival_spread(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """How close together the bursts of these trials arrived (harness.core.bursts), None without bursts.
+
+    ``release_ms``: first to last final byte the sender wrote; ``handler_ms``: first to last
+    request entering the handler, where the handler reported it (the fixture, the bench's
+    racy handler), over each trial's proving try."""
+    facts = [f for t in trials if (p := _proving_try(t)) and "burst_sync" in (f := p.get("facts") or {})]
+    if not facts:
+        return None
+    release = [float(f["release_spread_ms"]) for f in facts if f.get("release_spread_ms") is not None]
+    handler = [float(f["handler_spread_ms"]) for f in facts if f.get("handler_spread_ms") is not None]
+    return {
+        "burst_sync": ", ".join(sorted({str(f["burst_sync"]) for f in facts})),
+        "bursts": len(facts),
+        **({"release_ms": _p50_max(release)} if release else {}),
+        **({"handler_ms": _p50_max(handler)} if handler else {}),
+    }
+
+
 def fault_landed(trials: Sequence[Mapping[str, Any]]) -> int:
     """How many trials proved that their fault landed."""
     return sum(bool((t.get("fault") or {}).get("landed")) for t in trials)
@@ -72,6 +101,7 @@ def incident(
     verdicts = [t["verdict"] for t in trials]
     violations = [v for t in trials for v in t["violations"]]
     skipped_variants = experiment.skipped_variants(target)
+    spread = arrival_spread(trials)
     return {
         "schema": "acklab/incident/v1",
         "incident_id": incident_id(run_id, experiment.name),
@@ -97,6 +127,7 @@ def incident(
             "fault_landed": fault_landed(trials),
             "reason": reason(trials),
             "latency_ms": _latency(trials),
+            **({"arrival_spread": spread} if spread else {}),
         },
         "violations": violations,
         "trials": list(trials),
@@ -115,6 +146,7 @@ def run_entry(
     """One experiment of run.json: verdict, trials, fault_landed, violations, reason."""
     verdict = combine([t["verdict"] for t in trials]) if trials else "error"
     why = error or reason(trials, skipped_variants)
+    spread = arrival_spread(trials)
     return {
         "name": name,
         "verdict": verdict,
@@ -125,6 +157,7 @@ def run_entry(
         "error": error or reason(trials) if verdict != "pass" else None,
         "reason": why,
         **({"skipped_variants": dict(skipped_variants)} if skipped_variants else {}),
+        **({"arrival_spread": spread} if spread else {}),
     }
 
 

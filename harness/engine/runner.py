@@ -30,6 +30,7 @@ from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.errors import EvidenceError
+from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.plan import (
     RunPlan,
     RunSettings,
@@ -265,6 +266,9 @@ async def _main(
     resumable: bool = True,
 ) -> RunResult:
     await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+    if any(e.bursts for e in experiments):
+        # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
+        await check_burst_sync(target, plan.settings.burst_sync)
     bus = EventBus(consumers)
     if options.journal:
         try:

@@ -115,6 +115,9 @@ class Target(ABC):
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The provider's event-type header (delivery.event_type); None: from the body.
     event_type: str | None = None
+    # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
+    # refused with it); None: the endpoint is asked when a run needs HTTP/2.
+    http2_refusal: ClassVar[str | None] = None
 
     def event_type_of(self, document: Mapping[str, Any]) -> str:
         """The provider's event-type header value for one event's body."""
