@@ -1,10 +1,11 @@
-# acklab — the two commands a fresh machine needs: `make demo` and `make test`.
+# acklab — the two commands a fresh machine needs: `make demo` and `make test`
+# (`make unit`: the tests that need nothing but Python, in about a minute).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest system-deps pipeline bench clean
+.PHONY: install demo test unit lint typecheck pytest system-deps pipeline bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +36,10 @@ pytest: install system-deps
 
 ## test: everything CI runs; non-zero on any failure
 test: install system-deps lint typecheck pytest
+
+## unit: the unit tier (no PostgreSQL, Chromium, Node or gitlab-ci-local; they are hidden while it runs)
+unit: install
+	scripts/unit.sh -p bench.pytest_timing $(PYTEST_ARGS)
 
 ## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local (PIPELINE_ARGS="--mr --list", a job name, ...)
 pipeline: install system-deps

@@ -1,15 +1,87 @@
 """acklab: a reliability lab for webhook consumers.
 
+Python API — every name in ``__all__``, each imported on first use, so ``import acklab``
+and the ``acklab`` command stay cheap::
+
+    import acklab
+
+    result = acklab.run("fixture:unsafe", experiments=["lost-ack"], trials=3)
+    result = acklab.attack(app, endpoint="/webhooks", secret=SECRET,
+                           effects=lambda event_id: count_fulfillments(event_id))
+    assert result.passed, result.explain()
+    acklab.verify_bundle(result.bundle).ok
+
+* ``run(target, **options)``: attack a built-in fixture or a target spec file (``acklab run``).
+* ``attack(app, ...)``: attack an ASGI or WSGI app object inside this process.
+* ``RunOptions``, ``RunSettings``: what a run takes (``RunSettings``: burst, settle window...).
+* ``RunResult`` (``passed``, ``verdict``, ``exit_code``, ``experiments``, ``violations``,
+  ``bundle``, ``explain()``), ``ExperimentResult``, ``Violation``: what a run returns.
+* ``verify_bundle(path)`` -> ``BundleVerification`` (``ok``, ``describe()``): check a bundle
+  against its manifest (``acklab evidence verify``).
+* ``DEFAULT_EXPERIMENTS``: the names of the experiments a run without names runs, in order.
+* ``AcklabError`` (bad input, a lab failure; ``exit_code``), ``ExitCode``: the exit codes.
+* ``__version__``.
+
+The pytest plugin (`acklab.pytest_plugin`, loaded by pytest when acklab is installed)
+gives the ``webhook_lab`` fixture around `attack`.
+
 One import name (ARCHITECTURE.md, "Layers"): the fixture, harness, evidence, console and flows live in the
 repository's top-level folders and install beneath this package as ``acklab.app``,
 ``acklab.harness``, ``acklab.evidence``, ``acklab.console`` and ``acklab.flows``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
+# Only public names and underscored helpers live in this namespace: tests/test_exported_members.py
+# checks that every public name is in __all__.
+import importlib as _importlib
+import typing as _typing
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+from pathlib import Path as _Path
+
+if _typing.TYPE_CHECKING:
+    from acklab.evidence.bundle import Verification as BundleVerification
+    from acklab.evidence.bundle import verify as verify_bundle
+    from acklab.evidence.exitcodes import AcklabError, ExitCode
+    from acklab.harness.core.plan import RunSettings
+    from acklab.harness.engine.api import attack, run
+    from acklab.harness.engine.results import ExperimentResult, RunResult, Violation
+    from acklab.harness.engine.runner import RunOptions
+
+    DEFAULT_EXPERIMENTS: tuple[str, ...]
+
+__all__ = [
+    "DEFAULT_EXPERIMENTS",
+    "AcklabError",
+    "BundleVerification",
+    "ExitCode",
+    "ExperimentResult",
+    "RunOptions",
+    "RunResult",
+    "RunSettings",
+    "Violation",
+    "__version__",
+    "attack",
+    "run",
+    "verify_bundle",
+]
+
+# Public name -> (module, attribute): imported on first use (module __getattr__, PEP 562).
+_LAZY: dict[str, tuple[str, str]] = {
+    "AcklabError": ("acklab.evidence.exitcodes", "AcklabError"),
+    "BundleVerification": ("acklab.evidence.bundle", "Verification"),
+    "ExitCode": ("acklab.evidence.exitcodes", "ExitCode"),
+    "ExperimentResult": ("acklab.harness.engine.results", "ExperimentResult"),
+    "RunOptions": ("acklab.harness.engine.runner", "RunOptions"),
+    "RunResult": ("acklab.harness.engine.results", "RunResult"),
+    "RunSettings": ("acklab.harness.core.plan", "RunSettings"),
+    "Violation": ("acklab.harness.engine.results", "Violation"),
+    "attack": ("acklab.harness.engine.api", "attack"),
+    "run": ("acklab.harness.engine.api", "run"),
+    "verify_bundle": ("acklab.evidence.bundle", "verify"),
+}
 
 
-def _checkout_root() -> Path | None:
+def _checkout_root() -> _Path | None:
     """The repository this package is imported from, when it is a source checkout.
 
     An installed wheel holds the packages inside ``acklab/``. A checkout (the project itself,
@@ -17,7 +89,7 @@ def _checkout_root() -> Path | None:
     ``__path__`` makes ``acklab.app`` the ``app/`` of *this* checkout, so a process rooted in
     a worktree imports that worktree's code and nothing of another checkout's.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = _Path(__file__).resolve().parent.parent
     markers = (root / "pyproject.toml", root / "harness" / "__init__.py", root / "app" / "webhooks.py")
     return root if all(m.is_file() for m in markers) else None
 
@@ -27,6 +99,28 @@ if _root is not None and str(_root) not in __path__:
     __path__.append(str(_root))
 
 try:
-    __version__ = version("acklab")
-except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+    __version__ = _version("acklab")
+except _PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0+unknown"
+
+
+def _default_experiments() -> tuple[str, ...]:
+    from acklab.harness.experiments import EXPERIMENTS
+
+    return tuple(name for name, experiment in EXPERIMENTS.items() if experiment.default)
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name == "DEFAULT_EXPERIMENTS":
+        value: _typing.Any = _default_experiments()
+    elif name in _LAZY:
+        module, attribute = _LAZY[name]
+        value = getattr(_importlib.import_module(module), attribute)
+    else:
+        raise AttributeError(f"module 'acklab' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

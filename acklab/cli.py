@@ -96,6 +96,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "jinja2": ("Jinja2", None),
     "psycopg": ("psycopg[binary]", None),
     "hypothesis": ("hypothesis", None),
+    "a2wsgi": ("a2wsgi", None),
     "playwright": ("playwright", "dev"),
     "pytest": ("pytest", "dev"),
     "standardwebhooks": ("standardwebhooks", "dev"),

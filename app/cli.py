@@ -60,6 +60,9 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        # Listening before "listening on" is said: a client that connects at once queues in
+        # the backlog until uvicorn accepts, instead of being refused while it starts.
+        sock.listen(2048)
     except OSError:
         sock.close()
         raise

@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 from sqlalchemy import func, select, text
 from starlette.concurrency import run_in_threadpool
 
+from acklab.app.contract import Delivery, HandlerResult
 from acklab.app.deps import DeliveryDep, FixtureDep, SessionDep
 from acklab.app.errors import Rejection
 from acklab.app.models import Fulfillment, Order
+from acklab.app.runtime import Fixture
 from acklab.app.schemas import Effects, ErrorBody, FulfillmentOut, Health, OrderOut, WebhookAck
 
 router = APIRouter(
     responses={503: {"model": ErrorBody, "description": "The database is unreachable; retry later."}}
 )
 
+# CLOCK_MONOTONIC is one clock for every process of a machine: a lab on the same host can
+# compare these readings across deliveries (it never reads anything else into them).
+ENTERED_HEADER = "X-Acklab-Entered-Ns"
+
 REPLAYED_HEADER = {
     "Idempotent-Replayed": {
         "description": "'true' when this answer replays the stored answer to an earlier delivery.",
         "schema": {"type": "string", "enum": ["true"]},
-    }
+    },
+    ENTERED_HEADER: {
+        "description": "When the delivery entered the handler: CLOCK_MONOTONIC in nanoseconds.",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    },
 }
 
 WEBHOOK_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -56,16 +67,24 @@ WEBHOOK_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def receive_order_event(delivery: DeliveryDep, fixture: FixtureDep) -> Response:
     """Verify, parse and hand the delivery to the configured handler; answer what it returns.
 
-    Other event types than ``order.paid`` are accepted with any object as ``data``.
+    Other event types than ``order.paid`` are accepted with any object as ``data``. The
+    ``X-Acklab-Entered-Ns`` header says when the delivery entered the handler (the
+    monotonic clock in nanoseconds): a lab measures how close together a burst arrived.
     """
-    result = await run_in_threadpool(fixture.deliver, delivery)
+    entered, result = await run_in_threadpool(_timed_delivery, fixture, delivery)
     # The handler's JSON text goes out as is, so a replay is byte-identical to the original.
     return Response(
         content=result.body_json(),
         status_code=result.status_code,
-        headers=dict(result.headers),
+        headers={**result.headers, ENTERED_HEADER: str(entered)},
         media_type="application/json",
     )
+
+
+def _timed_delivery(fixture: Fixture, delivery: Delivery) -> tuple[int, HandlerResult]:
+    # Taken in the worker thread, right before the handler's transaction: where a race starts.
+    entered = time.monotonic_ns()
+    return entered, fixture.deliver(delivery)
 
 
 @router.get("/health", response_model=Health, summary="Liveness, handler, scheme and database")

@@ -30,7 +30,9 @@ from bench.figures import RESULTS, Figure, not_measured, print_figure, write_res
 SUITE = (
     "harness_throughput",
     "full_run",
+    "in_process",
     "detection",
+    "race_sharpness",
     "verdict_trust",
     "explorer",
     "console_scale",

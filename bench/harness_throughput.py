@@ -211,7 +211,7 @@ def detection(trials: int, work_ms: float) -> tuple[int, int]:
                     journal=False,
                 )
             )
-    (entry,) = result.run.experiments
+    (entry,) = result.document.experiments
     caught = len({v.trial for v in entry.violations})
     return caught, entry.trials
 

@@ -1,4 +1,5 @@
-"""``make test`` wall time (target <= 15 min on 2 cores), read from what a test run recorded.
+"""``make test`` wall time (target <= 15 min on 2 cores) and ``make unit`` wall time (target
+<= 90 s), read from what the test runs recorded.
 
 The suite is far too slow to run inside the benchmark, so this figure is read from
 ``bench/.test-timing.json``:
@@ -8,7 +9,9 @@ The suite is far too slow to run inside the benchmark, so this figure is read fr
 * ``pytest``: a full pytest session, written by the ``bench.pytest_timing`` plugin.
 
 The figure is the ``make test`` timing when there is one, else the pytest session's (which
-leaves out lint and typecheck, and says so). Nothing recorded: not measured.
+leaves out lint and typecheck, and says so). The unit tier's figure is its last whole run
+(``make unit``: ``unit`` in the record). Nothing recorded: not measured. The notes carry the
+test counts of those runs (tests per tier, outcomes): the README's counts are these.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from bench.pytest_timing import TIMING
 
 NAME = "make test wall time"
 BUDGET_MIN = 15.0
+UNIT_NAME = "make unit wall time"
+UNIT_BUDGET_S = 90.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -66,8 +71,41 @@ def _within(at: str, end: str, span_s: float) -> bool:
     return -1.0 <= (until - stamp).total_seconds() <= span_s + 1.0
 
 
+def _outcomes(session: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in session.get("outcomes", {}).items())
+
+
+def unit_figure(recorded: dict[str, Any]) -> Figure:
+    """The unit tier's wall time, from the last whole `make unit` run."""
+    unit: dict[str, Any] | None = recorded.get("unit")
+    target = f"<= {UNIT_BUDGET_S:.0f} s"
+    if not unit:
+        return not_measured(
+            UNIT_NAME, "s", f"no unit-tier run recorded in {TIMING.name}: run `make unit`", target
+        )
+    hidden = (
+        "PostgreSQL, Chromium, Node and gitlab-ci-local hidden"
+        if unit.get("hidden")
+        else "system dependencies not hidden (no mount namespace)"
+    )
+    note = f"`make unit` at {unit['at']} on {unit.get('cpus', '?')} CPUs: {unit['tests']} tests ({_outcomes(unit)}); {hidden}"
+    ran_through = unit["exit_status"] in (0, 1)  # failing tests do not shorten a run
+    return Figure(
+        UNIT_NAME,
+        unit["wall_s"],
+        "s",
+        target=target,
+        met=(unit["wall_s"] <= UNIT_BUDGET_S) if ran_through else None,
+        note=note,
+    )
+
+
 def figures(quick: bool = False) -> list[Figure]:
     recorded = _recorded()
+    return [*_make_test_figures(recorded), unit_figure(recorded)]
+
+
+def _make_test_figures(recorded: dict[str, Any]) -> list[Figure]:
     make: dict[str, Any] | None = recorded.get("make_test")
     session: dict[str, Any] | None = recorded.get("pytest")
     if not make and not session:
@@ -81,9 +119,11 @@ def figures(quick: bool = False) -> list[Figure]:
         ]
     pytest_part = ""
     if session:
-        outcomes = ", ".join(f"{n} {k}" for k, n in session.get("outcomes", {}).items())
+        tiers = ", ".join(f"{n} {k}" for k, n in session.get("tiers", {}).items())
         pytest_part = (
-            f"pytest session {session['wall_s'] / 60:.1f} min ({session['tests']} tests: {outcomes})"
+            f"pytest session {session['wall_s'] / 60:.1f} min ({session['tests']} tests: {_outcomes(session)}"
+            + (f"; by tier: {tiers}" if tiers else "")
+            + ")"
         )
     if make:
         minutes = make["wall_s"] / 60

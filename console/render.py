@@ -52,6 +52,13 @@ def fmt_ms(value: Any) -> str:
     return "—"
 
 
+def fine_ms(value: Any) -> str:
+    """A spread for people: sub-millisecond figures keep their microseconds (0.094 ms)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.3f} ms" if value < 1 else ms(float(value))
+    return "—"
+
+
 def short(value: Any, n: int = 10) -> str:
     text = "" if value is None else str(value)
     return text[:n] if len(text) > n else text or "—"
@@ -97,6 +104,7 @@ def environment() -> Environment:
         {
             "when": fmt_time,
             "ms": fmt_ms,
+            "fine_ms": fine_ms,
             "short": short,
             "http_url": http_url,
             "status": status_text,

@@ -14,7 +14,7 @@ never decides a violation of its own.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acklab.evidence.documents.incident import Incident
@@ -22,6 +22,17 @@ from acklab.evidence.documents.records import CommitConfirmation, Delivery, Obse
 from acklab.evidence.documents.trial import Trial
 
 _AT_MOST = re.compile(r"^<=\s*(\d+)$")
+FACTS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ProofTry:
+    """One try of a trial's fault proof: whether it landed, what shows it, its measurements."""
+
+    number: int
+    landed: bool
+    evidence: str
+    facts: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class TrialView:
     rows: list[Row]
     violations: list[Violation]
     confirmations: list[CommitConfirmation]
+    tries: list[ProofTry] = field(default_factory=list)
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -117,6 +129,26 @@ def limits(violations: list[Violation]) -> dict[str, int]:
         if match:
             found.setdefault(v.event_id, int(match.group(1)))
     return found
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if isinstance(value, int | str | bool) else "…"
+
+
+def tries_of(trial: Trial) -> list[ProofTry]:
+    """The tries of a trial's fault proof, each with its evidence and (some of) its facts."""
+    tries = trial.fault.tries if trial.fault is not None else []
+    return [
+        ProofTry(
+            t.try_,
+            t.landed,
+            t.evidence,
+            {str(k): _fact(v) for k, v in sorted((t.facts or {}).items())[:FACTS_SHOWN]},
+        )
+        for t in tries
+    ]
 
 
 def _row(d: Delivery, trial: Trial, before: int | None, after: int | None, limit: int | None) -> Row:
@@ -182,6 +214,7 @@ def trial_view(raw: Any, n: int) -> TrialView:
         rows=rows_of(trial),
         violations=list(trial.violations),
         confirmations=list(trial.commit_confirmations),
+        tries=tries_of(trial),
     )
 
 

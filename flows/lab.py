@@ -148,7 +148,7 @@ def run_lab(
 
 def lab_run(result: RunResult, *, module: str) -> LabRun:
     """A LabRun from the harness's own result: its run document, read where it lies."""
-    run, bundle = result.run, result.bundle.resolve()
+    run, bundle = result.document, result.bundle.resolve()
     experiments = {}
     for entry in run.experiments:
         incident = (bundle / entry.incident).resolve() if entry.incident else None

@@ -2,7 +2,8 @@
 
 Command line (README, "Commands"): ``acklab run | plan | validate`` (`harness.cli.run`), ``acklab demo``.
 
-Python API (what the repair flow and the benchmarks use)::
+Python API for users: ``acklab.run``, ``acklab.attack`` (`harness.engine.api`) and the pytest plugin
+(``acklab.pytest_plugin``). Inside the project (the repair flow, the benchmarks)::
 
     from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",), trials=3))

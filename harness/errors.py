@@ -6,7 +6,8 @@ the lab's own failures, each carrying its exit code (README, "Exit codes").
 AcklabError (evidence.exitcodes)
 └── HarnessError                  exit 4: the lab could not run
     ├── SpecError                 exit 3: a target/experiment spec or an option is invalid
-    │   └── UnknownExperiment     exit 3: an experiment name that does not exist
+    │   ├── UnknownExperiment     exit 3: an experiment name that does not exist
+    │   └── Http2Refused          exit 3: a single-packet burst against a target without HTTP/2
     ├── RemoteRefused             exit 5: a target off the loopback range without --allow-remote
     ├── TargetUnreachable         exit 4: the endpoint does not accept connections
     ├── ProbeError                exit 4: the effects probe (SQL or HTTP) could not be read
@@ -34,6 +35,10 @@ class UnknownExperiment(SpecError):
     """An experiment name that is not one of the stable names."""
 
 
+class Http2Refused(SpecError):
+    """``burst_sync: single-packet`` asked of a target that does not speak HTTP/2."""
+
+
 class RemoteRefused(HarnessError):
     """A target endpoint off the loopback range, refused before any traffic was sent."""
 
@@ -53,6 +58,10 @@ class ProbeError(HarnessError):
 
 
 class RunInterrupted(HarnessError):
-    """The run was interrupted (Ctrl-C or SIGTERM) after writing what it had; resumable."""
+    """The run was interrupted (Ctrl-C, SIGTERM or its deadline) after writing what it had; resumable."""
 
     exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, *, deadline: bool = False) -> None:
+        super().__init__(message)
+        self.deadline = deadline  # False: a signal (Ctrl-C, SIGTERM) stopped it

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs .gitlab-ci.yml locally with gitlab-ci-local, on a throw-away snapshot of the working tree.
 #
-#   scripts/pipeline.sh [--workdir DIR] [--keep] [--mr] [gitlab-ci-local arguments...]
+#   scripts/pipeline.sh [--workdir DIR] [--keep] [--mr | --tag TAG] [--server URL] [gitlab-ci-local arguments...]
 #
 # The snapshot holds the files `git ls-files` reports (tracked and untracked-but-not-ignored,
 # as they are on disk now), committed to a fresh repository on branch `main` whose origin
@@ -18,19 +18,24 @@
 # ACKLAB_HISTORY=0 (there is no GitLab to pull earlier pipelines' evidence from).
 #
 # --mr       run as a merge-request pipeline (CI_PIPELINE_SOURCE=merge_request_event, MR !1)
+# --tag TAG  run as the pipeline of tag TAG (CI_COMMIT_TAG; no CI_COMMIT_BRANCH), as a release is
+# --server   the GitLab the snapshot's origin names (default https://gitlab.example.com): the
+#            jobs' CI_SERVER_URL and CI_API_V4_URL point there (a GitLab double, in the tests)
 # --workdir  where to build the snapshot (must not exist or be empty; default: a temp dir)
 # --keep     keep the snapshot (always kept with --workdir)
 # Exit code: gitlab-ci-local's (non-zero when a job that may not fail failed).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
-workdir="" keep=0 mr=0
+workdir="" keep=0 mr=0 tag="" server=https://gitlab.example.com
 gcl_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=$2; keep=1; shift 2 ;;
     --keep) keep=1; shift ;;
     --mr) mr=1; shift ;;
+    --tag) tag=$2; shift 2 ;;
+    --server) server=${2%/}; shift 2 ;;
     *) gcl_args+=("$1"); shift ;;
   esac
 done
@@ -73,7 +78,7 @@ git_q init -q -b main
 git_q add -A
 git_q commit -q -m "acklab pipeline snapshot"
 # What gitlab-ci-local reads for CI_PROJECT_PATH, CI_SERVER_URL and CI_DEFAULT_BRANCH.
-git_q remote add origin https://gitlab.example.com/acklab/acklab.git
+git_q remote add origin "$server/acklab/acklab.git"
 git_q update-ref refs/remotes/origin/main HEAD
 git_q symbolic-ref refs/remotes/origin/HEAD refs/remotes/origin/main
 
@@ -83,6 +88,12 @@ vars=(
   --variable "ACKLAB_PYTEST_MARKERS=${ACKLAB_PYTEST_MARKERS-not slow}"
   --variable "ACKLAB_HISTORY=${ACKLAB_HISTORY:-0}"
 )
+if [ -n "$tag" ]; then
+  # A tag pipeline: GitLab sets CI_COMMIT_TAG and no CI_COMMIT_BRANCH.
+  git_q tag "$tag"
+  vars+=(--variable "CI_COMMIT_TAG=$tag" --variable "CI_COMMIT_REF_NAME=$tag" --ignore-predefined-vars CI_COMMIT_REF_NAME
+         --unset-variable CI_COMMIT_BRANCH)
+fi
 if [ "$mr" = 1 ]; then
   # In a merge-request pipeline GitLab sets no CI_COMMIT_BRANCH.
   vars+=(--variable CI_PIPELINE_SOURCE=merge_request_event --ignore-predefined-vars CI_PIPELINE_SOURCE

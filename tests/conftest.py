@@ -1,4 +1,8 @@
-"""Shared fixtures: a private PostgreSQL server for the whole run, a fresh database per test."""
+"""Shared fixtures: a private PostgreSQL server for the whole run, a fresh database per test.
+
+Test tiers (markers by what a test needs, derived from the fixtures it uses and checked
+while it runs) live in tests/tiers.py.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
+
+# pytester: pytest's own fixture for testing plugins (tests/pytest_plugin run user suites with it);
+# pytest_plugins may only be set in the top-level conftest.
+pytest_plugins = ("tests.tiers", "pytester")
 
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
 

@@ -81,8 +81,13 @@ def test_the_wheel_has_one_top_level_name_and_its_data(wheel: Path):
         "acklab/console/static/console.css",
         "acklab/flows/repair.yaml",
         "acklab/flows/recipes/receipt_handler.py.txt",
+        "acklab/pytest_plugin.py",
     ):
         assert needed in names, needed
+    # pytest finds the plugin (the webhook_lab fixture) through the wheel's entry point.
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        assert "[pytest11]\nacklab = acklab.pytest_plugin" in archive.read(entry_points).decode()
 
 
 USER_FILES = {

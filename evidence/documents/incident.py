@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field
 
 from .base import Document, Omit
-from .latency import LatencyFigures, summary_figures
+from .latency import LatencyFigures, Spread, summary_figures
 from .records import Sha256, Timestamp, Violation
 from .trial import Trial
 from .verdicts import Verdict, combine
@@ -51,7 +51,7 @@ class IncidentTarget(Document):
     SCHEMA = "incident#/properties/target"
 
     name: str
-    kind: Literal["fixture", "spec"]
+    kind: Literal["fixture", "spec", "app"]
     endpoint: str
     handler: str | None = None
     database: str | None = None
@@ -74,6 +74,43 @@ class IncidentExperiment(Document):
     skipped_variants: Omit[dict[str, str]] = None
 
 
+class ArrivalSpread(Document):
+    """How close together the bursts of an experiment arrived (concurrent-duplicates), over each
+    trial's proving try: the sender's release spread (first to last final byte written) and,
+    where the handler reported when each request entered it, the handler's."""
+
+    SCHEMA = "common#/$defs/arrival_spread"
+
+    burst_sync: str
+    bursts: Count
+    release_ms: Omit[Spread] = None
+    handler_ms: Omit[Spread] = None
+
+    @classmethod
+    def of(cls, trials: Iterable[Trial]) -> ArrivalSpread | None:
+        """The spread of `trials`' bursts; None when none of them sent one."""
+        facts = [
+            found.facts
+            for t in trials
+            if t.fault is not None
+            and (found := t.fault.proving_try) is not None
+            and found.facts is not None
+            and "burst_sync" in found.facts
+        ]
+        if not facts:
+            return None
+
+        def spread(key: str) -> Spread | None:
+            return Spread.of([float(f[key]) for f in facts if f.get(key) is not None])
+
+        return cls(
+            burst_sync=", ".join(sorted({str(f["burst_sync"]) for f in facts})),
+            bursts=len(facts),
+            release_ms=spread("release_spread_ms"),
+            handler_ms=spread("handler_spread_ms"),
+        )
+
+
 class Summary(Document):
     """An incident's counts: trials by verdict, faults landed, the trials' errors, the latency."""
 
@@ -86,6 +123,7 @@ class Summary(Document):
     fault_landed: Omit[Count] = None
     reason: str | None = None
     latency_ms: Omit[LatencyFigures] = None
+    arrival_spread: Omit[ArrivalSpread] = None
 
     @classmethod
     def of(cls, trials: Sequence[Trial]) -> Summary:
@@ -98,6 +136,7 @@ class Summary(Document):
             fault_landed=sum(t.fault is not None and t.fault.landed for t in trials),
             reason=trial_errors(trials),
             latency_ms=summary_figures(ms for t in trials for ms in t.answered_ms),
+            arrival_spread=ArrivalSpread.of(trials),
         )
 
 

@@ -83,3 +83,19 @@ def summary_figures(values: Iterable[float]) -> LatencyFigures:
     """An incident's ``summary.latency_ms`` from its answered deliveries' latencies."""
     latency = Latency.of(list(values))
     return latency.figures() if latency is not None else LatencyFigures()
+
+
+class Spread(Document):
+    """How far apart a group of times fell (milliseconds): the p50 and the widest."""
+
+    SCHEMA = "common#/$defs/spread"
+
+    p50: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        """The spread figures of `values`; None when there are none."""
+        if not values:
+            return None
+        return cls(p50=round(percentile(values, 50), DIGITS), max=round(max(values), DIGITS))

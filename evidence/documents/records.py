@@ -27,7 +27,7 @@ DeliveryKind = Literal[
     "replay-foreign-secret",
     "probe",
 ]
-ObservationSource = Literal["sql", "http", "fixture"]
+ObservationSource = Literal["sql", "http", "fixture", "callable"]
 # Deliveries that bring the event itself (not a conflicting body, not a forged replay).
 DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
 
@@ -156,6 +156,11 @@ class FaultProof(Document):
     @classmethod
     def of(cls, name: str, tries: list[FaultTry]) -> FaultProof:
         return cls(name=name, landed=any(t.landed for t in tries), tries=tries)
+
+    @property
+    def proving_try(self) -> FaultTry | None:
+        """The try the proof rests on: the one that landed, else the last."""
+        return next((t for t in self.tries if t.landed), self.tries[-1] if self.tries else None)
 
 
 class LateRead(Document):

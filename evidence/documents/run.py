@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field
 
 from .base import Document, Omit
-from .incident import IncidentHead, with_variants
+from .incident import ArrivalSpread, IncidentHead, with_variants
 from .records import Timestamp, Violation
 from .verdicts import ExperimentVerdict, Verdict, combine
 
@@ -37,6 +37,7 @@ class RunExperiment(Document):
     fault_landed: Omit[Count] = None
     reason: str | None = None
     skipped_variants: Omit[dict[str, str]] = None
+    arrival_spread: Omit[ArrivalSpread] = None
     error: str | None = None
 
     @classmethod
@@ -55,6 +56,7 @@ class RunExperiment(Document):
             error=(error or errors) if verdict != "pass" else None,
             reason=error or with_variants(errors, variants),
             skipped_variants=variants or None,
+            arrival_spread=incident.summary.arrival_spread,
         )
 
     @classmethod

@@ -73,7 +73,7 @@ async def _by_hand(db_url: str | None) -> None:
 
 
 def _lost_ack_effects(result: RunResult) -> int | None:
-    experiment = result.run.experiment("lost-ack")
+    experiment = result.document.experiment("lost-ack")
     if experiment is not None and experiment.violations:
         observed = experiment.violations[0].observed
         return observed if isinstance(observed, int) else None
@@ -86,7 +86,7 @@ def _side_by_side(unsafe: RunResult, live: RunResult) -> Table:
         table.add_column(column)
 
     def cell(result: RunResult, name: str) -> str:
-        entry = result.run.experiment(name)
+        entry = result.document.experiment(name)
         if entry is None:
             return "—"
         text = f"[{STYLE.get(entry.verdict, '')}]{entry.verdict}[/]"
@@ -95,7 +95,7 @@ def _side_by_side(unsafe: RunResult, live: RunResult) -> Table:
             text += f" ({v.invariant}: {v.observed}, expected {v.expected})"
         return text
 
-    for entry in live.run.experiments:
+    for entry in live.document.experiments:
         table.add_row(entry.name, cell(unsafe, entry.name), cell(live, entry.name))
     return table
 
@@ -123,7 +123,7 @@ def _deeper_faults(out: Path) -> list[RunResult]:
         finally:
             server.stop()
     for result in results:
-        entry = result.run.experiments[0]
+        entry = result.document.experiments[0]
         style = STYLE.get(entry.verdict, "")
         console.print(f"  {entry.name:<20} [{style}]{entry.verdict}[/]  ({result.bundle})")
     return results

@@ -20,6 +20,7 @@ from acklab.evidence.documents.incident import Incident, IncidentExperiment
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.documents.trial import TRIAL_SCHEMA, Trial
 from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.plan import BURST_SYNCS, RunSettings
 from acklab.harness.engine.runner import new_run_id
 from acklab.harness.errors import SpecError
 from acklab.harness.explore.explorer import (
@@ -185,6 +186,13 @@ def _common(command: Any) -> Any:
             click.option(
                 "--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."
             ),
+            click.option(
+                "--burst-sync",
+                type=click.Choice(BURST_SYNCS),
+                default=None,
+                help="How a burst step is released (as `acklab run --burst-sync`).  [default: last-byte; "
+                "replay: the incident's]",
+            ),
         ]
     ):
         command = option(command)
@@ -213,6 +221,7 @@ def explore(
     out: Path,
     as_json: bool,
     allow_remote: bool,
+    burst_sync: str | None,
 ) -> int:
     """Search delivery schedules for one that breaks an invariant; shrink it; write it replayable."""
     resolved = resolve_target(target, db_url=db, allow_remote=allow_remote)
@@ -220,9 +229,10 @@ def explore(
     seed = new_seed() if seed is None else seed
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"
+    settings = RunSettings(burst_sync=burst_sync or RunSettings.burst_sync)
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
-            with LabSession(resolved, seed) as session:
+            with LabSession(resolved, seed, settings=settings) as session:
                 found = explore_target(session, budget)
         finally:
             _aclose(resolved)
@@ -235,7 +245,12 @@ def explore(
         seed=seed,
         started_at=started_at,
         failure=failure,
-        parameters={"budget": budget, "examples_run": found.examples, "flaky": found.flaky},
+        parameters={
+            "budget": budget,
+            "examples_run": found.examples,
+            "flaky": found.flaky,
+            "burst_sync": settings.burst_sync,
+        },
         duration_ms=(time.monotonic() - started) * 1000,
     )
     extra = {
@@ -263,7 +278,14 @@ def explore(
 @click.option("--target", default=None, help="Replay against another target (default: the incident's).")
 @_common
 def replay(
-    *, incident_file: Path, target: str | None, db: str | None, out: Path, as_json: bool, allow_remote: bool
+    *,
+    incident_file: Path,
+    target: str | None,
+    db: str | None,
+    out: Path,
+    as_json: bool,
+    allow_remote: bool,
+    burst_sync: str | None,
 ) -> int:
     """Re-run exactly the schedule an `acklab explore` incident recorded (fresh event ids)."""
     doc = load_incident(incident_file)
@@ -275,11 +297,13 @@ def replay(
     _ = resolved.revision  # the handler's commit, read before anything is written
     seed = doc.seed
     started_at, started = utcnow(), time.monotonic()
+    recorded = doc.experiment.parameters.get("burst_sync")
+    settings = RunSettings(burst_sync=burst_sync or recorded or RunSettings.burst_sync)
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
     run_id = new_run_id(None) + "-replay"
     with leasing(out, run_id, secrets=sorted(resolved.credentials())):
         try:
-            with LabSession(resolved, seed, salt=salt) as session:
+            with LabSession(resolved, seed, salt=salt, settings=settings) as session:
                 failure = replay_schedule(session, schedule)
         finally:
             _aclose(resolved)
@@ -291,7 +315,7 @@ def replay(
         seed=seed,
         started_at=started_at,
         failure=failure,
-        parameters={"replay_of": doc.incident_id},
+        parameters={"replay_of": doc.incident_id, "burst_sync": settings.burst_sync},
         duration_ms=(time.monotonic() - started) * 1000,
     )
     extra = {"run_id": run_id, "replay_of": doc.incident_id}

@@ -60,6 +60,8 @@ class ProgressDisplay:
     def run_finished(self, event: RunFinished) -> None:
         if event.run is not None:
             self.console.print(summary_table(event.run))
+            for line in spread_lines(event.run):
+                self.console.print(line)
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
         )
@@ -132,3 +134,31 @@ def summary_table(run: RunDocument) -> Table:
             redactor.text(first),
         )
     return table
+
+
+def spread_lines(run: RunDocument) -> list[str]:
+    """One line per experiment that sent bursts: how close together they arrived."""
+    redactor = known()
+    lines = []
+    for experiment in run.experiments:
+        spread = experiment.arrival_spread
+        if spread is None:
+            continue
+        parts = [
+            f"{label} p50 {figures.p50:.3f} ms (max {figures.max:.3f})"
+            for label, figures in (
+                ("sender release", spread.release_ms),
+                ("handler arrival", spread.handler_ms),
+            )
+            if figures is not None
+        ]
+        lines.append(
+            redactor.text(f"{experiment.name}: {spread.bursts} bursts released {spread.burst_sync}; ")
+            + ("; ".join(parts) or "no spread measured")
+            + (
+                ""
+                if spread.handler_ms is not None
+                else " (the handler does not report when requests entered it)"
+            )
+        )
+    return lines

@@ -24,7 +24,7 @@ from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
 from acklab.harness.cli.progress import ProgressDisplay
 from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
-from acklab.harness.core.plan import BOUNDS, MAX_TRIALS, RunSettings
+from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSettings
 from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.engine.runner import RunOptions, RunResult, prepare
 from acklab.harness.engine.runner import run as run_lab
@@ -110,6 +110,17 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="concurrent-duplicates: deliveries released together.",
         ),
         click.option(
+            "--burst-sync",
+            type=click.Choice(BURST_SYNCS),
+            default=RunSettings.burst_sync,
+            show_default=True,
+            help="How a burst is released: last-byte (every request pre-sent on its own connection but "
+            "its last byte, the last bytes released in one loop), single-packet (HTTP/2 targets only: "
+            "every request a stream of one connection, their final frames in one TCP packet; refused, "
+            "exit 3, when the target does not speak HTTP/2) or none (each delivery connects after the "
+            "release, for comparison).",
+        ),
+        click.option(
             "--time-compression",
             type=click.FloatRange(*BOUNDS["time_compression"]),
             default=DEFAULT_TIME_COMPRESSION,
@@ -150,6 +161,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
     settings = RunSettings(
         time_compression=kwargs["time_compression"],
         burst=kwargs["burst"],
+        burst_sync=kwargs["burst_sync"],
         handler_timeout_s=kwargs["handler_timeout"],
         settle_ms=kwargs["settle_ms"],
     )
@@ -158,6 +170,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         setting: kwargs[name]
         for name, setting in (
             ("burst", "burst"),
+            ("burst_sync", "burst_sync"),
             ("time_compression", "time_compression"),
             ("handler_timeout", "handler_timeout_s"),
             ("settle_ms", "settle_ms"),
@@ -229,7 +242,7 @@ def run(**kwargs: Any) -> int:
         else:
             result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
-        _print_json(result.as_json())
+        _print_json(result.result_json())
     return int(result.exit_code)
 
 

@@ -1,7 +1,7 @@
 """Experiment spec files (`kind: experiment`) given to `--experiment` in place of a name.
 
 A spec names one stable experiment (`uses`) and may set the trials and the parameters the
-run applies (`burst`, `max_attempts`, `time_compression`, `overlap_ratio`,
+run applies (`burst`, `burst_sync`, `max_attempts`, `time_compression`, `overlap_ratio`,
 `processing_delay_ms`, `settle_ms`). Parameters are run-wide knobs (harness.core.plan.RunSettings), so two specs
 in one run may not set the same parameter to different values: that is refused (exit 3)
 rather than silently letting one win. The incident records the stable experiment name;

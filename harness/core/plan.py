@@ -29,6 +29,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "handler_timeout_s": (1.0, 600.0),
 }
 MAX_TRIALS = 10_000
+# How a burst's deliveries are released (harness.core.bursts): each after its own connect (none),
+# the last byte of every pre-sent request in one loop (last-byte), or every request as a
+# stream of one HTTP/2 connection, their last frames in one packet (single-packet).
+BURST_SYNCS = ("none", "last-byte", "single-packet")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class RunSettings:
     # How long the lab waits for a handler's answer to one delivery (never less than three
     # times the sender's timeout): a hanging target costs this much per delivery, no more.
     handler_timeout_s: float = 30.0
+    burst_sync: str = "last-byte"  # concurrent-duplicates and the explorer's bursts: BURST_SYNCS
 
     def __post_init__(self) -> None:
         for name, (low, high) in BOUNDS.items():
@@ -53,6 +58,11 @@ class RunSettings:
                     f"{name}: got {value!r}; expected a number from {low:g} to {high:g} "
                     f"(--{name.replace('_', '-')} or an experiment spec's parameters.{name})"
                 )
+        if self.burst_sync not in BURST_SYNCS:
+            raise SpecError(
+                f"burst_sync: got {self.burst_sync!r}; expected one of {', '.join(BURST_SYNCS)} "
+                "(--burst-sync or an experiment spec's parameters.burst_sync)"
+            )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +73,7 @@ class RunSettings:
             "overlap_ratio": self.overlap_ratio,
             "processing_delay_ms": self.processing_delay_ms,
             "settle_ms": self.settle_ms,
+            "burst_sync": self.burst_sync,
         }
 
 

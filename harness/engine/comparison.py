@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
 from acklab.evidence.documents.comparison import ComparisonDocument
@@ -55,13 +56,17 @@ class ComparisonResult:
         others_erred = any(r.exit_code == ExitCode.LAB_ERROR for r in self.runs[1:])
         return ExitCode.LAB_ERROR if primary == ExitCode.OK and others_erred else primary
 
-    def as_json(self) -> RunResultJson:
+    def result_json(self) -> RunResultJson:
         """``--target``'s ``--json`` object, plus the comparison and the compared runs."""
         return (
             self.runs[0]
-            .as_json()
-            .with_comparison(str(self.bundle.resolve()), [r.as_json() for r in self.runs[1:]])
+            .result_json()
+            .with_comparison(str(self.bundle.resolve()), [r.result_json() for r in self.runs[1:]])
         )
+
+    def as_json(self) -> dict[str, Any]:
+        """Exactly what ``acklab run --compare-with ... --json`` prints."""
+        return self.result_json().dump()
 
 
 def _usage(message: str) -> HarnessError:
@@ -134,12 +139,12 @@ def bundle_comparison(
             raise HarnessError(
                 f"cannot move {result.bundle} into the comparison {writer.root}: {exc}"
             ) from exc
-        moved.append(RunResult(result.run, destination))
+        moved.append(replace(result, bundle=destination))
     doc = ComparisonDocument.build(
         comparison_id=comparison_id,
         seed=seed,
         targets=targets,
-        runs=[(r.run, r.bundle.name) for r in moved],
+        runs=[(r.document, r.bundle.name) for r in moved],
         started_at=started_at,
         ended_at=utcnow(),
     )

@@ -4,7 +4,7 @@ Python API (what `acklab run` and the repair flow use)::
 
     from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
-    result.exit_code, result.run.verdict, result.as_json().dump()
+    result.exit_code, result.verdict, result.as_json()
 
 Checkpoints. ``run.json`` is written first (status ``interrupted``) so that even a killed
 run leaves a resumable bundle; every finished trial is written atomically as
@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
-from acklab.evidence.documents.result import RunResultJson
-from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError
-from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.plan import (
     RunPlan,
     RunSettings,
@@ -47,6 +45,7 @@ from acklab.harness.core.plan import (
 from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
 from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.engine.late_read import reread
+from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.run_bundle import RunState, load_resume
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
 from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
@@ -78,30 +77,10 @@ class RunOptions:
     # What no written byte may contain, besides what the run derives itself (the signing
     # secret, the --db password in every spelling); kept out of repr so it is never logged.
     secrets: tuple[str, ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """The outcome of a run: its run document (``run.json``), its bundle, the exit code of the contract."""
-
-    run: RunDocument
-    bundle: Path
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def verdict(self) -> str:
-        return self.run.verdict
-
-    @property
-    def exit_code(self) -> ExitCode:
-        return {"pass": ExitCode.OK, "fail": ExitCode.VERDICT_FAILED}.get(self.verdict, ExitCode.LAB_ERROR)
-
-    def as_json(self) -> RunResultJson:
-        """The ``acklab run --json`` object (paths absolute)."""
-        return RunResultJson.of(self.run, str(self.bundle.resolve()))
+    # A named experiment that does not apply to the target is listed as skipped with its reason
+    # instead of refused (exit 3): the Python API and the pytest plugin, where a test names
+    # experiments and its report must say why one did not run.
+    skip_inapplicable: bool = False
 
 
 def build_plan(
@@ -146,17 +125,29 @@ def build_plan(
     )
 
 
-def choose_experiments(target: Target, names: Sequence[str]) -> tuple[list[Experiment], dict[str, str]]:
-    """The experiments to run, and those of the default set that do not apply (name -> why).
+def choose_experiments(
+    target: Target,
+    names: Sequence[str],
+    settings: RunSettings | None = None,
+    *,
+    strict: bool = True,
+) -> tuple[list[Experiment], dict[str, str]]:
+    """The experiments to run, and those that do not apply to `target` (name -> why).
 
-    One named explicitly that does not apply is refused (exit 3): the user asked for it.
+    One named explicitly that does not apply is refused (exit 3) when `strict`: the user
+    asked for it. An experiment whose needs the target cannot serve (`Target.unservable`)
+    does not apply either.
     """
+    settings = settings or RunSettings()
     chosen = by_name(names)
-    for experiment in chosen:
-        why = experiment.applicable(target)
-        if why and names:
-            raise SpecError(f"--experiment {experiment.name}: {why}")
-    skipped = {e.name: why for e in chosen if (why := e.applicable(target)) is not None}
+
+    def why_not(experiment: Experiment) -> str | None:
+        return experiment.applicable(target) or target.unservable(experiment.needs(target, settings))
+
+    skipped = {e.name: why for e in chosen if (why := why_not(e)) is not None}
+    if strict and names and skipped:
+        name, why = next(iter(skipped.items()))
+        raise SpecError(f"--experiment {name}: {why}")
     return [e for e in chosen if e.name not in skipped], skipped
 
 
@@ -166,11 +157,15 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}{suffix}"
 
 
-def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, Trial]]:
-    """Resolve target, experiments and plan; nothing is sent (exit 3/5 errors surface here)."""
-    target = resolve_target(
-        options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
-    )
+def prepare(
+    options: RunOptions, target: Target | None = None
+) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, Trial]]:
+    """Resolve target (unless given, e.g. an app served in-process), experiments and plan;
+    nothing is sent (exit 3/5 errors surface here)."""
+    if target is None:
+        target = resolve_target(
+            options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
+        )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision
     finished: dict[str, Trial] = {}
@@ -186,7 +181,9 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
             trials=previous.trials_per_experiment or options.trials,
             shard=previous.shard,
         )
-    experiments, skipped = choose_experiments(target, options.experiments)
+    experiments, skipped = choose_experiments(
+        target, options.experiments, options.settings, strict=not options.skip_inapplicable
+    )
     skipped = {**carried, **skipped}
     seed = options.seed if options.seed is not None else secrets.randbits(32)
     shard = parse_shard(options.shard)
@@ -217,9 +214,16 @@ def prepare(options: RunOptions) -> tuple[Target, list[Experiment], RunPlan, str
     return target, experiments, plan, run_id, finished
 
 
-def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
-    """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM."""
-    target, experiments, plan, run_id, finished = prepare(options)
+def run(
+    options: RunOptions, consumers: Sequence[Consumer] = (), *, target: Target | None = None
+) -> RunResult:
+    """Run (or resume) a run to the end; raise RunInterrupted (exit 6) on Ctrl-C/SIGTERM.
+
+    `target`: a target built by the caller (an app served in-process, `harness.engine.api`)
+    instead of the one `options.target` names.
+    """
+    resumable = target is None
+    target, experiments, plan, run_id, finished = prepare(options, target)
     refused = _secrets(target, options)
     # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
     with leasing(options.out if options.journal else None, run_id, secrets=refused):
@@ -234,6 +238,7 @@ def run(options: RunOptions, consumers: Sequence[Consumer] = ()) -> RunResult:
                     finished=finished,
                     consumers=consumers,
                     refused=refused,
+                    resumable=resumable,
                 )
             )
         finally:
@@ -257,8 +262,12 @@ async def _main(
     finished: dict[str, Trial],
     consumers: Sequence[Consumer],
     refused: list[str],
+    resumable: bool = True,
 ) -> RunResult:
     await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+    if any(e.bursts for e in experiments):
+        # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
+        await check_burst_sync(target, plan.settings.burst_sync)
     bus = EventBus(consumers)
     if options.journal:
         try:
@@ -329,9 +338,15 @@ async def _main(
             if interrupted.deadline
             else "interrupted"
         )
+        how = (
+            f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
+            if resumable
+            else "run it again"
+        )
         raise RunInterrupted(
             f"{why}: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
-            f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
+            + how,
+            deadline=interrupted.deadline,
         ) from None
     finally:
         _remove_interrupts()
@@ -350,7 +365,7 @@ async def _main(
         )
     )
     bus.close()
-    return RunResult(run_doc, writer.root)
+    return RunResult.of(run_doc, writer.root)
 
 
 class _Flag:

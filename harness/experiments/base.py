@@ -31,6 +31,7 @@ class Experiment(ABC):
     tries: ClassVar[int] = FAULT_TRIES  # fresh tries when the fault did not land
     calibration_events: ClassVar[int] = 0  # extra events the lab uses to measure (not judged)
     default: ClassVar[bool] = True  # run when no --experiment is named
+    bursts: ClassVar[bool] = False  # sends bursts (harness.core.bursts): settings.burst_sync applies
 
     def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
         """How the lab serves `target` for this experiment (deeper faults serve it their own way)."""

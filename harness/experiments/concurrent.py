@@ -1,19 +1,24 @@
 """``concurrent-duplicates``: N identical deliveries of one event, released together.
 
 Every request is built and signed first (byte-identical: same body, same headers), then
-N tasks wait on one asyncio event and are released in the same loop iteration over a
-real socket, so the handler sees them as concurrently as a busy sender's workers would.
+released as one burst (`harness.core.bursts`) over a real socket: by default each is written on
+its own pre-opened connection but its last byte, and the last bytes go in one tight loop
+(``burst_sync: last-byte``); over HTTP/2 all of them can leave in one TCP packet
+(``single-packet``); ``none`` is the naive release (each connects after it).
 
 The fault landed when at least two duplicates were at the handler at once: the second
-request was written before the first answer came back. The burst's arrival spread (first
-to last request written) is recorded with it.
+request was written before the first answer came back. The burst's arrival spread is
+recorded with it: the sender's (first to last final byte written) always, the handler's
+(first to last request entering it) where the handler reports it. A target that closed a
+connection while its request was half-sent answered nothing: the burst is not the one
+designed, and the try does not land.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import ClassVar
 
+from acklab.harness.core.bursts import Burst, send_burst
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
@@ -21,37 +26,39 @@ from acklab.harness.experiments.base import Experiment
 from acklab.harness.targets import Needs, Target
 from acklab.harness.wire.faults import NoFault
 from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 
 
-def burst_proof(burst: list[DeliveryRecord]) -> Proof:
-    """Whether two or more of `burst` overlapped at the handler; the spread of their arrival."""
-    written = sorted(m for d in burst if (m := d.written_mono) is not None)
-    answers = sorted(m for d in burst if d.status is not None and (m := d.answered_mono) is not None)
+def burst_proof(burst: Burst) -> Proof:
+    """Whether two or more of the burst overlapped at the handler; the spread of their arrival."""
+    records = burst.records
+    written = sorted(m for d in records if (m := d.written_mono) is not None)
+    answers = sorted(m for d in records if d.status is not None and (m := d.answered_mono) is not None)
+    facts = {"burst": len(records), **burst.facts()}
+    if burst.closed_half_sent:
+        return missed(
+            f"the target closed {burst.closed_half_sent} of {len(records)} connections while their requests "
+            "were half-sent (the last byte held back for the release) and answered nothing there: those "
+            "deliveries are errors, and the burst is not the one designed",
+            **facts,
+        )
     if len(written) < 2 or not answers:
         return missed(
-            f"only {len(written)} of {len(burst)} duplicates were written and {len(answers)} answered; "
-            "a burst needs two at the handler"
+            f"only {len(written)} of {len(records)} duplicates were written and {len(answers)} answered; "
+            "a burst needs two at the handler",
+            **facts,
         )
-    spread_ms = (written[-1] - written[0]) * 1000
     first_answer = answers[0]
     together = sum(m < first_answer for m in written)
-    facts = {
-        "burst": len(burst),
-        "spread_ms": round(spread_ms, 3),
-        "at_handler_together": together,
-        "answered": len(answers),
-    }
+    facts.update(at_handler_together=together, answered=len(answers))
     if together < 2:
         return missed(
             f"the handler answered the first duplicate before the second was written "
-            f"(spread {spread_ms:.1f} ms): nothing was concurrent",
+            f"({burst.describe()}): nothing was concurrent",
             **facts,
         )
     return landed(
-        f"{together} of {len(burst)} duplicates were at the handler before its first answer; "
-        f"all written within {spread_ms:.1f} ms",
+        f"{together} of {len(records)} duplicates were at the handler before its first answer; {burst.describe()}",
         **facts,
     )
 
@@ -68,6 +75,7 @@ class ConcurrentDuplicatesExperiment(Experiment):
         "eventually-acknowledged",
     )
     fault_name = "concurrent-duplicates"
+    bursts = True
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
@@ -91,17 +99,8 @@ class ConcurrentDuplicatesExperiment(Experiment):
             twin.headers = record.headers
             request.headers.update(first.headers)
             prepared.append((request, twin))
-        release = asyncio.Event()
-
-        async def one(request_record: tuple[object, object]) -> None:
-            await release.wait()
-            request, rec = request_record
-            await trial.transmit(request, rec)  # type: ignore[arg-type]
-
-        tasks = [asyncio.create_task(one(pair)) for pair in prepared]
-        await asyncio.sleep(0)  # every task is now parked on the event
-        release.set()
-        await asyncio.gather(*tasks)
+        burst = await send_burst(trial, prepared, trial.lab.settings.burst_sync)
         trial.parameters["burst"] = len(prepared)
+        trial.parameters["burst_sync"] = burst.sync
         await trial.settle([event])
-        return burst_proof([rec for _, rec in prepared])
+        return burst_proof(burst)

@@ -62,6 +62,11 @@ CRASH_WAIT_S = 10.0
 LANDED = "killed-after-commit-before-response"
 MISSED = "response-arrived-first"
 NO_COMMIT = "no-commit-seen"
+IN_THIS_PROCESS = (
+    "crash experiments kill the handler's process, and this app runs inside the test's own process "
+    "(the lab cannot kill it without killing the tests); attack it as a service with `acklab run "
+    "--target SPEC` where the spec's command: starts it"
+)
 NEEDS_COMMAND = (
     "crash experiments need a target the lab runs as a process: the built-in fixture, or a target spec "
     "with command: (argv that starts the service on the endpoint's port) so the lab can start, kill "
@@ -149,7 +154,7 @@ class _CrashExperiment(Experiment):
             return None
         if isinstance(target, SpecTarget) and target.command is not None:
             return None
-        return NEEDS_COMMAND
+        return IN_THIS_PROCESS if target.kind == "app" else NEEDS_COMMAND
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)

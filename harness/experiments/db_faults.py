@@ -83,6 +83,11 @@ def via_proxy(url: str, port: int) -> str:
 
 def db_link_unsupported(target: Target) -> str | None:
     """Why ``target`` cannot have its database link broken by the lab, or None."""
+    if target.kind == "app":
+        return (
+            "faults on the database link need the built-in fixture (the lab puts a proxy in front of its "
+            "database); an app served in this process keeps its own database connection"
+        )
     if target.kind != "fixture":
         return "faults on the database link need the built-in fixture (the lab puts a proxy in front of its database)"
     if target.database != "postgresql" or not getattr(target, "db_url", None):

@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, r
 
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.records import Violation
+from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
 from acklab.harness.errors import HarnessError
@@ -78,6 +79,7 @@ class LabSession:
         self._thread.start()
         try:
             self.call(self.target.preflight())
+            self.call(check_burst_sync(self.target, self.settings.burst_sync))
             self._lab = self.call(
                 self._stack.enter_async_context(Lab.open(self.target, Needs(socket=True), self.settings))
             )

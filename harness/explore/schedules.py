@@ -12,12 +12,12 @@ The explorer (`harness.explore.explorer`) generates schedules; `acklab replay` r
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from acklab.evidence.documents.records import Violation
 from acklab.evidence.documents.verdicts import Invariant
+from acklab.harness.core.bursts import send_burst
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.targets import Expect
@@ -110,7 +110,8 @@ class ScheduleRunner:
                 trial.prepare(body, kind="duplicate", attempt=model.attempts, fault=NoFault())
                 for _ in range(step.n)
             ]
-            await asyncio.gather(*(trial.transmit(request, record) for request, record in prepared))
+            # The same sender as concurrent-duplicates (harness.core.bursts), released as settings say.
+            await send_burst(trial, prepared, trial.lab.settings.burst_sync)
             return [record for _, record in prepared]
         kind = "conflict" if step.op == "conflict" else ("original" if model.attempts == 1 else "retry")
         fault = LostAck() if step.op == "lost-ack" else NoFault()

@@ -97,7 +97,7 @@ class Target(ABC):
     """A webhook consumer under test plus the way to count its side effects."""
 
     name: str
-    kind: Literal["fixture", "spec"]
+    kind: Literal["fixture", "spec", "app"]
     handler: str | None
     endpoint: str
     database: str | None
@@ -116,6 +116,9 @@ class Target(ABC):
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The provider's event-type header (delivery.event_type); None: from the body.
     event_type: str | None = None
+    # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
+    # refused with it); None: the endpoint is asked when a run needs HTTP/2.
+    http2_refusal: ClassVar[str | None] = None
 
     def event_type_of(self, document: Mapping[str, Any]) -> str:
         """The provider's event-type header value for one event's body."""
@@ -167,6 +170,10 @@ class Target(ABC):
     def attachments(self) -> dict[str, bytes]:
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
         return {}
+
+    def unservable(self, needs: Needs) -> str | None:
+        """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
+        return None
 
     async def preflight(self) -> None:  # noqa: B027 - optional hook
         """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""

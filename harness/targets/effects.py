@@ -58,7 +58,8 @@ class EffectsProbe(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _as_count(value: Any, where: str) -> int:
+def as_count(value: Any, where: str) -> int:
+    """`value` as a count of effects; ProbeError naming `where` when it is not one."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
         raise ProbeError(f"{where} gave {value!r}; expected a non-negative integer count")
     return int(value)
@@ -180,7 +181,7 @@ class SqlProbe:
             raise ProbeError(
                 f"effects query on {self._label} failed: {reason}; check effects.sql.url and effects.sql.count"
             ) from exc
-        return _as_count(value, "effects.sql.count")
+        return as_count(value, "effects.sql.count")
 
     async def count(self, event_id: str) -> int:
         return await asyncio.to_thread(self._count, event_id)
@@ -251,7 +252,7 @@ class HttpProbe:
                     "check effects.http.json_path"
                 )
             value = value[part]
-        return _as_count(value, f"effects probe {self._where(event_id)} at {self._path!r}")
+        return as_count(value, f"effects probe {self._where(event_id)} at {self._path!r}")
 
     async def aclose(self) -> None:
         await self._client.aclose()

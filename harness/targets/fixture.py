@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import acklab.app as fixture_package
 from acklab.app.errors import FixtureError
@@ -59,6 +59,7 @@ class FixtureTarget(Target):
     """The webhook fixture with the `handler` under test (``live`` or ``unsafe``)."""
 
     db_url: str | None = None
+    http2_refusal: ClassVar[str | None] = "the fixture is served by uvicorn, which speaks HTTP/1.1 only"
     _tmpdir: Path | None = field(default=None, repr=False)
     _lease: Lease | None = field(default=None, repr=False)
 

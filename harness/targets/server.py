@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -20,8 +20,17 @@ from acklab.harness.errors import HarnessError
 class ThreadedServer:
     """``with ThreadedServer(app) as server: server.url`` — started on enter, stopped on exit."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 15.0,
+        lifespan: Literal["auto", "on", "off"] = "on",
+    ) -> None:
         self._app, self._host, self._startup_timeout_s = app, host, startup_timeout_s
+        # "on" for the lab's own apps; "auto" for a user's app, which may not speak lifespan.
+        self._lifespan = lifespan
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -40,7 +49,12 @@ class ThreadedServer:
         self.port = sock.getsockname()[1]
         # ws="none": no websocket protocol is needed, and importing one only adds warnings.
         config = uvicorn.Config(
-            self._app, log_level="warning", access_log=False, lifespan="on", ws="none", server_header=False
+            self._app,
+            log_level="warning",
+            access_log=False,
+            lifespan=self._lifespan,
+            ws="none",
+            server_header=False,
         )
         self._server = uvicorn.Server(config)
         # A short grace period: an in-flight request of a killed trial must not hold up the exit.

@@ -83,10 +83,17 @@ class SqlState:
 class HttpState:
     """``effects.http.state_path``: the value at a dotted path of the effects probe's answer."""
 
-    def __init__(self, url_template: str, path: str, *, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url_template: str,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self._template, self._path = url_template, path
         self._client = httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(retries=0),
+            transport=transport or httpx.AsyncHTTPTransport(retries=0),
             timeout=10.0,
             trust_env=False,
             headers=dict(headers or {}),

@@ -9,15 +9,21 @@ the lab's long horizon as timeout, and records what the handler answered. What t
 *sender* sees is decided by the delivery's fault (`harness.wire.faults`): the handler's answer,
 a timeout, a reset or a synthetic 504. The handler is never cut off by the sender giving
 up, so the lab can wait for it (quiescence) before it reads the effects back.
+
+A delivery of a synchronised burst (`harness.core.bursts`) carries a `Wire` in its ticket: its
+bytes were already written by the burst sender, all but the last, and its answer comes
+from that wire instead of the inner transport. Everything else — the fault, the record,
+the bounded read of the answer — is the same for every delivery.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -30,6 +36,17 @@ if TYPE_CHECKING:
 
 TICKET = "acklab.ticket"
 DEFAULT_HORIZON_S = 30.0
+# The built-in fixture and the bench's racy handler say when a request entered the handler:
+# CLOCK_MONOTONIC in nanoseconds, shared by every process of this machine. The lab only
+# measures a burst's arrival spread with it; no verdict reads it (the handler says it).
+ENTERED_HEADER = "x-acklab-entered-ns"
+_NANOSECONDS = re.compile(r"[0-9]{1,20}")
+
+
+def entered_ns(headers: httpx.Headers) -> int | None:
+    """When the handler says the request entered it (monotonic ns), or None (absent or malformed)."""
+    value = headers.get(ENTERED_HEADER)
+    return int(value) if value is not None and _NANOSECONDS.fullmatch(value) else None
 
 
 def asgi_transport(app: Any) -> httpx.AsyncBaseTransport:
@@ -60,6 +77,18 @@ class HandlerAnswer:
         return self.response.status_code
 
 
+class Wire(Protocol):
+    """One delivery of a synchronised burst: a connection (or an HTTP/2 stream) that already
+    holds the request but its last byte (`harness.wire.burst_h1`, `harness.wire.burst_h2`)."""
+
+    sent: asyncio.Event  # set once the last byte was written
+    released_mono: float | None  # when it was
+
+    async def response(self, request: httpx.Request, timeout_s: float) -> httpx.Response:
+        """The answer to the request (its body streamed, read bounded by the caller)."""
+        ...
+
+
 @dataclass
 class Ticket:
     """Travels with one delivery in ``request.extensions``: its record, fault and sender timeout."""
@@ -69,6 +98,8 @@ class Ticket:
     sender_timeout_s: float
     # lost-ack: read the effects back before the synthetic status goes to the sender (True: seen)
     confirm: Callable[[DeliveryRecord, int], Awaitable[bool]] | None = None
+    # A synchronised burst: the wire that carries this delivery (None: the inner transport does)
+    wire: Wire | None = None
 
 
 class _SignalingStream(httpx.AsyncByteStream):
@@ -164,13 +195,16 @@ class FaultTransport(httpx.AsyncBaseTransport):
             return await self._inner.handle_async_request(request)
         if not isinstance(ticket, Ticket):
             raise TypeError(f"request.extensions[{TICKET!r}] must be a Ticket; got {type(ticket).__name__}")
-        sent = asyncio.Event()
-        request.stream = _SignalingStream(request.stream, sent, ticket.record)
+        if ticket.wire is None:
+            sent = asyncio.Event()
+            request.stream = _SignalingStream(request.stream, sent, ticket.record)
+        else:
+            sent = ticket.wire.sent  # the burst sender writes the bytes, and says when the last went
         # The handler side waits up to the lab's horizon; the sender's own timeout is the fault's business.
         request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self._horizon_s)
         ticket.record.sent_at = utcnow()
         ticket.record.sent_mono = time.monotonic()
-        task = asyncio.create_task(self._forward(request, ticket.record))
+        task = asyncio.create_task(self._forward(request, ticket.record, ticket.wire))
         self._inflight.add(task)
         task.add_done_callback(self._settled)
         return await ticket.fault.sender_view(Exchange(request, task, sent, ticket))
@@ -180,10 +214,18 @@ class FaultTransport(httpx.AsyncBaseTransport):
         if not task.cancelled():
             task.exception()  # retrieved here: a fault may never look at it
 
-    async def _forward(self, request: httpx.Request, record: DeliveryRecord) -> HandlerAnswer:
+    async def _forward(
+        self, request: httpx.Request, record: DeliveryRecord, wire: Wire | None = None
+    ) -> HandlerAnswer:
         started = time.monotonic()
         try:
-            response = await self._inner.handle_async_request(request)
+            if wire is None:
+                response = await self._inner.handle_async_request(request)
+            else:
+                response = await wire.response(request, self._horizon_s)
+                # A burst's latency runs from the release of its last byte, not from the arming.
+                started = wire.released_mono if wire.released_mono is not None else started
+            record.handler_entered_ns = entered_ns(response.headers)
             try:
                 # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
                 body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)

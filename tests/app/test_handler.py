@@ -259,3 +259,25 @@ def test_an_unreachable_database_is_answered_503_without_details(client: AppClie
         assert answer.json()["error"] == "database_unavailable"
         assert answer.headers["retry-after"] == "1"
         assert "hunter2" not in answer.text
+
+
+def test_every_answer_says_when_the_delivery_entered_the_handler(client: AppClient) -> None:
+    import time
+
+    from acklab.app.routes import ENTERED_HEADER
+    from acklab.harness.wire.transports import ENTERED_HEADER as LAB_READS
+    from acklab.harness.wire.transports import entered_ns
+    from tests.harness.handlers import ENTERED_HEADER as RACY_HANDLER_SENDS
+
+    assert ENTERED_HEADER.lower() == LAB_READS == RACY_HANDLER_SENDS.lower()  # one name, three places
+    event_id = new_event_id()
+    body = order_event(event_id)
+    before = time.monotonic_ns()
+    first = client.deliver(body, standard_headers(event_id, body))
+    replay = client.deliver(body, standard_headers(event_id, body))
+    after = time.monotonic_ns()
+    entered = [entered_ns(first.headers), entered_ns(replay.headers)]
+    # CLOCK_MONOTONIC, read inside the handler's worker thread: between the lab's own readings.
+    assert all(n is not None and before <= n <= after for n in entered), entered
+    assert entered[0] < entered[1]  # type: ignore[operator]
+    assert replay.headers["idempotent-replayed"] == "true"

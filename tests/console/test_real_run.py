@@ -58,6 +58,14 @@ def test_real_run_views(client_for, real_evidence):
     assert "over limit" in html
     assert "in 1/1 trials" in html  # the fault landed, and the console says in how many trials
     assert "does not validate" not in html
+    burst = next(i for i in unsafe.incidents if i.experiment == "concurrent-duplicates")
+    html = client.get(f"/bundles/{unsafe.key}/incidents/{burst.incident_id}").text
+    # The burst's arrival spread: in the figures, and in the trial's fault proof beside its evidence.
+    assert re.search(r"arrival spread \(last-byte\)</dt><dd>\s*sender p50 [0-9.]+ ms", html), html
+    assert re.search(r"handler p50 [0-9.]+ ms \(max [0-9.]+ ms\)", html)
+    assert "Fault proof" in html
+    assert re.search(r"try \d: <strong>landed</strong> — \d+ of 16 duplicates were at the handler", html)
+    assert "<dt>handler_spread_ms</dt>" in html
     compare = client.get("/compare").text
     links = re.findall(r'href="(/compare\?[^"]+)"', compare)
     assert len(links) == 2

@@ -179,7 +179,7 @@ class Scenario:
 
     def mismatches(self, result: RunResult) -> list[str]:
         """How `result` differs from what this consumer must get (empty: as expected)."""
-        got = {e["name"]: e for e in result.run.dump()["experiments"]}
+        got = {e["name"]: e for e in result.run["experiments"]}
         found = []
         for name, verdict in self.expected.items():
             entry = got.get(name)

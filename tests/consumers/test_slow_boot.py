@@ -22,7 +22,7 @@ def test_a_slow_booting_consumer_with_a_duplicate_bug_fails_with_no_trial_in_err
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
     assert result.exit_code == 1
-    for entry in result.run.dump()["experiments"]:
+    for entry in result.run["experiments"]:
         for trial in trials(result, entry["name"]):
             assert trial["verdict"] == "fail", trial["error"]
             assert trial["error"] is None, trial["error"]
@@ -40,14 +40,14 @@ def test_its_correct_twin_passes_everything(tmp_path, pg_url):
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
     assert result.exit_code == 0
-    assert all(e["fault_landed"] == e["trials"] for e in result.run.dump()["experiments"])
+    assert all(e["fault_landed"] == e["trials"] for e in result.run["experiments"])
 
 
 def test_a_consumer_that_answers_500_after_committing_fails_twice_over(tmp_path):
     scenario = scenarios.slow_boot(tmp_path, "fails-after-commit", f"sqlite:///{tmp_path}/site.db")
     result = scenario.run(tmp_path / "out")
     assert result.exit_code == 1
-    (entry,) = result.run.dump()["experiments"]
+    (entry,) = result.run["experiments"]
     invariants = {v["invariant"] for v in entry["violations"]}
     assert invariants == {"at-most-once-effect", "eventually-acknowledged"}
     unacked = next(v for v in entry["violations"] if v["invariant"] == "eventually-acknowledged")

@@ -36,7 +36,7 @@ def check(scenario: Scenario, out: Path, *, runs: int = 1) -> list[RunResult]:
 
 
 def assert_every_trial_proved_its_fault(result: RunResult) -> None:
-    for entry in result.run.dump()["experiments"]:
+    for entry in result.run["experiments"]:
         if entry["verdict"] == "skipped":
             continue
         for trial in trials(result, entry["name"]):
@@ -44,7 +44,7 @@ def assert_every_trial_proved_its_fault(result: RunResult) -> None:
             assert trial["verdict"] != "error", trial["error"]
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_an_ack_then_process_consumer_with_a_duplicate_bug_fails_lost_ack_and_concurrent_duplicates(
     tmp_path, request, database
 ):
@@ -53,7 +53,7 @@ def test_an_ack_then_process_consumer_with_a_duplicate_bug_fails_lost_ack_and_co
     (result,) = check(scenario, tmp_path / "out")
     assert result.exit_code == 1
     assert_every_trial_proved_its_fault(result)
-    lost_ack = next(e for e in result.run.dump()["experiments"] if e["name"] == "lost-ack")
+    lost_ack = next(e for e in result.run["experiments"] if e["name"] == "lost-ack")
     # The second payment was written after the 2xx; the count the verdict rests on waited for it.
     (violation,) = [v for v in lost_ack["violations"] if v["invariant"] == "at-most-once-effect"]
     assert violation["observed"] == 2
@@ -62,7 +62,7 @@ def test_an_ack_then_process_consumer_with_a_duplicate_bug_fails_lost_ack_and_co
     assert trial["late_read"]["error"] is None
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_the_same_consumer_written_correctly_passes(tmp_path, request, database):
     db = request.getfixturevalue("pg_url") if database == "postgresql" else f"sqlite:///{tmp_path}/shop.db"
     experiments = scenarios.DEFAULT_SET if database == "sqlite" else ()
@@ -70,7 +70,7 @@ def test_the_same_consumer_written_correctly_passes(tmp_path, request, database)
     (result,) = check(scenario, tmp_path / "out")
     assert result.exit_code == 0
     assert_every_trial_proved_its_fault(result)
-    assert {e["fault_landed"] for e in result.run.dump()["experiments"]} == {1}
+    assert {e["fault_landed"] for e in result.run["experiments"]} == {1}
 
 
 def test_without_effects_within_s_an_ack_then_process_consumer_is_told_to_set_it(tmp_path):
@@ -81,7 +81,7 @@ def test_without_effects_within_s_an_ack_then_process_consumer_is_told_to_set_it
     scenario.experiments = ("concurrent-duplicates",)
     with scenario.started():
         result = scenario.run(tmp_path / "out")
-    (entry,) = result.run.dump()["experiments"]
+    (entry,) = result.run["experiments"]
     assert entry["verdict"] == "fail"  # acknowledged with no effect when judged
     (violation,) = entry["violations"]
     assert violation["invariant"] == "acked-exactly-once"
@@ -97,7 +97,7 @@ def test_a_dedupe_by_id_consumer_passes_with_conflict_ignore_and_fails_with_reje
     assert states["before-conflict"] == states["final"] == states["late"]
     assert "1200" in states["final"]
     (rejected,) = check(scenarios.dedupe_by_id(tmp_path, "ignore", "reject"), tmp_path / "out2")
-    (violation,) = rejected.run.dump()["experiments"][0]["violations"]
+    (violation,) = rejected.run["experiments"][0]["violations"]
     assert (violation["invariant"], violation["observed"]) == ("conflict-rejected", 200)
     assert "expect.conflict: ignore" in violation["detail"]
 
@@ -105,7 +105,7 @@ def test_a_dedupe_by_id_consumer_passes_with_conflict_ignore_and_fails_with_reje
 def test_a_consumer_that_overwrites_the_amount_fails_conflict_ignore_through_its_state(tmp_path):
     (result,) = check(scenarios.dedupe_by_id(tmp_path, "overwrite", "ignore"), tmp_path / "out")
     assert result.exit_code == 1
-    violations = result.run.dump()["experiments"][0]["violations"]
+    violations = result.run["experiments"][0]["violations"]
     # One row, as before: only the state shows that the conflicting body was applied.
     assert all(v["invariant"] == "conflict-rejected" for v in violations)
     assert any("9900" in str(v["observed"]) and "1200" in v["expected"] for v in violations)
@@ -144,22 +144,22 @@ def test_a_receiver_faster_than_the_calibration_never_passes_vacuously(tmp_path)
 
 def test_a_token_only_gitlab_hook_skips_the_tampered_replay_with_its_reason(tmp_path):
     (result,) = check(scenarios.gitlab_token_hook(tmp_path), tmp_path / "out")
-    (entry,) = result.run.dump()["experiments"]
+    (entry,) = result.run["experiments"]
     assert set(entry["skipped_variants"]) == {"replay-stale", "replay-tampered"}
     assert "X-Gitlab-Token" in entry["skipped_variants"]["replay-tampered"]
     assert "replay-tampered skipped" in entry["reason"]
     [trial] = trials(result, "replay")
     assert {d["kind"] for d in trial["deliveries"]} == {"original", "replay-foreign-secret"}
-    as_json = result.as_json().dump()["experiments"][0]
+    as_json = result.as_json()["experiments"][0]
     assert "replay-tampered" in as_json["skipped_variants"]
 
 
 def test_an_unsigned_alertmanager_receiver_lists_replay_as_skipped(tmp_path):
     (result,) = check(scenarios.alert_hook(tmp_path), tmp_path / "out")
     assert result.exit_code == 0
-    replay = next(e for e in result.run.dump()["experiments"] if e["name"] == "replay")
+    replay = next(e for e in result.run["experiments"] if e["name"] == "replay")
     assert (replay["verdict"], replay["trials"], replay["incident"]) == ("skipped", 0, None)
     assert "signs nothing" in replay["reason"]
     run_json = json.loads((result.bundle / "run.json").read_text())
     assert any(e["name"] == "replay" and e["verdict"] == "skipped" for e in run_json["experiments"])
-    assert next(e for e in result.as_json().dump()["experiments"] if e["name"] == "replay")["reason"]
+    assert next(e for e in result.as_json()["experiments"] if e["name"] == "replay")["reason"]

@@ -29,7 +29,7 @@ RUN = {
 
 
 def test_reasons_and_the_run_error_are_read_and_shown(tmp_path):
-    result = RunResult(RunDocument.read(RUN), tmp_path)
+    result = RunResult.of(RunDocument.read(RUN), tmp_path)
     run = lab_run(result, module=str(tmp_path / "app/webhooks.py"))
     assert run.errored() == ["lost-ack"]
     assert run.error == "lost-ack: the commit was never confirmed"

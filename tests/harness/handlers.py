@@ -59,6 +59,7 @@ fulfillments = Table(
 )
 
 EFFECTS_QUERY = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+ENTERED_HEADER = "X-Acklab-Entered-Ns"  # as the fixture's (app/routes.py); the lab reads it
 
 
 @dataclass(frozen=True)
@@ -178,25 +179,29 @@ def handler_app(variant: Variant, db_url: str, secret: str) -> Starlette:
     metadata.create_all(engine)
     verifier = Webhook(secret)
 
-    def receive(body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    def receive(body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any], int | None]:
         try:
             verifier.verify(body, headers)
         except WebhookVerificationError as exc:
-            return 401, {"error": str(exc)}
+            return 401, {"error": str(exc)}, None
         event = json.loads(body)
         delivery = Delivery(
             event_id=headers["webhook-id"],
             body_sha256=hashlib.sha256(body).hexdigest(),
             amount_cents=int(event["data"]["amount_cents"]),
         )
-        return variant.process(engine, delivery)
+        entered = time.monotonic_ns()  # right before the handler's check: where a race starts
+        status, answer = variant.process(engine, delivery)
+        return status, answer, entered
 
     async def hooks(request: Request) -> JSONResponse:
         from starlette.concurrency import run_in_threadpool
 
         body = await request.body()
-        status, answer = await run_in_threadpool(receive, body, dict(request.headers))
-        return JSONResponse(answer, status_code=status)
+        status, answer, entered = await run_in_threadpool(receive, body, dict(request.headers))
+        # When the delivery entered the handler (as the fixture says it): a burst's arrival spread.
+        headers = {ENTERED_HEADER: str(entered)} if entered is not None else None
+        return JSONResponse(answer, status_code=status, headers=headers)
 
     def count(event_id: str) -> int:
         with engine.connect() as conn:

@@ -60,7 +60,7 @@ def test_a_hostile_handler_served_from_its_checkout_cannot_reach_the_verdicts(tm
     result = run(
         RunOptions(target="fixture:live", checkout=copy, experiments=FLOW_EXPERIMENTS, trials=1, out=tmp_path)
     )
-    verdicts = {e["name"]: e["verdict"] for e in result.run.dump()["experiments"]}
+    verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}
     assert verdicts == dict.fromkeys(FLOW_EXPERIMENTS, "fail")
     assert int(result.exit_code) == ExitCode.VERDICT_FAILED
     # the lab never imported the checkout, and its verdict code is untouched
@@ -81,9 +81,9 @@ def test_the_live_handler_served_from_a_checkout_passes_the_flows_experiments(tm
     result = run(
         RunOptions(target="fixture:live", checkout=copy, experiments=FLOW_EXPERIMENTS, trials=1, out=tmp_path)
     )
-    verdicts = {e["name"]: e["verdict"] for e in result.run.dump()["experiments"]}
+    verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}
     assert verdicts == dict.fromkeys(FLOW_EXPERIMENTS, "pass")
-    incident = json.loads((result.bundle / result.run.dump()["experiments"][0]["incident"]).read_text())
+    incident = json.loads((result.bundle / result.run["experiments"][0]["incident"]).read_text())
     assert str(copy) in incident["target"]["endpoint"]
     assert "over a real loopback socket" in incident["boundary"]  # even lost-ack: no in-process ASGI
 

@@ -21,13 +21,13 @@ def lab(spec: Path, out: Path, *, experiments: tuple[str, ...] = (), trials: int
 
 
 def verdicts(result: RunResult) -> dict[str, str]:
-    return {e["name"]: e["verdict"] for e in result.run.dump()["experiments"]}
+    return {e["name"]: e["verdict"] for e in result.run["experiments"]}
 
 
 def explain(result: RunResult) -> str:
     return "; ".join(
         f"{e['name']}={e['verdict']} {e['violations'][:1]} {e.get('error') or ''}"
-        for e in result.run.dump()["experiments"]
+        for e in result.run["experiments"]
     )
 
 
@@ -36,7 +36,7 @@ def test_a_handler_without_dedupe_fails_lost_ack_with_two_effects(serve_handler,
     spec = serve_handler(NoDedupe(), name="no-dedupe")
     result = lab(spec, tmp_path / "out", experiments=("lost-ack",), trials=2)
     assert result.exit_code == 1, explain(result)
-    violations = result.run.dump()["experiments"][0]["violations"]
+    violations = result.run["experiments"][0]["violations"]
     assert {v["invariant"] for v in violations} == {"at-most-once-effect"}
     assert all(v["observed"] == 2 for v in violations)
 
@@ -58,7 +58,7 @@ def test_a_handler_that_answers_200_to_a_conflict_fails_only_conflicting_payload
     outcome = verdicts(result)
     assert outcome.pop("conflicting-payload") == "fail", explain(result)
     assert set(outcome.values()) == {"pass"}, explain(result)
-    (violation,) = next(e for e in result.run.dump()["experiments"] if e["name"] == "conflicting-payload")[
+    (violation,) = next(e for e in result.run["experiments"] if e["name"] == "conflicting-payload")[
         "violations"
     ]
     # The count stayed at one: the 2xx alone is the violation.

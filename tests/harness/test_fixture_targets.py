@@ -13,7 +13,7 @@ from acklab.harness.engine.runner import RunOptions, run
 
 
 def by_name(result):
-    return {e["name"]: e for e in result.run.dump()["experiments"]}
+    return {e["name"]: e for e in result.run["experiments"]}
 
 
 @pytest.mark.slow
@@ -64,7 +64,7 @@ def test_the_live_fixture_passes_all_six_and_the_bundle_holds_no_secret(tmp_path
 @pytest.mark.postgres
 def test_on_postgresql_the_live_fixture_passes_and_the_unsafe_one_races(tmp_path, pg_url):
     live = run(RunOptions(target="fixture:live", trials=2, out=tmp_path, db=pg_url))
-    assert live.verdict == "pass", live.run.dump()["experiments"]
+    assert live.verdict == "pass", live.run["experiments"]
     unsafe = run(
         RunOptions(
             target="fixture:unsafe", experiments=("concurrent-duplicates",), trials=1, out=tmp_path, db=pg_url

@@ -130,7 +130,7 @@ def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, 
     out = repo / "out"  # inside the checkout, not ignored: the run must not see its own files
     result = run(RunOptions(target=str(spec), experiments=("lost-ack",), trials=1, out=out, journal=False))
     assert result.verdict == "pass", result.run
-    incident = json.loads((result.bundle / result.run.dump()["experiments"][0]["incident"]).read_text())
+    incident = json.loads((result.bundle / result.run["experiments"][0]["incident"]).read_text())
     validate("incident", incident)
     assert incident["target"]["commit_sha"] == git(repo, "rev-parse", "HEAD")
     assert incident["target"]["dirty"] is False
@@ -145,6 +145,6 @@ def test_a_run_in_a_pipeline_records_ci_commit_sha(serve_handler, tmp_path, monk
     result = run(
         RunOptions(target=str(spec), experiments=("lost-ack",), trials=1, out=tmp_path / "out", journal=False)
     )
-    incident = json.loads((result.bundle / result.run.dump()["experiments"][0]["incident"]).read_text())
+    incident = json.loads((result.bundle / result.run["experiments"][0]["incident"]).read_text())
     validate("incident", incident)
     assert incident["target"]["commit_sha"] == CI_SHA

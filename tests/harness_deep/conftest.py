@@ -35,7 +35,7 @@ def run_lab(tmp_path: Path) -> RunLab:
 
 
 def experiment(result: RunResult, name: str) -> dict[str, Any]:
-    return next(e for e in result.run.dump()["experiments"] if e["name"] == name)
+    return next(e for e in result.run["experiments"] if e["name"] == name)
 
 
 def trials(result: RunResult, name: str) -> list[dict[str, Any]]:

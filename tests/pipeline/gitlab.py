@@ -1,7 +1,8 @@
 """What the pipeline tests need to read GitLab CI files as GitLab does.
 
 - `load_ci`: YAML with GitLab's `!reference` tag (loaded as the list it names), local
-  includes merged in, so a file validates and evaluates like the one GitLab builds.
+  includes and this project's own components (tests/pipeline/components.py) merged in, so
+  a file validates and evaluates like the one GitLab builds.
 - `ci_validator`: GitLab's own CI schema (vendored, Draft-07).
 - `evaluate`: GitLab's `rules:if` expressions, the subset this project uses (`$VAR`,
   string literals, `null`, `==`, `!=`, `&&`, `||`, parentheses). gitlab-ci-local 4.64.1
@@ -67,16 +68,24 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_ci(path: Path = ROOT / ".gitlab-ci.yml") -> dict[str, Any]:
-    """The configuration with its `include: local:` files merged under it (the file wins)."""
+    """The configuration with its `include: local:` files and this project's components merged
+    under it as GitLab merges them: deeply, the including file winning."""
+    from tests.pipeline import components
+
     top = load_yaml(path)
     merged: dict[str, Any] = {}
     for entry in _as_list(top.get("include", [])):
-        local = entry if isinstance(entry, str) else entry.get("local")
-        if not local:
-            raise ValueError(f"only local includes are resolved here; got {entry!r}")
-        merged.update(load_ci(ROOT / local.lstrip("/")))
-    merged.update({k: v for k, v in top.items() if k != "include"})
-    return merged
+        if isinstance(entry, str) or "local" in entry:
+            local = entry if isinstance(entry, str) else entry["local"]
+            merged = _deep_merge(merged, load_ci(ROOT / local.lstrip("/")))
+        elif "component" in entry:
+            name = components.local_component(entry["component"])
+            merged = _deep_merge(merged, components.included(name, entry.get("inputs", {})))
+        else:
+            raise ValueError(
+                f"only local includes and this project's components are resolved here; got {entry!r}"
+            )
+    return _deep_merge(merged, {k: v for k, v in top.items() if k != "include"})
 
 
 def _as_list(value: Any) -> list[Any]:

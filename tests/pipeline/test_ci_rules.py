@@ -36,7 +36,7 @@ PUSH_MR_BRANCH = {
     "CI_OPEN_MERGE_REQUESTS": "acme/acklab!7",
 }
 PUSH_BRANCH = {**DEFAULT, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "spike"}
-PUSH_TAG = {**DEFAULT, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.1.0"}
+PUSH_TAG = {**DEFAULT, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "0.1.0"}
 SCHEDULE_MAIN = {**DEFAULT, "CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_BRANCH": "main"}
 
 
@@ -48,11 +48,11 @@ SCHEDULE_MAIN = {**DEFAULT, "CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_BRANCH"
         (SCHEDULE_MAIN, True),
         (PUSH_MR_BRANCH, False),
         (PUSH_BRANCH, False),
-        (PUSH_TAG, False),
+        (PUSH_TAG, True),
     ],
     ids=["mr", "push-main", "schedule-main", "push-mr-branch", "push-branch", "tag"],
 )
-def test_workflow_creates_pipelines_for_mrs_and_the_default_branch(
+def test_workflow_creates_pipelines_for_mrs_the_default_branch_and_tags(
     variables: dict[str, str], expected: bool
 ) -> None:
     assert creates_pipeline(CI, variables) is expected
@@ -82,6 +82,12 @@ def test_merge_request_pipelines_offer_the_repair_and_never_publish_pages() -> N
 def test_default_branch_pipelines_publish_pages_and_never_offer_the_repair() -> None:
     selected = selection(PUSH_MAIN)
     assert set(selected) == LAB_AND_CODE | {"evidence", "pages"}
+
+
+def test_a_tag_pipeline_tests_everything_then_releases() -> None:
+    selected = selection(PUSH_TAG)
+    assert set(selected) == LAB_AND_CODE | {"evidence", "release"}
+    assert selected["release"] == "on_success"
 
 
 def test_evidence_is_merged_even_when_a_verdict_failed() -> None:

@@ -47,7 +47,7 @@ def test_reference_tags_load_as_the_path_they_name() -> None:
 MISTAKES = {
     "misspelled keyword": lambda ci: ci["lint"].update(artifact=ci["lint"].pop("artifacts")),
     "report path not a string": lambda ci: ci["pytest"]["artifacts"]["reports"].update(junit=7),
-    "unknown when": lambda ci: ci["pages"]["rules"][0].update(when="sometimes"),
+    "unknown when": lambda ci: ci["release"]["rules"][0].update(when="sometimes"),
     "too many shards": lambda ci: ci["attack:live"].update(parallel=201),
     "pages publish not a path": lambda ci: ci["pages"].update(pages={"publish": 1}),
     "needs of the wrong shape": lambda ci: ci["evidence"].update(needs={"job": "attack:live"}),
@@ -66,8 +66,8 @@ def readme_pipeline_example() -> dict[str, object]:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Adopting acklab in your pipeline", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
-    examples = [b for b in blocks if "include:" in b]
-    assert len(examples) == 1, "the section shows one pipeline to copy"
+    examples = [b for b in blocks if "include:" in b and "- project:" in b]
+    assert len(examples) == 1, "the section shows one pipeline that includes the templates by project"
     return yaml.load(examples[0], Loader=CiLoader)
 
 
@@ -79,7 +79,7 @@ def test_readme_pipeline_example_is_valid_and_uses_real_templates() -> None:
         if isinstance(job, dict) and "extends" in job:
             assert job["extends"] in templates, f"{name} extends a template that does not exist"
     template_text = (ROOT / "ci" / "acklab.gitlab-ci.yml").read_text(encoding="utf-8")
-    for variable in ("ACKLAB_PIP_SPEC", "ACKLAB_TARGET", "ACKLAB_SHARDS", "ACKLAB_RUN_ARGS"):
+    for variable in ("ACKLAB_PROJECT", "ACKLAB_VERSION", "ACKLAB_TARGET", "ACKLAB_SHARDS", "ACKLAB_RUN_ARGS"):
         assert variable in template_text
 
 

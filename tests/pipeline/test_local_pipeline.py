@@ -21,22 +21,18 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.gitlab import ROOT, gcl_job_dir, job_names, load_ci, resolve_job
+from tests.pipeline.conftest import Pipeline
+from tests.pipeline.gitlab import gcl_job_dir, job_names, load_ci, resolve_job
 
-PIPELINE = ROOT / "scripts" / "pipeline.sh"
 SHARDS = ["attack:live: [1/2]", "attack:live: [2/2]"]
+# The run component always runs in `parallel:` (its `shards` input), one shard here.
+UNSAFE, UNSAFE_SLUG = "reproduce:unsafe: [1/1]", "reproduce-unsafe-1-1"
 CODE_JOBS = ["lint", "typecheck", "bandit", "pytest"]
-LAB_JOBS = ["reproduce:unsafe", *SHARDS, "evidence"]
+LAB_JOBS = [UNSAFE, *SHARDS, "evidence"]
 
 
-def pipeline(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PIPELINE), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def listed(*args: str) -> dict[str, dict[str, Any]]:
-    done = pipeline("--list-json", *args)
+def listed(gitlab_ci_local: Pipeline, *args: str) -> dict[str, dict[str, Any]]:
+    done = gitlab_ci_local("--list-json", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = json.loads(done.stdout[done.stdout.index("[") :])
     return {job["name"]: job for job in jobs}
@@ -46,24 +42,33 @@ def selected(jobs: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {name: job["when"] for name, job in jobs.items() if job["when"] != "never"}
 
 
-def test_default_branch_pipeline_selects_the_lab_and_pages() -> None:
-    jobs = listed()
+def test_default_branch_pipeline_selects_the_lab_and_pages(gitlab_ci_local: Pipeline) -> None:
+    jobs = listed(gitlab_ci_local)
     assert selected(jobs) == {
-        **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
+        **dict.fromkeys([*CODE_JOBS, UNSAFE, *SHARDS], "on_success"),
         "evidence": "always",
         "pages": "on_success",
     }
 
 
-def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair() -> None:
-    jobs = listed("--mr")
+def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair(gitlab_ci_local: Pipeline) -> None:
+    jobs = listed(gitlab_ci_local, "--mr")
     assert selected(jobs) == {
-        **dict.fromkeys([*CODE_JOBS, "reproduce:unsafe", *SHARDS], "on_success"),
+        **dict.fromkeys([*CODE_JOBS, UNSAFE, *SHARDS], "on_success"),
         "evidence": "always",
         "repair": "manual",
     }
     assert jobs["repair"]["allow_failure"] is True
     assert jobs["pages"]["when"] == "never"
+    assert jobs["release"]["when"] == "never"
+
+
+def test_a_tag_pipeline_tests_everything_then_releases(gitlab_ci_local: Pipeline) -> None:
+    jobs = listed(gitlab_ci_local, "--tag", "0.1.0")
+    assert selected(jobs) == {
+        **dict.fromkeys([*CODE_JOBS, UNSAFE, *SHARDS, "release"], "on_success"),
+        "evidence": "always",
+    }
 
 
 # --- the whole pipeline ---------------------------------------------------------------
@@ -129,16 +134,16 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
+def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_local: Pipeline) -> None:
     workdir = tmp_path / "pipeline"
     started = time.monotonic()
-    done = pipeline("--workdir", str(workdir), timeout=1400)
+    done = gitlab_ci_local("--workdir", str(workdir), timeout=1400)
     elapsed = time.monotonic() - started
     results = job_results(done.stdout)
     log = failure_log(workdir, done, results)
 
     expected = [*CODE_JOBS, *LAB_JOBS, "pages"]
-    assert set(job_names(load_ci())) - {"repair"} == {j.split(": [")[0] for j in expected}
+    assert set(job_names(load_ci())) - {"repair", "release"} == {j.split(": [")[0] for j in expected}
     assert {job: status for job, (status, _) in results.items()} == dict.fromkeys(expected, "PASS"), log
     assert done.returncode == 0, log
     # A few minutes on two cores; a pipeline that outgrows this stops being run by hand.
@@ -149,7 +154,7 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
     for job in expected:
         for kind, pattern in reports_of(job).items():
             found = glob.glob(pattern, root_dir=artifacts(workdir, job))
-            if job == "reproduce:unsafe" and kind == "junit":
+            if job == UNSAFE and kind == "junit":
                 assert not found, "an expected failure must not show as failing tests"
             else:
                 assert found, f"{job}: no {kind} report at {pattern}"
@@ -166,9 +171,7 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
     assert tests["failures"] == tests["errors"] == 0
 
     # The reproduction failed as it must, and left verifiable evidence.
-    unsafe = json.loads(
-        (artifacts(workdir, "reproduce:unsafe") / "out" / "reproduce-unsafe.run.json").read_text()
-    )
+    unsafe = json.loads((artifacts(workdir, UNSAFE) / "out" / f"{UNSAFE_SLUG}.run.json").read_text())
     assert unsafe["verdict"] == "fail"
     assert any(e["violations"] for e in unsafe["experiments"])
 
@@ -205,7 +208,7 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path) -> None:
 
     # Every lab job took the pipeline's seed, so the Pages snapshot compares the unsafe and the
     # live handler delivery by delivery: a pair per experiment, each page pre-rendered.
-    seeds = {seed_of(workdir, "reproduce:unsafe", "reproduce-unsafe")}
+    seeds = {seed_of(workdir, UNSAFE, UNSAFE_SLUG)}
     seeds |= {seed_of(workdir, shard, f"attack-live-{n}-{len(SHARDS)}") for n, shard in enumerate(SHARDS, 1)}
     (seed,) = seeds
     public = artifacts(workdir, "pages") / "public"

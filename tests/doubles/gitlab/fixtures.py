@@ -11,10 +11,18 @@ from dataclasses import dataclass
 import pytest
 
 from tests.doubles.gitlab.server import create_app, serve
-from tests.doubles.gitlab.state import GitLabDouble
+from tests.doubles.gitlab.state import DeployToken, GitLabDouble
 
 PRIVATE_TOKEN = "glpat-double-private-0123456789"  # test tokens the double accepts
 JOB_TOKEN = "glcbt-double-job-0123456789"
+DEPLOY_READ = "gldt-double-read-0123456789"  # deploy tokens: read, and read + write packages
+DEPLOY_WRITE = "gldt-double-write-0123456789"
+DEPLOY_TOKENS = {
+    DEPLOY_READ: DeployToken("gitlab+deploy-token-1", frozenset({"read_package_registry"})),
+    DEPLOY_WRITE: DeployToken(
+        "gitlab+deploy-token-2", frozenset({"read_package_registry", "write_package_registry"})
+    ),
+}
 
 
 @dataclass
@@ -29,7 +37,9 @@ class RunningDouble:
 
 @pytest.fixture
 def gitlab_double() -> Iterator[RunningDouble]:
-    """A GitLab double serving the CI routes on 127.0.0.1 for one test."""
-    state = GitLabDouble(private_tokens={PRIVATE_TOKEN}, job_tokens={JOB_TOKEN})
+    """A GitLab double serving the CI and PyPI registry routes on 127.0.0.1 for one test."""
+    state = GitLabDouble(
+        private_tokens={PRIVATE_TOKEN}, job_tokens={JOB_TOKEN}, deploy_tokens=dict(DEPLOY_TOKENS)
+    )
     with serve(create_app(state)) as url:
         yield RunningDouble(state=state, url=url)

@@ -9,7 +9,9 @@ Compose it::
 
 Routers get the state with a ``state: State`` parameter; every route under ``/api/v4`` requires
 a token (``PRIVATE-TOKEN``, ``JOB-TOKEN`` or ``Authorization: Bearer``) and answers 401
-``{"message": "401 Unauthorized"}`` otherwise, as GitLab does. `paginate` sends GitLab's
+``{"message": "401 Unauthorized"}`` otherwise, as GitLab does; the PyPI registry's routes take
+HTTP Basic credentials instead (``pypi.py``); ``/group/project.git`` answers git over smart HTTP
+(``git_http.py``). `paginate` sends GitLab's
 pagination headers (``x-page``, ``x-per-page``, ``x-total``, ``x-total-pages``,
 ``x-next-page``, ``x-prev-page`` and ``Link``) so python-gitlab's ``get_all=True`` walks pages.
 """
@@ -25,7 +27,7 @@ from urllib.parse import parse_qs, urlencode
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.doubles.gitlab.state import GitLabDouble, Project
@@ -122,12 +124,21 @@ class _TokenGate:
         return None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from tests.doubles.gitlab import pypi
+
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         query = scope.get("query_string", b"").decode("latin-1")
-        kind, ok = self._auth(headers, query)
+        refusal: Response = JSONResponse({"message": "401 Unauthorized"}, status_code=401)
+        if pypi.is_pypi(scope["path"]):
+            credential = pypi.authenticate(self.state, headers)
+            kind, ok = (credential.kind, True) if credential else (None, False)
+            scope.setdefault("state", {})["gitlab_credential"] = credential
+            refusal = pypi.unauthorized()
+        else:
+            kind, ok = self._auth(headers, query)
         status: list[int] = []
 
         async def logging_send(message: Message) -> None:
@@ -137,8 +148,7 @@ class _TokenGate:
 
         try:
             if scope["path"].startswith(API) and not ok:
-                response = JSONResponse({"message": "401 Unauthorized"}, status_code=401)
-                await response(scope, receive, logging_send)
+                await refusal(scope, receive, logging_send)
             else:
                 await self.app(scope, receive, logging_send)
         finally:
@@ -163,7 +173,7 @@ def _without_tokens(query: str) -> str:
 
 def create_app(state: GitLabDouble, routers: Sequence[APIRouter] = ()) -> FastAPI:
     """The double as an ASGI app: the CI routes, plus `routers` (each mounted under /api/v4)."""
-    from tests.doubles.gitlab import ci
+    from tests.doubles.gitlab import ci, git_http, pypi
 
     app = FastAPI(title="GitLab API double", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.gitlab = state
@@ -173,9 +183,11 @@ def create_app(state: GitLabDouble, routers: Sequence[APIRouter] = ()) -> FastAP
         return JSONResponse({"message": exc.detail}, status_code=exc.status_code)
 
     # Specific routes first: the project route's {project_id:path} would match their paths too.
-    for router in [*routers, ci.router]:
+    for router in [*routers, pypi.router, ci.router]:
         app.include_router(router, prefix=API)
     app.include_router(ci.project_router, prefix=API)
+    # git clone http://HOST/group/project.git: what gitlab-ci-local fetches includes with.
+    app.add_route("/{repository:path}.git/{rest:path}", git_http.serve_git, methods=["GET", "POST"])
     app.add_middleware(_TokenGate, state=state)
     return app
 

@@ -1,4 +1,5 @@
-"""The double's state: projects, pipelines, jobs (with artifact zip bytes) and accepted tokens.
+"""The double's state: projects, pipelines, jobs (with artifact zip bytes), package files and
+accepted tokens.
 
 Tests arrange it directly (`add_project`, `add_pipeline`, `add_job`) and read back the
 request log. Routers of other helpers keep their own data in `Project.extra`.
@@ -59,6 +60,28 @@ class Project:
         return self.path_with_namespace.rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class DeployToken:
+    """A deploy token: its user name and scopes (e.g. read_package_registry, write_package_registry)."""
+
+    username: str
+    scopes: frozenset[str]
+
+
+@dataclass
+class PackageFile:
+    """One file of a PyPI package version in a project's package registry."""
+
+    project_id: int
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    requires_python: str
+    content: bytes
+    uploaded_by: str  # the kind of credential that uploaded it: job, deploy or private
+
+
 @dataclass
 class Request:
     """One request the double served (never the token itself: only which header carried one)."""
@@ -66,7 +89,7 @@ class Request:
     method: str
     path: str
     query: str
-    auth: str | None  # "private", "job", "bearer" or None
+    auth: str | None  # "private", "job", "bearer", "deploy" or None
     status: int
 
 
@@ -76,8 +99,12 @@ class GitLabDouble:
 
     private_tokens: set[str] = field(default_factory=set)
     job_tokens: set[str] = field(default_factory=set)
+    deploy_tokens: dict[str, DeployToken] = field(default_factory=dict)  # token -> what it may do
     projects: dict[int, Project] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    packages: list[PackageFile] = field(
+        default_factory=list
+    )  # the PyPI registries (tests/doubles/gitlab/pypi.py)
     base_url: str = ""  # set by the live server: http://127.0.0.1:PORT
     # Object storage (`object_storage.serve_storage`): when set, artifact downloads answer a
     # redirect there, as GitLab does when artifacts live in object storage.

@@ -1,0 +1,206 @@
+"""Race sharpness: how close together a burst reaches the handler, and which races it catches.
+
+Two measurements, each side by side with today's naive release in one run:
+
+* **Arrival spread.** Bursts of 16 against the built-in fixture served by uvicorn in a
+  process of its own (``--checkout``: the lab's own way to serve a fixture out of process),
+  the naive release (``burst_sync: none``: every task connects after the release) and
+  ``last-byte`` alternated, 20+ bursts each. The fixture reports when each delivery entered
+  its handler (``x-acklab-entered-ns``, CLOCK_MONOTONIC); the spread is first to last.
+  Target: last-byte's median spread >= 3x tighter. The same pair is measured against the
+  fixture served in the lab's own process (what ``--target fixture:live`` does by default),
+  for information.
+* **Detection.** `concurrent-duplicates` (burst 16) against the bench's check-then-insert
+  handler (`bench.racy_handler`, its own process) with a check-to-insert window of 5, 1,
+  0.2 and 0 ms (0: a bare SELECT, then the INSERT), on SQLite and PostgreSQL, naive vs
+  last-byte, in alternating rounds. Target: >= 90 % of trials at 1 ms with last-byte.
+
+``python -m bench.race_sharpness [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from acklab.harness.core.bursts import send_burst
+from acklab.harness.core.lab import Lab
+from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
+from acklab.harness.core.trial import TrialContext
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.targets import Needs, Target, resolve_target
+from acklab.harness.wire.faults import NoFault
+from bench.detection import postgres_databases, sqlite_databases
+from bench.figures import Figure, print_figure
+
+BURST = 16
+SPREAD_BURSTS = 24  # per release, alternated
+SPREAD_TARGET = 3.0
+WINDOWS_MS = (5.0, 1.0, 0.2, 0.0)
+TARGET_WINDOW_MS = 1.0
+TARGET_RATE = 0.90
+MODES = ("none", "last-byte")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _spreads(target: Target, bursts: int) -> dict[str, list[float]]:
+    """Handler-side spreads (ms) of `bursts` bursts per release, alternated, on one served fixture."""
+    found: dict[str, list[float]] = {mode: [] for mode in MODES}
+    async with Lab.open(target, Needs(socket=True), RunSettings(burst=BURST)) as lab:
+        for k in range(bursts):
+            # Alternated, and the order flipped every round: drift in load falls on both alike.
+            for mode in MODES if k % 2 == 0 else MODES[::-1]:
+                ids, orders = event_ids(k, f"spread-{mode}", 0, 1)
+                trial = TrialContext(lab, TrialPlan(f"spread-{k:04d}", "spread", k, ids, orders, ()))
+                event = trial.event(0)
+                first, record = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())
+                prepared = [(first, record)]
+                for _ in range(BURST - 1):
+                    request, twin = trial.prepare(event, kind="duplicate", attempt=1, fault=NoFault())
+                    request.headers.update(first.headers)
+                    prepared.append((request, twin))
+                burst = await send_burst(trial, prepared, mode)
+                await lab.transport.quiesce(lab.horizon_s)
+                if burst.handler_spread_ms is not None and len(burst.handler_entered) == BURST:
+                    found[mode].append(burst.handler_spread_ms)
+    return found
+
+
+def _spread_figures(
+    label: str, ref: str, bursts: int, *, checkout: Path | None, target: bool
+) -> list[Figure]:
+    served = resolve_target(ref, checkout=checkout)
+
+    async def measure() -> dict[str, list[float]]:
+        try:
+            await served.preflight()
+            return await _spreads(served, bursts)
+        finally:
+            await served.aclose()
+
+    found = asyncio.run(measure())
+    naive, synced = statistics.median(found["none"]), statistics.median(found["last-byte"])
+    ratio = naive / synced if synced > 0 else float("inf")
+    ratio = min(ratio, 1e6)
+    return [
+        Figure(
+            f"handler arrival spread, burst {BURST}, {label}: last-byte vs naive release",
+            round(synced, 3),
+            "ms",
+            baseline=round(naive, 3),
+            ratio=round(ratio, 2),
+            target=f"naive/last-byte >= {SPREAD_TARGET:g}x" if target else None,
+            met=ratio >= SPREAD_TARGET if target else None,
+            note=(
+                f"median of {len(found['last-byte'])} last-byte and {len(found['none'])} naive bursts, "
+                f"alternated; last-byte p90 {_p90(found['last-byte']):.2f} ms, naive p90 "
+                f"{_p90(found['none']):.2f} ms (ratio = naive / last-byte)"
+            ),
+        )
+    ]
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def _caught(result: Any) -> tuple[int, int, list[float]]:
+    (entry,) = result.run["experiments"]
+    caught = {v["trial"] for v in entry["violations"] if v["invariant"] == "at-most-once-effect"}
+    spread = (entry.get("arrival_spread") or {}).get("handler_ms") or {}
+    return len(caught), entry["trials"], [spread["p50"]] if "p50" in spread else []
+
+
+def _detection(db_url: str, out: Path, *, window_ms: float, rounds: int, per_round: int) -> dict[str, Any]:
+    from bench.racy_handler import RacyHandler
+
+    tally: dict[str, list[Any]] = {mode: [0, 0, []] for mode in MODES}
+    with RacyHandler(db_url, out / "racy.yaml", work_ms=window_ms) as spec:
+        for k in range(rounds):
+            for mode in MODES if k % 2 == 0 else MODES[::-1]:
+                result = run(
+                    RunOptions(
+                        target=str(spec),
+                        experiments=("concurrent-duplicates",),
+                        trials=per_round,
+                        out=out / "evidence",
+                        journal=False,
+                        settings=RunSettings(burst=BURST, burst_sync=mode),
+                    )
+                )
+                caught, trials, spreads = _caught(result)
+                tally[mode][0] += caught
+                tally[mode][1] += trials
+                tally[mode][2] += spreads
+    return tally
+
+
+def _detection_figures(quick: bool) -> list[Figure]:
+    windows = (TARGET_WINDOW_MS, 0.0) if quick else WINDOWS_MS
+    rounds, per_round = (1, 3) if quick else (4, 5)
+    found: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="acklab-bench-race-") as tmp:
+        root = Path(tmp)
+        for label, databases in (("SQLite", sqlite_databases(root)), ("PostgreSQL", postgres_databases())):
+            with databases as fresh:
+                for window in windows:
+                    name = f"w{str(window).replace('.', '_')}"
+                    tally = _detection(
+                        fresh(name),
+                        root / f"{label}-{name}",
+                        window_ms=window,
+                        rounds=rounds,
+                        per_round=per_round,
+                    )
+                    (n_caught, n_trials, n_spread), (s_caught, s_trials, s_spread) = (tally[m] for m in MODES)
+                    rate, baseline = s_caught / s_trials, n_caught / n_trials
+                    at_target = window == TARGET_WINDOW_MS and not quick
+                    found.append(
+                        Figure(
+                            f"concurrent-duplicates detection, {label}, window {window:g} ms, burst {BURST}: "
+                            "last-byte vs naive",
+                            round(rate * 100, 1),
+                            "%",
+                            baseline=round(baseline * 100, 1),
+                            ratio=round(rate / baseline, 2) if baseline else None,
+                            target=f">= {TARGET_RATE:.0%} (last-byte)" if at_target else None,
+                            met=rate >= TARGET_RATE if at_target else None,
+                            note=(
+                                f"last-byte caught {s_caught}/{s_trials}, naive {n_caught}/{n_trials} "
+                                f"(alternating rounds of {per_round}); handler arrival spread p50 "
+                                f"{_median(s_spread)} ms last-byte, {_median(n_spread)} ms naive"
+                            ),
+                        )
+                    )
+    return found
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "—"
+
+
+def figures(quick: bool = False) -> list[Figure]:
+    bursts = 4 if quick else SPREAD_BURSTS
+    return [
+        *_spread_figures(
+            "fixture on uvicorn (own process)", "fixture:live", bursts, checkout=ROOT, target=not quick
+        ),
+        *_spread_figures(
+            "fixture on uvicorn (in the lab's process)", "fixture:live", bursts, checkout=None, target=False
+        ),
+        *_detection_figures(quick),
+    ]
+
+
+def main() -> None:
+    for figure in figures(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The Python API's entry points (exported as ``acklab.run`` and ``acklab.attack``).
+
+* `run`: what ``acklab run`` does, from Python: a built-in fixture or a target spec file.
+* `attack`: a user's ASGI or WSGI app object, served by the lab in this process
+  (`harness.targets.app`), described as a target spec allows (`harness.targets.app_spec`).
+
+Both write the run's bundle like every run (``out/<run_id>/``, verifiable with ``acklab
+evidence verify``, shown by ``acklab console``) and return a `RunResult`. Input the lab
+cannot use raises an `AcklabError` naming the value and the fix (exit code 3 or 5 on it);
+a handler that breaks an invariant is never an exception: it is ``result.passed is
+False``. Ctrl-C stops a run as `KeyboardInterrupt` (its finished trials are kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from acklab.harness.core.plan import MAX_TRIALS, RunSettings
+from acklab.harness.core.run_events import Consumer
+from acklab.harness.engine.results import RunResult
+from acklab.harness.engine.runner import RunOptions
+from acklab.harness.engine.runner import run as run_options
+from acklab.harness.errors import RunInterrupted, SpecError
+from acklab.harness.targets.app_spec import app_target
+from acklab.harness.targets.callables import Reader
+
+# A test suite runs often: fewer trials than `acklab run`'s five (each still proves its fault).
+ATTACK_TRIALS = 3
+
+T = TypeVar("T")
+
+
+def _outside_a_loop(work: Callable[[], T]) -> T:
+    """`work()`, in a thread of its own when this thread already runs an event loop (an async test)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        looping = False
+    else:
+        looping = True
+    if not looping:  # (not called in the except block: its error would chain onto every one of work's)
+        return work()
+    with ThreadPoolExecutor(1, thread_name_prefix="acklab-run") as pool:
+        return pool.submit(work).result()
+
+
+def _interruptible(work: Callable[[], RunResult]) -> RunResult:
+    try:
+        return _outside_a_loop(work)
+    except RunInterrupted as exc:
+        if exc.deadline:
+            raise
+        # Ctrl-C means "stop" to a Python caller (pytest ends the session on it), not "next test".
+        raise KeyboardInterrupt(str(exc)) from exc
+
+
+def _names(experiments: str | Sequence[str]) -> tuple[str, ...]:
+    return (experiments,) if isinstance(experiments, str) else tuple(experiments)
+
+
+def run(target: str | os.PathLike[str] | RunOptions = "fixture:live", **options: Any) -> RunResult:
+    """Run the lab against `target` and return its result (``acklab run`` from Python).
+
+    `target`: ``fixture:live``, ``fixture:unsafe``, the path of a target spec file, or a
+    whole `RunOptions`. `options` are `RunOptions` fields, e.g. ``experiments=("lost-ack",)``,
+    ``trials=3``, ``seed=1``, ``out="out"``, ``settings=RunSettings(burst=32)``. Unlike
+    ``acklab run``, an experiment named that does not apply to the target is listed as
+    skipped with its reason rather than refused.
+    """
+    base = target if isinstance(target, RunOptions) else RunOptions(target=os.fspath(target))
+    if "experiments" in options:
+        options["experiments"] = _names(options["experiments"])
+    if "out" in options:
+        options["out"] = Path(options["out"])
+    try:
+        chosen = dataclasses.replace(base, **{"skip_inapplicable": True, **options})
+    except TypeError as exc:
+        fields = ", ".join(f.name for f in dataclasses.fields(RunOptions) if f.name != "target")
+        raise TypeError(f"acklab.run(): {exc}; the options are: {fields}") from None
+    return _interruptible(lambda: run_options(chosen))
+
+
+def attack(
+    app: Any,
+    *,
+    spec: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    endpoint: str | None = None,
+    signing: str | Mapping[str, Any] | None = None,
+    secret: str | None = None,
+    event: Mapping[str, Any] | None = None,
+    conflict: Mapping[str, Any] | None = None,
+    expect: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    delivery: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    effects: Reader | Mapping[str, Any] | None = None,
+    state: Reader | None = None,
+    experiments: str | Sequence[str] = (),
+    trials: int = ATTACK_TRIALS,
+    seed: int | None = None,
+    out: str | os.PathLike[str] = "out",
+    settings: RunSettings | None = None,
+    interface: str = "auto",
+    serving: str = "auto",
+    lifespan: bool = True,
+    allow_remote: bool = False,
+    deadline_s: float | None = None,
+    journal: bool = True,
+    consumers: Sequence[Consumer] = (),
+    where: str | os.PathLike[str] | None = None,
+) -> RunResult:
+    """Attack an ASGI app (FastAPI, Starlette) or a WSGI app (Flask, Django) inside this process.
+
+    The target is described as a target spec allows — `spec` (a file or a dict), then any
+    of the keyword fields of a spec over it: `endpoint` (a path such as ``"/webhooks"``),
+    `signing` (a scheme, or ``{"scheme", "secret"}``) with `secret`, `event` (the body
+    template), `conflict`, `expect`, `headers`, `delivery`, `name`. `effects` counts one
+    event's side effects: a callable ``event_id -> int`` (sync or async; your own ORM
+    session) or a spec's ``effects`` (``sql``, or ``http`` with a path of this app); `state`
+    (a callable) reads its committed state, for ``expect.conflict: ignore``.
+
+    Deliveries reach the app in-process; an experiment that needs a real connection
+    (lost-ack-reset, timeout-overlap, concurrent-duplicates) gets the app served by uvicorn
+    on loopback in this process (``serving="auto"``), or is skipped with its reason
+    (``serving="in-process"``); ``serving="socket"`` serves every experiment that way.
+    Experiments that cannot run on an app in this process (the crash experiments, the
+    database-link faults) are listed as skipped with why. `interface`: ``auto``, ``asgi``
+    or ``wsgi``. `lifespan`: run the app's startup and shutdown around each experiment.
+    """
+    fields = {
+        "name": name,
+        "endpoint": endpoint,
+        "signing": signing,
+        "event": event,
+        "conflict": conflict,
+        "expect": expect,
+        "headers": headers,
+        "delivery": delivery,
+    }
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise SpecError(f"trials: got {trials!r}; expected a whole number from 1 to {MAX_TRIALS}")
+    target = app_target(
+        app,
+        spec=spec,
+        fields=fields,
+        secret=secret,
+        effects=effects,
+        state=state,
+        interface=interface,
+        serving=serving,
+        lifespan=lifespan,
+        allow_remote=allow_remote,
+        where=Path(where) if where is not None else Path.cwd(),
+    )
+    options = RunOptions(
+        target=target.name,
+        experiments=_names(experiments),
+        trials=trials,
+        seed=seed,
+        out=Path(out),
+        settings=settings or RunSettings(),
+        deadline_s=deadline_s,
+        journal=journal,
+        skip_inapplicable=True,
+    )
+    try:
+        return _interruptible(lambda: run_options(options, consumers, target=target))
+    finally:
+        if target.close is not None:  # the run stopped before it released the app (bad options)
+            target.close()

@@ -1,0 +1,220 @@
+"""A user's ASGI or WSGI app as a target, served by the lab inside this process.
+
+This is the target behind ``acklab.attack`` and the pytest plugin's ``webhook_lab``: the
+app object itself, not a URL. Each experiment gets it served afresh, its lifespan run:
+
+* in-process (``serving="auto"``, the default): deliveries reach the app through the
+  harness's ASGI transport in this event loop — no socket, no server — wrapped in the
+  `FaultTransport` like every other target's;
+* on a loopback socket where an experiment needs a real connection (a reset, a sender
+  timeout on a live connection, a concurrent burst: `Needs.socket`): uvicorn serves the
+  same app object in a thread of this process (`ThreadedServer`), started for the first
+  such experiment and kept for those that follow it directly (a deployed server is not
+  restarted between two webhooks either). When the app is next served in-process, that
+  server takes no more deliveries but keeps running — work the app left running in its
+  loop may still add effects, and the end-of-run re-read must see them (DESIGN.md: the
+  service is not stopped before it) — until the run ends (`aclose`). Its lifespan then
+  overlaps the in-process one: lifespan *state* is per server; an app that keeps its
+  resources in module globals or ``app.state`` shares them;
+* ``serving="socket"``: every experiment over uvicorn on loopback;
+* ``serving="in-process"``: never a socket; an experiment that needs one is skipped with
+  the reason (`Target.unservable`), never silently dropped.
+
+Requests carry the endpoint's host (``testserver`` by default, as Starlette's and Django's
+test clients send) over the socket too, so host checks (Django's ``ALLOWED_HOSTS``) see
+the same request either way. Effects are counted by the user's callable, a read-only SQL
+query, or an HTTP path of the same app (served the same way as the endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+
+from acklab.harness.targets.asgi import AsgiApp, running
+from acklab.harness.targets.base import Endpoint, Needs, Target
+from acklab.harness.targets.callables import CallableProbe, CallableState, Reader, callable_thread
+from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe
+from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.targets.state import HttpState, SqlState, StateProbe
+from acklab.harness.wire.transports import asgi_transport, socket_transport
+
+SERVING = ("auto", "in-process", "socket")
+NEEDS_SOCKET = (
+    "it needs a real connection (a reset, a sender timeout on a live connection or a concurrent "
+    "burst) and attack(serving='in-process') serves the app without a socket; use serving='auto' "
+    "to let the lab serve it on loopback with uvicorn for this experiment"
+)
+
+
+@dataclass(frozen=True)
+class AppEffects:
+    """How the effects (and the state) of one event are read: exactly one of the four ways."""
+
+    count: Reader | None = None  # the user's callable
+    read_state: Reader | None = None
+    sql: Mapping[str, str] | None = None  # {url, count, state?}: read-only queries
+    # An effects endpoint: `path` on the app itself, or `url` of another local service.
+    path: str | None = None
+    url: str | None = None
+    json_path: str = "count"
+    state_path: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    shown: str | None = None  # how messages name `url` (env:NAME when it came from the environment)
+
+    @property
+    def kind(self) -> str:
+        if self.count is not None:
+            return "callable"
+        if self.sql is not None:
+            return "sql"
+        return "http"
+
+
+class _Host(httpx.AsyncBaseTransport):
+    """Sends every request with the app's own Host header (the socket's address is not the app's host)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, host: str) -> None:
+        self._inner, self._host = inner, host
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Host"] = self._host
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@dataclass
+class AppTarget(Target):
+    """An ASGI app (a WSGI one already adapted) served by the lab in this process."""
+
+    app: AsgiApp | None = field(default=None, repr=False)
+    base_url: str = "http://testserver"  # scheme and host the app sees (no socket behind it in-process)
+    path: str = "/"  # the endpoint's path (and query) on the app
+    effects: AppEffects = field(default_factory=AppEffects)
+    lifespan: bool = True
+    serving: str = "auto"
+    close: Callable[[], None] | None = field(default=None, repr=False)
+    where: Path | None = None  # the folder the handler's code is taken from (the test's)
+    _server: ThreadedServer | None = field(default=None, repr=False)  # the one taking deliveries
+    _parked: list[ThreadedServer] = field(default_factory=list, repr=False)  # kept until the run ends
+    _thread: ThreadPoolExecutor | None = field(default=None, repr=False)  # the callables' (`callables`)
+
+    @property
+    def host(self) -> str:
+        return httpx.URL(self.base_url).netloc.decode("ascii")
+
+    def unservable(self, needs: Needs) -> str | None:
+        return NEEDS_SOCKET if needs.socket and self.serving == "in-process" else None
+
+    def source_dir(self) -> Path | None:
+        return self.where
+
+    def database_urls(self) -> tuple[str, ...]:
+        return (self.effects.sql["url"],) if self.effects.sql is not None else ()
+
+    def _probes(
+        self, base: str, transport: Callable[[], httpx.AsyncBaseTransport]
+    ) -> tuple[EffectsProbe, StateProbe | None]:
+        effects = self.effects
+        state: StateProbe | None = None
+        if effects.count is not None:
+            if self._thread is None:
+                self._thread = callable_thread()
+            if effects.read_state is not None:
+                state = CallableState(effects.read_state, self._thread)
+            return CallableProbe(effects.count, self._thread), state
+        if effects.sql is not None:
+            sql = effects.sql
+            if "state" in sql:
+                state = SqlState(sql["url"], sql["state"])
+            return SqlProbe(sql["url"], sql["count"]), state
+        if effects.path is not None:  # an HTTP path of the app itself, served as the endpoint is
+            url = base + effects.path
+            if effects.state_path:
+                state = HttpState(url, effects.state_path, headers=effects.headers, transport=transport())
+            return HttpProbe(url, effects.json_path, transport=transport(), headers=effects.headers), state
+        url = str(effects.url)
+        if effects.state_path:
+            state = HttpState(url, effects.state_path, headers=effects.headers)
+        return HttpProbe(url, effects.json_path, headers=effects.headers, shown=effects.shown), state
+
+    async def preflight(self) -> None:
+        # The count is read once with the app started: a probe that cannot be read (a wrong
+        # query, a callable that raises, no such table) stops the run before any delivery.
+        async with self.serve(Needs()) as endpoint:
+            await endpoint.probe.count("acklab-preflight")
+            if endpoint.state is not None:
+                await endpoint.state.read("acklab-preflight")
+
+    @asynccontextmanager
+    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+        if self.app is None:
+            raise TypeError("AppTarget without an app")
+        if needs.socket or self.serving == "socket":
+            if self._server is None:
+                self._server = await asyncio.to_thread(
+                    ThreadedServer(self.app, lifespan="auto" if self.lifespan else "off").start
+                )
+            host = self.host
+
+            def transport() -> httpx.AsyncBaseTransport:
+                return _Host(socket_transport(), host)
+
+            async with self._endpoint(self._server.url, transport, socket=True) as endpoint:
+                yield endpoint
+            return
+        if self._server is not None:
+            self._parked.append(self._server)
+            self._server = None
+        async with (
+            running(self.app, lifespan=self.lifespan) as app,
+            self._endpoint(self.base_url, lambda: asgi_transport(app), socket=False) as endpoint,
+        ):
+            yield endpoint
+
+    @asynccontextmanager
+    async def _endpoint(
+        self, base: str, transport: Callable[[], httpx.AsyncBaseTransport], *, socket: bool
+    ) -> AsyncIterator[Endpoint]:
+        probe, state = self._probes(base, transport)
+        deliveries = transport()
+        try:
+            yield Endpoint(base + self.path, deliveries, probe, socket, state=state)
+        finally:
+            await deliveries.aclose()
+            await probe.aclose()
+            if state is not None:
+                await state.aclose()
+
+    async def _stop_server(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+    async def aclose(self) -> None:
+        servers = [*self._parked, *([self._server] if self._server is not None else [])]
+        self._parked, self._server = [], None
+        for server in servers:
+            await asyncio.to_thread(server.stop)
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self._thread = None
+        if self.close is not None:
+            self.close()
+            self.close = None
+
+
+@dataclass
+class SocketAppTarget(AppTarget):
+    """An `AppTarget` with ``serving="socket"``: every delivery crosses a loopback socket."""
+
+    socket_only: ClassVar[bool] = True

@@ -1,0 +1,93 @@
+"""Effects and state counted by the user's own Python code (``effects=lambda event_id: ...``).
+
+In a test suite the handler's database is the test's: an in-memory SQLite the lab cannot
+open, or a PostgreSQL schema made for this test. The user counts with their own ORM
+session instead: a callable given one event id returns that event's number of side
+effects (or, for ``state=``, its committed state). It may be sync or async.
+
+A sync callable is called in one thread of its own, the same for every call of a run: not
+the thread of the lab's event loop (Django refuses ORM calls from a thread that runs an
+event loop, and a blocking count there would stall an app served in that loop), and not
+the test's. A session or connection it did not make itself must allow use from another
+thread: SQLAlchemy's do for SQLite files; ``sqlite3.connect`` needs
+``check_same_thread=False``. An async callable is awaited in the lab's loop. Whatever a
+callable raises, or returns that is not a count, is a `ProbeError` (exit 4): an unreadable
+count is a lab failure, never a zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+from acklab.evidence.documents.records import ObservationSource
+from acklab.evidence.redaction import redact
+from acklab.harness.errors import ProbeError
+from acklab.harness.targets.effects import as_count
+from acklab.harness.targets.state import canonical
+
+Reader = Callable[[str], Any]  # sync or async: event id -> count (effects=) or state (state=)
+
+
+def callable_name(fn: Callable[..., Any]) -> str:
+    """How messages name a callable: its qualified name, or ``<lambda>`` with where it was defined."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    code = getattr(fn, "__code__", None)
+    if code is not None and "<lambda>" in name:
+        return f"<lambda> at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+    return str(name)
+
+
+async def _call(fn: Reader, event_id: str, what: str, thread: Executor) -> Any:
+    try:
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+            value = await fn(event_id)
+        else:
+            value = await asyncio.get_running_loop().run_in_executor(thread, fn, event_id)
+            if inspect.isawaitable(value):  # a sync function that returned a coroutine
+                value = await value
+    except Exception as exc:  # the user's code: whatever it raises is the probe's failure
+        message = redact(str(exc)) if str(exc) else ""
+        raise ProbeError(
+            f"{what} raised {type(exc).__name__}{': ' + message if message else ''} for event {event_id!r}; "
+            "it is called with one event id and must read that event from the handler's database"
+        ) from exc
+    return value
+
+
+class CallableProbe:
+    """``effects=``: the user's callable counts one event's side effects."""
+
+    source: ObservationSource = "callable"
+
+    def __init__(self, count: Reader, thread: Executor) -> None:
+        self._count, self._thread = count, thread
+        self._what = f"the effects callable {callable_name(count)}"
+
+    async def count(self, event_id: str) -> int:
+        return as_count(await _call(self._count, event_id, self._what, self._thread), self._what)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the callable's session belongs to the caller."""
+
+
+class CallableState:
+    """``state=``: the user's callable reads one event's committed state (any JSON-able value)."""
+
+    def __init__(self, read: Reader, thread: Executor) -> None:
+        self._read, self._thread = read, thread
+        self._what = f"the state callable {callable_name(read)}"
+
+    async def read(self, event_id: str) -> str:
+        return canonical(await _call(self._read, event_id, self._what, self._thread))
+
+    async def aclose(self) -> None:
+        """Nothing to release: the callable's session belongs to the caller."""
+
+
+def callable_thread() -> ThreadPoolExecutor:
+    """The one thread a run's sync callables are called in (shut it down when the run ends)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="acklab-effects")

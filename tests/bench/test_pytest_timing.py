@@ -1,0 +1,99 @@
+"""bench/pytest_timing.py records whole sessions only — the suite, or the unit tier — with their
+test counts per tier; the README's counts (bench/test_timing.py) are read from that record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.test_timing import UNIT_BUDGET_S, unit_figure
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUITE = """
+import pytest
+
+
+def test_plain():
+    pass
+
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+
+def test_with_postgres(pg_url):
+    pass
+"""
+
+
+@pytest.fixture
+def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    """A suite of three tests (one unit, one slow, one postgres) with the plugin and the tiers."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("ACKLAB_TEST_TIMING", str(tmp_path / "timing.json"))
+    monkeypatch.delenv("ACKLAB_UNIT_HIDING", raising=False)
+    pytester.makeini("[pytest]\ntestpaths = suite\n")
+    pytester.mkdir("suite")
+    (pytester.path / "suite" / "conftest.py").write_text(
+        'import pytest\n\npytest_plugins = ("tests.tiers",)\n\n\n@pytest.fixture\ndef pg_url():\n    return "x"\n'
+    )
+    (pytester.path / "suite" / "test_suite.py").write_text(SUITE)
+    return pytester
+
+
+def recorded(tmp_path: Path) -> dict:
+    path = tmp_path / "timing.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run(session: pytest.Pytester, *args: str) -> None:
+    result = session.runpytest_subprocess("-p", "bench.pytest_timing", "-p", "no:cacheprovider", *args)
+    assert result.ret == 0, result.stdout.str()
+
+
+def test_the_whole_suite_is_recorded_with_its_tiers(session: pytest.Pytester, tmp_path: Path) -> None:
+    run(session)
+    entry = recorded(tmp_path)["pytest"]
+    assert entry["tests"] == 3
+    assert entry["outcomes"] == {"passed": 3}
+    assert entry["tiers"] == {"unit": 1, "postgres": 1, "browser": 0, "gitlab_ci_local": 0, "slow": 1}
+    assert "unit" not in recorded(tmp_path)
+
+
+def test_the_unit_tier_is_recorded_apart(session: pytest.Pytester, tmp_path: Path) -> None:
+    run(session, "--tier=unit")
+    entry = recorded(tmp_path)["unit"]
+    assert (entry["tests"], entry["outcomes"], entry["hidden"]) == (1, {"passed": 1}, False)
+    assert "pytest" not in recorded(tmp_path)
+    assert entry["wall_s"] >= 0
+
+
+@pytest.mark.parametrize(
+    "args", [("-k", "plain"), ("-m", "not slow"), ("suite/test_suite.py",), ("--tier=unit", "-k", "plain")]
+)
+def test_a_part_of_a_session_writes_nothing(
+    session: pytest.Pytester, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    run(session, *args)
+    assert recorded(tmp_path) == {}
+
+
+UNIT_RUN = {"wall_s": 61.5, "exit_status": 0, "tests": 850, "outcomes": {"passed": 850}, "cpus": 2}
+
+
+def test_the_unit_figure_carries_its_counts_and_whether_the_dependencies_were_hidden() -> None:
+    figure = unit_figure({"unit": {**UNIT_RUN, "at": "2026-12-01T18:00:00Z", "hidden": True}})
+    assert (figure.value, figure.unit, figure.met) == (61.5, "s", True)
+    assert figure.target == f"<= {UNIT_BUDGET_S:.0f} s"
+    assert "850 tests (850 passed)" in (figure.note or "")
+    assert "gitlab-ci-local hidden" in (figure.note or "")
+    slow = unit_figure({"unit": {**UNIT_RUN, "wall_s": 120.0, "at": "x", "hidden": False}})
+    assert slow.met is False
+    assert "not hidden" in (slow.note or "")
+    interrupted = unit_figure({"unit": {**UNIT_RUN, "exit_status": 2, "at": "x", "hidden": True}})
+    assert interrupted.met is None
+    assert unit_figure({}).value is None

@@ -1,0 +1,194 @@
+"""acklab's jobs as GitLab CI/CD components (templates/*.yml): valid for GitLab's CI schema
+with any inputs GitLab accepts, every input declared, described and used, and the same
+scripts as the `include: project:` templates in ci/acklab.gitlab-ci.yml.
+
+The components run for real in acklab's own pipeline (.gitlab-ci.yml includes them at
+$CI_COMMIT_SHA; tests/pipeline/test_local_pipeline.py runs it with gitlab-ci-local)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.pipeline import components
+from tests.pipeline.components import InputError, included, inputs_of
+from tests.pipeline.gitlab import ROOT, SCHEMA, CiLoader, load_yaml, resolve_job, schema_errors
+
+LEGACY = load_yaml(ROOT / "ci" / "acklab.gitlab-ci.yml")
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# The inputs each component needs beyond its defaults, as a user would give them.
+REQUIRED = {
+    "run": {"target": "acklab/shop.target.yaml"},
+    "evidence": {"needs": ["webhooks"], "shards": "out/webhooks-*/"},
+    "pages": {"needs": ["webhooks-evidence"]},
+    "repair": {},
+}
+# Other inputs GitLab accepts, each changing what the job looks like.
+OTHERS = {
+    "run": {
+        "target": "fixture:unsafe",
+        "expect": "fail",
+        "shards": 4,
+        "trials": 1,
+        "seed": "7",
+        "job_name": "x",
+        "setup": ["pip install -e .", "uvicorn shop.main:app --port 9000 &"],
+    },
+    "evidence": {"needs": [{"job": "webhooks", "artifacts": True}], "shards": "out/*/", "stage": "verify"},
+    "pages": {"needs": ["e"], "history": 0, "history_job": "e", "python_image": "python:3.12"},
+    "repair": {"flow": "ci/flow.yaml", "pip_spec": "acklab @ git+https://example.com/acklab.git@v1"},
+}
+# The template each component's job mirrors.
+MIRRORS = {
+    "run": ".acklab-run",
+    "evidence": ".acklab-evidence",
+    "pages": ".acklab-pages",
+    "repair": ".acklab-repair",
+}
+
+
+def the_job(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    (job,) = included(name, given).values()
+    return job  # type: ignore[no-any-return]
+
+
+def test_the_components_are_the_four_templates() -> None:
+    assert components.components() == sorted(MIRRORS) == sorted(REQUIRED)
+
+
+def test_the_vendored_schema_knows_the_spec_header() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert set(schema["properties"]["spec"]["properties"]) >= {"inputs"}
+    assert schema["properties"]["spec"]["properties"]["inputs"] == {"$ref": "#/definitions/configInputs"}
+    assert "component" in json.dumps(schema["definitions"]["include_item"])
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_the_header_is_valid_and_every_input_is_described_and_used(name: str) -> None:
+    header, _ = components.load(name)
+    assert schema_errors(header) == []
+    declared = header["spec"]["inputs"]
+    for input_name, declaration in declared.items():
+        assert declaration.get("description"), f"{name}: input {input_name} has no description"
+    text = (ROOT / "templates" / f"{name}.yml").read_text(encoding="utf-8").split("\n---\n", 1)[1]
+    used = set(re.findall(r"\$\[\[\s*inputs\.([\w-]+)", text))
+    assert used == set(declared), (
+        f"{name}: declared but unused {set(declared) - used}, undeclared {used - set(declared)}"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+@pytest.mark.parametrize("which", ["required", "others"])
+def test_the_included_configuration_is_valid_for_gitlab(name: str, which: str) -> None:
+    given = REQUIRED[name] if which == "required" else OTHERS[name]
+    configuration = included(name, given)
+    assert schema_errors(configuration) == []
+    job = the_job(name, given)
+    assert job["image"] == given.get("python_image", "python:3.11-slim")
+    if "job_name" in given:
+        assert list(configuration) == [given["job_name"]]
+
+
+def test_run_takes_what_the_issue_and_the_templates_promise() -> None:
+    header, _ = components.load("run")
+    assert {"target", "trials", "shards", "expect", "python_image", "acklab_version"} <= set(
+        header["spec"]["inputs"]
+    )
+    job = the_job("run", OTHERS["run"])
+    assert job["parallel"] == 4
+    assert job["variables"]["ACKLAB_TRIALS"] == 1
+    assert job["variables"]["ACKLAB_EXPECT"] == "fail"
+    assert job["variables"]["ACKLAB_SEED"] == "7"
+    assert job["artifacts"]["reports"]["junit"] == "reports/acklab-*.xml"
+    assert job["before_script"][0] == OTHERS["run"]["setup"]  # before acklab's own install
+
+
+def test_every_knob_of_the_templates_is_an_input_of_a_component() -> None:
+    """What ci/acklab.gitlab-ci.yml documents as a variable, a component sets from an input
+    (except ACKLAB_VENV: a ready virtualenv is for local runs, not for a published job)."""
+    text = (ROOT / "ci" / "acklab.gitlab-ci.yml").read_text(encoding="utf-8")
+    knobs = set(re.findall(r"^#\s+(ACKLAB_[A-Z_]+)\s", text, re.M)) - {"ACKLAB_VENV"}
+    set_by_inputs = set()
+    for name in REQUIRED:
+        for variable in the_job(name, REQUIRED[name])["variables"]:
+            if variable.startswith("ACKLAB_"):
+                set_by_inputs.add(variable)
+                template = components.load(name)[1]
+                (raw,) = template.values()
+                assert "$[[ inputs." in str(raw["variables"][variable]), f"{name}: {variable} is not an input"
+    assert knobs <= set_by_inputs, knobs - set_by_inputs
+
+
+@pytest.mark.parametrize("name", sorted(MIRRORS))
+def test_the_scripts_are_those_of_the_project_include_templates(name: str) -> None:
+    job = the_job(name, REQUIRED[name])
+    legacy = resolve_job(LEGACY, MIRRORS[name])
+    before = job["before_script"]
+    if name == "run":  # the service's own setup comes first (its `setup` input)
+        assert before[0] == []
+        before = before[1:]
+    assert before == LEGACY[".acklab"]["before_script"]
+    assert job["script"] == legacy["script"]
+    assert job["artifacts"] == legacy["artifacts"]
+    for key in ("rules", "interruptible", "resource_group"):
+        if key in legacy:
+            assert job[key] == legacy[key], key
+
+
+def test_the_default_release_is_this_version() -> None:
+    for name in REQUIRED:
+        header, _ = components.load(name)
+        assert header["spec"]["inputs"]["acklab_version"]["default"] == VERSION, name
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({}, "input target is required"),
+        ({"target": "t.yaml", "shard": 2}, "unknown input"),
+        ({"target": "t.yaml", "shards": "2"}, "is not a number"),
+        ({"target": "t.yaml", "trials": True}, "is not a number"),
+        ({"target": "t.yaml", "expect": "maybe"}, "is not one of"),
+    ],
+)
+def test_inputs_gitlab_would_refuse_are_refused(given: dict[str, Any], error: str) -> None:
+    with pytest.raises(InputError, match=error):
+        inputs_of(components.load("run")[0], given)
+
+
+def test_the_schema_refuses_what_a_bad_input_value_makes() -> None:
+    """Validation after interpolation can fail: 300 shards is past GitLab's limit, and a
+    job needs a stage that is not empty."""
+    assert schema_errors(included("run", {"target": "t.yaml", "shards": 300}))
+    assert schema_errors(included("run", {"target": "t.yaml", "stage": ""}))
+
+
+def readme_component_example() -> dict[str, Any]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Adopting acklab in your pipeline", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    examples = [b for b in blocks if "component:" in b]
+    assert len(examples) == 1, "the section shows one pipeline with the components"
+    return yaml.load(examples[0], Loader=CiLoader)  # type: ignore[no-any-return]
+
+
+def test_the_readme_example_includes_real_components_with_inputs_they_take() -> None:
+    example = readme_component_example()
+    assert schema_errors(example) == []
+    merged: dict[str, Any] = {}
+    for entry in example["include"]:
+        match = re.fullmatch(
+            r"\$CI_SERVER_FQDN/[\w./-]+/(?P<name>[\w-]+)@(?P<ref>[\w.~-]+)", entry["component"]
+        )
+        assert match, entry["component"]
+        assert match["ref"] == VERSION
+        merged |= included(match["name"], entry.get("inputs", {}))
+    for name in example:
+        if name not in ("include", "stages", "variables", "default", "workflow"):
+            assert name in merged, f"the README completes a job no component adds: {name}"
+    assert schema_errors({**merged, **{k: v for k, v in example.items() if k != "include"}}) == []

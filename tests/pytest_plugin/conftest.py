@@ -1,0 +1,34 @@
+"""User suites for the plugin's tests: the apps in ``apps/`` copied beside a test file in a
+pytester directory, and the run's options every suite shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# pytester's in-process runs drop, after each run, the modules first imported during it. A
+# library that keeps references between its modules (SQLAlchemy's ORM registers itself in
+# sqlalchemy.util.preloaded) breaks when the next run imports a second copy beside the
+# first's leftovers; imported here, once, they stay for every run.
+import tests.pytest_plugin.apps.shop_fastapi
+import tests.pytest_plugin.apps.shop_flask  # noqa: F401
+
+APPS = Path(__file__).with_name("apps")
+# One trial per experiment: each app's bug (or fix) shows on the first; the suites stay fast.
+FAST = ("-p", "no:cacheprovider", "--acklab-trials", "1")
+# For suites run in processes of their own (a subprocess, xdist's workers): this project's
+# environment has pytest plugins the user suites do not use, whose import costs ~1.3 s a process.
+LEAN = ("-p", "no:hypothesispytest", "-p", "no:schemathesis")
+
+
+@pytest.fixture
+def user_suite(pytester: pytest.Pytester):
+    """Copy the named apps into the pytester directory; returns pytester."""
+
+    def make(*apps: str) -> pytest.Pytester:
+        for name in apps:
+            pytester.makepyfile(**{name: (APPS / f"{name}.py").read_text()})
+        return pytester
+
+    return make
