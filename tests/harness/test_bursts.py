@@ -85,10 +85,10 @@ def test_a_last_byte_burst_writes_exactly_the_bytes_the_transport_writes(tmp_pat
     assert all(raw == transported for raw in bursted)
     # Recorded like every other delivery: status, headers, the bounded answer, the handler's clock.
     for record in records:
-        doc = record.as_dict()
+        doc = record.document().dump()
         assert (doc["status"], doc["sender_status"], doc["error"]) == (200, 200, None)
         assert (doc["response_excerpt"], doc["response_bytes"], doc["response_truncated"]) == ("{}", 2, False)
-        assert doc["headers"] == records[0].as_dict()["headers"]
+        assert doc["headers"] == records[0].document().dump()["headers"]
     assert burst.sync == "last-byte"
     assert burst.release_spread_ms is not None
     assert burst.handler_spread_ms is not None
