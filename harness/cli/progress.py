@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acklab.evidence.history import printable
 from acklab.evidence.redaction import known
 from acklab.harness.core.run_events import (
     ExperimentFinished,
@@ -26,6 +28,15 @@ from acklab.harness.core.run_events import (
 STYLE = dict(
     zip(("pass", "fail", "error", "skipped"), ("green", "bold red", "bold yellow", "dim"), strict=True)
 )
+
+
+def shown(value: object) -> str:
+    """Data for a rich console: markup escaped, control characters visible.
+
+    A target's name, an error a target caused (an effects endpoint's answer, quoted), a path:
+    rich would read ``[/]`` as markup (and raise) and a terminal would obey an escape sequence.
+    """
+    return escape(printable(str(value)))
 
 
 class ProgressDisplay:
@@ -46,17 +57,17 @@ class ProgressDisplay:
     def run_started(self, event: RunStarted) -> None:
         resumed = f", {event.trials_done} already done" if event.trials_done else ""
         self.console.print(
-            f"acklab run [bold]{event.run_id}[/] on [bold]{event.target}[/]: "
-            f"{event.trials_total} trials{resumed} -> {event.bundle}"
+            f"acklab run [bold]{shown(event.run_id)}[/] on [bold]{shown(event.target)}[/]: "
+            f"{event.trials_total} trials{resumed} -> {shown(event.bundle)}"
         )
 
     def trial_line(self, event: TrialFinished) -> str:
         """What a log (no terminal) says for one finished trial."""
-        return f"  trial {event.trial_id}: {event.verdict}"
+        return f"  trial {shown(event.trial_id)}: {shown(event.verdict)}"
 
     def experiment_line(self, event: ExperimentFinished) -> str | None:
         """What a log says when an experiment ends (None: nothing)."""
-        return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
+        return f"experiment {shown(event.name)}: {shown(event.verdict)} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
         summary = known().doc(event.summary)
@@ -64,7 +75,8 @@ class ProgressDisplay:
         for line in spread_lines(summary):
             self.console.print(line)
         self.console.print(
-            f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
+            f"verdict: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/] ({shown(event.status)}); "
+            f"bundle {shown(event.bundle)}"
         )
 
     def handle(self, event: RunEvent) -> None:
@@ -111,7 +123,8 @@ class ProgressDisplay:
 def summary_table(summary: dict[str, Any]) -> Table:
     """The run's experiments, one row each: verdict, trials, violations, first violation."""
     table = Table(
-        title=f"{summary.get('target', '')} — run {summary.get('run_id', '')}", title_justify="left"
+        title=f"{shown(summary.get('target', ''))} — run {shown(summary.get('run_id', ''))}",
+        title_justify="left",
     )
     for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
         table.add_column(column)
@@ -120,16 +133,18 @@ def summary_table(summary: dict[str, Any]) -> Table:
         first = ""
         if violations:
             v = violations[0]
-            first = f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
+            first = shown(
+                f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
+            )
         elif experiment.get("reason") or experiment.get("error"):
             # why it erred or was skipped (a skipped experiment has a reason, never an error)
-            first = str(experiment.get("reason") or experiment["error"])[:160]
+            first = shown(str(experiment.get("reason") or experiment["error"])[:160])
         verdict = experiment["verdict"]
         trials = experiment["trials"]
         landed = f"{experiment['fault_landed']}/{trials}" if "fault_landed" in experiment and trials else "—"
         table.add_row(
-            experiment["name"],
-            f"[{STYLE.get(verdict, '')}]{verdict}[/]",
+            shown(experiment["name"]),
+            f"[{STYLE.get(verdict, '')}]{shown(verdict)}[/]",
             str(trials),
             landed,
             str(len(violations)),
@@ -151,7 +166,7 @@ def spread_lines(summary: dict[str, Any]) -> list[str]:
             if (figures := spread.get(key))
         ]
         lines.append(
-            f"{experiment['name']}: {spread['bursts']} bursts released {spread['burst_sync']}; "
+            f"{shown(experiment['name'])}: {spread['bursts']} bursts released {shown(spread['burst_sync'])}; "
             + ("; ".join(parts) or "no spread measured")
             + ("" if "handler_ms" in spread else " (the handler does not report when requests entered it)")
         )
