@@ -109,7 +109,16 @@ def unpack(archive: Path, into: Path, *, what: str, max_bytes: int = PullCaps.to
 
 
 def _bundles_under(root: Path) -> list[Path]:
-    return sorted(p.parent for p in root.rglob(MANIFEST) if p.is_file())
+    """The outermost bundles under `root`: a comparison's or a sweep's runs are part of it.
+
+    Their manifests are covered by the outer manifest, so they travel with it, unmarked.
+    """
+    roots = sorted(p.parent for p in root.rglob(MANIFEST) if p.is_file())
+    outermost: list[Path] = []
+    for candidate in roots:  # sorted: a bundle comes before anything nested in it
+        if not any(candidate.is_relative_to(outer) for outer in outermost):
+            outermost.append(candidate)
+    return outermost
 
 
 def _mark(found: _Found, source: PipelineArtifacts) -> None:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from acklab.evidence.gitlab_source import strip_credentials
+from acklab.evidence.redaction import remember
+
 from .errors import FlowSpecInvalid, HeadMoved, PublishFailed
 from .worktree import Worktree, git, head_sha, identity_env
 
@@ -118,6 +121,11 @@ class GitLabPublisher:
     def from_env(cls, mr_iid: int, env: Mapping[str, str] | None = None) -> GitLabPublisher:
         env = os.environ if env is None else env
         url = env.get("GITLAB_URL") or env.get("CI_SERVER_URL")
+        if url:
+            # A user:password@ in the URL is never sent (requests would turn it into Basic auth
+            # beside the token) and never written: the token comes from the variables below.
+            url, removed = strip_credentials(url)
+            remember(*removed)
         job_token = not env.get("GITLAB_TOKEN")
         token = env.get("CI_JOB_TOKEN") if job_token else env.get("GITLAB_TOKEN")
         project = env.get("CI_PROJECT_ID")

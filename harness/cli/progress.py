@@ -7,10 +7,12 @@ line per finished trial, so a log reads like a transcript.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from acklab.evidence.documents.run import RunDocument
+from acklab.evidence.history import printable
 from acklab.evidence.redaction import known
 from acklab.harness.core.run_events import (
     ExperimentFinished,
@@ -25,6 +27,15 @@ from acklab.harness.core.run_events import (
 STYLE = dict(
     zip(("pass", "fail", "error", "skipped"), ("green", "bold red", "bold yellow", "dim"), strict=True)
 )
+
+
+def shown(value: object) -> str:
+    """Data for a rich console: markup escaped, control characters visible.
+
+    A target's name, an error a target caused (an effects endpoint's answer, quoted), a path:
+    rich would read ``[/]`` as markup (and raise) and a terminal would obey an escape sequence.
+    """
+    return escape(printable(str(value)))
 
 
 class ProgressDisplay:
@@ -45,17 +56,17 @@ class ProgressDisplay:
     def run_started(self, event: RunStarted) -> None:
         resumed = f", {event.trials_done} already done" if event.trials_done else ""
         self.console.print(
-            f"acklab run [bold]{event.run_id}[/] on [bold]{event.target}[/]: "
-            f"{event.trials_total} trials{resumed} -> {event.bundle}"
+            f"acklab run [bold]{shown(event.run_id)}[/] on [bold]{shown(event.target)}[/]: "
+            f"{event.trials_total} trials{resumed} -> {shown(event.bundle)}"
         )
 
     def trial_line(self, event: TrialFinished) -> str:
         """What a log (no terminal) says for one finished trial."""
-        return f"  trial {event.trial_id}: {event.verdict}"
+        return f"  trial {shown(event.trial_id)}: {shown(event.verdict)}"
 
     def experiment_line(self, event: ExperimentFinished) -> str | None:
         """What a log says when an experiment ends (None: nothing)."""
-        return f"experiment {event.name}: {event.verdict} ({event.violations} violations)"
+        return f"experiment {shown(event.name)}: {shown(event.verdict)} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
         if event.run is not None:
@@ -63,7 +74,8 @@ class ProgressDisplay:
             for line in spread_lines(event.run):
                 self.console.print(line)
         self.console.print(
-            f"verdict: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status}); bundle {event.bundle}"
+            f"verdict: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/] ({shown(event.status)}); "
+            f"bundle {shown(event.bundle)}"
         )
 
     def handle(self, event: RunEvent) -> None:
@@ -110,7 +122,10 @@ class ProgressDisplay:
 def summary_table(run: RunDocument) -> Table:
     """The run's experiments, one row each: verdict, trials, violations, first violation."""
     redactor = known()
-    table = Table(title=redactor.text(f"{run.target} — run {run.run_id}"), title_justify="left")
+    table = Table(
+        title=shown(redactor.text(f"{run.target} — run {run.run_id}")),
+        title_justify="left",
+    )
     for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
         table.add_column(column)
     for experiment in run.experiments:
@@ -126,12 +141,12 @@ def summary_table(run: RunDocument) -> Table:
             f"{experiment.fault_landed}/{trials}" if experiment.fault_landed is not None and trials else "—"
         )
         table.add_row(
-            redactor.text(experiment.name),
-            f"[{STYLE.get(experiment.verdict, '')}]{experiment.verdict}[/]",
+            shown(redactor.text(experiment.name)),
+            f"[{STYLE.get(experiment.verdict, '')}]{shown(experiment.verdict)}[/]",
             str(trials),
             landed,
             str(len(experiment.violations)),
-            redactor.text(first),
+            shown(redactor.text(first)),
         )
     return table
 
@@ -153,7 +168,7 @@ def spread_lines(run: RunDocument) -> list[str]:
             if figures is not None
         ]
         lines.append(
-            redactor.text(f"{experiment.name}: {spread.bursts} bursts released {spread.burst_sync}; ")
+            shown(redactor.text(f"{experiment.name}: {spread.bursts} bursts released {spread.burst_sync}; "))
             + ("; ".join(parts) or "no spread measured")
             + (
                 ""

@@ -22,7 +22,7 @@ from rich.table import Table
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
-from acklab.harness.cli.progress import ProgressDisplay
+from acklab.harness.cli.progress import ProgressDisplay, shown
 from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSettings
 from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
@@ -257,7 +257,7 @@ def plan(**kwargs: Any) -> int:
         return int(ExitCode.OK)
     console = Console(highlight=False)
     console.print(
-        f"plan for [bold]{the_plan.target}[/]: seed {the_plan.seed}, {the_plan.trials_per_experiment} trials per "
+        f"plan for [bold]{shown(the_plan.target)}[/]: seed {the_plan.seed}, {the_plan.trials_per_experiment} trials per "
         f"experiment, {len(the_plan.trials)} trials"
         + (f", shard {the_plan.shard_label}" if the_plan.shard else "")
     )
@@ -266,11 +266,11 @@ def plan(**kwargs: Any) -> int:
         steps = [f"{d.kind}/{d.attempt}/{d.fault}@{d.at_ms:g}" for d in trial.deliveries]
         grouped = [(step, len(list(run))) for step, run in itertools.groupby(steps)]
         deliveries = ", ".join(step if n == 1 else f"{n} x {step}" for step, n in grouped)
-        table.add_row(trial.trial_id, " ".join(trial.event_ids), deliveries)
+        table.add_row(shown(trial.trial_id), shown(" ".join(trial.event_ids)), shown(deliveries))
     console.print(table)
     for skipped in the_plan.skipped:
         what = f"{skipped.name} ({skipped.variant})" if skipped.variant else skipped.name
-        console.print(f"skipped: {what}: {skipped.reason}")
+        console.print(f"skipped: {shown(what)}: {shown(skipped.reason)}")
     return int(ExitCode.OK)
 
 

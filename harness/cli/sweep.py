@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.documents.sweep import SweepDocument
-from acklab.harness.cli.progress import STYLE, ProgressDisplay
+from acklab.harness.cli.progress import STYLE, ProgressDisplay, shown
 from acklab.harness.core.plan import BOUNDS, RunSettings
 from acklab.harness.core.run_events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
 from acklab.harness.experiments import EXPERIMENTS
@@ -53,23 +53,23 @@ class SweepProgress(ProgressDisplay):
     def starting(self, run: SweepRun, number: int, total: int) -> None:
         self._row = run.row
         self.console.print(
-            f"[{number}/{total}] [bold]{run.row}[/]: {', '.join(run.experiments)}"
-            + (f" (resuming run {run.run_id})" if run.run_id else "")
+            f"[{number}/{total}] [bold]{shown(run.row)}[/]: {shown(', '.join(run.experiments))}"
+            + (f" (resuming run {shown(run.run_id)})" if run.run_id else "")
         )
 
     def run_started(self, event: RunStarted) -> None:
         done = f", {event.trials_done} already done" if event.trials_done else ""
-        self.console.print(f"  run {event.run_id}: {event.trials_total} trials{done}")
+        self.console.print(f"  run {shown(event.run_id)}: {event.trials_total} trials{done}")
 
     def trial_line(self, event: TrialFinished) -> str:
-        return f"  {event.trial_id}: [{STYLE.get(event.verdict, '')}]{event.verdict}[/]"
+        return f"  {shown(event.trial_id)}: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/]"
 
     def experiment_line(self, event: ExperimentFinished) -> str | None:
         return None
 
     def run_finished(self, event: RunFinished) -> None:
         self.console.print(
-            f"  {self._row}: [{STYLE.get(event.verdict, '')}]{event.verdict}[/] ({event.status})"
+            f"  {shown(self._row)}: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/] ({shown(event.status)})"
         )
 
 
@@ -80,7 +80,7 @@ def per_cell(doc: SweepDocument) -> str:
 
 def summary_table(doc: SweepDocument) -> Table:
     """One row per cell: verdict, pass rate and counts."""
-    table = Table(title=f"sweep {doc.sweep_id}: {per_cell(doc)}", title_justify="left")
+    table = Table(title=f"sweep {shown(doc.sweep_id)}: {per_cell(doc)}", title_justify="left")
     for column in (
         "target",
         "database",
@@ -99,10 +99,10 @@ def summary_table(doc: SweepDocument) -> Table:
     for cell in doc.cells:
         rate = cell.pass_rate
         table.add_row(
-            cell.target,
-            cell.database,
-            cell.experiment,
-            f"[{CELL_STYLE.get(cell.verdict, '')}]{cell.verdict}[/]",
+            shown(cell.target),
+            shown(cell.database),
+            shown(cell.experiment),
+            f"[{CELL_STYLE.get(cell.verdict, '')}]{shown(cell.verdict)}[/]",
             f"{rate:.0%}" if rate is not None else "—",
             f"{cell.passed}/{cell.trials}",
             str(cell.failed),
@@ -118,12 +118,12 @@ def report(result: SweepResult, console: Console) -> None:
         if cell.verdict in ("skipped", "error") and cell.reason:
             style = CELL_STYLE.get(cell.verdict, "")
             console.print(
-                f"[{style}]{cell.verdict}[/] {cell.target} \u00b7 {cell.database} \u00d7 "
-                f"{cell.experiment}: {cell.reason}"
+                f"[{style}]{shown(cell.verdict)}[/] {shown(cell.target)} \u00b7 {shown(cell.database)} "
+                f"\u00d7 {shown(cell.experiment)}: {shown(cell.reason)}"
             )
     console.print(
-        f"verdict: [{STYLE.get(result.verdict, '')}]{result.verdict}[/]; sweep {result.root} "
-        f"(heatmap {result.root / 'heatmap.svg'})"
+        f"verdict: [{STYLE.get(result.verdict, '')}]{shown(result.verdict)}[/]; sweep {shown(result.root)} "
+        f"(heatmap {shown(result.root / 'heatmap.svg')})"
     )
 
 

@@ -22,6 +22,9 @@ from acklab.harness.errors import SpecError
 from acklab.harness.experiments import Experiment
 from acklab.harness.targets import Target
 
+# Between an interrupted process's service.log and the resumed one's.
+RESUMED_MARK = b"\n--- acklab: the run was interrupted here and resumed by another process ---\n"
+
 
 @dataclass
 class RunState:
@@ -51,6 +54,20 @@ class RunState:
             experiments=entries,
         )
         self.writer.write_document("run.json", doc)
+
+    def keep_attachments(self) -> None:
+        """Write the target's files (a spec service's ``service.log``) into the bundle.
+
+        Called when the run finishes and when it is interrupted: the service that served the
+        finished trials is stopped with this process, and its output would be lost with it. A
+        resumed run's file follows the interrupted one's, so the log covers every process.
+        """
+        for rel, data in self.target.attachments().items():
+            earlier = self.writer.root / rel
+            before = (
+                earlier.read_bytes() + RESUMED_MARK if earlier.is_file() and not earlier.is_symlink() else b""
+            )
+            self.writer.write_bytes(rel, before + data)
 
     def checkpoint(self, record: Trial) -> str:
         rel = f"trials/{record.trial_id}.json"
@@ -91,8 +108,7 @@ class RunState:
             started_at=self.started_at,
             experiments=entries + self._skipped_entries(),
         )
-        for rel, data in self.target.attachments().items():
-            self.writer.write_bytes(rel, data)
+        self.keep_attachments()
         self.writer.write_document("run.json", run)
         self.writer.write_bytes("reports/junit.xml", junit(run, incidents))
         self.writer.finalize()

@@ -327,6 +327,10 @@ async def _main(
     except asyncio.CancelledError:
         if not interrupted.is_set():
             raise
+        try:
+            state.keep_attachments()  # the service stops with this process; its output stays
+        except (OSError, EvidenceError) as exc:
+            print(f"acklab: the target's files could not be kept ({exc})", file=sys.stderr)
         bus.emit(
             RunFinished(
                 run_id, target.name, "error", "interrupted", state.started_at, utcnow(), str(writer.root)

@@ -97,6 +97,38 @@ def test_a_good_pipeline_is_pulled_verified_and_marked(tmp_path, gitlab_double, 
     assert (run["verdict"], run["status"], run["experiments"][0]["trials"]) == ("fail", "complete", 2)
 
 
+def test_a_comparison_is_pulled_whole_with_its_runs_inside(tmp_path, gitlab_double, env, acklab):
+    """A bundle nested in another (a comparison's runs) travels inside it, not as a bundle of its own."""
+    from acklab.harness.engine.comparison import bundle_comparison
+    from acklab.harness.engine.runner import RunResult
+
+    runs = tmp_path / "runs"
+    finished = []
+    for run_id, verdict in (("before", "fail"), ("after", "pass")):
+        root = write_run_bundle(runs / run_id, run_id, {"lost-ack": [(0, verdict)]})
+        finished.append(RunResult(json.loads((root / "run.json").read_text()), root))
+    evidence_dir = tmp_path / "job"
+    compared = bundle_comparison(
+        evidence_dir, finished, seed=7, started_at="2026-12-01T00:00:00Z", targets=["a", "b"]
+    )
+    state = gitlab_double.state
+    pipe = state.add_pipeline(state.add_project("acme/cmp", id=43))
+    state.add_job(pipe, "compare", artifacts=zip_tree(evidence_dir))
+
+    out = tmp_path / "pulled"
+    code, stdout, stderr = acklab(
+        "evidence", "pull", "--project", "acme/cmp", "--pipeline", pipe.id, "--out", out, "--json"
+    )
+    assert code == 0, stderr
+    rows = json.loads(stdout)
+    assert [r["bundle"].rsplit("/", 1)[-1] for r in rows] == [compared.bundle.name]
+    pulled = out / f"pipeline-{pipe.id}" / f"compare-{rows[0]['job_id']}" / compared.bundle.name
+    assert verify(pulled).ok
+    for run in finished:  # the runs inside are byte for byte what the job wrote
+        inner = pulled / run.bundle.name / "manifest.json"
+        assert inner.read_bytes() == (compared.bundle / run.bundle.name / "manifest.json").read_bytes()
+
+
 def test_the_original_manifest_hash_is_kept(tmp_path, gitlab_double, pipeline, env, acklab):
     _, pipe = pipeline
     job = next(j for j in pipe.jobs if j.name == "run: [1/2]")

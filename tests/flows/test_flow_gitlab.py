@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 
 import pytest
 
+from acklab.evidence.redaction import redact
 from acklab.flows.approvals import AutoApprove, Decision, Question
 from acklab.flows.errors import HeadMoved
 from acklab.flows.lab import run_lab
@@ -199,6 +199,18 @@ def test_ci_variables_are_the_fallbacks():
     )
 
 
+def test_credentials_in_the_gitlab_url_are_neither_sent_nor_written():
+    publisher = GitLabPublisher.from_env(
+        7,
+        env={
+            "GITLAB_URL": "https://robot:url-secret-7f3a@gitlab.example:8443/",
+            "GITLAB_TOKEN": "tok",
+            "CI_PROJECT_ID": "9",
+        },
+    )
+    assert publisher.url == "https://gitlab.example:8443/"
+    assert "url-secret-7f3a" not in redact("GitLab said: url-secret-7f3a")
+
+
 def test_head_moved_is_a_gate():
     assert int(HeadMoved("x").exit_code) == 5
-    assert subprocess  # imported for the fixture's helpers

@@ -54,6 +54,8 @@ def main() -> None:
             sys.exit(f"refusing to start: {args.once} exists (left by a previous run that did not stop)")
         args.once.touch()
     app = handler_app(VARIANTS[args.variant], args.db, os.environ["ACKLAB_TEST_WEBHOOK_SECRET"])
+    # What a real service says on start; the bundle's service.log must keep it.
+    print(f"crash_service: serving the {args.variant} handler on port {args.port}", flush=True)
     uvicorn.run(
         AfterCommitWork(app, args.after_commit_ms / 1000),
         host="127.0.0.1",

@@ -118,3 +118,55 @@ def test_resuming_an_unknown_run_is_invalid_input(tmp_path):
     done = resume(tmp_path / "out", "no-such-run")
     assert done.returncode == 3
     assert "no-such-run" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_interrupted_runs_service_log_is_kept_and_the_resumed_one_follows_it(tmp_path):
+    """A spec service stops with the interrupted process; its output must not stop with it."""
+    from acklab.harness.procs.fixture_process import free_port
+    from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    db_url = f"sqlite:///{tmp_path / 'shop.db'}"
+    doc = target_doc("shop", f"http://127.0.0.1:{port}/hooks", db_url)
+    doc["command"] = {
+        "argv": [
+            *(sys.executable, "-m", "tests.harness.crash_service"),
+            *("--variant", "receipt", "--port", str(port), "--db", db_url),
+        ],
+        "env": {"PYTHONPATH": str(root)},
+        "ready_timeout_s": 30,
+    }
+    spec = write_spec(tmp_path / "shop.yaml", doc)
+    env = {**os.environ, SECRET_ENV: SECRET}
+    out = tmp_path / "out"
+    args = ["run", "--target", str(spec), "--experiment", "lost-ack", "--trials", str(TRIALS)]
+    process = subprocess.Popen(
+        [*ACKLAB, *args, "--seed", "7", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    bundle = wait_for_trials(out, 2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 6, stderr.decode()[-2000:]
+    first = (bundle / "service.log").read_bytes()
+    assert first.startswith(b"--- acklab: start 1 of the service")
+    assert b"crash_service: serving the receipt handler" in first
+
+    done = subprocess.run(
+        [*ACKLAB, "run", "--target", str(spec), "--resume", bundle.name, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = (bundle / "service.log").read_bytes()
+    assert log.startswith(first)  # the interrupted process's output, then the resumed one's
+    assert log.count(b"crash_service: serving the receipt handler") == 2
+    assert b"interrupted here and resumed" in log
+    assert verify(bundle).ok
