@@ -47,9 +47,9 @@ def detection_rate(
                 settings=RunSettings(burst=burst),
             )
         )
-    (entry,) = result.run["experiments"]
-    caught = {v["trial"] for v in entry["violations"] if v["invariant"] == "at-most-once-effect"}
-    return len(caught), entry["trials"]
+    (entry,) = result.document.experiments
+    caught = {v.trial for v in entry.violations if v.invariant == "at-most-once-effect"}
+    return len(caught), entry.trials
 
 
 @contextmanager

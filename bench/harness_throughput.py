@@ -211,9 +211,9 @@ def detection(trials: int, work_ms: float) -> tuple[int, int]:
                     journal=False,
                 )
             )
-    (entry,) = result.run["experiments"]
-    caught = len({v["trial"] for v in entry["violations"]})
-    return caught, entry["trials"]
+    (entry,) = result.document.experiments
+    caught = len({v.trial for v in entry.violations})
+    return caught, entry.trials
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,6 +34,8 @@ from datetime import datetime
 from io import BytesIO
 from pathlib import Path
 
+from acklab.evidence.documents.trial import Trial
+from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
 from bench.figures import Figure, print_figure
@@ -48,24 +50,22 @@ TARGETS = {"fixture:unsafe": 1, "fixture:live": 0}
 LAUNCHER = "import sys; from acklab.cli import main; main(sys.argv[1:])"
 
 
+def trials_of(result: RunResult) -> list[Trial]:
+    return [Trial.read(load_evidence_json(p)) for p in sorted((result.bundle / "trials").glob("*.json"))]
+
+
 def no_trial_erred(result: RunResult) -> list[str]:
-    found = []
-    for path in sorted((result.bundle / "trials").glob("*.json")):
-        trial = json.loads(path.read_text())
-        if trial["verdict"] == "error":
-            found.append(f"{trial['trial_id']}: {trial['error']}")
-    return found
+    return [f"{t.trial_id}: {t.error}" for t in trials_of(result) if t.verdict == "error"]
 
 
 def never_vacuous(result: RunResult) -> list[str]:
     """timeout-overlap on the fast receiver: a pass only where the timeout fired mid-work."""
     found = []
-    for path in sorted((result.bundle / "trials").glob("*.json")):
-        trial = json.loads(path.read_text())
-        if trial["verdict"] == "pass" and not trial.get("fault", {}).get("landed"):
-            found.append(f"{trial['trial_id']} passed without its fault")
-        if trial["verdict"] == "fail":
-            found.append(f"{trial['trial_id']} failed: {trial['violations'][:1]}")
+    for trial in trials_of(result):
+        if trial.verdict == "pass" and not (trial.fault is not None and trial.fault.landed):
+            found.append(f"{trial.trial_id} passed without its fault")
+        if trial.verdict == "fail":
+            found.append(f"{trial.trial_id} failed: {trial.violations[:1]}")
     return found
 
 

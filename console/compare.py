@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from itertools import combinations, product, zip_longest
-from typing import Any
+
+from acklab.evidence.documents.incident import Incident
 
 from .identity import Identity
 from .index import Snapshot
@@ -235,7 +236,7 @@ def resolve_ref(snapshot: Snapshot, ref: str | None) -> IncidentSummary | None:
     return snapshot.incident(key, incident_id)
 
 
-def event_pairs(left_doc: dict[str, Any], right_doc: dict[str, Any], *, same_plan: bool) -> list[EventPair]:
+def event_pairs(left_doc: Incident | None, right_doc: Incident | None, *, same_plan: bool) -> list[EventPair]:
     """The events to step through: by id under one plan, by position under two seeds."""
     left, right = events_of(left_doc), events_of(right_doc)
     if same_plan:
@@ -248,15 +249,14 @@ def event_pairs(left_doc: dict[str, Any], right_doc: dict[str, Any], *, same_pla
 
 def build(
     pair: Pair,
-    left: tuple[Any, str | None],
-    right: tuple[Any, str | None],
+    left: tuple[Incident | None, str | None],
+    right: tuple[Incident | None, str | None],
     *,
     event: str | None,
     step: int | None,
 ) -> Comparison:
     """The comparison of a pair for one event (default: the first) and step (clamped to the range)."""
-    left_doc = left[0] if isinstance(left[0], dict) else {}
-    right_doc = right[0] if isinstance(right[0], dict) else {}
+    left_doc, right_doc = left[0], right[0]
     events = event_pairs(left_doc, right_doc, same_plan=pair.same_plan)
     index = next((n for n, e in enumerate(events) if event in (e.left, e.right)), 0)
     chosen = events[index] if events else EventPair(None, None)

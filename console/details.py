@@ -7,12 +7,12 @@ from dataclasses import dataclass, replace
 from math import ceil
 from typing import Any
 
-from acklab.evidence.validate import problems, schema_kinds
+from acklab.evidence.documents.incident import Incident, IncidentHead
+from acklab.evidence.documents.trail import TrailDocument
 
 from . import trail as trail_model
-from .coerce import as_dict, as_list, as_str
 from .compare import Pair, build, counterparts, near_pairs, pair_table, rendered_pairs, resolve_ref
-from .index import VERIFIED, Integrity
+from .index import VERIFIED
 from .outline import Outline, OutlineError, page_trials
 from .overview import Page, flow_runs, paginate
 from .security import resolve_inside
@@ -23,22 +23,7 @@ from .views import Context
 DELIVERIES_PER_PAGE = 200  # an incident may hold hundreds of thousands
 SCHEMA_CHECK_BYTES = 8 << 20  # larger incidents are not validated whole in a page view
 
-TRAIL_FIELDS = {
-    "schema", "flow", "run_id", "started_at", "ended_at", "target", "spec_sha256", "scope",
-    "expected_head_sha", "merge_request", "checkpoints", "proposals", "outcome",
-    "outcome_detail", "exit_code",
-}  # fmt: skip
-
-
-def schema_problems(kind: str, doc: Any, integrity: Integrity, limit: int = 20) -> list[str]:
-    """The first schema problems of a document, so a hand-edited bundle shows what is off.
-
-    A verified bundle is skipped: BundleWriter validates every document before writing it,
-    and the manifest proves nothing changed since.
-    """
-    if doc is None or kind not in schema_kinds() or integrity.status == VERIFIED:
-        return []
-    return problems(kind, doc)[:limit]
+PROBLEM_LIMIT = 20
 
 
 def _pairs_for(ctx: Context, pairs: list[Pair]) -> list[Pair]:
@@ -89,15 +74,16 @@ def incident(ctx: Context, key: str, incident_id: str, page: int = 1) -> str | N
         trials = _page_of_trials(path, outlined, page)
     except OutlineError as exc:
         problem = f"{summary.path}: unreadable ({exc})"
-    d = outlined.head if outlined is not None else {}
-    checked: list[str] = []
-    if outlined is not None and integrity.status != VERIFIED:
+    head, checked = IncidentHead.read_or_problems(outlined.head) if outlined is not None else (None, [])
+    if outlined is not None and head is not None and integrity.status != VERIFIED:
+        # The head is read whole; a small hand-edited incident is checked whole too (its trials).
         if outlined.size <= SCHEMA_CHECK_BYTES:
-            doc, _ = ctx.index.document(found, summary.path)
-            checked = schema_problems("incident", doc, integrity)
+            _, problem_whole = ctx.index.model(found, summary.path, Incident)
+            checked = [problem_whole] if problem_whole else []
         else:
             checked = [
-                "(not checked here: the incident is too large; `acklab evidence verify` checks the bundle)"
+                "(its trials are not checked here: the incident is too large; `acklab evidence verify` "
+                "checks the bundle)"
             ]
     total = outlined.deliveries if outlined is not None else 0
     listed: Page[Any] = Page([], min(max(page, 1), pages), pages, total)
@@ -108,12 +94,9 @@ def incident(ctx: Context, key: str, incident_id: str, page: int = 1) -> str | N
         bundle=found,
         integrity=integrity,
         summary=summary,
-        doc=d,
-        target=as_dict(d.get("target")),
-        experiment=as_dict(d.get("experiment")),
-        figures=as_dict(d.get("summary")),
-        violations=[as_dict(v) for v in as_list(d.get("violations"))[:500]],
-        violation_count=len(as_list(d.get("violations"))),
+        head=head,
+        violations=head.violations[:500] if head is not None else [],
+        violation_count=len(head.violations) if head is not None else 0,
         trials=trials,
         listed=listed,
         pager_href=lambda n: ctx.links.incident(key, incident_id, n),
@@ -122,7 +105,7 @@ def incident(ctx: Context, key: str, incident_id: str, page: int = 1) -> str | N
         chart=delivery_latency_svg(trials),
         pairs=_pairs_for(ctx, counterparts(ctx.snapshot, summary)),
         problem=problem,
-        schema_problems=checked,
+        schema_problems=checked[:PROBLEM_LIMIT],
     )
 
 
@@ -150,8 +133,8 @@ def compare(
     if left is None or right is None or left.path is None or right.path is None:
         return None
     pair = Pair(left.experiment, left.seed if left.seed == right.seed else None, left, right)
-    left_doc = ctx.index.document(ctx.snapshot.by_key[left.bundle], left.path)
-    right_doc = ctx.index.document(ctx.snapshot.by_key[right.bundle], right.path)
+    left_doc = ctx.index.model(ctx.snapshot.by_key[left.bundle], left.path, Incident)
+    right_doc = ctx.index.model(ctx.snapshot.by_key[right.bundle], right.path, Incident)
     comparison = build(pair, left_doc, right_doc, event=event, step=step)
     mismatch = left.experiment != right.experiment
     warnings = []
@@ -217,42 +200,32 @@ def trail(ctx: Context, key: str) -> str | None:
     if found is None or not found.has_trail:
         return None
     doc, problem = ctx.index.document(found, "trail.json")
+    typed, wrong = TrailDocument.read_or_problems(doc) if problem is None else (None, [])
     integrity = ctx.integrity(found)
-    d = as_dict(doc)
-    checkpoints = [as_dict(c) for c in as_list(d.get("checkpoints"))]
-    proposals = [as_dict(p) for p in as_list(d.get("proposals"))]
     incident_href = functools.partial(_incident_href, ctx)
 
     def log_href(rel: str) -> str | None:
         return ctx.links.raw(found.key, rel) if resolve_inside(found.path, rel) else None
 
-    timings = [
-        (as_str(c.get("name"), "?"), c.get("duration_ms"), as_str(c.get("status"), "?"))
-        for c in checkpoints
-        if isinstance(c.get("duration_ms"), int | float)
-    ]
+    checkpoints = typed.checkpoints if typed is not None else []
+    timings = [(c.name, c.duration_ms, c.status) for c in checkpoints if c.duration_ms is not None]
     return ctx.page(
         "trail.html",
         title=f"Repair trail · {found.rel}",
         nav="overview",
         bundle=found,
         integrity=integrity,
-        trail=d,
+        trail=typed,
         checkpoints=checkpoints,
-        proposals=[(p, diff_lines(as_str(p.get("diff")))) for p in proposals],
+        proposals=[(p, diff_lines(p.diff)) for p in typed.proposals] if typed is not None else [],
         runs=[
-            (as_str(c.get("name"), "?"), found_runs)
+            (c.name, found_runs)
             for c in checkpoints
-            if (found_runs := trail_model.experiments(as_dict(c.get("outputs")), incident_href))
+            if (found_runs := trail_model.experiments(c.outputs, incident_href))
         ],
-        checks=[
-            (as_str(c.get("name"), "?"), cs)
-            for c in checkpoints
-            if (cs := trail_model.checks(as_dict(c.get("outputs")), log_href))
-        ],
+        checks=[(c.name, cs) for c in checkpoints if (cs := trail_model.checks(c.outputs, log_href))],
         changes=trail_model.changes(checkpoints, incident_href),
         timings=durations_svg(timings),
-        extra={k: v for k, v in d.items() if k not in TRAIL_FIELDS},
         problem=problem,
-        schema_problems=schema_problems("trail", doc, integrity),
+        schema_problems=wrong[:PROBLEM_LIMIT],
     )

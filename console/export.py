@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.incident import Incident
 
 from . import details, views
 from .compare import EventPair, build, near_pairs, pair_table
@@ -151,8 +152,8 @@ def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, sit
         rel = StaticLinks.compare_index_file(page)
         writer.page(rel, details.compare_index(_ctx(index, snapshot, site, rel), page))
     for pair in pairs + near_pairs(snapshot):
-        left = index.document(snapshot.by_key[pair.left.bundle], pair.left.path or "")
-        right = index.document(snapshot.by_key[pair.right.bundle], pair.right.path or "")
+        left = index.model(snapshot.by_key[pair.left.bundle], pair.left.path or "", Incident)
+        right = index.model(snapshot.by_key[pair.right.bundle], pair.right.path or "", Incident)
         events = build(pair, left, right, event=None, step=None).events or [EventPair(None, None)]
         for n, event in enumerate(events):
             rel = StaticLinks.compare_file(pair.slug, n)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from acklab.evidence.documents.verdicts import rank
+
 from .index import Snapshot
 from .overview import experiment_key, flow_runs, target_key
 from .scan import IncidentSummary
 
 MAX_PIPELINES = 50  # the newest; older ones are counted, not drawn
 PASS, FAIL, ERROR = "pass", "fail", "error"
-PRECEDENCE = {FAIL: 0, ERROR: 1, PASS: 2}
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,9 @@ def pipeline_order(pipeline_id: str) -> tuple[int, int, str]:
 
 def combine(incidents: list[IncidentSummary]) -> tuple[str, IncidentSummary]:
     """The pipeline's verdict for one target x experiment, and the incident that shows it."""
-    ranked = sorted(incidents, key=lambda i: (PRECEDENCE.get(i.verdict, 3), -i.sort_time))
+    ranked = sorted(incidents, key=lambda i: (rank(i.verdict), -i.sort_time))
     best = ranked[0]
-    return (best.verdict if best.verdict in PRECEDENCE else best.verdict or "unknown"), best
+    return best.verdict or "unknown", best
 
 
 def _row(target: str, experiment: str, cells: dict[str, HistoryCell]) -> HistoryRow:

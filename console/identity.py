@@ -4,16 +4,16 @@ A verdict's identity is the target's name plus the handler's revision. The revis
 from the incident's ``target`` object: for the built-in fixture the content hash of the
 handler module that ran (``handler_sha256``: the sandbox of the repair story holds the unsafe
 handler under the live name), otherwise the commit (``commit_sha``) and whether its
-checkout was dirty. Each reader takes one document (a dict as read, untrusted) and returns a
-plain value, so that typed models can replace the dicts without changing the callers.
+checkout was dirty. Each reader takes one typed document (`acklab.evidence.documents`) and
+returns a plain value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from .coerce import as_dict, as_list, as_str
+from acklab.evidence.documents.incident import IncidentTarget
+from acklab.evidence.documents.trail import LabRunOutputs, TrailDocument
 
 HANDLER_PREFIX = "handler:"
 DIRTY_SUFFIX = "+dirty"
@@ -22,21 +22,20 @@ HEAD, PATCHED = "head", "patched"
 _HEX = frozenset("0123456789abcdef")
 
 
-def _hex(value: Any, low: int, high: int) -> str | None:
-    text = as_str(value).lower()
+def _hex(value: str | None, low: int, high: int) -> str | None:
+    text = (value or "").lower()
     return text if low <= len(text) <= high and set(text) <= _HEX else None
 
 
-def revision_of(target: Any) -> str | None:
+def revision_of(target: IncidentTarget) -> str | None:
     """The revision of an incident's ``target`` object: ``handler:<sha256>``, ``<commit>[+dirty]``
     or None when the incident does not say (older bundles, a spec target outside git)."""
-    d = as_dict(target)
-    digest = _hex(d.get("handler_sha256"), 64, 64)
+    digest = _hex(target.handler_sha256, 64, 64)
     if digest:
         return HANDLER_PREFIX + digest
-    commit = _hex(d.get("commit_sha"), 7, 64)
+    commit = _hex(target.commit_sha, 7, 64)
     if commit:
-        return commit + (DIRTY_SUFFIX if d.get("dirty") is True else "")
+        return commit + (DIRTY_SUFFIX if target.dirty is True else "")
     return None
 
 
@@ -83,16 +82,14 @@ def _role(checkpoint: str, key: str) -> str:
     return PATCHED
 
 
-def trail_runs(trail: Any) -> dict[str, tuple[str, str]]:
+def trail_runs(trail: TrailDocument) -> dict[str, tuple[str, str]]:
     """run id -> (role, checkpoint) for every lab run a trail's checkpoints name (``lab_run_id``)."""
     found: dict[str, tuple[str, str]] = {}
-    for checkpoint in as_list(as_dict(trail).get("checkpoints")):
-        c = as_dict(checkpoint)
-        name = as_str(c.get("name"), "?")
-        outputs = as_dict(c.get("outputs"))
-        sides = [("", outputs)] + [(k, as_dict(outputs.get(k))) for k in ("before", "after")]
+    for checkpoint in trail.checkpoints:
+        outputs = checkpoint.outputs
+        sides = [("", outputs)] + [(k, outputs.get(k)) for k in ("before", "after")]
         for key, side in sides:
-            run_id = as_str(side.get("lab_run_id"))
-            if run_id:
-                found.setdefault(run_id, (_role(name, key), name))
+            run = LabRunOutputs.within(side)
+            if run is not None:
+                found.setdefault(run.lab_run_id, (_role(checkpoint.name, key), checkpoint.name))
     return found

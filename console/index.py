@@ -23,9 +23,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from acklab.evidence.bundle import verify
+from acklab.evidence.documents.base import Document
 
 from .errors import EvidenceDirError
 from .outline import Outline, OutlineError, outline
@@ -40,6 +41,7 @@ from .scan import (
 )
 
 VERIFIED, FAILED, INCOMPLETE = "verified", "failed", "incomplete"
+D = TypeVar("D", bound=Document)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class EvidenceIndex:
         self._summaries: dict[Path, tuple[tuple[Any, ...], BundleSummary]] = {}
         self._integrity: dict[Path, tuple[tuple[tuple[str, int, int], ...], Integrity]] = {}
         self._documents: OrderedDict[tuple[str, int, int], tuple[Any, str | None]] = OrderedDict()
+        self._models: OrderedDict[tuple[str, int, int, str], tuple[Any, str | None]] = OrderedDict()
         self._max_documents = documents
         # Incident outlines (small: spans and latencies), computed while summarising and
         # kept so the first page of a huge incident needs no second pass over it.
@@ -249,3 +252,27 @@ class EvidenceIndex:
             while len(self._documents) > self._max_documents:
                 self._documents.popitem(last=False)
         return loaded
+
+    def model(self, bundle: BundleSummary, rel: str, model: type[D]) -> tuple[D | None, str | None]:
+        """A document of a bundle read as `model` (`acklab.evidence.documents`), cached like
+        `document`; (None, why) when it is unreadable or is not one."""
+        path = bundle.path / rel
+        try:
+            st = path.lstat()
+        except OSError as exc:
+            return None, f"{rel}: missing ({exc.strerror})"
+        cache_key = (str(path), st.st_mtime_ns, st.st_size, model.__name__)
+        with self._lock:
+            if cache_key in self._models:
+                self._models.move_to_end(cache_key)
+                found: tuple[D | None, str | None] = self._models[cache_key]
+                return found
+        doc, problem = self.document(bundle, rel)
+        typed, wrong = model.read_or_problems(doc) if problem is None else (None, [])
+        if problem is None and typed is None:
+            problem = f"{rel}: not a document the lab writes ({wrong[0] if wrong else 'not an object'})"
+        with self._lock:
+            self._models[cache_key] = (typed, problem)
+            while len(self._models) > self._max_documents:
+                self._models.popitem(last=False)
+        return typed, problem

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acklab.evidence.documents.latency import answered_latency
+from acklab.evidence.documents.records import is_faulted
 from acklab.evidence.loading import EVIDENCE, DocumentError, Limits, json_depth_exceeds, parse_json
 
 MAX_INCIDENT_BYTES = 4 << 30
@@ -60,7 +62,8 @@ class Outline:
 
     head: dict[str, Any]
     trials: list[TrialSpan] = field(default_factory=list)
-    faulted: list[float] = field(default_factory=list)  # latencies of faulted deliveries
+    # latencies of the answered deliveries (`evidence.documents.latency`), faulted and not
+    faulted: list[float] = field(default_factory=list)
     clean: list[float] = field(default_factory=list)
     size: int = 0
 
@@ -139,13 +142,9 @@ def _latencies(trial: Any, outline: Outline) -> int:
     if not isinstance(deliveries, list):
         return 0
     for d in deliveries:
-        if not isinstance(d, dict):
-            continue
-        value = d.get("latency_ms")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            fault = d.get("fault")
-            faulted = isinstance(fault, str) and fault not in ("", "none")
-            (outline.faulted if faulted else outline.clean).append(float(value))
+        value = answered_latency(d) if isinstance(d, dict) else None
+        if value is not None:
+            (outline.faulted if is_faulted(d.get("fault")) else outline.clean).append(value)
     return len(deliveries)
 
 

@@ -15,9 +15,11 @@ from functools import cached_property
 from math import ceil
 from typing import Any, Generic, TypeVar
 
+from acklab.evidence.documents.latency import Latency
+
 from .identity import HEAD, PATCHED, FlowRun, short_revision
 from .index import Snapshot
-from .scan import BundleSummary, IncidentSummary, Latency
+from .scan import BundleSummary, IncidentSummary
 
 # The stable experiment names (README, "Experiments"), in the order a reader meets them; others follow by name.
 EXPERIMENT_ORDER = (

@@ -16,11 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from acklab.evidence.documents.base import Document
+from acklab.evidence.documents.comparison import ComparisonDocument
+from acklab.evidence.documents.incident import IncidentHead
+from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.run import RunDocument
+from acklab.evidence.documents.sweep import SweepDocument
+from acklab.evidence.documents.trail import TrailDocument
 from acklab.evidence.loading import DocumentError, load_evidence_json
 
-from .coerce import as_dict, as_int, as_list, as_str
+from .coerce import as_dict, as_str
 from .identity import revision_of, trail_runs
 from .outline import Outline, OutlineError, outline
 
@@ -33,16 +40,6 @@ MARKERS = ("manifest.json", "run.json", "trail.json", "sweep.json", "comparison.
 # A merged bundle may hold thousands of incidents; a planted one millions of empty files.
 MAX_INCIDENTS_PER_BUNDLE = 50_000
 SAFE_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Latency figures of a group of deliveries, in milliseconds."""
-
-    count: int
-    p50: float
-    p95: float
-    max: float
 
 
 @dataclass(frozen=True)
@@ -234,165 +231,155 @@ def is_regular(path: Path) -> bool:
 
 
 OutlineOf = Callable[[Path], Outline]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
-def latency(values: list[float]) -> Latency | None:
-    if not values:
-        return None
-    return Latency(len(values), percentile(values, 0.5), percentile(values, 0.95), max(values))
-
-
-def deliveries_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every delivery of every trial of an incident."""
-    return [
-        d
-        for t in as_list(doc.get("trials"))
-        for d in as_list(as_dict(t).get("deliveries"))
-        if isinstance(d, dict)
-    ]
-
-
-def is_faulted(delivery: dict[str, Any]) -> bool:
-    fault = delivery.get("fault")
-    return isinstance(fault, str) and fault not in ("", "none")
+UNKNOWN = "unknown"  # the verdict shown for a document that is not one the lab writes
 
 
 def summarise_incident(
-    key: str, rel: str, doc: Any, fallback_time: float, *, outlined: Outline | None = None
-) -> IncidentSummary:
-    """The summary of one incident (a whole document, or an outline's head), tolerant of odd fields."""
-    d = as_dict(outlined.head if outlined is not None else doc)
-    summary = as_dict(d.get("summary"))
-    faulted: list[float] = []
-    clean: list[float] = []
-    if outlined is not None:
-        faulted, clean, trial_count = outlined.faulted, outlined.clean, len(outlined.trials)
-    else:
-        trial_count = len(as_list(d.get("trials")))
-        for delivery in deliveries_of(d):
-            value = delivery.get("latency_ms")
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                (faulted if is_faulted(delivery) else clean).append(float(value))
-    created = as_str(d.get("created_at"))
-    seed = d.get("seed")
-    return IncidentSummary(
+    key: str, rel: str, head: Any, fallback_time: float, *, outlined: Outline | None = None
+) -> tuple[IncidentSummary, list[str]]:
+    """The summary of one incident (its head: the document without its trials) and its problems.
+
+    The verdict and the counts are those the incident records; an incident that is not one
+    the lab writes (hand-edited, truncated) shows as such, with what is wrong, and no verdict.
+    """
+    faulted = outlined.faulted if outlined is not None else []
+    clean = outlined.clean if outlined is not None else []
+    doc, problems = IncidentHead.read_or_problems(head)
+    if doc is None:
+        summary = IncidentSummary(
+            bundle=key,
+            incident_id=safe_id(Path(rel).stem),
+            path=rel,
+            run_id="?",
+            created_at="",
+            sort_time=fallback_time,
+            target="?",
+            experiment="?",
+            seed=None,
+            verdict=UNKNOWN,
+            trials=len(outlined.trials) if outlined is not None else 0,
+            passed=0,
+            failed=0,
+            errors=0,
+            violations=0,
+            error="not an incident the lab writes: " + "; ".join(problems[:3]),
+        )
+        return summary, [
+            f"{Path(rel).name}: does not validate ({problems[0] if problems else 'not an object'})"
+        ]
+    summary = IncidentSummary(
         bundle=key,
-        incident_id=safe_id(as_str(d.get("incident_id")) or Path(rel).stem),
+        incident_id=safe_id(doc.incident_id),
         path=rel,
-        run_id=as_str(d.get("run_id"), "?"),
-        created_at=created,
-        sort_time=parse_time(created) or fallback_time,
-        target=as_str(as_dict(d.get("target")).get("name"), "?"),
-        experiment=as_str(as_dict(d.get("experiment")).get("name"), "?"),
-        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-        verdict=as_str(d.get("verdict"), "unknown"),
-        trials=as_int(summary.get("trials"), trial_count),
-        passed=as_int(summary.get("passed")),
-        failed=as_int(summary.get("failed")),
-        errors=as_int(summary.get("errors")),
-        violations=len(as_list(d.get("violations"))),
-        faulted=latency(faulted),
-        clean=latency(clean),
-        database=as_str(as_dict(d.get("target")).get("database")) or None,
-        revision=revision_of(d.get("target")),
+        run_id=doc.run_id,
+        created_at=doc.created_at,
+        sort_time=parse_time(doc.created_at) or fallback_time,
+        target=doc.target.name,
+        experiment=doc.experiment.name,
+        seed=doc.seed,
+        verdict=doc.verdict,
+        trials=doc.summary.trials,
+        passed=doc.summary.passed,
+        failed=doc.summary.failed,
+        errors=doc.summary.errors,
+        violations=len(doc.violations),
+        faulted=Latency.of(faulted),
+        clean=Latency.of(clean),
+        database=doc.target.database,
+        revision=revision_of(doc.target),
     )
+    return summary, []
 
 
-def summarise_run(doc: Any) -> RunSummary:
-    """The scalar fields of a run.json document, tolerant of missing or mistyped fields."""
-    d = as_dict(doc)
-    seed = d.get("seed")
+def summarise_run(run: RunDocument) -> RunSummary:
+    """The scalar fields of run.json."""
     return RunSummary(
-        run_id=as_str(d.get("run_id"), "?"),
-        verdict=as_str(d.get("verdict"), "unknown"),
-        status=as_str(d.get("status"), "unknown"),
-        target=as_str(d.get("target"), "?"),
-        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-        started_at=as_str(d.get("started_at")),
-        ended_at=as_str(d.get("ended_at")),
-        experiments=len(as_list(d.get("experiments"))),
+        run_id=run.run_id,
+        verdict=run.verdict,
+        status=run.status,
+        target=run.target,
+        seed=run.seed,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        experiments=len(run.experiments),
     )
 
 
-def summarise_sweep(doc: Any) -> SweepSummary:
-    """The scalar fields of a sweep.json document, tolerant of missing or mistyped fields."""
-    d = as_dict(doc)
+def summarise_sweep(doc: SweepDocument) -> SweepSummary:
+    """The scalar fields of sweep.json."""
     return SweepSummary(
-        sweep_id=as_str(d.get("sweep_id"), "?"),
-        verdict=as_str(d.get("verdict"), "unknown"),
-        status=as_str(d.get("status"), "unknown"),
-        targets=len(as_list(d.get("targets"))),
-        databases=len(as_list(d.get("databases"))),
-        experiments=len(as_list(d.get("experiments"))),
-        runs=len(as_list(d.get("runs"))),
-        started_at=as_str(d.get("started_at")),
-        ended_at=as_str(d.get("ended_at")),
+        sweep_id=doc.sweep_id,
+        verdict=doc.verdict,
+        status=doc.status,
+        targets=len(doc.targets),
+        databases=len(doc.databases),
+        experiments=len(doc.experiments),
+        runs=len(doc.runs),
+        started_at=doc.started_at,
+        ended_at=doc.ended_at,
     )
 
 
-def summarise_comparison(doc: Any) -> ComparisonSummary:
-    """The scalar fields of a comparison.json document, tolerant of missing or mistyped fields."""
-    d = as_dict(doc)
-    seed = d.get("seed")
-    runs = tuple(
-        (as_str(r.get("target"), "?"), as_str(r.get("run_id"), "?"), as_str(r.get("bundle")))
-        for r in map(as_dict, as_list(d.get("runs")))
-    )
+def summarise_comparison(doc: ComparisonDocument) -> ComparisonSummary:
+    """The scalar fields of comparison.json."""
     return ComparisonSummary(
-        comparison_id=as_str(d.get("comparison_id"), "?"),
-        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-        targets=tuple(as_str(t, "?") for t in as_list(d.get("targets"))),
-        runs=runs,
+        comparison_id=doc.comparison_id,
+        seed=doc.seed,
+        targets=tuple(doc.targets),
+        runs=tuple((r.target, r.run_id, r.bundle) for r in doc.runs),
     )
 
 
 def orphan_entries(
     key: str,
-    run_doc: Any,
-    run: RunSummary,
+    run: RunDocument,
     covered: set[str],
     when: float,
     *,
     database: str | None,
     revision: str | None,
 ) -> list[IncidentSummary]:
-    """run.json experiments without an incident file (the lab could not finish them)."""
-    out = []
-    for entry in as_list(as_dict(run_doc).get("experiments")):
-        e = as_dict(entry)
-        if not e or as_str(e.get("incident")) in covered:
-            continue
-        out.append(
-            IncidentSummary(
-                bundle=key,
-                incident_id=None,
-                path=None,
-                run_id=run.run_id,
-                created_at=run.ended_at or run.started_at,
-                sort_time=parse_time(run.ended_at) or when,
-                target=run.target,
-                experiment=as_str(e.get("name"), "?"),
-                seed=run.seed,
-                verdict=as_str(e.get("verdict"), "unknown"),
-                trials=as_int(e.get("trials")),
-                passed=0,
-                failed=0,
-                errors=0,
-                violations=len(as_list(e.get("violations"))),
-                # a skipped experiment has no error, only the reason it does not apply
-                error=as_str(e.get("error") or e.get("reason")) or None,
-                database=database,
-                revision=revision,
-            )
+    """run.json experiments without an incident file (the lab could not finish them, or skipped them)."""
+    return [
+        IncidentSummary(
+            bundle=key,
+            incident_id=None,
+            path=None,
+            run_id=run.run_id,
+            created_at=run.ended_at or run.started_at,
+            sort_time=parse_time(run.ended_at) or when,
+            target=run.target,
+            experiment=e.name,
+            seed=run.seed,
+            verdict=e.verdict,
+            trials=e.trials,
+            passed=0,
+            failed=0,
+            errors=0,
+            violations=len(e.violations),
+            # a skipped experiment has no error, only the reason it does not apply
+            error=e.error or e.reason,
+            database=database,
+            revision=revision,
         )
-    return out
+        for e in run.experiments
+        if (e.incident or "") not in covered
+    ]
+
+
+T = TypeVar("T", bound=Document)
+
+
+def read_model(path: Path, model: type[T], problems: list[str]) -> T | None:
+    """A bundle's document as `model`; None (and the reason among `problems`) when it is not one."""
+    doc, why = read_json(path)
+    if why:
+        problems.append(why)
+        return None
+    found, wrong = model.read_or_problems(doc)
+    if found is None:
+        problems.append(f"{path.name}: does not validate ({wrong[0] if wrong else 'not an object'})")
+    return found
 
 
 def summarise_bundle(root: Path, path: Path, outline_of: OutlineOf = outline) -> BundleSummary:
@@ -434,13 +421,8 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         manifest = as_dict(doc)
         if why:
             problems.append(why)
-    run: RunSummary | None = None
-    run_doc: Any = None
-    if is_regular(path / "run.json"):
-        run_doc, why = read_json(path / "run.json")
-        run = summarise_run(run_doc)
-        if why:
-            problems.append(why)
+    run_doc = read_model(path / "run.json", RunDocument, problems) if is_regular(path / "run.json") else None
+    run = summarise_run(run_doc) if run_doc is not None else None
     incidents: list[IncidentSummary] = []
     names = [name for name, *_ in listing_sig(path / "incidents") if name.endswith(".json")]
     if len(names) > MAX_INCIDENTS_PER_BUNDLE:
@@ -454,33 +436,33 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         except OutlineError as exc:
             outlined = None
             problems.append(f"{name}: unreadable ({exc})")
-        incidents.append(summarise_incident(key, f"incidents/{name}", None, mtime, outlined=outlined))
-    if run is not None:
+        head = outlined.head if outlined is not None else None
+        found, wrong = summarise_incident(key, f"incidents/{name}", head, mtime, outlined=outlined)
+        incidents.append(found)
+        if outlined is not None:
+            problems += wrong
+    if run is not None and run_doc is not None:
         covered = {i.path for i in incidents if i.path}
         # run.json does not name the database; a run uses one, so its incidents tell.
         databases = {i.database for i in incidents}
         database = databases.pop() if len(databases) == 1 else None
         revisions = {i.revision for i in incidents}  # likewise one handler
         revision = revisions.pop() if len(revisions) == 1 else None
-        incidents += orphan_entries(key, run_doc, run, covered, mtime, database=database, revision=revision)
-    sweep: SweepSummary | None = None
-    if is_regular(path / "sweep.json"):
-        sweep_doc, why = read_json(path / "sweep.json")
-        sweep = summarise_sweep(sweep_doc)
-        if why:
-            problems.append(why)
-    comparison: ComparisonSummary | None = None
-    if is_regular(path / "comparison.json"):
-        comparison_doc, why = read_json(path / "comparison.json")
-        comparison = summarise_comparison(comparison_doc)
-        if why:
-            problems.append(why)
+        incidents += orphan_entries(key, run_doc, covered, mtime, database=database, revision=revision)
+    sweep_doc = (
+        read_model(path / "sweep.json", SweepDocument, problems) if is_regular(path / "sweep.json") else None
+    )
+    sweep = summarise_sweep(sweep_doc) if sweep_doc is not None else None
+    comparison_doc = (
+        read_model(path / "comparison.json", ComparisonDocument, problems)
+        if is_regular(path / "comparison.json")
+        else None
+    )
+    comparison = summarise_comparison(comparison_doc) if comparison_doc is not None else None
     flow_runs: dict[str, tuple[str, str]] = {}
     if is_regular(path / "trail.json"):
-        trail_doc, why = read_json(path / "trail.json")
-        flow_runs = trail_runs(trail_doc)
-        if why:
-            problems.append(why)
+        trail_doc = read_model(path / "trail.json", TrailDocument, problems)
+        flow_runs = trail_runs(trail_doc) if trail_doc is not None else {}
     created = (
         as_str(manifest.get("created_at"))
         or (run.started_at if run else "")
@@ -488,9 +470,9 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
     )
     kind = as_str(manifest.get("kind")) or (
         "sweep"
-        if sweep
+        if is_regular(path / "sweep.json")
         else "comparison"
-        if comparison
+        if is_regular(path / "comparison.json")
         else "flow"
         if is_regular(path / "trail.json")
         else "run"

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup
 
+from acklab.evidence.documents.sweep import SweepCell, SweepDocument
 from acklab.evidence.heatmap import sweep_heatmap
-from acklab.evidence.validate import problems
 
-from .coerce import as_dict, as_list, as_str
 from .index import Snapshot
 from .links import Links
 from .scan import BundleSummary
@@ -50,13 +48,11 @@ def nested_bundles(snapshot: Snapshot, sweep: BundleSummary) -> dict[str, Bundle
     }
 
 
-def incident_href(
-    nested: Mapping[str, BundleSummary], links: Links
-) -> Callable[[Mapping[str, Any]], str | None]:
+def incident_href(nested: Mapping[str, BundleSummary], links: Links) -> Callable[[SweepCell], str | None]:
     """Maps a cell's `incident` (`<run>/incidents/<file>.json`) to that incident's page, or None."""
 
-    def href(cell: Mapping[str, Any]) -> str | None:
-        bundle_rel, sep, name = as_str(cell.get("incident")).rpartition("/incidents/")
+    def href(cell: SweepCell) -> str | None:
+        bundle_rel, sep, name = (cell.incident or "").rpartition("/incidents/")
         found = nested.get(bundle_rel) if sep else None
         if found is None:
             return None
@@ -68,31 +64,30 @@ def incident_href(
     return href
 
 
-def heatmap(doc: Mapping[str, Any], nested: Mapping[str, BundleSummary], links: Links) -> Markup:
-    """The sweep's heatmap with console links; `doc` must validate (sweep_heatmap trusts its shape)."""
+def heatmap(doc: SweepDocument, nested: Mapping[str, BundleSummary], links: Links) -> Markup:
+    """The sweep's heatmap with console links."""
     svg = sweep_heatmap(doc, href=incident_href(nested, links), declaration=False)
     # evidence.heatmap escapes every attribute value and text node, and uses presentation
     # attributes only (no style=, which the CSP refuses); its tests plant markup in names.
     return Markup(svg)  # noqa: S704  # nosec B704
 
 
-def runs(doc: Any, nested: Mapping[str, BundleSummary]) -> list[SweepRun]:
+def runs(doc: SweepDocument | None, nested: Mapping[str, BundleSummary]) -> list[SweepRun]:
     """The sweep's runs as sweep.json lists them, then any bundle inside the sweep it does not list."""
     out: list[SweepRun] = []
     seen: set[str] = set()
-    for raw in as_list(as_dict(doc).get("runs")):
-        entry = as_dict(raw)
-        rel = as_str(entry.get("bundle"))
+    for entry in doc.runs if doc is not None else []:
+        rel = entry.bundle or ""
         seen.add(rel)
         out.append(
             SweepRun(
-                target=as_str(entry.get("target_name")) or as_str(entry.get("target"), "?"),
-                database=as_str(entry.get("database"), "?"),
-                experiments=[e for e in as_list(entry.get("experiments")) if isinstance(e, str)],
-                status=as_str(entry.get("status"), "unknown"),
-                verdict=as_str(entry.get("verdict")) or None,
-                run_id=as_str(entry.get("run_id")) or None,
-                error=as_str(entry.get("error")) or None,
+                target=entry.target_name or entry.target,
+                database=entry.database,
+                experiments=list(entry.experiments),
+                status=entry.status,
+                verdict=entry.verdict,
+                run_id=entry.run_id,
+                error=entry.error,
                 bundle=nested.get(rel) if rel else None,
             )
         )
@@ -114,8 +109,3 @@ def runs(doc: Any, nested: Mapping[str, BundleSummary]) -> list[SweepRun]:
             )
         )
     return out
-
-
-def schema_problems(doc: Any) -> list[str]:
-    """What keeps sweep.json from validating (the first few), so a hand-edited sweep shows it."""
-    return [] if doc is None else problems("sweep", doc)[:PROBLEM_LIMIT]

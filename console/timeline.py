@@ -2,31 +2,31 @@
 
 The harness records deliveries and observations separately (an observation names the
 delivery it follows with `after_seq`), so "effects before/after" is a join done here, once,
-for both the incident view and the comparison.
+for both the incident view and the comparison. Trials are read with the trial model
+(`acklab.evidence.documents.trial.Trial`); one that does not validate shows as such.
+
+What is over the limit is what the harness recorded: a row is marked where the trial's
+``at-most-once-effect`` violation of that event names the limit (``expected: "<= N"``, the
+target's ``expect.max_effects``) and the count after the delivery is beyond it. The console
+never decides a violation of its own.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .coerce import as_dict, as_int, as_list, as_str
-from .scan import is_faulted
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.records import CommitConfirmation, Delivery, Observation, Violation
+from acklab.evidence.documents.trial import Trial
+
+_AT_MOST = re.compile(r"^<=\s*(\d+)$")
+FACTS_SHOWN = 20
 
 
 @dataclass(frozen=True)
-class Confirmation:
-    """lost-ack: the lab saw the commit before handing the sender a synthetic status."""
-
-    seq: int
-    confirmed: bool
-    effects: int | None
-    observed_at: str
-    synthetic_status: int | None
-
-
-@dataclass(frozen=True)
-class FaultTry:
+class ProofTry:
     """One try of a trial's fault proof: whether it landed, what shows it, its measurements."""
 
     number: int
@@ -54,7 +54,8 @@ class Row:
     headers: dict[str, str]
     effects_before: int | None
     effects_after: int | None
-    confirmation: Confirmation | None
+    confirmation: CommitConfirmation | None
+    limit: int | None = None  # the recorded at-most-once limit of the event, where it was violated
 
     @property
     def ack_differs(self) -> bool:
@@ -63,8 +64,9 @@ class Row:
 
     @property
     def over_limit(self) -> bool:
-        """More than one effect after this delivery: the at-most-once invariant is broken here."""
-        return self.effects_after is not None and self.effects_after > 1
+        """The trial recorded an at-most-once violation of this event, and after this delivery
+        the count is beyond its limit."""
+        return self.limit is not None and self.effects_after is not None and self.effects_after > self.limit
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,9 @@ class TrialView:
     duration_ms: float | None
     error: str | None
     rows: list[Row]
-    violations: list[dict[str, Any]]
-    confirmations: list[Confirmation]
-    tries: list[FaultTry] = field(default_factory=list)
+    violations: list[Violation]
+    confirmations: list[CommitConfirmation]
+    tries: list[ProofTry] = field(default_factory=list)
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -96,53 +98,8 @@ class TrialView:
         return self.row_offset > 0 or self.total_rows > len(self.rows)
 
 
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def confirmations_of(trial: dict[str, Any]) -> list[Confirmation]:
-    """The lost-ack commit confirmations of a trial (entries without a seq are skipped)."""
-    out = []
-    for raw in as_list(trial.get("commit_confirmations")):
-        c = as_dict(raw)
-        if _opt_int(c.get("seq")) is None:
-            continue
-        out.append(
-            Confirmation(
-                seq=as_int(c.get("seq")),
-                confirmed=c.get("confirmed") is True,
-                effects=_opt_int(c.get("effects")),
-                observed_at=as_str(c.get("observed_at")),
-                synthetic_status=_opt_int(c.get("synthetic_status")),
-            )
-        )
-    return out
-
-
-def _fact(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value) if isinstance(value, int | str | bool) else "…"
-
-
-def tries_of(trial: dict[str, Any]) -> list[FaultTry]:
-    """The tries of a trial's fault proof (`fault.tries`), each with its evidence and facts."""
-    out = []
-    for n, raw in enumerate(as_list(as_dict(trial.get("fault")).get("tries")), 1):
-        t = as_dict(raw)
-        facts = {str(k): _fact(v) for k, v in sorted(as_dict(t.get("facts")).items())[:20]}
-        out.append(
-            FaultTry(as_int(t.get("try"), n), t.get("landed") is True, as_str(t.get("evidence")), facts)
-        )
-    return out
-
-
 def effects_around(
-    observations: list[dict[str, Any]], event_id: str, seq: int, previous: int | None
+    observations: list[Observation], event_id: str, seq: int, previous: int | None
 ) -> tuple[int | None, int | None]:
     """(effects before, effects after) delivery `seq` of `event_id`.
 
@@ -154,85 +111,128 @@ def effects_around(
     before: int | None = None
     after: int | None = None
     for obs in observations:
-        if as_str(obs.get("event_id")) != event_id:
+        if obs.event_id != event_id:
             continue
-        after_seq = _opt_int(obs.get("after_seq"))
-        position = -1 if after_seq is None else after_seq
+        position = -1 if obs.after_seq is None else obs.after_seq
         if position == wanted_before:
-            before = _opt_int(obs.get("effects"))
+            before = obs.effects
         elif position == seq:
-            after = _opt_int(obs.get("effects"))
+            after = obs.effects
     return before, after
 
 
-def rows_of(trial: dict[str, Any]) -> list[Row]:
+def limits(violations: list[Violation]) -> dict[str, int]:
+    """event id -> the at-most-once limit its recorded violation names."""
+    found: dict[str, int] = {}
+    for v in violations:
+        match = _AT_MOST.match(v.expected) if v.invariant == "at-most-once-effect" else None
+        if match:
+            found.setdefault(v.event_id, int(match.group(1)))
+    return found
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if isinstance(value, int | str | bool) else "…"
+
+
+def tries_of(trial: Trial) -> list[ProofTry]:
+    """The tries of a trial's fault proof, each with its evidence and (some of) its facts."""
+    tries = trial.fault.tries if trial.fault is not None else []
+    return [
+        ProofTry(
+            t.try_,
+            t.landed,
+            t.evidence,
+            {str(k): _fact(v) for k, v in sorted((t.facts or {}).items())[:FACTS_SHOWN]},
+        )
+        for t in tries
+    ]
+
+
+def _row(d: Delivery, trial: Trial, before: int | None, after: int | None, limit: int | None) -> Row:
+    return Row(
+        seq=d.seq,
+        event_id=d.event_id,
+        attempt=d.attempt,
+        kind=d.kind,
+        fault=d.fault,
+        faulted=d.faulted,
+        sent_at=d.sent_at,
+        latency_ms=d.latency_ms,
+        status=d.status,
+        sender_status=d.sender_status,
+        error=d.error,
+        excerpt=d.response_excerpt,
+        headers=dict(d.headers),
+        effects_before=before,
+        effects_after=after,
+        confirmation=next((c for c in trial.commit_confirmations if c.seq == d.seq), None),
+        limit=limit,
+    )
+
+
+def rows_of(trial: Trial) -> list[Row]:
     """The trial's deliveries in seq order, joined with observations and commit confirmations."""
-    observations = [as_dict(o) for o in as_list(trial.get("observations"))]
-    confirmations = {c.seq: c for c in confirmations_of(trial)}
+    over = limits(trial.violations)
     rows = []
     last_seq: dict[str, int] = {}
-    deliveries = [as_dict(d) for d in as_list(trial.get("deliveries"))]
-    for position, d in enumerate(sorted(deliveries, key=lambda d: as_int(d.get("seq"), 0))):
-        seq = as_int(d.get("seq"), position)
-        event_id = as_str(d.get("event_id"), "?")
-        before, after = effects_around(observations, event_id, seq, last_seq.get(event_id))
-        last_seq[event_id] = seq
-        headers = {str(k): str(v) for k, v in as_dict(d.get("headers")).items()}
-        rows.append(
-            Row(
-                seq=seq,
-                event_id=event_id,
-                attempt=_opt_int(d.get("attempt")),
-                kind=as_str(d.get("kind"), "?"),
-                fault=as_str(d.get("fault"), "none"),
-                faulted=is_faulted(d),
-                sent_at=as_str(d.get("sent_at")),
-                latency_ms=_opt_num(d.get("latency_ms")),
-                status=_opt_int(d.get("status")),
-                sender_status=_opt_int(d.get("sender_status")),
-                error=as_str(d.get("error")) or None,
-                excerpt=as_str(d.get("response_excerpt")) or None,
-                headers=headers,
-                effects_before=before,
-                effects_after=after,
-                confirmation=confirmations.get(seq),
-            )
-        )
+    for d in sorted(trial.deliveries, key=lambda d: d.seq):
+        before, after = effects_around(trial.observations, d.event_id, d.seq, last_seq.get(d.event_id))
+        last_seq[d.event_id] = d.seq
+        rows.append(_row(d, trial, before, after, over.get(d.event_id)))
     return rows
 
 
 def trial_view(raw: Any, n: int) -> TrialView:
-    """One trial (the `n`-th of its incident) as a TrialView."""
-    t = as_dict(raw)
+    """One trial (the `n`-th of its incident) as a TrialView; one that is not a trial record says so."""
+    trial, problems = Trial.read_or_problems(raw)
+    if trial is None:
+        return TrialView(
+            trial_id=f"trial-{n}",
+            index=n,
+            verdict="unknown",
+            seed=None,
+            event_ids=[],
+            started_at="",
+            duration_ms=None,
+            error="this trial is not a record the lab writes: " + "; ".join(problems[:3]),
+            rows=[],
+            violations=[],
+            confirmations=[],
+        )
     return TrialView(
-        trial_id=as_str(t.get("trial_id"), f"trial-{n}"),
-        index=as_int(t.get("index"), n),
-        verdict=as_str(t.get("verdict"), "unknown"),
-        seed=_opt_int(t.get("seed")),
-        event_ids=[str(e) for e in as_list(t.get("event_ids"))],
-        started_at=as_str(t.get("started_at")),
-        duration_ms=_opt_num(t.get("duration_ms")),
-        error=as_str(t.get("error")) or None,
-        rows=rows_of(t),
-        violations=[as_dict(v) for v in as_list(t.get("violations"))],
-        confirmations=confirmations_of(t),
-        tries=tries_of(t),
+        trial_id=trial.trial_id,
+        index=trial.index,
+        verdict=trial.verdict,
+        seed=trial.seed,
+        event_ids=list(trial.event_ids),
+        started_at=trial.started_at,
+        duration_ms=trial.duration_ms,
+        error=trial.error,
+        rows=rows_of(trial),
+        violations=list(trial.violations),
+        confirmations=list(trial.commit_confirmations),
+        tries=tries_of(trial),
     )
 
 
-def trial_views(incident: dict[str, Any]) -> list[TrialView]:
+def trial_views(incident: Incident | None) -> list[TrialView]:
     """Every trial of an incident as a TrialView, in index order."""
-    views = [trial_view(raw, n) for n, raw in enumerate(as_list(incident.get("trials")))]
+    if incident is None:
+        return []
+    views = [trial_view(t, n) for n, t in enumerate(incident.trials)]
     return sorted(views, key=lambda v: v.index)
 
 
-def event_rows(incident: dict[str, Any], event_id: str) -> list[Row]:
+def event_rows(incident: Incident | None, event_id: str) -> list[Row]:
     """Every delivery of one event across the incident's trials, in seq order."""
     rows = [r for view in trial_views(incident) for r in view.rows if r.event_id == event_id]
     return sorted(rows, key=lambda r: r.seq)
 
 
-def events_of(incident: dict[str, Any]) -> list[str]:
+def events_of(incident: Incident | None) -> list[str]:
     """The incident's event ids in trial order, each once."""
     seen: dict[str, None] = {}
     for view in trial_views(incident):

@@ -1,20 +1,25 @@
 """The repair trail as a reader needs it: checks, experiment results, and before/after the patch.
 
 trail.json fixes the checkpoints' envelope (name, status, decision, timings) but leaves each
-checkpoint's `outputs` free. The repair flow records experiments as
-`{name, verdict, violations, trials, latency: {p50_ms, p95_ms}, incident}`, verify checks as
-`{name, status, exit_code, duration_ms, argv, log}`, and strike-again as `before`/`after`
-runs plus the `aimed` experiments; those shapes are recognised here, and anything else is
-still shown, generically, on the page.
+checkpoint's `outputs` free. The repair flow records its experiments, verify checks and
+strike-again comparisons there with the models of `acklab.evidence.documents.trail`
+(`LabExperiment`, `CheckRecord`, `StrikeComparison`); those are read back here with the
+same models, and anything else is still shown, as it is, among the checkpoint's outputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .coerce import as_dict, as_list, as_str
+from acklab.evidence.documents.trail import (
+    Checkpoint,
+    CheckRecord,
+    LabExperiment,
+    LabLatency,
+    StrikeComparison,
+)
 
 
 @dataclass(frozen=True)
@@ -52,90 +57,84 @@ class Check:
     log_href: str | None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _latency(latency: LabLatency | None) -> tuple[float | None, float | None]:
+    return (latency.p50_ms, latency.p95_ms) if latency is not None else (None, None)
 
 
 def outcome(value: Any, incident_href: Callable[[str], str | None]) -> Outcome:
     """An Outcome from an experiment record, a bare verdict string, or anything else (kept raw)."""
     if isinstance(value, str):
         return Outcome(verdict=value)
-    record = as_dict(value)
-    if not record:
-        return Outcome(verdict=None, raw=value)
-    p50, p95 = _latency(record.get("latency"))
-    incident = as_str(record.get("incident"))
+    record, _ = LabExperiment.read_or_problems(value)
+    return Outcome(verdict=None, raw=value) if record is None else _outcome(record, incident_href)
+
+
+def _outcome(record: LabExperiment, incident_href: Callable[[str], str | None]) -> Outcome:
+    p50, p95 = _latency(record.latency)
     return Outcome(
-        verdict=as_str(record.get("verdict")) or None,
-        violations=record.get("violations"),
+        verdict=record.verdict,
+        violations=record.violations,
         p50_ms=p50,
         p95_ms=p95,
-        href=incident_href(incident) if incident else None,
+        href=incident_href(record.incident) if record.incident else None,
     )
 
 
+def _records(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def experiments(
-    outputs: dict[str, Any], incident_href: Callable[[str], str | None]
+    outputs: Mapping[str, Any], incident_href: Callable[[str], str | None]
 ) -> list[tuple[str, Outcome]]:
     """(name, outcome) of every experiment record in a checkpoint's outputs."""
-    return [
-        (as_str(e.get("name"), "?"), outcome(e, incident_href))
-        for e in as_list(outputs.get("experiments"))
-        if isinstance(e, dict) and "name" in e  # not the before/after comparisons strike-again lists
-    ]
+    found = [LabExperiment.read_or_problems(e)[0] for e in _records(outputs.get("experiments"))]
+    # not the before/after comparisons strike-again lists (those are StrikeComparisons)
+    return [(e.name, _outcome(e, incident_href)) for e in found if e is not None]
 
 
-def checks(outputs: dict[str, Any], log_href: Callable[[str], str | None]) -> list[Check]:
+def checks(outputs: Mapping[str, Any], log_href: Callable[[str], str | None]) -> list[Check]:
     """The verify commands recorded in a checkpoint's outputs."""
     found = []
-    for raw in as_list(outputs.get("checks")):
-        c = as_dict(raw)
-        if not c:
-            continue
-        argv = c.get("argv")
-        command = " ".join(str(a) for a in argv) if isinstance(argv, list) else as_str(argv)
-        log = as_str(c.get("log"))
+    for raw in _records(outputs.get("checks")):
+        record, _ = CheckRecord.read_or_problems(raw)
+        if record is None:
+            continue  # shown among the checkpoint's outputs, as it is
         found.append(
             Check(
-                name=as_str(c.get("name"), "?"),
-                status=as_str(c.get("status"), "unknown"),
-                exit_code=c.get("exit_code"),
-                duration_ms=c.get("duration_ms"),
-                command=command,
-                log_href=log_href(log) if log else None,
+                name=record.name,
+                status=record.status,
+                exit_code=record.exit_code,
+                duration_ms=record.duration_ms,
+                command=" ".join(record.argv),
+                log_href=log_href(record.log) if record.log else None,
             )
         )
     return found
 
 
-def changes(checkpoints: list[dict[str, Any]], incident_href: Callable[[str], str | None]) -> list[Change]:
+def changes(checkpoints: Sequence[Checkpoint], incident_href: Callable[[str], str | None]) -> list[Change]:
     """Every before/after pair the checkpoints record: aimed experiments, strike-again runs, plain maps."""
     rows: list[Change] = []
     for cp in checkpoints:
-        name = as_str(cp.get("name"), "?")
-        outputs = as_dict(cp.get("outputs"))
-        comparisons = as_list(outputs.get("aimed")) + as_list(outputs.get("experiments"))
+        outputs = cp.outputs
+        comparisons = _records(outputs.get("aimed")) + _records(outputs.get("experiments"))
         for compared in comparisons:
-            a = as_dict(compared)
-            if "experiment" in a and ({"before", "after"} & set(a)):
-                b50, b95 = _latency(a.get("latency_before"))
-                a50, a95 = _latency(a.get("latency_after"))
-                before = Outcome(as_str(a.get("before")) or None, p50_ms=b50, p95_ms=b95)
-                after = Outcome(as_str(a.get("after")) or None, a.get("violations_after"), a50, a95)
-                rows.append(
-                    Change(
-                        name, as_str(a.get("experiment"), "?"), before, after, as_str(a.get("status")) or None
-                    )
-                )
+            c, _ = StrikeComparison.read_or_problems(compared)
+            if c is None:
+                continue
+            b50, b95 = _latency(c.latency_before)
+            a50, a95 = _latency(c.latency_after)
+            before = Outcome(c.before, p50_ms=b50, p95_ms=b95)
+            after = Outcome(c.after, c.violations_after, a50, a95)
+            rows.append(Change(cp.name, c.experiment, before, after, c.status))
         holders = [
-            (k, as_dict(v))
-            for k, v in outputs.items()
-            if isinstance(v, dict) and {"before", "after"} <= set(v)
+            (k, v) for k, v in outputs.items() if isinstance(v, dict) and {"before", "after"} <= set(v)
         ]
         if {"before", "after"} <= set(outputs):
             holders.append(("", outputs))
         for label, holder in holders:
-            rows += _pair_up(name, label, holder.get("before"), holder.get("after"), incident_href)
+            rows += _pair_up(cp.name, label, holder.get("before"), holder.get("after"), incident_href)
     return _merged(rows)
 
 
@@ -166,15 +165,11 @@ def _join(first: Outcome | None, second: Outcome | None) -> Outcome | None:
     return Outcome(**{k: v if v is not None else getattr(second, k) for k, v in values.items()})
 
 
-def _latency(value: Any) -> tuple[float | None, float | None]:
-    latency = as_dict(value)
-    return _number(latency.get("p50_ms")), _number(latency.get("p95_ms"))
-
-
 def _pair_up(
     checkpoint: str, label: str, before: Any, after: Any, incident_href: Callable[[str], str | None]
 ) -> list[Change]:
-    b, a = as_dict(before), as_dict(after)
+    b = before if isinstance(before, dict) else {}
+    a = after if isinstance(after, dict) else {}
     if isinstance(b.get("experiments"), list) or isinstance(a.get("experiments"), list):
         left, right = dict(experiments(b, incident_href)), dict(experiments(a, incident_href))
         return [

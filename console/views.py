@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from acklab.evidence.documents.sweep import SweepDocument
+
 from . import sweep as sweep_model
-from .coerce import as_dict, as_list, as_str
+from .coerce import as_dict
 from .compare import Pair, counterparts, pair_table, rendered_pairs
 from .history import history
 from .history import summary as history_summary
@@ -110,7 +112,7 @@ def bundle(ctx: Context, key: str, page: int = 1) -> str | None:
     found = ctx.snapshot.by_key.get(key)
     if found is None:
         return None
-    if found.sweep is not None:
+    if found.kind == "sweep":
         return sweep(ctx, found)
     listed = paginate(
         sorted(found.incidents, key=lambda i: (i.target, i.experiment)), page, INCIDENTS_PER_PAGE
@@ -150,7 +152,7 @@ def enclosing_sweep(snapshot: Snapshot, found: BundleSummary) -> BundleSummary |
     sweeps = snapshot.extras.get("sweeps")
     if not isinstance(sweeps, list):  # once per snapshot: the export asks for every bundle
         sweeps = snapshot.extras["sweeps"] = [
-            b for b in snapshot.bundles if b.sweep is not None or b.comparison is not None
+            b for b in snapshot.bundles if b.kind in ("sweep", "comparison")
         ]
     return next((b for b in sweeps if b.path != found.path and found.path.is_relative_to(b.path)), None)
 
@@ -179,10 +181,9 @@ def compared_runs(ctx: Context, found: BundleSummary) -> ComparedRuns | None:
 
 def sweep(ctx: Context, found: BundleSummary) -> str:
     """A sweep: its matrix as a heatmap whose cells open their incidents, and its nested runs."""
-    doc, problem = ctx.index.document(found, "sweep.json")
+    raw_doc, problem = ctx.index.document(found, "sweep.json")
+    doc, schema_problems = SweepDocument.read_or_problems(raw_doc) if problem is None else (None, [])
     nested = sweep_model.nested_bundles(ctx.snapshot, found)
-    schema_problems = sweep_model.schema_problems(doc)
-    valid = doc is not None and not schema_problems
     raw = [rel for rel in ("sweep.json", "heatmap.svg", "manifest.json") if is_regular(found.path / rel)]
     return ctx.page(
         "sweep.html",
@@ -190,13 +191,12 @@ def sweep(ctx: Context, found: BundleSummary) -> str:
         nav="overview",
         bundle=found,
         integrity=ctx.integrity(found),
-        doc=as_dict(doc),
-        databases=[as_str(as_dict(d).get("label"), "?") for d in as_list(as_dict(doc).get("databases"))],
-        heatmap=sweep_model.heatmap(as_dict(doc), nested, ctx.links) if valid else None,
+        doc=doc,
+        heatmap=sweep_model.heatmap(doc, nested, ctx.links) if doc is not None else None,
         runs=sweep_model.runs(doc, nested),
         raw=raw,
         problem=problem,
-        schema_problems=schema_problems,
+        schema_problems=schema_problems[: sweep_model.PROBLEM_LIMIT],
     )
 
 

@@ -17,13 +17,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import manifest_signature
 from .errors import EvidenceError, IntegrityError
 from .loading import DocumentError, load_evidence_json
 from .redaction import Redactor, known
 from .validate import validate
+
+if TYPE_CHECKING:
+    from .documents.base import Document
 
 MANIFEST = "manifest.json"
 CI_VARIABLES = {
@@ -137,6 +140,13 @@ class BundleWriter:
         if kind is not None:
             validate(kind, doc, what=relpath)
         return self._write(relpath, dump_json(doc))
+
+    def write_document(self, relpath: str, doc: Document) -> Path:
+        """Write a typed document (`acklab.evidence.documents`): dumped, redacted, validated as its kind."""
+        kind = doc.SCHEMA
+        if not kind or "#" in kind:
+            raise EvidenceError(f"{relpath}: a {type(doc).__name__} is part of a document, not one")
+        return self.write_json(relpath, doc.dump(), kind=kind)
 
     def finalize(
         self, *, env: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None

@@ -136,8 +136,9 @@ def merge_command(inputs: tuple[Path, ...], out_dir: Path, run_id: str | None) -
     Each INPUT is a bundle or an evidence directory holding bundles. Every input is verified
     first (a tampered one: exit 7, nothing written). Identical trials are kept once, differing
     ones refused (exit 7); incidents split across shards are recomputed from their trials;
-    run.json takes the worst verdict; reports/junit.xml is regenerated; the manifest says
-    kind "merged" and lists merged_from. Prints the merged bundle's path.
+    run.json's verdict combines the experiments' as a run's does (a proven violation outweighs
+    an error elsewhere); reports/junit.xml is regenerated; the manifest says kind "merged"
+    and lists merged_from. Prints the merged bundle's path.
     """
     from acklab.evidence.merge import merge
 

@@ -7,7 +7,8 @@ Every input is verified against its manifest first; one tampered shard and nothi
   byte-identical, and refused (exit 7, naming both shards) when they differ;
 - an incident per target x experiment is kept as it is when one shard holds it, and
   recomputed from the union of its trials when shards split the experiment (``"shard": "I/N"``);
-- run.json is merged: verdict = the worst of the shards (pass < fail < error), status
+- run.json is merged by its builder (`RunDocument.build`): the verdict combines the
+  experiments' as a run does (a proven violation outweighs an error elsewhere), status
   "complete" only when every shard is complete and, for sharded runs, every shard 1..N is
   present; like `acklab run`, an incomplete run's verdict is "error";
 - reports/junit.xml is regenerated; other identical files are kept once, differing ones
@@ -24,14 +25,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from acklab.evidence.bundle import MANIFEST, BundleWriter, bundle_files, load_manifest, verify
+from acklab.evidence.bundle import MANIFEST, BundleWriter, acklab_version, bundle_files, load_manifest, verify
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.errors import EvidenceInvalid, IntegrityError
-from acklab.evidence.incidents import Group, merge_group, worst
+from acklab.evidence.incidents import Group, merge_group
 from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.reports.junit import experiments_junit
-from acklab.evidence.validate import validate
 
 JUNIT = "reports/junit.xml"
 PER_SHARD = frozenset({"service.log"})  # files every shard has its own of
@@ -43,19 +45,13 @@ class Shard:
 
     root: Path
     manifest: dict[str, Any]
-    run: dict[str, Any]
+    run: RunDocument
     manifest_sha256: str
-    incidents: dict[str, dict[str, Any]] = field(default_factory=dict)  # relpath -> incident
+    incidents: dict[str, Incident] = field(default_factory=dict)  # relpath -> incident
 
     @property
     def bundle_id(self) -> str:
         return str(self.manifest["bundle_id"])
-
-
-def _read_json(root: Path, rel: str, kind: str) -> dict[str, Any]:
-    doc = load_evidence_json(root / rel)  # bounded, never through a link (exit 7)
-    validate(kind, doc, what=str(root / rel))
-    return doc  # type: ignore[no-any-return]
 
 
 def load_shard(root: Path) -> Shard:
@@ -72,30 +68,31 @@ def load_shard(root: Path) -> Shard:
         )
     if not (root / "run.json").is_file():
         raise EvidenceInvalid(f"{root} has no run.json; expected a run bundle")
+    # bounded, never through a link (exit 7); read with the documents' own models
     shard = Shard(
         root=root,
         manifest=manifest,
-        run=_read_json(root, "run.json", "run"),
+        run=RunDocument.read(load_evidence_json(root / "run.json"), what=str(root / "run.json")),
         manifest_sha256=hashlib.sha256((root / MANIFEST).read_bytes()).hexdigest(),
     )
     for rel in manifest["files"]:
         if rel.startswith("incidents/") and rel.endswith(".json"):
-            shard.incidents[rel] = _read_json(root, rel, "incident")
+            shard.incidents[rel] = Incident.read(load_evidence_json(root / rel), what=str(root / rel))
     return shard
 
 
 def _merged_run_id(shards: list[Shard]) -> str:
-    ids = sorted({str(s.run["run_id"]) for s in shards})
+    ids = sorted({s.run.run_id for s in shards})
     if len(ids) == 1:
         return ids[0]
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
     return f"merged-{digest}"
 
 
-def _status(shards: list[Shard]) -> str:
-    if any(s.run["status"] != "complete" for s in shards):
+def _status(shards: list[Shard]) -> Literal["complete", "interrupted"]:
+    if any(s.run.status != "complete" for s in shards):
         return "interrupted"
-    declared = [str(s.run["shard"]) for s in shards if s.run.get("shard")]
+    declared = [s.run.shard for s in shards if s.run.shard]
     if declared:
         totals = {int(d.split("/")[1]) for d in declared}
         present = {int(d.split("/")[0]) for d in declared}
@@ -127,17 +124,17 @@ def _groups(shards: list[Shard]) -> dict[tuple[str, str], Group]:
     groups: dict[tuple[str, str], Group] = {}
     for shard in shards:
         by_path = dict(shard.incidents)
-        for entry in shard.run["experiments"]:
-            incident = by_path.pop(entry["incident"], None) if entry.get("incident") else None
+        for entry in shard.run.experiments:
+            incident = by_path.pop(entry.incident, None) if entry.incident else None
             # a merged input's run.json names several targets; its incidents name one each
-            target = str(incident["target"]["name"]) if incident else str(shard.run["target"])
-            key = (target, str(entry["name"]))
+            target = incident.target.name if incident else shard.run.target
+            key = (target, entry.name)
             group = groups.setdefault(key, Group(target=key[0], experiment=key[1]))
             group.entries.append(entry)
-            if incident is not None:
-                group.incidents.append((entry["incident"], incident))
+            if incident is not None and entry.incident:
+                group.incidents.append((entry.incident, incident))
         for rel, incident in by_path.items():  # incidents run.json does not point at
-            key = (str(incident["target"]["name"]), str(incident["experiment"]["name"]))
+            key = (incident.target.name, incident.experiment.name)
             groups.setdefault(key, Group(target=key[0], experiment=key[1])).incidents.append((rel, incident))
     return groups
 
@@ -156,34 +153,36 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         )
     files: dict[str, tuple[bytes, str]] = {}
     _copy_plain_files(shards, files)
+    # An incident one shard held alone is kept byte for byte: its file, not a rewrite of it.
+    originals = {
+        id(incident): shard.root / rel for shard in shards for rel, incident in shard.incidents.items()
+    }
 
-    incidents: dict[str, dict[str, Any]] = {}
-    experiments: list[dict[str, Any]] = []
+    incidents: dict[str, Incident] = {}
+    experiments: list[RunExperiment] = []
     for _, group in sorted(_groups(shards).items()):
         entry, rel, incident = merge_group(group, run_id=merged_id, taken=set(incidents))
         if incident is not None and rel is not None:
             incidents[rel] = incident
         experiments.append(entry)
 
-    status = _status(shards)
-    ordered = sorted(shards, key=lambda s: (str(s.run.get("shard") or ""), s.bundle_id))
-    targets = sorted({str(s.run["target"]) for s in shards})
-    run: dict[str, Any] = {
-        "schema": "acklab/run/v1",
-        "run_id": merged_id,
+    ordered = sorted(shards, key=lambda s: (s.run.shard or "", s.bundle_id))
+    targets = sorted({s.run.target for s in shards})
+    per_experiment = [s.run.trials_per_experiment for s in shards]
+    trials = max(t for t in per_experiment if t is not None) if None not in per_experiment else None
+    run = RunDocument.build(
+        run_id=merged_id,
+        target=targets[0] if len(targets) == 1 else ", ".join(targets),
+        seed=ordered[0].run.seed,
         # as `acklab run` does: a run that is not complete cannot vouch for a verdict
-        "verdict": worst([e["verdict"] for e in experiments]) if status == "complete" else "error",
-        "status": status,
-        "target": targets[0] if len(targets) == 1 else ", ".join(targets),
-        "seed": ordered[0].run["seed"],
-        "shard": None,
-        "started_at": min(str(s.run["started_at"]) for s in shards),
-        "ended_at": max(str(s.run["ended_at"]) for s in shards),
-        "experiments": experiments,
-    }
-    if all("trials_per_experiment" in s.run for s in shards):
-        run["trials_per_experiment"] = max(int(s.run["trials_per_experiment"]) for s in shards)
-    validate("run", run, what="merged run.json")
+        status=_status(shards),
+        started_at=min(s.run.started_at for s in shards),
+        ended_at=max(s.run.ended_at for s in shards),
+        experiments=experiments,
+        acklab_version=acklab_version(),
+        trials_per_experiment=trials,
+        shard=None,
+    )
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{merged_id}.", suffix=".partial"))
@@ -192,8 +191,12 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         for rel, (data, _) in sorted(files.items()):
             writer.write_bytes(rel, data)
         for rel, incident in sorted(incidents.items()):
-            writer.write_json(rel, incident, kind="incident")
-        writer.write_json("run.json", run, kind="run")
+            original = originals.get(id(incident))
+            if original is not None:
+                writer.write_bytes(rel, original.read_bytes())
+            else:
+                writer.write_document(rel, incident)
+        writer.write_document("run.json", run)
         writer.write_bytes(JUNIT, experiments_junit(run, list(incidents.values())))
         for shard in shards:
             writer.write_bytes(f"sources/{shard.bundle_id}.{MANIFEST}", (shard.root / MANIFEST).read_bytes())

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TextIO
 import click
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.trail import Decision as TrailDecision
 from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.loading import SPEC, DocumentError, load_json, load_yaml
 from acklab.evidence.validate import validate
@@ -71,20 +72,20 @@ class Decision:
     decided_at: str
     feedback: str | None = None
 
-    def as_trail(self) -> dict[str, Any]:
-        """The decision as the trail schema records it."""
+    def as_trail(self) -> TrailDecision:
+        """The decision as the trail records it."""
         reason = self.reason
         if self.feedback:
             reason = f"{reason} | feedback: {self.feedback}" if reason else f"feedback: {self.feedback}"
-        return {
-            "decision": self.decision,
-            "actor": self.actor,
-            "delegated_by": self.delegated_by,
-            "source": self.source,
-            "reason": reason,
-            "proposal": self.proposal,
-            "decided_at": self.decided_at,
-        }
+        return TrailDecision(
+            decision=self.decision,  # type: ignore[arg-type]  # one of CHOICES, checked on entry
+            actor=self.actor,
+            delegated_by=self.delegated_by,
+            source=self.source,  # type: ignore[arg-type]  # tty, file or auto
+            reason=reason,
+            proposal=self.proposal,
+            decided_at=self.decided_at,
+        )
 
 
 class DecisionSource(Protocol):

@@ -16,10 +16,12 @@ import subprocess  # nosec B404
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import click
 import yaml
+
+from acklab.evidence.documents.trail import LabLatency, LabRunOutputs, StrikeComparison, TrailDocument
+from acklab.evidence.loading import load_evidence_json
 
 from .sandbox import make_sandbox
 from .worktree import git
@@ -90,31 +92,34 @@ def run_demo(directory: Path | None, *, trials: int = 1, out: Path | None = None
 
 def show_before_after(trail_path: Path) -> None:
     """Print every experiment's verdict and latency on the head and on the patch, from the trail."""
-    trail: dict[str, Any] = json.loads(trail_path.read_text(encoding="utf-8"))
+    trail = TrailDocument.read(load_evidence_json(trail_path), what=str(trail_path))
     rows: list[tuple[str, str, str, str, str]] = []
-    by_name = {c["name"]: c for c in trail["checkpoints"] if c["status"] != "skipped"}
-    strike = by_name.get("strike-again", {}).get("outputs", {})
-    for entry in [*strike.get("aimed", []), *strike.get("experiments", [])]:
+    by_name = {c.name: c for c in trail.checkpoints if c.status != "skipped"}
+    strike = by_name["strike-again"].outputs if "strike-again" in by_name else {}
+    for raw in [*strike.get("aimed", []), *strike.get("experiments", [])]:
+        entry = StrikeComparison.read(raw)
         rows.append(
             (
-                entry["experiment"],
-                str(entry["before"]),
-                str(entry["after"]),
-                _latency(entry["latency_before"]),
-                _latency(entry["latency_after"]),
+                entry.experiment,
+                str(entry.before),
+                entry.after,
+                _latency(entry.latency_before),
+                _latency(entry.latency_after),
             )
         )
-    if not rows and "verify" in by_name:
-        head = {e["name"]: e for e in by_name["reproduce"]["outputs"]["experiments"]}
-        for e in by_name["verify"]["outputs"]["experiments"]:
-            before = head.get(e["name"], {})
+    head = LabRunOutputs.within(by_name["reproduce"].outputs) if "reproduce" in by_name else None
+    patched = LabRunOutputs.within(by_name["verify"].outputs) if "verify" in by_name else None
+    if not rows and head is not None and patched is not None:
+        before = {e.name: e for e in head.experiments}
+        for e in patched.experiments:
+            was = before.get(e.name)
             rows.append(
                 (
-                    e["name"],
-                    str(before.get("verdict")),
-                    e["verdict"],
-                    _latency(before.get("latency")),
-                    _latency(e["latency"]),
+                    e.name,
+                    str(was.verdict if was else None),
+                    e.verdict,
+                    _latency(was.latency if was else None),
+                    _latency(e.latency),
                 )
             )
     _say("before (head, unsafe handler) and after (the approved patch):")
@@ -124,7 +129,7 @@ def show_before_after(trail_path: Path) -> None:
         click.echo("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)), err=True)
 
 
-def _latency(value: dict[str, Any] | None) -> str:
-    if not value:
+def _latency(value: LabLatency | None) -> str:
+    if value is None:
         return "-"
-    return f"p50 {value['p50_ms']:.1f} / p95 {value['p95_ms']:.1f} ms"
+    return f"p50 {value.p50_ms:.1f} / p95 {value.p95_ms:.1f} ms"

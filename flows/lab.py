@@ -11,16 +11,19 @@ harness, which no handler can reach: a patch that rewrites the verdict code thro
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.records import Violation
+from acklab.evidence.documents.trail import LabExperiment, LabLatency, LabRunOutputs
+from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import AcklabError, ExitCode
-from acklab.harness.engine.runner import RunOptions
+from acklab.evidence.loading import load_evidence_json
+from acklab.harness.engine.runner import RunOptions, RunResult
 from acklab.harness.engine.runner import run as harness_run
 from acklab.harness.errors import RunInterrupted
 
@@ -31,41 +34,33 @@ HANDLER_FILE = Path("app", "webhooks.py")
 
 
 @dataclass(frozen=True)
-class Latency:
-    """Percentiles of the deliveries' latency, in milliseconds."""
-
-    p50: float
-    p95: float
-    deliveries: int
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"p50_ms": self.p50, "p95_ms": self.p95, "deliveries": self.deliveries}
-
-
-@dataclass(frozen=True)
 class ExperimentResult:
+    """One experiment of a lab run, as the flow weighs it: verdict, violations, latency."""
+
     name: str
     verdict: str
     trials: int
-    violations: list[dict[str, Any]] = field(default_factory=list)
+    violations: tuple[Violation, ...] = ()
     incident: str | None = None
-    reason: str | None = None  # why it erred or was skipped (`acklab run --json`)
-    latency: Latency | None = None
+    reason: str | None = None  # why it erred or was skipped
+    latency: LabLatency | None = None
 
     def line(self) -> str:
         """``name: verdict (N violations)``, and the reason when there is one."""
         why = f"; {self.reason}" if self.reason else ""
         return f"{self.name}: {self.verdict} ({len(self.violations)} violations{why})"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "verdict": self.verdict,
-            "trials": self.trials,
-            "violations": len(self.violations),
-            "incident": self.incident,
-            "latency": self.latency.as_dict() if self.latency else None,
-        } | ({"reason": self.reason} if self.reason else {})
+    def record(self, incident: str | None = None) -> LabExperiment:
+        """What the trail records of it (`incident`: the path to write, when not its own)."""
+        return LabExperiment(
+            name=self.name,
+            verdict=self.verdict,
+            trials=self.trials,
+            violations=len(self.violations),
+            incident=incident if incident is not None else self.incident,
+            latency=self.latency,
+            reason=self.reason or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -79,7 +74,7 @@ class LabRun:
     experiments: dict[str, ExperimentResult]
     exit_code: int
     handler_module: str
-    error: str | None = None  # why the run as a whole ended in an error (`acklab run --json`)
+    error: str | None = None  # why the run as a whole ended in an error
 
     def failing(self) -> list[str]:
         return [n for n, e in self.experiments.items() if e.verdict == "fail"]
@@ -87,12 +82,17 @@ class LabRun:
     def errored(self) -> list[str]:
         return [n for n, e in self.experiments.items() if e.verdict == "error"]
 
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (no interpolation: a reported p95 is a latency that happened)."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return round(ordered[rank - 1], 3)
+    def outputs(self, relative: dict[str, str | None]) -> LabRunOutputs:
+        """What the trail records of the run; `relative` gives each path as the trail writes it."""
+        return LabRunOutputs(
+            lab_run_id=self.run_id,
+            lab_bundle=relative.get(self.bundle or "") if self.bundle else None,
+            verdict=self.verdict,
+            experiments=[
+                e.record(relative.get(e.incident) if e.incident else None) for e in self.experiments.values()
+            ],
+            handler_module=self.handler_module,
+        )
 
 
 def imported_from(checkout: Path) -> list[str]:
@@ -143,68 +143,44 @@ def run_lab(
             f"the lab imported code of the checkout under test ({', '.join(leaked[:5])}); "
             "its verdicts cannot be trusted"
         )
-    return parse_run(
-        result.as_json(),
-        checkout=checkout,
-        exit_code=int(result.exit_code),
-        module=str(checkout.resolve() / HANDLER_FILE),
-    )
+    return lab_run(result, module=str(checkout.resolve() / HANDLER_FILE))
 
 
-def parse_run(doc: dict[str, Any], *, checkout: Path, exit_code: int, module: str) -> LabRun:
-    """A LabRun from the ``acklab run --json`` object."""
-    bundle = doc.get("bundle")
-    bundle_path = Path(bundle).resolve() if bundle else None
-    results: dict[str, ExperimentResult] = {}
-    for exp in doc.get("experiments", []):
-        incident = exp.get("incident")
-        incident_path = _locate(incident, bundle_path, checkout)
-        results[exp["name"]] = ExperimentResult(
-            name=exp["name"],
-            verdict=exp["verdict"],
-            trials=int(exp.get("trials", 0)),
-            violations=list(exp.get("violations", [])),
-            incident=str(incident_path) if incident_path else None,
-            reason=exp.get("reason") or exp.get("error"),
-            latency=latency_of(incident_path) if incident_path else None,
+def lab_run(result: RunResult, *, module: str) -> LabRun:
+    """A LabRun from the harness's own result: its run document, read where it lies."""
+    run, bundle = result.document, result.bundle.resolve()
+    experiments = {}
+    for entry in run.experiments:
+        incident = (bundle / entry.incident).resolve() if entry.incident else None
+        experiments[entry.name] = ExperimentResult(
+            name=entry.name,
+            verdict=entry.verdict,
+            trials=entry.trials,
+            violations=tuple(entry.violations),
+            incident=str(incident) if incident else None,
+            reason=entry.reason or entry.error,
+            latency=latency_of(incident) if incident else None,
         )
     return LabRun(
-        run_id=str(doc.get("run_id", "")),
-        verdict=str(doc.get("verdict", "error")),
-        target=str(doc.get("target", "")),
-        bundle=str(bundle_path) if bundle_path else None,
-        experiments=results,
-        exit_code=exit_code,
+        run_id=run.run_id,
+        verdict=run.verdict,
+        target=run.target,
+        bundle=str(bundle),
+        experiments=experiments,
+        exit_code=int(result.exit_code),
         handler_module=module,
-        error=doc.get("error"),
+        error="; ".join(run.errors) or None if run.verdict == "error" else None,
     )
 
 
-def _locate(incident: str | None, bundle: Path | None, checkout: Path) -> Path | None:
-    if not incident:
-        return None
-    for base in (bundle, checkout):
-        if base is not None and (base / incident).is_file():
-            return (base / incident).resolve()
-    path = Path(incident)
-    return path.resolve() if path.is_file() else None
-
-
-def latency_of(incident_path: Path) -> Latency | None:
-    """p50/p95 of an incident's deliveries: the harness's own summary, else computed from them."""
+def latency_of(incident_path: Path) -> LabLatency | None:
+    """p50/p95 of an incident's answered deliveries (`evidence.documents.latency`, as the harness's
+    summary has them), read bounded; None when the incident holds none or cannot be read."""
     try:
-        incident = json.loads(incident_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        incident = Incident.read(load_evidence_json(incident_path), what=str(incident_path))
+    except (OSError, EvidenceError):
         return None
-    values = [
-        float(d["latency_ms"])
-        for trial in incident.get("trials", [])
-        for d in trial.get("deliveries", [])
-        if d.get("status") is not None and d.get("latency_ms") is not None
-    ]
-    summary = (incident.get("summary") or {}).get("latency_ms") or {}
-    if "p50" in summary and "p95" in summary:
-        return Latency(p50=float(summary["p50"]), p95=float(summary["p95"]), deliveries=len(values))
-    if not values:
+    latency = Latency.of([ms for trial in incident.trials for ms in trial.answered_ms])
+    if latency is None:
         return None
-    return Latency(p50=percentile(values, 50), p95=percentile(values, 95), deliveries=len(values))
+    return LabLatency(p50_ms=latency.p50, p95_ms=latency.p95, deliveries=latency.count)

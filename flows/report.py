@@ -13,10 +13,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from acklab.evidence.documents.trail import CheckRecord, Decision, LabLatency, LabRunOutputs, StrikeComparison
+
+from .candidate import Candidate
 from .escape import hidden_count, md_code, numbered, one_line, quoted, visible
-from .lab import ExperimentResult, LabRun, Latency
+from .lab import ExperimentResult, LabRun
+
+Decided = tuple[str, Decision]  # (gate, the decision as the trail records it)
 
 BOUNDARY = (
     "acklab proves at-most-once effects in the handler's own database under the faults it ran; "
@@ -32,14 +37,14 @@ def incident_summary(run: LabRun, *, limit: int = 12) -> str:
         lines.append(f"{name}: {exp.verdict}, {len(exp.violations)} violation(s) in {exp.trials} trial(s)")
         for v in exp.violations[:3]:
             lines.append(
-                f"  - {v.get('invariant')}: event {v.get('event_id')} observed {v.get('observed')}, "
-                f"expected {v.get('expected')} ({str(v.get('detail', ''))[:160]})"
+                f"  - {v.invariant}: event {v.event_id} observed {v.observed}, "
+                f"expected {v.expected} ({v.detail[:160]})"
             )
     return "\n".join(lines[:limit]) or "(no violations recorded)"
 
 
-def _latency_text(latency: Latency | None) -> str:
-    return f"p50 {latency.p50:.1f} ms / p95 {latency.p95:.1f} ms" if latency else "no latency recorded"
+def _latency_text(latency: LabLatency | None) -> str:
+    return f"p50 {latency.p50_ms:.1f} ms / p95 {latency.p95_ms:.1f} ms" if latency else "no latency recorded"
 
 
 @dataclass(frozen=True)
@@ -51,23 +56,24 @@ class Comparison:
     after: ExperimentResult
 
     @property
-    def status(self) -> str:
+    def status(self) -> Literal["held", "gap", "regression"]:
         if self.after.verdict == "pass":
             return "held"
         if self.before is not None and self.before.verdict == "pass":
             return "regression"
         return "gap"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "experiment": self.experiment,
-            "status": self.status,
-            "before": self.before.verdict if self.before else None,
-            "after": self.after.verdict,
-            "violations_after": len(self.after.violations),
-            "latency_before": self.before.latency.as_dict() if self.before and self.before.latency else None,
-            "latency_after": self.after.latency.as_dict() if self.after.latency else None,
-        }
+    def record(self) -> StrikeComparison:
+        """What the trail records of it."""
+        return StrikeComparison(
+            experiment=self.experiment,
+            status=self.status,
+            before=self.before.verdict if self.before else None,
+            after=self.after.verdict,
+            violations_after=len(self.after.violations),
+            latency_before=self.before.latency if self.before else None,
+            latency_after=self.after.latency,
+        )
 
     def line(self) -> str:
         before = self.before.verdict if self.before else "not run"
@@ -101,7 +107,10 @@ def measure_option(
     for name, result in results.items():
         old, new = baseline[name].latency, result.latency
         if old and new:
-            deltas[name] = {"p50_ms": round(new.p50 - old.p50, 3), "p95_ms": round(new.p95 - old.p95, 3)}
+            deltas[name] = {
+                "p50_ms": round(new.p50_ms - old.p50_ms, 3),
+                "p95_ms": round(new.p95_ms - old.p95_ms, 3),
+            }
     return {
         "option": key,
         "title": title,
@@ -154,21 +163,21 @@ def evidence_link(bundle_rel: str) -> str:
 def mr_note(
     *,
     run_id: str,
-    proposal: dict[str, Any],
-    decisions: list[dict[str, Any]],
+    proposal: Candidate,
+    decisions: list[Decided],
     reproduce: LabRun,
     verify: LabRun,
-    checks: list[dict[str, Any]],
+    checks: list[CheckRecord],
     comparisons: list[Comparison],
     bundle_rel: str,
 ) -> str:
     """The MR note: what was repaired, by whom approved, every verdict, and where the evidence is."""
-    who = proposal.get("recipe") or "llm"
+    who = proposal.recipe or "llm"
     lines = [
         f"### acklab repair flow `{run_id}`",
         "",
-        f"Patch to {', '.join(f'`{f}`' for f in proposal['files'])} proposed by "
-        f"**{proposal['proposer']}** (`{who}`), diff sha256 `{proposal['diff_sha256'][:12]}`.",
+        f"Patch to {', '.join(f'`{f}`' for f in proposal.files)} proposed by "
+        f"**{proposal.proposer}** (`{who}`), diff sha256 `{proposal.diff_sha256[:12]}`.",
         "",
         "| gate | decision | actor | delegated by | source |",
         "| --- | --- | --- | --- | --- |",
@@ -180,10 +189,10 @@ def mr_note(
     # Actors, delegations and reasons come from a decisions file or a terminal: quoted as
     # inline code, no quick action (/merge), link, mention or reference in them is interpreted.
     lines += [
-        f"| {d['gate']} | {d['decision']} | {md_code(d['actor'])} | "
-        f"{md_code(d['delegated_by']) if d['delegated_by'] else '-'} | {d['source']} | "
-        f"{md_code(d['reason']) if d['reason'] else '-'} |"
-        for d in decisions
+        f"| {gate} | {d.decision} | {md_code(d.actor)} | "
+        f"{md_code(d.delegated_by) if d.delegated_by else '-'} | {d.source} | "
+        f"{md_code(d.reason) if d.reason else '-'} |"
+        for gate, d in decisions
     ]
     lines += ["", "| experiment | head | patched | latency head → patched |", "| --- | --- | --- | --- |"]
     for name, before in reproduce.experiments.items():
@@ -201,59 +210,59 @@ def mr_note(
         )
     lines += [
         "",
-        "Checks in the patched worktree: " + ", ".join(f"{c['name']} {c['status']}" for c in checks),
+        "Checks in the patched worktree: " + ", ".join(f"{c.name} {c.status}" for c in checks),
     ]
     lines += ["", f"Evidence: {evidence_link(bundle_rel)} (trail.json)", "", f"_{BOUNDARY}_"]
     return "\n".join(lines)
 
 
-def approve_question(proposal: dict[str, Any], failing: list[str], expected: str) -> str:
+def approve_question(proposal: Candidate, failing: list[str], expected: str) -> str:
     """What the approve gate shows: who proposed what, why, what the guard checked, and the diff.
 
     Everything the proposal or the model wrote is escaped; the diff has a number on every line.
     """
     calls = "".join(
-        f"\n  llm call: {one_line(str(c['model']), limit=100)}, {c['prompt_tokens']}+"
-        f"{c['completion_tokens']} tokens, {c['latency_ms']:.0f} ms"
-        for c in proposal["llm_calls"]
+        f"\n  llm call: {one_line(c.model, limit=100)}, {c.prompt_tokens}+"
+        f"{c.completion_tokens} tokens, {c.latency_ms:.0f} ms"
+        for c in proposal.llm_calls
     )
-    recipe = f" (recipe {one_line(proposal['recipe'])})" if proposal["recipe"] else ""
-    hidden = hidden_count(proposal["diff"]) + hidden_count(proposal["rationale"])
+    recipe = f" (recipe {one_line(proposal.recipe)})" if proposal.recipe else ""
+    hidden = hidden_count(proposal.diff) + hidden_count(proposal.rationale)
     warning = (
         f"WARNING: the proposal holds {hidden} control or invisible character(s), shown as \\x.. / \\u....\n"
         if hidden
         else ""
     )
-    rationale = visible(proposal["rationale"]).replace("\n", "\n     ")
+    rationale = visible(proposal.rationale).replace("\n", "\n     ")
     return (
-        f"proposal {proposal['id']} by {one_line(proposal['proposer'])}{recipe}: "
-        f"{proposal['changed_lines']} changed lines in {', '.join(proposal['files'])}{calls}\n"
+        f"proposal {proposal.id} by {one_line(proposal.proposer)}{recipe}: "
+        f"{proposal.changed_lines} changed lines in {', '.join(proposal.files)}{calls}\n"
         f"why: {rationale}\n"
         f"it aims at: {', '.join(failing)} failing at {expected[:12]}\n"
-        f"guard: {'; '.join(one_line(r) for r in proposal['guard']['reasons'])}\n{warning}\n"
-        f"{numbered(proposal['diff'])}"
+        f"guard: {'; '.join(one_line(r) for r in proposal.guard_reasons)}\n{warning}\n"
+        f"{numbered(proposal.diff)}"
     )
 
 
 def commit_message(
     *,
     handler: str,
-    proposal: dict[str, Any],
+    proposal: Candidate,
     run_id: str,
     failing: list[str],
     expected: str,
-    decisions: list[dict[str, Any]],
+    decisions: list[Decided],
     bundle_rel: str,
 ) -> str:
     # Quoted on one line: an actor cannot end the paragraph and forge a trailer (Signed-off-by: ...).
     approvals = "; ".join(
-        f"{d['gate']}: {d['decision']} by {quoted(d['actor'])}"
-        + (f" (delegated by {quoted(d['delegated_by'])})" if d["delegated_by"] else "")
-        for d in decisions
+        f"{gate}: {d.decision} by {quoted(d.actor)}"
+        + (f" (delegated by {quoted(d.delegated_by)})" if d.delegated_by else "")
+        for gate, d in decisions
     )
-    recipe = f": {proposal['recipe']}" if proposal["recipe"] else ""
+    recipe = f": {proposal.recipe}" if proposal.recipe else ""
     return (
-        f"Repair {handler} ({proposal['proposer']}{recipe})\n\n"
+        f"Repair {handler} ({proposal.proposer}{recipe})\n\n"
         f"acklab flow {run_id}: {', '.join(failing)} failed at {expected[:12]} and pass on this patch.\n"
         f"Approved: {approvals}\nTrail: {bundle_rel}/trail.json\n"
     )
@@ -266,14 +275,7 @@ def relative(path: Path, base: Path) -> str:
         return str(path)
 
 
-def run_outputs(run: LabRun, out: Path) -> dict[str, Any]:
-    return {
-        "lab_run_id": run.run_id,
-        "lab_bundle": relative(Path(run.bundle), out) if run.bundle else None,
-        "verdict": run.verdict,
-        "experiments": [
-            e.as_dict() | {"incident": relative(Path(e.incident), out) if e.incident else None}
-            for e in run.experiments.values()
-        ],
-        "handler_module": run.handler_module,
-    }
+def run_outputs(run: LabRun, out: Path) -> LabRunOutputs:
+    """What the trail records of a lab run, its paths relative to the evidence directory."""
+    paths = [run.bundle, *(e.incident for e in run.experiments.values())]
+    return run.outputs({p: relative(Path(p), out) for p in paths if p})

@@ -4,6 +4,10 @@ DIR becomes a git repository holding a copy of the project (every file `git ls-f
 in the current checkout, as committed at its HEAD: a consistent snapshot, not half-edited
 work) whose `app/webhooks.py` is the reference unsafe handler, committed.
 Then: `cd DIR && acklab flow run flows/repair.yaml --local`.
+
+The copy is of acklab's own source checkout: the fixture, its tests (the verify step runs
+them) and `flows/repair.yaml`. An acklab installed from a wheel holds none of that, so there
+the command says it needs a checkout, and how to get one (exit 4).
 """
 
 from __future__ import annotations
@@ -21,9 +25,24 @@ HANDLER = "app/webhooks.py"
 UNSAFE = "app/unsafe.py"
 
 
-def project_root() -> Path:
-    """The checkout this acklab runs from (the parent of the `flows` package)."""
-    return toplevel(Path(__file__).resolve().parent)
+# What a source checkout of acklab holds at its root and an installed package does not.
+CHECKOUT_MARKERS = ("pyproject.toml", "flows/repair.yaml", HANDLER, UNSAFE, "tests")
+NEEDS_CHECKOUT = (
+    "acklab flow sandbox copies acklab's own source checkout (the fixture, its tests and "
+    "flows/repair.yaml), and this acklab runs from an installed package ({where}), which holds "
+    "none of them. Clone the acklab repository, install it from there (pip install -e .) and run "
+    "`acklab flow sandbox DIR` from the clone."
+)
+
+
+def project_root(package: Path | None = None) -> Path:
+    """The checkout this acklab runs from (the parent of the `flows` package); FlowError (exit 4)
+    when it runs from an installed package instead."""
+    package = package or Path(__file__).resolve().parent
+    root = package.parent
+    if not all((root / marker).exists() for marker in CHECKOUT_MARKERS):
+        raise FlowError(NEEDS_CHECKOUT.format(where=root))
+    return toplevel(package)
 
 
 def make_sandbox(target: Path, *, source: Path | None = None) -> str:

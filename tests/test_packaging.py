@@ -147,6 +147,22 @@ def test_installed_beside_a_service_with_its_own_app_nothing_of_theirs_changes(w
     assert seen.startswith("the shop service the shop console ")
     assert Path(seen.split()[-1]).is_relative_to(site)
 
+    # The sandbox copies acklab's source checkout; an installed wheel has none and says so.
+    sandbox = tmp_path / "sandbox"
+    refused = subprocess.run(
+        [str(venv / "bin" / "acklab"), "flow", "sandbox", str(sandbox)],
+        cwd=service,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 4, refused.stderr[-2000:]
+    assert "runs from an installed package" in refused.stderr
+    assert "Clone the acklab repository" in refused.stderr
+    assert not sandbox.exists()
+
     subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "acklab"], check=True, timeout=120)
     assert not (Path(site) / "acklab").exists()
     assert {rel: (Path(site) / rel).read_text() for rel in installed} == installed

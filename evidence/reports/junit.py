@@ -12,9 +12,12 @@ from __future__ import annotations
 
 # We only build XML here, never parse it, so the XML-parsing warning does not apply.
 import xml.etree.ElementTree as ET  # nosec B405
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.records import Violation
+from acklab.evidence.documents.run import RunDocument, RunExperiment
 
 
 @dataclass(frozen=True)
@@ -25,64 +28,61 @@ class Case:
     experiment: str
     verdict: str
     trials: int
-    violations: tuple[Mapping[str, Any], ...]
+    violations: tuple[Violation, ...]
     error: str | None
     seconds: float
     incident: str | None
 
 
-def _violation_line(violation: Mapping[str, Any]) -> str:
+def _violation_line(violation: Violation) -> str:
     line = (
-        f"{violation.get('invariant')}: event {violation.get('event_id')} "
-        f"observed {violation.get('observed')!r}, expected {violation.get('expected')}"
+        f"{violation.invariant}: event {violation.event_id} "
+        f"observed {violation.observed!r}, expected {violation.expected}"
     )
-    if violation.get("trial"):
-        line += f" (trial {violation['trial']})"
-    if violation.get("detail"):
-        line += f" — {violation['detail']}"
+    if violation.trial:
+        line += f" (trial {violation.trial})"
+    if violation.detail:
+        line += f" — {violation.detail}"
     return line
 
 
-def _case_from_incident(incident: Mapping[str, Any]) -> Case:
-    trials = incident.get("trials") or []
-    summary = incident.get("summary") or {}
-    errors = [t.get("error") for t in trials if t.get("error")]
+def _case_from_incident(incident: Incident) -> Case:
+    errors = [t.error for t in incident.trials if t.error]
     return Case(
-        target=str(incident["target"]["name"]),
-        experiment=str(incident["experiment"]["name"]),
-        verdict=str(incident["verdict"]),
-        trials=int(summary.get("trials", len(trials))),
-        violations=tuple(incident.get("violations") or ()),
+        target=incident.target.name,
+        experiment=incident.experiment.name,
+        verdict=incident.verdict,
+        trials=incident.summary.trials,
+        violations=tuple(incident.violations),
         error="; ".join(sorted(set(errors))) or None,
-        seconds=sum(float(t.get("duration_ms", 0)) for t in trials) / 1000,
-        incident=incident.get("incident_id"),
+        seconds=sum(t.duration_ms for t in incident.trials) / 1000,
+        incident=incident.incident_id,
     )
 
 
-def _case_from_run_entry(target: str, entry: Mapping[str, Any]) -> Case:
+def _case_from_run_entry(target: str, entry: RunExperiment) -> Case:
     return Case(
         target=target,
-        experiment=str(entry["name"]),
-        verdict=str(entry["verdict"]),
-        trials=int(entry.get("trials", 0)),
-        violations=tuple(entry.get("violations") or ()),
-        error=entry.get("error") or entry.get("reason"),
+        experiment=entry.name,
+        verdict=entry.verdict,
+        trials=entry.trials,
+        violations=tuple(entry.violations),
+        error=entry.error or entry.reason,
         seconds=0.0,
-        incident=entry.get("incident"),
+        incident=entry.incident,
     )
 
 
-def cases(run: Mapping[str, Any], incidents: Iterable[Mapping[str, Any]]) -> list[Case]:
+def cases(run: RunDocument, incidents: Iterable[Incident]) -> list[Case]:
     """Every target x experiment: from the incidents, plus run.json entries without one."""
     found = {}
     for incident in incidents:
         case = _case_from_incident(incident)
         found[(case.target, case.experiment)] = case
-    target = str(run.get("target", "unknown"))
     covered = {experiment for _, experiment in found}
-    for entry in run.get("experiments") or ():
-        if entry["name"] not in covered:
-            case = _case_from_run_entry(target, entry)
+    for entry in run.experiments:
+        if entry.name not in covered:
+            case = _case_from_run_entry(run.target, entry)
             found[(case.target, case.experiment)] = case
     return sorted(found.values(), key=lambda c: (c.target, c.experiment))
 
@@ -120,10 +120,10 @@ def _testcase(suite: ET.Element, case: Case) -> None:
     ET.SubElement(element, "system-out").text = "\n".join(out)
 
 
-def experiments_junit(run: Mapping[str, Any], incidents: list[dict[str, Any]]) -> bytes:
+def experiments_junit(run: RunDocument, incidents: list[Incident]) -> bytes:
     """JUnit XML (UTF-8 bytes) for a run: one testsuite per target, one testcase per experiment."""
     all_cases = cases(run, incidents)
-    root = ET.Element("testsuites", name=f"acklab {run.get('run_id', '')}".strip())
+    root = ET.Element("testsuites", name=f"acklab {run.run_id}".strip())
     by_target: dict[str, list[Case]] = {}
     for case in all_cases:
         by_target.setdefault(case.target, []).append(case)

@@ -16,7 +16,6 @@ import secrets
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 import httpx
@@ -74,10 +73,10 @@ async def _by_hand(db_url: str | None) -> None:
 
 
 def _lost_ack_effects(result: RunResult) -> int | None:
-    for experiment in result.run["experiments"]:
-        if experiment["name"] == "lost-ack" and experiment["violations"]:
-            observed = experiment["violations"][0]["observed"]
-            return observed if isinstance(observed, int) else None
+    experiment = result.document.experiment("lost-ack")
+    if experiment is not None and experiment.violations:
+        observed = experiment.violations[0].observed
+        return observed if isinstance(observed, int) else None
     return None
 
 
@@ -87,15 +86,17 @@ def _side_by_side(unsafe: RunResult, live: RunResult) -> Table:
         table.add_column(column)
 
     def cell(result: RunResult, name: str) -> str:
-        entry: dict[str, Any] = next(e for e in result.run["experiments"] if e["name"] == name)
-        text = f"[{STYLE.get(entry['verdict'], '')}]{entry['verdict']}[/]"
-        if entry["violations"]:
-            v = entry["violations"][0]
-            text += f" ({v['invariant']}: {v['observed']}, expected {v['expected']})"
+        entry = result.document.experiment(name)
+        if entry is None:
+            return "—"
+        text = f"[{STYLE.get(entry.verdict, '')}]{entry.verdict}[/]"
+        if entry.violations:
+            v = entry.violations[0]
+            text += f" ({v.invariant}: {v.observed}, expected {v.expected})"
         return text
 
-    for entry in live.run["experiments"]:
-        table.add_row(entry["name"], cell(unsafe, entry["name"]), cell(live, entry["name"]))
+    for entry in live.document.experiments:
+        table.add_row(entry.name, cell(unsafe, entry.name), cell(live, entry.name))
     return table
 
 
@@ -122,9 +123,9 @@ def _deeper_faults(out: Path) -> list[RunResult]:
         finally:
             server.stop()
     for result in results:
-        entry = result.run["experiments"][0]
-        style = STYLE.get(entry["verdict"], "")
-        console.print(f"  {entry['name']:<20} [{style}]{entry['verdict']}[/]  ({result.bundle})")
+        entry = result.document.experiments[0]
+        style = STYLE.get(entry.verdict, "")
+        console.print(f"  {entry.name:<20} [{style}]{entry.verdict}[/]  ({result.bundle})")
     return results
 
 

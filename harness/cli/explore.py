@@ -16,6 +16,9 @@ from typing import Any
 import click
 
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.documents.incident import Incident, IncidentExperiment
+from acklab.evidence.documents.run import RunDocument, RunExperiment
+from acklab.evidence.documents.trial import TRIAL_SCHEMA, Trial
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.plan import BURST_SYNCS, RunSettings
 from acklab.harness.engine.runner import new_run_id
@@ -55,30 +58,29 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _trial_record(
-    run_id: str, seed: int, target: Target, failure: Failure, duration_ms: float
-) -> dict[str, Any]:
+def _trial_record(run_id: str, seed: int, target: Target, failure: Failure, duration_ms: float) -> Trial:
+    """The shrunk schedule's trial: its verdict is the schedule's checks', made step by step."""
     ctx = failure.runner.trial
-    return {
-        "schema": "acklab/trial/v1",
-        "run_id": run_id,
-        "trial_id": ctx.plan.trial_id,
-        "target": target.name,
-        "experiment": NAME,
-        "index": ctx.plan.index,
-        "seed": seed,
-        "event_ids": sorted({d.event_id for d in ctx.deliveries}),
-        "started_at": ctx.deliveries[0].sent_at if ctx.deliveries else utcnow(),
-        "ended_at": utcnow(),
-        "duration_ms": round(duration_ms, 3),
-        "verdict": "fail" if failure.violations else "pass",
-        "deliveries": [d.as_dict() for d in ctx.deliveries],
-        "observations": [o.as_dict() for o in ctx.observations],
-        "commit_confirmations": [c.as_dict() for c in ctx.confirmations],
-        "violations": failure.violations,
-        "error": None,
-        "parameters": {"schedule": [s.record() for s in failure.runner.steps]},
-    }
+    return Trial(
+        schema=TRIAL_SCHEMA,
+        run_id=run_id,
+        trial_id=ctx.plan.trial_id,
+        target=target.name,
+        experiment=NAME,
+        index=ctx.plan.index,
+        seed=seed,
+        event_ids=sorted({d.event_id for d in ctx.deliveries}),
+        started_at=ctx.deliveries[0].sent_at if ctx.deliveries else utcnow(),
+        ended_at=utcnow(),
+        duration_ms=round(duration_ms, 3),
+        verdict="fail" if failure.violations else "pass",
+        deliveries=[d.document() for d in ctx.deliveries],
+        observations=list(ctx.observations),
+        commit_confirmations=list(ctx.confirmations),
+        violations=list(failure.violations),
+        error=None,
+        parameters={"schedule": [s.record() for s in failure.runner.steps]},
+    )
 
 
 def write_bundle(
@@ -96,59 +98,41 @@ def write_bundle(
     """The explorer's bundle; returns (bundle, incident path relative to it or None)."""
     writer = BundleWriter(out / run_id, kind="run", secrets=sorted(target.credentials()))
     trials = [_trial_record(run_id, seed, target, failure, duration_ms)] if failure else []
-    violations = failure.violations if failure else []
-    verdict = "fail" if violations else "pass"
     for record in trials:
-        writer.write_json(f"trials/{record['trial_id']}.json", record, kind="trial")
+        writer.write_document(f"trials/{record.trial_id}.json", record)
+    incident = Incident.build(
+        incident_id=run_id.lower(),
+        run_id=run_id,
+        target=target.describe(),
+        experiment=IncidentExperiment(
+            name=NAME,
+            description=DESCRIPTION,
+            parameters={**parameters, "target_ref": target_ref, "events": EVENTS, "steps_per_example": STEPS},
+        ),
+        seed=seed,
+        invariants=INVARIANTS,
+        trials=trials,
+        boundary=BOUNDARY,
+        created_at=utcnow(),
+        # A budget that found nothing has no trial to show: the search itself is the verdict.
+        verdict="fail" if failure and failure.violations else "pass",
+        schedule=[s.record() for s in failure.runner.steps] if failure else [],
+    )
     rel = f"incidents/{run_id}.json".lower()
-    incident = {
-        "schema": "acklab/incident/v1",
-        "incident_id": run_id.lower(),
-        "run_id": run_id,
-        "created_at": utcnow(),
-        "target": target.describe(),
-        "experiment": {
-            "name": NAME,
-            "description": DESCRIPTION,
-            "parameters": {
-                **parameters,
-                "target_ref": target_ref,
-                "events": EVENTS,
-                "steps_per_example": STEPS,
-            },
-        },
-        "seed": seed,
-        "invariants": INVARIANTS,
-        "verdict": verdict,
-        "summary": {"trials": len(trials), "passed": 0, "failed": len(trials), "errors": 0},
-        "violations": violations,
-        "trials": trials,
-        "boundary": BOUNDARY,
-        "schedule": [s.record() for s in failure.runner.steps] if failure else [],
-    }
-    writer.write_json(rel, incident, kind="incident")
-    entry = {
-        "name": NAME,
-        "verdict": verdict,
-        "trials": len(trials),
-        "violations": violations,
-        "incident": rel,
-    }
-    run = {
-        "schema": "acklab/run/v1",
-        "run_id": run_id,
-        "verdict": verdict,
-        "status": "complete",
-        "target": target.name,
-        "seed": seed,
-        "started_at": started_at,
-        "ended_at": utcnow(),
-        "acklab_version": acklab_version(),
-        "experiments": [entry],
-    }
+    writer.write_document(rel, incident)
+    run = RunDocument.build(
+        run_id=run_id,
+        target=target.name,
+        seed=seed,
+        status="complete",
+        started_at=started_at,
+        ended_at=utcnow(),
+        experiments=[RunExperiment.of_incident(incident, rel)],
+        acklab_version=acklab_version(),
+    )
     for path, data in target.attachments().items():
         writer.write_bytes(path, data)
-    writer.write_json("run.json", run, kind="run")
+    writer.write_document("run.json", run)
     writer.finalize()
     return writer.root, rel
 
@@ -169,7 +153,7 @@ def _report(
         for n, step in enumerate(failure.runner.steps if failure else [], 1):
             _say(f"  {n}. {step}")
         for v in violations:
-            _say(f"  violated {v['invariant']} on {v['event_id']}: {v['detail']}")
+            _say(f"  violated {v.invariant} on {v.event_id}: {v.detail}")
     else:
         _say(f"acklab {what}: {target.name}: no invariant broken")
     incident_path = str(bundle / incident) if incident else None
@@ -179,7 +163,7 @@ def _report(
         "verdict": "fail" if violations else "pass",
         "target": target.name,
         "schedule": steps,
-        "violations": violations,
+        "violations": [v.dump() for v in violations],
         "incident": incident_path,
         "bundle": str(bundle.resolve()),
         **extra,
@@ -305,15 +289,15 @@ def replay(
 ) -> int:
     """Re-run exactly the schedule an `acklab explore` incident recorded (fresh event ids)."""
     doc = load_incident(incident_file)
-    schedule = [Step.from_record(step) for step in doc["schedule"]]
-    ref = target or doc["experiment"].get("parameters", {}).get("target_ref")
+    schedule = [Step.from_record(step) for step in doc.schedule or []]
+    ref = target or doc.experiment.parameters.get("target_ref")
     if not ref:
         raise SpecError(f"INCIDENT: {incident_file} does not name its target; pass --target")
     resolved = resolve_target(ref, db_url=db, allow_remote=allow_remote)
     _ = resolved.revision  # the handler's commit, read before anything is written
-    seed = int(doc["seed"])
+    seed = doc.seed
     started_at, started = utcnow(), time.monotonic()
-    recorded = doc["experiment"].get("parameters", {}).get("burst_sync")
+    recorded = doc.experiment.parameters.get("burst_sync")
     settings = RunSettings(burst_sync=burst_sync or recorded or RunSettings.burst_sync)
     salt = f"replay-{time.time_ns()}"  # fresh ids: the incident's database may still hold the first run's
     run_id = new_run_id(None) + "-replay"
@@ -331,10 +315,10 @@ def replay(
         seed=seed,
         started_at=started_at,
         failure=failure,
-        parameters={"replay_of": doc["incident_id"], "burst_sync": settings.burst_sync},
+        parameters={"replay_of": doc.incident_id, "burst_sync": settings.burst_sync},
         duration_ms=(time.monotonic() - started) * 1000,
     )
-    extra = {"run_id": run_id, "replay_of": doc["incident_id"]}
+    extra = {"run_id": run_id, "replay_of": doc.incident_id}
     result = _report(
         "replay", target=resolved, failure=failure, bundle=bundle, incident=incident, extra=extra
     )

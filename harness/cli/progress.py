@@ -6,13 +6,12 @@ line per finished trial, so a log reads like a transcript.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.history import printable
 from acklab.evidence.redaction import known
 from acklab.harness.core.run_events import (
@@ -70,10 +69,10 @@ class ProgressDisplay:
         return f"experiment {shown(event.name)}: {shown(event.verdict)} ({event.violations} violations)"
 
     def run_finished(self, event: RunFinished) -> None:
-        summary = known().doc(event.summary)
-        self.console.print(summary_table(summary))
-        for line in spread_lines(summary):
-            self.console.print(line)
+        if event.run is not None:
+            self.console.print(summary_table(event.run))
+            for line in spread_lines(event.run):
+                self.console.print(line)
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/] ({shown(event.status)}); "
             f"bundle {shown(event.bundle)}"
@@ -120,54 +119,61 @@ class ProgressDisplay:
         self._tasks.clear()
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
+def summary_table(run: RunDocument) -> Table:
     """The run's experiments, one row each: verdict, trials, violations, first violation."""
+    redactor = known()
     table = Table(
-        title=f"{shown(summary.get('target', ''))} — run {shown(summary.get('run_id', ''))}",
+        title=shown(redactor.text(f"{run.target} — run {run.run_id}")),
         title_justify="left",
     )
     for column in ("experiment", "verdict", "trials", "fault landed", "violations", "first finding"):
         table.add_column(column)
-    for experiment in summary.get("experiments", []):
-        violations = experiment.get("violations", [])
+    for experiment in run.experiments:
         first = ""
-        if violations:
-            v = violations[0]
-            first = shown(
-                f"{v['invariant']}: {v['event_id']} observed {v['observed']}, expected {v['expected']}"
-            )
-        elif experiment.get("reason") or experiment.get("error"):
+        if experiment.violations:
+            v = experiment.violations[0]
+            first = f"{v.invariant}: {v.event_id} observed {v.observed}, expected {v.expected}"
+        elif experiment.reason or experiment.error:
             # why it erred or was skipped (a skipped experiment has a reason, never an error)
-            first = shown(str(experiment.get("reason") or experiment["error"])[:160])
-        verdict = experiment["verdict"]
-        trials = experiment["trials"]
-        landed = f"{experiment['fault_landed']}/{trials}" if "fault_landed" in experiment and trials else "—"
+            first = str(experiment.reason or experiment.error)[:160]
+        trials = experiment.trials
+        landed = (
+            f"{experiment.fault_landed}/{trials}" if experiment.fault_landed is not None and trials else "—"
+        )
         table.add_row(
-            shown(experiment["name"]),
-            f"[{STYLE.get(verdict, '')}]{shown(verdict)}[/]",
+            shown(redactor.text(experiment.name)),
+            f"[{STYLE.get(experiment.verdict, '')}]{shown(experiment.verdict)}[/]",
             str(trials),
             landed,
-            str(len(violations)),
-            first,
+            str(len(experiment.violations)),
+            shown(redactor.text(first)),
         )
     return table
 
 
-def spread_lines(summary: dict[str, Any]) -> list[str]:
+def spread_lines(run: RunDocument) -> list[str]:
     """One line per experiment that sent bursts: how close together they arrived."""
+    redactor = known()
     lines = []
-    for experiment in summary.get("experiments", []):
-        spread = experiment.get("arrival_spread")
-        if not spread:
+    for experiment in run.experiments:
+        spread = experiment.arrival_spread
+        if spread is None:
             continue
         parts = [
-            f"{label} p50 {figures['p50']:.3f} ms (max {figures['max']:.3f})"
-            for label, key in (("sender release", "release_ms"), ("handler arrival", "handler_ms"))
-            if (figures := spread.get(key))
+            f"{label} p50 {figures.p50:.3f} ms (max {figures.max:.3f})"
+            for label, figures in (
+                ("sender release", spread.release_ms),
+                ("handler arrival", spread.handler_ms),
+            )
+            if figures is not None
         ]
         lines.append(
-            f"{shown(experiment['name'])}: {spread['bursts']} bursts released {shown(spread['burst_sync'])}; "
+            shown(redactor.text(f"{experiment.name}: {spread.bursts} bursts released {spread.burst_sync}; "))
             + ("; ".join(parts) or "no spread measured")
-            + ("" if "handler_ms" in spread else " (the handler does not report when requests entered it)")
+            + (
+                ""
+                if spread.handler_ms is not None
+                else " (the handler does not report when requests entered it)"
+            )
         )
     return lines

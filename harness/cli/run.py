@@ -19,13 +19,13 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
+from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
 from acklab.harness.cli.progress import ProgressDisplay, shown
 from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSettings
 from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
-from acklab.harness.engine.documents import error_json
 from acklab.harness.engine.runner import RunOptions, RunResult, prepare
 from acklab.harness.engine.runner import run as run_lab
 from acklab.harness.errors import HarnessError, SpecError
@@ -201,12 +201,16 @@ def _json_on_error(as_json: bool, target: str) -> Iterator[None]:
         yield
     except AcklabError as exc:
         if as_json:
-            click.echo(json.dumps(error_json(target, str(exc))))
+            _print_json(RunResultJson.failed(target, str(exc)))
         raise
     except Exception as exc:
         if as_json:
-            click.echo(json.dumps(error_json(target, f"lab failure: {type(exc).__name__}: {exc}")))
+            _print_json(RunResultJson.failed(target, f"lab failure: {type(exc).__name__}: {exc}"))
         raise
+
+
+def _print_json(result: RunResultJson) -> None:
+    click.echo(json.dumps(known().doc(result.printed()), sort_keys=False))
 
 
 @click.command("run", context_settings=CONTEXT)
@@ -233,12 +237,12 @@ def run(**kwargs: Any) -> int:
             targets = compared_targets(options.target, kwargs["compare_with"])
             result = run_comparison(options, targets, [ProgressDisplay()])
             click.echo(
-                f"comparison of {', '.join(targets)} (seed {result.doc['seed']}): {result.bundle}", err=True
+                f"comparison of {', '.join(targets)} (seed {result.doc.seed}): {result.bundle}", err=True
             )
         else:
             result = run_lab(_run_options(kwargs), [ProgressDisplay()])
     if kwargs["as_json"]:
-        click.echo(json.dumps(known().doc(result.as_json()), sort_keys=False))
+        _print_json(result.result_json())
     return int(result.exit_code)
 
 

@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from acklab.evidence.documents.sweep import SweepDocument
 from acklab.harness.cli.progress import STYLE, ProgressDisplay, shown
 from acklab.harness.core.plan import BOUNDS, RunSettings
 from acklab.harness.core.run_events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
@@ -72,14 +73,14 @@ class SweepProgress(ProgressDisplay):
         )
 
 
-def per_cell(doc: dict[str, Any]) -> str:
-    trials = doc["trials_per_experiment"]
+def per_cell(doc: SweepDocument) -> str:
+    trials = doc.trials_per_experiment
     return f"{trials} trial{'s' if trials != 1 else ''} per cell"
 
 
-def summary_table(doc: dict[str, Any]) -> Table:
+def summary_table(doc: SweepDocument) -> Table:
     """One row per cell: verdict, pass rate and counts."""
-    table = Table(title=f"sweep {shown(doc['sweep_id'])}: {per_cell(doc)}", title_justify="left")
+    table = Table(title=f"sweep {shown(doc.sweep_id)}: {per_cell(doc)}", title_justify="left")
     for column in (
         "target",
         "database",
@@ -95,31 +96,30 @@ def summary_table(doc: dict[str, Any]) -> Table:
             column,
             justify="right" if column[0] in "pfev" and column not in ("verdict", "experiment") else "left",
         )
-    for cell in doc["cells"]:
-        rate = cell.get("pass_rate")
-        verdict = cell["verdict"]
+    for cell in doc.cells:
+        rate = cell.pass_rate
         table.add_row(
-            shown(cell["target"]),
-            shown(cell["database"]),
-            shown(cell["experiment"]),
-            f"[{CELL_STYLE.get(verdict, '')}]{shown(verdict)}[/]",
-            f"{rate:.0%}" if isinstance(rate, int | float) else "—",
-            f"{cell['passed']}/{cell['trials']}",
-            str(cell["failed"]),
-            str(cell["errors"]),
-            str(cell["violations"]),
+            shown(cell.target),
+            shown(cell.database),
+            shown(cell.experiment),
+            f"[{CELL_STYLE.get(cell.verdict, '')}]{shown(cell.verdict)}[/]",
+            f"{rate:.0%}" if rate is not None else "—",
+            f"{cell.passed}/{cell.trials}",
+            str(cell.failed),
+            str(cell.errors),
+            str(cell.violations),
         )
     return table
 
 
 def report(result: SweepResult, console: Console) -> None:
     console.print(summary_table(result.doc))
-    for cell in result.doc["cells"]:
-        if cell["verdict"] in ("skipped", "error") and cell.get("reason"):
-            style = CELL_STYLE.get(cell["verdict"], "")
+    for cell in result.doc.cells:
+        if cell.verdict in ("skipped", "error") and cell.reason:
+            style = CELL_STYLE.get(cell.verdict, "")
             console.print(
-                f"[{style}]{shown(cell['verdict'])}[/] {shown(cell['target'])} \u00b7 {shown(cell['database'])} "
-                f"\u00d7 {shown(cell['experiment'])}: {shown(cell['reason'])}"
+                f"[{style}]{shown(cell.verdict)}[/] {shown(cell.target)} \u00b7 {shown(cell.database)} "
+                f"\u00d7 {shown(cell.experiment)}: {shown(cell.reason)}"
             )
     console.print(
         f"verdict: [{STYLE.get(result.verdict, '')}]{shown(result.verdict)}[/]; sweep {shown(result.root)} "

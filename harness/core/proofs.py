@@ -16,8 +16,9 @@ what shows it — or why it did not:
   answered.
 
 A try whose fault did not land is repeated on fresh events, up to `FAULT_TRIES`. The trial
-record keeps every try (``fault.tries``); verdicts read it (`harness.core.verdicts`): a trial
-where no try landed is `error` — unless its records prove a violation anyway.
+record keeps every try (``fault.tries``, an `acklab.evidence.documents.records.FaultProof`);
+verdicts read it (`harness.core.verdicts`): a trial where no try landed is `error` — unless
+its records prove a violation anyway.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from acklab.evidence.documents.records import FaultTry
 
 FAULT_TRIES = 3
 
@@ -46,17 +49,12 @@ def missed(why: str, **facts: Any) -> Proof:
     return Proof(False, why, facts)
 
 
-def try_record(number: int, event_ids: list[str], proof: Proof) -> dict[str, Any]:
+def try_record(number: int, event_ids: list[str], proof: Proof) -> FaultTry:
     """One entry of a trial's ``fault.tries``."""
-    return {
-        "try": number,
-        "event_ids": event_ids,
-        "landed": proof.landed,
-        "evidence": proof.evidence,
-        **({"facts": dict(proof.facts)} if proof.facts else {}),
-    }
-
-
-def fault_record(name: str, tries: list[dict[str, Any]]) -> dict[str, Any]:
-    """A trial's ``fault``: its name, whether some try landed, and every try."""
-    return {"name": name, "landed": any(t["landed"] for t in tries), "tries": tries}
+    return FaultTry(
+        try_=number,
+        event_ids=event_ids,
+        landed=proof.landed,
+        evidence=proof.evidence,
+        facts=dict(proof.facts) if proof.facts else None,
+    )

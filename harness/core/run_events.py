@@ -9,7 +9,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from acklab.evidence.documents.records import Delivery, Observation
+from acklab.evidence.documents.run import RunDocument
+from acklab.evidence.documents.trial import Trial
 
 
 @dataclass(frozen=True)
@@ -43,26 +47,33 @@ class TrialStarted:
 class DeliveryRecorded:
     run_id: str
     trial_id: str
-    delivery: dict[str, Any]
+    delivery: Delivery
 
 
 @dataclass(frozen=True)
 class ObservationRecorded:
     run_id: str
     trial_id: str
-    observation: dict[str, Any]
+    observation: Observation
 
 
 @dataclass(frozen=True)
 class TrialFinished:
     run_id: str
-    trial_id: str
-    experiment: str
-    verdict: str
-    started_at: str
-    ended_at: str
-    record: dict[str, Any] = field(repr=False)
+    record: Trial = field(repr=False)
     checkpoint: str = ""  # the trial file that was written
+
+    @property
+    def trial_id(self) -> str:
+        return self.record.trial_id
+
+    @property
+    def experiment(self) -> str:
+        return self.record.experiment
+
+    @property
+    def verdict(self) -> str:
+        return self.record.verdict
 
 
 @dataclass(frozen=True)
@@ -77,12 +88,13 @@ class ExperimentFinished:
 @dataclass(frozen=True)
 class RunFinished:
     run_id: str
+    target: str
     verdict: str
     status: str  # complete | interrupted
     started_at: str
     ended_at: str
     bundle: str
-    summary: dict[str, Any] = field(repr=False)
+    run: RunDocument | None = field(default=None, repr=False)  # None: interrupted before its end
 
 
 RunEvent = (

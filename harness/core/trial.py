@@ -24,11 +24,12 @@ from typing import Any
 import httpx
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.records import CommitConfirmation, FaultProof, FaultTry, Observation
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import TrialPlan
-from acklab.harness.core.proofs import Proof, fault_record, try_record
+from acklab.harness.core.proofs import Proof, try_record
 from acklab.harness.wire.faults import Fault, NoFault
-from acklab.harness.wire.records import CommitConfirmation, DeliveryRecord, Observation
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.signing import Attempt, redact_headers
 from acklab.harness.wire.templates import WebhookEvent, render
 from acklab.harness.wire.transports import TICKET, Ticket
@@ -55,7 +56,7 @@ class TrialContext:
         self.parameters: dict[str, Any] = {}
         self.errors: list[str] = []
         self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
-        self.tries: list[dict[str, Any]] = []  # the fault's proof, per try
+        self.tries: list[FaultTry] = []  # the fault's proof, per try
         self._events: dict[int, WebhookEvent] = {}
         self._on_delivery, self._on_observation = on_delivery, on_observation
 
@@ -185,18 +186,15 @@ class TrialContext:
             await asyncio.sleep(0.01)
         now = utcnow()
         self.confirmations.append(
-            CommitConfirmation(record.seq, effects >= 1, effects, now, synthetic_status)
-        )
-        self._record(
-            Observation(
-                now,
-                record.event_id,
-                effects,
-                self.lab.endpoint.probe.source,
-                record.seq,
-                "commit-confirmation",
+            CommitConfirmation(
+                seq=record.seq,
+                confirmed=effects >= 1,
+                effects=effects,
+                observed_at=now,
+                synthetic_status=synthetic_status,
             )
         )
+        self._record(self._observation(record.event_id, effects, record.seq, "commit-confirmation", at=now))
         return effects >= 1
 
     # -- observing ---------------------------------------------------------------------
@@ -211,13 +209,29 @@ class TrialContext:
         state = self.lab.endpoint.state
         return None if state is None else await state.read(event_id)
 
+    def _observation(
+        self,
+        event_id: str,
+        effects: int,
+        after_seq: int | None,
+        note: str,
+        *,
+        at: str | None = None,
+        state: str | None = None,
+    ) -> Observation:
+        return Observation(
+            at=at or utcnow(),
+            event_id=event_id,
+            effects=effects,
+            source=self.lab.endpoint.probe.source,
+            after_seq=after_seq,
+            note=note,
+            state=state,
+        )
+
     async def observe(self, event: WebhookEvent, note: str) -> Observation:
         effects = await self.lab.endpoint.probe.count(event.event_id)
-        return self._record(
-            Observation(
-                utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, self._last_seq(), note
-            )
-        )
+        return self._record(self._observation(event.event_id, effects, self._last_seq(), note))
 
     def _quiet_since(self, event_id: str) -> float:
         """When the event's last delivery stopped being able to start work (answered, or sent)."""
@@ -254,11 +268,7 @@ class TrialContext:
         states = await asyncio.gather(*(self._state(e.event_id) for e in events))
         last = self._last_seq()
         for event, effects, state in zip(events, counts, states, strict=True):
-            self._record(
-                Observation(
-                    utcnow(), event.event_id, effects, self.lab.endpoint.probe.source, last, note, state
-                )
-            )
+            self._record(self._observation(event.event_id, effects, last, note, state=state))
 
     # -- proving the fault -------------------------------------------------------------
 
@@ -267,6 +277,6 @@ class TrialContext:
         self.tries.append(try_record(len(self.tries) + 1, [e.event_id for e in events], proof))
         return proof
 
-    def fault(self, name: str) -> dict[str, Any] | None:
+    def fault(self, name: str) -> FaultProof | None:
         """The trial record's ``fault`` (None when the experiment proved nothing, e.g. it never ran)."""
-        return fault_record(name, self.tries) if self.tries else None
+        return FaultProof.of(name, self.tries) if self.tries else None

@@ -37,24 +37,22 @@ A missing observation, or a target that never accepted a valid delivery, is a la
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from acklab.evidence.documents.records import (
+    DELIVERED_KINDS,
+    Delivery,
+    Observation,
+    Violation,
+    ViolationDelivery,
+)
+from acklab.evidence.documents.trial import Trial
+from acklab.evidence.documents.verdicts import INVARIANTS, Invariant, Verdict, combine
 from acklab.harness.targets import Expect
 
-INVARIANTS = (
-    "at-most-once-effect",
-    "acked-exactly-once",
-    "eventually-acknowledged",
-    "conflict-rejected",
-    "replay-rejected",
-    "no-2xx-without-commit",
-)
-DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
 BOOTING_STATUSES = frozenset({502, 503, 504})  # what a booting service or its proxy answers
-
-Record = Mapping[str, Any]
+__all__ = ["INVARIANTS", "Judgement", "combine", "judge"]
 
 
 @dataclass
@@ -62,53 +60,43 @@ class Judgement:
     """A trial's verdict with its violations and the lab errors that prevent one."""
 
     trial_id: str
-    violations: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         if self.violations:
             return "fail"
         return "error" if self.errors else "pass"
 
     def violate(
         self,
-        invariant: str,
+        invariant: Invariant,
         event_id: str,
         observed: int | str | None,
         expected: str,
         detail: str,
         *,
-        delivery: Record | None = None,
+        delivery: Delivery | None = None,
     ) -> None:
-        violation: dict[str, Any] = {
-            "invariant": invariant,
-            "event_id": event_id,
-            "observed": observed,
-            "expected": expected,
-            "detail": detail,
-            "trial": self.trial_id,
-        }
+        cause = None
         if delivery is not None:
-            violation["delivery"] = {
-                "seq": delivery["seq"],
-                "kind": delivery["kind"],
-                "attempt": delivery.get("attempt", 1),
-            }
-        self.violations.append(violation)
+            cause = ViolationDelivery(seq=delivery.seq, kind=delivery.kind, attempt=delivery.attempt)
+        self.violations.append(
+            Violation(
+                invariant=invariant,
+                event_id=event_id,
+                observed=observed,
+                expected=expected,
+                detail=detail,
+                trial=self.trial_id,
+                delivery=cause,
+            )
+        )
 
 
-def _ok(status: int | None) -> bool:
-    return status is not None and 200 <= status < 300
-
-
-def _observation(observations: Sequence[Record], event_id: str, note: str) -> Record | None:
-    found = [o for o in observations if o["event_id"] == event_id and o.get("note") == note]
-    return found[-1] if found else None
-
-
-def _named(delivery: Record) -> str:
-    return f"the {delivery['kind']} delivery seq {delivery['seq']} (attempt {delivery.get('attempt', 1)})"
+def _named(delivery: Delivery) -> str:
+    return f"the {delivery.kind} delivery seq {delivery.seq} (attempt {delivery.attempt})"
 
 
 @dataclass(frozen=True)
@@ -136,41 +124,40 @@ class Counts:
         )
 
 
-def judge(trial: Record, expect: Expect) -> Judgement:
+def judge(trial: Trial, expect: Expect) -> Judgement:
     """The judgement of one trial record (its deliveries, observations and fault proof)."""
-    result = Judgement(str(trial["trial_id"]))
-    fault = trial.get("fault")
-    tries: Sequence[Record] = fault["tries"] if fault else ()
-    unproven = {e for t in tries if not t["landed"] for e in t["event_ids"]}
-    some_landed = fault is None or bool(fault["landed"])
-    replay = any(d["kind"].startswith("replay-") for d in trial["deliveries"])
-    for event_id in trial["event_ids"]:
+    result = Judgement(trial.trial_id)
+    fault = trial.fault
+    tries = fault.tries if fault is not None else []
+    unproven = {e for t in tries if not t.landed for e in t.event_ids}
+    some_landed = fault is None or fault.landed
+    replay = any(d.kind.startswith("replay-") for d in trial.deliveries)
+    for event_id in trial.event_ids:
         event = Judgement(result.trial_id)
         _judge_event(event, trial, event_id, expect, control=replay)
         result.violations.extend(event.violations)
         # A try whose fault did not land only lends its violations once another try landed.
         if event_id not in unproven or not some_landed:
             result.errors.extend(event.errors)
-    if fault is not None and not fault["landed"]:
-        whys = "; ".join(f"try {t['try']}: {t['evidence']}" for t in tries)
+    if fault is not None and not fault.landed:
+        whys = "; ".join(f"try {t.try_}: {t.evidence}" for t in tries)
         result.errors.append(
-            f"the fault {fault['name']!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
+            f"the fault {fault.name!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
             f"on fresh events ({whys}); these deliveries are no evidence of how the handler survives it"
         )
-    late = trial.get("late_read")
-    if late and late.get("error"):
+    late = trial.late_read
+    if late is not None and late.error:
         result.errors.append(
-            f"the final re-read of the effects at the end of the run failed ({late['error']}): effects that "
+            f"the final re-read of the effects at the end of the run failed ({late.error}): effects that "
             "appeared after this trial was judged cannot be ruled out"
         )
     return result
 
 
-def _judge_event(result: Judgement, trial: Record, event_id: str, expect: Expect, *, control: bool) -> None:
-    observations: Sequence[Record] = trial["observations"]
-    mine = [d for d in trial["deliveries"] if d["event_id"] == event_id]
-    before = _observation(observations, event_id, "before")
-    final = _observation(observations, event_id, "final")
+def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect, *, control: bool) -> None:
+    mine = [d for d in trial.deliveries if d.event_id == event_id]
+    before = trial.observation(event_id, "before")
+    final = trial.observation(event_id, "final")
     if not mine:
         result.errors.append(f"{event_id}: no delivery was recorded")
         return
@@ -178,39 +165,39 @@ def _judge_event(result: Judgement, trial: Record, event_id: str, expect: Expect
         missing = "before" if before is None else "final"
         result.errors.append(f"{event_id}: no {missing!r} effects observation was recorded")
         return
-    if before["effects"] != 0:
+    if before.effects != 0:
         result.errors.append(
-            f"{event_id}: already had {before['effects']} effect(s) before the trial; the event id was "
+            f"{event_id}: already had {before.effects} effect(s) before the trial; the event id was "
             "used before against this database (reused --seed?); run with another seed"
         )
         return
-    late = _observation(observations, event_id, "late")
-    counts = Counts(int(final["effects"]), int(late["effects"]) if late is not None else None)
-    if any(d["kind"].startswith("replay-") for d in mine):
+    late = trial.observation(event_id, "late")
+    counts = Counts(final.effects, late.effects if late is not None else None)
+    if any(d.kind.startswith("replay-") for d in mine):
         _judge_replay(result, event_id, mine, counts)
         return
     if not _judge_delivered(
         result, event_id, trial=trial, mine=mine, counts=counts, expect=expect, control=control
     ):
         return
-    if any(d["kind"] == "conflict" for d in mine):
-        _judge_conflict(result, event_id, observations=observations, mine=mine, counts=counts, expect=expect)
-    _judge_fault_window(result, event_id, mine, _observation(observations, event_id, "after-fault"))
+    if any(d.kind == "conflict" for d in mine):
+        _judge_conflict(result, event_id, trial=trial, mine=mine, counts=counts, expect=expect)
+    _judge_fault_window(result, event_id, mine, trial.observation(event_id, "after-fault"))
 
 
-def _extra_cause(mine: Sequence[Record], trial: Record) -> tuple[Record, str] | None:
+def _extra_cause(mine: Sequence[Delivery], trial: Trial) -> tuple[Delivery, str] | None:
     """The delivery that brought an effect beyond the first, and why it is the one."""
-    reached = [d for d in mine if d["kind"] in DELIVERED_KINDS or d["kind"] == "conflict"]
-    seqs = {d["seq"] for d in mine}
-    confirmed = [c for c in trial.get("commit_confirmations", []) if c["confirmed"] and c["seq"] in seqs]
+    reached = [d for d in mine if d.kind in DELIVERED_KINDS or d.kind == "conflict"]
+    seqs = {d.seq for d in mine}
+    confirmed = [c for c in trial.commit_confirmations if c.confirmed and c.seq in seqs]
     if confirmed:
-        after = [d for d in reached if d["seq"] > confirmed[0]["seq"]]
+        after = [d for d in reached if d.seq > confirmed[0].seq]
         if after:
-            return after[0], f"sent after the commit of seq {confirmed[0]['seq']} was confirmed"
+            return after[0], f"sent after the commit of seq {confirmed[0].seq} was confirmed"
     if len(reached) > 1:
-        if reached[1]["kind"] == "duplicate":
+        if reached[1].kind == "duplicate":
             return reached[1], f"one of {len(reached)} duplicates released together"
-        return reached[1], f"sent after seq {reached[0]['seq']} had reached the handler"
+        return reached[1], f"sent after seq {reached[0].seq} had reached the handler"
     return None
 
 
@@ -218,20 +205,20 @@ def _judge_delivered(
     result: Judgement,
     event_id: str,
     *,
-    trial: Record,
-    mine: Sequence[Record],
+    trial: Trial,
+    mine: Sequence[Delivery],
     counts: Counts,
     expect: Expect,
     control: bool,
 ) -> bool:
     """at-most-once, acked-exactly-once, eventually-acknowledged; False: nothing more to judge."""
-    delivered = [d for d in mine if d["kind"] in DELIVERED_KINDS]
-    acked = [d for d in delivered if _ok(d["status"])]
+    delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
+    acked = [d for d in delivered if d.acknowledged]
     role = "the control event (valid and fresh, not a forged delivery): " if control else ""
     if not acked and not _judge_unacknowledged(result, event_id, delivered, counts, role):
         return False
     if counts.last > expect.max_effects:
-        statuses = ", ".join(str(d["status"]) for d in mine)
+        statuses = ", ".join(str(d.status) for d in mine)
         cause = _extra_cause(mine, trial)
         blame = f"; the extra effects came with {_named(cause[0])}, {cause[1]}" if cause else ""
         result.violate(
@@ -252,7 +239,7 @@ def _judge_delivered(
         )
         if counts.last:
             detail = (
-                f"{role}the handler answered {first['status']} to delivery seq {first['seq']} but no side "
+                f"{role}the handler answered {first.status} to delivery seq {first.seq} but no side "
                 f"effect existed{waited} when the trial was judged; {counts.last} appeared only by the end "
                 "of the run — if this consumer acknowledges first and works afterwards, set "
                 "expect.effects_within_s"
@@ -265,7 +252,7 @@ def _judge_delivered(
                 "afterwards, set expect.effects_within_s to how long the work may take)"
             )
             detail = (
-                f"{role}the handler answered {first['status']} to delivery seq {first['seq']} but no side "
+                f"{role}the handler answered {first.status} to delivery seq {first.seq} but no side "
                 f"effect exists{waited}{hint}"
             )
         result.violate("acked-exactly-once", event_id, counts.judged, "== 1", detail, delivery=first)
@@ -273,17 +260,17 @@ def _judge_delivered(
 
 
 def _judge_unacknowledged(
-    result: Judgement, event_id: str, delivered: Sequence[Record], counts: Counts, role: str
+    result: Judgement, event_id: str, delivered: Sequence[Delivery], counts: Counts, role: str
 ) -> bool:
     """eventually-acknowledged, for an event no attempt of which got a 2xx; False: stop judging it."""
-    statuses = ", ".join(str(d["status"]) for d in delivered) or "none"
-    answers = [d for d in delivered if d["status"] is not None and d.get("service_ready") is not False]
+    statuses = ", ".join(str(d.status) for d in delivered) or "none"
+    answers = [d for d in delivered if d.status is not None and d.service_ready is not False]
     booting = [
         d
         for d in delivered
-        if d.get("service_ready") is False and (d["status"] is None or d["status"] in BOOTING_STATUSES)
+        if d.service_ready is False and (d.status is None or d.status in BOOTING_STATUSES)
     ]
-    all_5xx = bool(answers) and all(d["status"] >= 500 for d in answers)
+    all_5xx = bool(answers) and all(d.status is not None and d.status >= 500 for d in answers)
     if answers and (all_5xx or counts.last > 0):
         why = (
             f"every one of its {len(answers)} answers was a 5xx"
@@ -307,7 +294,7 @@ def _judge_unacknowledged(
         )
         return False
     if not answers and counts.last == 0:
-        why = next((d["error"] for d in delivered if d.get("error")), "no answer")
+        why = next((d.error for d in delivered if d.error), "no answer")
         result.errors.append(
             f"{event_id}: no attempt got an answer from the handler ({why}); nothing was tested — "
             "is the service up at the endpoint?"
@@ -326,25 +313,25 @@ def _judge_conflict(
     result: Judgement,
     event_id: str,
     *,
-    observations: Sequence[Record],
-    mine: Sequence[Record],
+    trial: Trial,
+    mine: Sequence[Delivery],
     counts: Counts,
     expect: Expect,
 ) -> None:
-    mid = _observation(observations, event_id, "before-conflict")
+    mid = trial.observation(event_id, "before-conflict")
     if mid is None:
         result.errors.append(f"{event_id}: no 'before-conflict' effects observation was recorded")
         return
-    conflicts = [d for d in mine if d["kind"] == "conflict"]
+    conflicts = [d for d in mine if d.kind == "conflict"]
     ignore = expect.conflict == "ignore"
     wanted = "a 2xx (expect.conflict: ignore)" if ignore else " or ".join(map(str, expect.conflict_status))
     for delivery in conflicts:
-        status = delivery["status"]
+        status = delivery.status
         if status is None:
             result.errors.append(
-                f"{event_id}: the conflicting delivery seq {delivery['seq']} got no answer ({delivery['error']})"
+                f"{event_id}: the conflicting delivery seq {delivery.seq} got no answer ({delivery.error})"
             )
-        elif ignore and not _ok(status):
+        elif ignore and not delivery.acknowledged:
             result.violate(
                 "conflict-rejected",
                 event_id,
@@ -356,101 +343,83 @@ def _judge_conflict(
             )
         elif not ignore and status not in expect.conflict_status:
             detail = f"a conflicting body under a used event id was answered {status}"
-            if _ok(status):
+            if delivery.acknowledged:
                 detail += (
                     " (a 2xx accepts a body that differs from the one processed; if this consumer dedupes "
                     "by event id and ignores the new body, set expect.conflict: ignore)"
                 )
             result.violate("conflict-rejected", event_id, status, wanted, detail, delivery=delivery)
     culprit = conflicts[-1] if conflicts else None
-    if counts.last != mid["effects"]:
+    if counts.last != mid.effects:
         result.violate(
             "conflict-rejected",
             event_id,
             counts.last,
-            f"== {mid['effects']}",
-            f"the conflicting body changed the effect count from {mid['effects']} to {counts.last}{counts.note()}",
+            f"== {mid.effects}",
+            f"the conflicting body changed the effect count from {mid.effects} to {counts.last}{counts.note()}",
             delivery=culprit,
         )
-    before_state = mid.get("state")
+    before_state = mid.state
     if before_state is None:
         return
-    late = _observation(observations, event_id, "late")
-    final = _observation(observations, event_id, "final")
+    late = trial.observation(event_id, "late")
+    final = trial.observation(event_id, "final")
     for seen in (final, late):
-        if seen is not None and seen.get("state") is not None and seen["state"] != before_state:
+        if seen is not None and seen.state is not None and seen.state != before_state:
             when = "by the end of the run" if seen is late else "once settled"
             result.violate(
                 "conflict-rejected",
                 event_id,
-                seen["state"],
+                seen.state,
                 f"== {before_state}",
                 f"the conflicting body changed the committed state {when}: {before_state} before it, "
-                f"{seen['state']} after (effects.sql.state / effects.http.state_path)",
+                f"{seen.state} after (effects.sql.state / effects.http.state_path)",
                 delivery=culprit,
             )
             return
 
 
-def _judge_replay(result: Judgement, event_id: str, mine: Sequence[Record], counts: Counts) -> None:
+def _judge_replay(result: Judgement, event_id: str, mine: Sequence[Delivery], counts: Counts) -> None:
     for delivery in mine:
-        variant = delivery["kind"].removeprefix("replay-")
-        if delivery["status"] is None:
-            result.errors.append(f"{event_id}: the {variant} delivery got no answer ({delivery['error']})")
-        elif _ok(delivery["status"]):
+        variant = delivery.kind.removeprefix("replay-")
+        if delivery.status is None:
+            result.errors.append(f"{event_id}: the {variant} delivery got no answer ({delivery.error})")
+        elif delivery.acknowledged:
             result.violate(
                 "replay-rejected",
                 event_id,
-                delivery["status"],
+                delivery.status,
                 "a 4xx",
-                f"a {variant} delivery (forged; seq {delivery['seq']}) was accepted with {delivery['status']}",
+                f"a {variant} delivery (forged; seq {delivery.seq}) was accepted with {delivery.status}",
                 delivery=delivery,
             )
     if counts.last:
-        variant = mine[0]["kind"].removeprefix("replay-")
+        variant = mine[0].kind.removeprefix("replay-")
         result.violate(
             "replay-rejected",
             event_id,
             counts.last,
             "== 0",
-            f"a {variant} delivery (forged; seq {mine[0]['seq']}) left {counts.last} side effect(s){counts.note()}",
+            f"a {variant} delivery (forged; seq {mine[0].seq}) left {counts.last} side effect(s){counts.note()}",
             delivery=mine[0],
         )
 
 
 def _judge_fault_window(
-    result: Judgement, event_id: str, mine: Sequence[Record], after: Record | None
+    result: Judgement, event_id: str, mine: Sequence[Delivery], after: Observation | None
 ) -> None:
     """no-2xx-without-commit: a 2xx answered while the database link was broken needs its commit."""
-    if after is None or int(after["effects"]) != 0 or after["after_seq"] is None:
+    if after is None or after.effects != 0 or after.after_seq is None:
         return
     for delivery in mine:
-        if (
-            delivery["kind"] in DELIVERED_KINDS
-            and _ok(delivery["status"])
-            and delivery["seq"] <= after["after_seq"]
-        ):
+        if delivery.kind in DELIVERED_KINDS and delivery.acknowledged and delivery.seq <= after.after_seq:
             result.violate(
                 "no-2xx-without-commit",
                 event_id,
-                delivery["status"],
+                delivery.status,
                 "a 5xx",
-                f"the handler answered {delivery['status']} to delivery seq {delivery['seq']} during a fault on "
+                f"the handler answered {delivery.status} to delivery seq {delivery.seq} during a fault on "
                 "its database link, and nothing was committed once the fault was lifted",
                 delivery=delivery,
             )
             return
-
-
-def combine(verdicts: Sequence[str]) -> str:
-    """A proven violation outweighs an error elsewhere: fail, else error, else pass.
-
-    ``skipped`` counts for nothing; nothing judged at all (an empty or all-skipped list) is an
-    error.
-    """
-    judged = [v for v in verdicts if v != "skipped"]
-    if not judged:
-        return "error"
-    if "fail" in judged:
-        return "fail"
-    return "error" if "error" in judged else "pass"

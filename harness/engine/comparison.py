@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.documents.comparison import ComparisonDocument
+from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.runner import RunOptions, RunResult, run
@@ -44,7 +46,7 @@ MAX_TARGETS = 8
 class ComparisonResult:
     """Every target's run (``--target``'s first), moved into the comparison's bundle."""
 
-    doc: dict[str, Any]
+    doc: ComparisonDocument
     bundle: Path
     runs: tuple[RunResult, ...]
 
@@ -54,13 +56,17 @@ class ComparisonResult:
         others_erred = any(r.exit_code == ExitCode.LAB_ERROR for r in self.runs[1:])
         return ExitCode.LAB_ERROR if primary == ExitCode.OK and others_erred else primary
 
-    def as_json(self) -> dict[str, Any]:
+    def result_json(self) -> RunResultJson:
         """``--target``'s ``--json`` object, plus the comparison and the compared runs."""
-        return {
-            **self.runs[0].as_json(),
-            "comparison": str(self.bundle.resolve()),
-            "compared": [r.as_json() for r in self.runs[1:]],
-        }
+        return (
+            self.runs[0]
+            .result_json()
+            .with_comparison(str(self.bundle.resolve()), [r.result_json() for r in self.runs[1:]])
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """Exactly what ``acklab run --compare-with ... --json`` prints."""
+        return self.result_json().dump()
 
 
 def _usage(message: str) -> HarnessError:
@@ -133,21 +139,14 @@ def bundle_comparison(
             raise HarnessError(
                 f"cannot move {result.bundle} into the comparison {writer.root}: {exc}"
             ) from exc
-        moved.append(RunResult(result.run, destination))
-    first = moved[0].run
-    doc = {
-        "schema": "acklab/comparison/v1",
-        "comparison_id": comparison_id,
-        "seed": seed,
-        "trials_per_experiment": int(first.get("trials_per_experiment") or 1),
-        "experiments": [e["name"] for e in first["experiments"]],
-        "targets": list(targets),
-        "started_at": started_at,
-        "ended_at": utcnow(),
-        "runs": [
-            {"target": r.run["target"], "run_id": r.run_id, "bundle": r.bundle.name, "verdict": r.verdict}
-            for r in moved
-        ],
-    }
-    writer.write_json(COMPARISON_FILE, doc, kind="comparison")
+        moved.append(replace(result, bundle=destination))
+    doc = ComparisonDocument.build(
+        comparison_id=comparison_id,
+        seed=seed,
+        targets=targets,
+        runs=[(r.document, r.bundle.name) for r in moved],
+        started_at=started_at,
+        ended_at=utcnow(),
+    )
+    writer.write_document(COMPARISON_FILE, doc)
     return ComparisonResult(doc, writer.finalize(), tuple(moved))

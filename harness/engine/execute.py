@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.records import Observation
+from acklab.evidence.documents.trial import TRIAL_SCHEMA, Trial
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunPlan, TrialPlan
 from acklab.harness.core.run_events import (
@@ -22,7 +23,7 @@ from acklab.harness.errors import HarnessError
 from acklab.harness.experiments import Experiment
 from acklab.harness.specs.credentials import redact
 from acklab.harness.targets import Expect, Target
-from acklab.harness.wire.records import DeliveryRecord, Observation
+from acklab.harness.wire.records import DeliveryRecord
 
 
 def trial_record(
@@ -36,29 +37,28 @@ def trial_record(
     duration_ms: float,
     ctx: TrialContext | None,
     error: str | None,
-) -> dict[str, Any]:
+) -> Trial:
     """The trial's record with its verdict, judged from the record alone."""
     judged = [e for e in trial.event_ids[: experiment.events(target)] if ctx is None or e not in ctx.unjudged]
-    fault = ctx.fault(experiment.fault_name) if ctx else None
-    record: dict[str, Any] = {
-        "schema": "acklab/trial/v1",
-        "run_id": run_id,
-        "trial_id": trial.trial_id,
-        "target": target.name,
-        "experiment": trial.experiment,
-        "index": trial.index,
-        "seed": plan.seed,
-        "event_ids": judged,
-        "started_at": started_at,
-        "ended_at": utcnow(),
-        "duration_ms": round(duration_ms, 3),
-        "verdict": "error",
-        "deliveries": [d.as_dict() for d in ctx.deliveries] if ctx else [],
-        "observations": [o.as_dict() for o in ctx.observations] if ctx else [],
-        "commit_confirmations": [c.as_dict() for c in ctx.confirmations] if ctx else [],
-        "violations": [],
-        "error": None,
-        "parameters": {
+    record = Trial(
+        schema=TRIAL_SCHEMA,
+        run_id=run_id,
+        trial_id=trial.trial_id,
+        target=target.name,
+        experiment=trial.experiment,
+        index=trial.index,
+        seed=plan.seed,
+        event_ids=judged,
+        started_at=started_at,
+        ended_at=utcnow(),
+        duration_ms=round(duration_ms, 3),
+        verdict="error",
+        deliveries=[d.document() for d in ctx.deliveries] if ctx else [],
+        observations=list(ctx.observations) if ctx else [],
+        commit_confirmations=list(ctx.confirmations) if ctx else [],
+        violations=[],
+        error=None,
+        parameters={
             **(ctx.parameters if ctx else {}),
             "expect": target.expect.as_dict(),
             "sender_timeout_s": target.timeout_s,
@@ -66,26 +66,26 @@ def trial_record(
             **({"id_salt": trial.salt} if trial.salt else {}),
         },
         # Library messages may quote a database URL; records show it as user:***@.
-        "lab_errors": [redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
-        **({"fault": fault} if fault is not None else {}),
-    }
+        lab_errors=[redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
+        fault=ctx.fault(experiment.fault_name) if ctx else None,
+    )
     return rejudge(record)
 
 
-def rejudge(record: dict[str, Any]) -> dict[str, Any]:
-    """Judge (again) a trial record from what it holds: its verdict, violations and error.
+def rejudge(record: Trial) -> Trial:
+    """The record judged (again) from what it holds: its verdict, violations and error.
 
     A proven violation makes the trial ``fail`` even beside lab errors (kept in ``error``).
     """
-    judgement = judge(record, Expect.from_dict(record["parameters"]["expect"]))
-    lab_errors = list(record.get("lab_errors", []))
+    judgement = judge(record, Expect.from_dict(record.parameters["expect"]))
     # A trial the lab could not even start has nothing to judge: its cause is the whole story.
-    untouched = lab_errors and not record["deliveries"]
-    errors = lab_errors + ([] if untouched else [redact(e) for e in judgement.errors])
-    record["violations"] = judgement.violations
-    record["error"] = "; ".join(errors) if errors else None
-    record["verdict"] = "fail" if judgement.violations else ("error" if errors else "pass")
-    return record
+    untouched = bool(record.lab_errors) and not record.deliveries
+    errors = record.lab_errors + ([] if untouched else [redact(e) for e in judgement.errors])
+    return record.but(
+        violations=judgement.violations,
+        error="; ".join(errors) if errors else None,
+        verdict="fail" if judgement.violations else ("error" if errors else "pass"),
+    )
 
 
 async def execute_experiment(
@@ -96,7 +96,7 @@ async def execute_experiment(
     todo: Sequence[TrialPlan],
     run_id: str,
     bus: EventBus,
-    checkpoint: Callable[[dict[str, Any]], str],
+    checkpoint: Callable[[Trial], str],
 ) -> None:
     """Run `todo` (the unfinished trials of `experiment`); each finished trial is checkpointed."""
     if not todo:
@@ -132,22 +132,11 @@ def _finish(
     bus: EventBus,
     run_id: str,
     trial: TrialPlan,
-    record: dict[str, Any],
-    checkpoint: Callable[[dict[str, Any]], str],
+    record: Trial,
+    checkpoint: Callable[[Trial], str],
 ) -> None:
     rel = checkpoint(record)
-    bus.emit(
-        TrialFinished(
-            run_id,
-            trial.trial_id,
-            trial.experiment,
-            record["verdict"],
-            record["started_at"],
-            record["ended_at"],
-            record,
-            rel,
-        )
-    )
+    bus.emit(TrialFinished(run_id, record, rel))
 
 
 async def _one(
@@ -158,16 +147,16 @@ async def _one(
     trial: TrialPlan,
     run_id: str,
     bus: EventBus,
-    checkpoint: Callable[[dict[str, Any]], str],
+    checkpoint: Callable[[Trial], str],
 ) -> None:
     started_at, started = utcnow(), time.monotonic()
     bus.emit(TrialStarted(run_id, trial.trial_id, trial.experiment, started_at))
 
     def delivered(record: DeliveryRecord) -> None:
-        bus.emit(DeliveryRecorded(run_id, trial.trial_id, record.as_dict()))
+        bus.emit(DeliveryRecorded(run_id, trial.trial_id, record.document()))
 
     def observed(observation: Observation) -> None:
-        bus.emit(ObservationRecorded(run_id, trial.trial_id, observation.as_dict()))
+        bus.emit(ObservationRecorded(run_id, trial.trial_id, observation))
 
     ctx = TrialContext(lab, trial, on_delivery=delivered, on_observation=observed)
     error: str | None = None

@@ -68,43 +68,43 @@ class JournalSink:
             j.record(
                 run_id=event.run_id,
                 kind="delivery",
-                name=f"{event.trial_id}#{d['seq']}",
-                status="answered" if d["status"] is not None else "no-answer",
-                started_at=d["sent_at"],
-                ended_at=_plus_ms(d["sent_at"], d["latency_ms"]),
-                payload=d,
+                name=f"{event.trial_id}#{d.seq}",
+                status="answered" if d.status is not None else "no-answer",
+                started_at=d.sent_at,
+                ended_at=_plus_ms(d.sent_at, d.latency_ms),
+                payload=d.dump(),
             )
         elif isinstance(event, ObservationRecorded):
             o = event.observation
             j.record(
                 run_id=event.run_id,
                 kind="observation",
-                name=f"{event.trial_id}:{o['note']}",
+                name=f"{event.trial_id}:{o.note}",
                 status="ok",
-                ended_at=o["at"],
-                payload=o,
+                ended_at=o.at,
+                payload=o.dump(),
             )
         elif isinstance(event, TrialFinished):
             record = event.record
             j.record(
                 run_id=event.run_id,
                 kind="trial",
-                name=event.trial_id,
-                status=event.verdict,
-                started_at=event.started_at,
-                ended_at=event.ended_at,
+                name=record.trial_id,
+                status=record.verdict,
+                started_at=record.started_at,
+                ended_at=record.ended_at,
                 payload={
-                    "violations": record["violations"],
-                    "error": record["error"],
-                    "experiment": event.experiment,
+                    "violations": [v.dump() for v in record.violations],
+                    "error": record.error,
+                    "experiment": record.experiment,
                 },
             )
             j.record(
                 run_id=event.run_id,
                 kind="checkpoint",
-                name=event.trial_id,
+                name=record.trial_id,
                 status="ok",
-                ended_at=event.ended_at,
+                ended_at=record.ended_at,
                 payload={"file": event.checkpoint},
             )
         elif isinstance(event, ExperimentFinished):
@@ -119,7 +119,7 @@ class JournalSink:
             j.record(
                 run_id=event.run_id,
                 kind="run",
-                name=str(event.summary.get("target", "")),
+                name=event.target,
                 status=event.verdict if event.status == "complete" else "interrupted",
                 started_at=event.started_at,
                 ended_at=event.ended_at,

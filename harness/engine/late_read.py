@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.records import LateRead, Observation
+from acklab.evidence.documents.trial import Trial
 from acklab.harness.engine.execute import rejudge
 from acklab.harness.errors import HarnessError
 from acklab.harness.specs.credentials import redact
@@ -28,13 +29,14 @@ CONCURRENT_READS = 8
 LATE_GRACE_S = 0.25
 
 
-async def _reread_one(endpoint: Endpoint, record: dict[str, Any], gate: asyncio.Semaphore) -> None:
-    delivered = {d["event_id"] for d in record["deliveries"]}
-    last = record["deliveries"][-1]["seq"] if record["deliveries"] else None
-    finals = {o["event_id"]: o for o in record["observations"] if o.get("note") == "final"}
+async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore) -> Trial:
+    delivered = {d.event_id for d in record.deliveries}
+    last = record.deliveries[-1].seq if record.deliveries else None
+    finals = {o.event_id: o for o in record.observations if o.note == "final"}
     grew: list[str] = []
     error: str | None = None
-    for event_id in record["event_ids"]:
+    late: list[Observation] = []
+    for event_id in record.event_ids:
         if event_id not in delivered:
             continue
         try:
@@ -44,38 +46,43 @@ async def _reread_one(endpoint: Endpoint, record: dict[str, Any], gate: asyncio.
         except HarnessError as exc:
             error = redact(str(exc))
             break
-        observation: dict[str, Any] = {
-            "at": utcnow(),
-            "event_id": event_id,
-            "effects": effects,
-            "source": endpoint.probe.source,
-            "after_seq": last,
-            "note": "late",
-        }
-        if state is not None:
-            observation["state"] = state
-        record["observations"].append(observation)
+        late.append(
+            Observation(
+                at=utcnow(),
+                event_id=event_id,
+                effects=effects,
+                source=endpoint.probe.source,
+                after_seq=last,
+                note="late",
+                state=state,
+            )
+        )
         final = finals.get(event_id)
-        if final is not None and effects > final["effects"]:
+        if final is not None and effects > final.effects:
             grew.append(event_id)
-    record["late_read"] = {"at": utcnow(), "error": error, **({"grew": grew} if grew else {})}
-    rejudge(record)
+    return rejudge(
+        record.but(
+            observations=[*record.observations, *late],
+            late_read=LateRead(at=utcnow(), error=error, grew=grew or None),
+        )
+    )
 
 
-async def reread(target: Target, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Re-read and re-judge `records` in place; return those it read (each to be written again)."""
-    records = [r for r in records if r["deliveries"]]
+async def reread(target: Target, records: Iterable[Trial]) -> list[Trial]:
+    """The records `records` re-read and re-judged (each to be written again); those without a
+    delivery are not read."""
+    records = [r for r in records if r.deliveries]
     if not records:
         return []
     await asyncio.sleep(LATE_GRACE_S)
     gate = asyncio.Semaphore(CONCURRENT_READS)
+    read: list[Trial] | None = None
     try:
         async with target.serve(Needs()) as endpoint:
-            await asyncio.gather(*(_reread_one(endpoint, r, gate) for r in records))
+            read = list(await asyncio.gather(*(_reread_one(endpoint, r, gate) for r in records)))
     except HarnessError as exc:
+        if read is not None:  # every event was read; only letting go of the target failed
+            return read
         why = redact(f"the effects could not be read: {exc}")
-        for record in records:
-            if "late_read" not in record:
-                record["late_read"] = {"at": utcnow(), "error": why}
-                rejudge(record)
-    return records
+        return [rejudge(r.but(late_read=LateRead(at=utcnow(), error=why))) for r in records]
+    return read

@@ -1,6 +1,7 @@
 """What a run returns to Python callers: a read-only view of its run document (``run.json``).
 
-`RunResult` wraps the run document exactly as the bundle holds it, plus the bundle's path;
+`RunResult` wraps the run document exactly as the bundle holds it (`run`; `document` is it read
+with its model, `acklab.evidence.documents.run.RunDocument`), plus the bundle's path;
 every property is computed from that document, never from state the run kept elsewhere,
 so a result rebuilt from a bundle on disk (`RunResult.load`) says the same as the one the
 run returned. `ExperimentResult` and `Violation` are typed views of the document's
@@ -16,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from acklab.evidence.documents.records import Violation as ViolationRecord
+from acklab.evidence.documents.result import RunResultJson
+from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.loading import load_evidence_json
-from acklab.harness.engine.documents import design_json
 
 # What explain() shows of one experiment before it counts the rest (a failing handler may
 # violate an invariant on every event of every trial).
@@ -54,17 +58,22 @@ class Violation:
     delivery: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_doc(cls, experiment: str, doc: Mapping[str, Any]) -> Violation:
+    def of(cls, experiment: str, record: ViolationRecord) -> Violation:
         return cls(
             experiment=experiment,
-            invariant=str(doc["invariant"]),
-            event_id=str(doc["event_id"]),
-            observed=doc.get("observed"),
-            expected=str(doc.get("expected", "")),
-            detail=str(doc.get("detail", "")),
-            trial=doc.get("trial"),
-            delivery=doc.get("delivery"),
+            invariant=record.invariant,
+            event_id=record.event_id,
+            observed=record.observed,
+            expected=record.expected,
+            detail=record.detail,
+            trial=record.trial,
+            delivery=record.delivery.dump() if record.delivery is not None else None,
         )
+
+    @classmethod
+    def from_doc(cls, experiment: str, doc: Mapping[str, Any]) -> Violation:
+        """A violation as run.json holds it (read with its model: EvidenceInvalid when it is not one)."""
+        return cls.of(experiment, ViolationRecord.read(doc))
 
     def describe(self) -> str:
         """One line: invariant, event, observed vs expected."""
@@ -88,19 +97,22 @@ class ExperimentResult:
     skipped_variants: Mapping[str, str]
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any], bundle: Path) -> ExperimentResult:
-        name = str(doc["name"])
-        incident = doc.get("incident")
+    def of(cls, entry: RunExperiment, bundle: Path) -> ExperimentResult:
         return cls(
-            name=name,
-            verdict=str(doc["verdict"]),
-            trials=int(doc.get("trials", 0)),
-            fault_landed=int(doc.get("fault_landed", 0)),
-            violations=tuple(Violation.from_doc(name, v) for v in doc.get("violations", [])),
-            reason=doc.get("reason") or doc.get("error"),
-            incident=(bundle / incident).resolve() if incident else None,
-            skipped_variants=dict(doc.get("skipped_variants") or {}),
+            name=entry.name,
+            verdict=entry.verdict,
+            trials=entry.trials,
+            fault_landed=entry.fault_landed or 0,
+            violations=tuple(Violation.of(entry.name, v) for v in entry.violations),
+            reason=entry.reason or entry.error,
+            incident=(bundle / entry.incident).resolve() if entry.incident else None,
+            skipped_variants=dict(entry.skipped_variants or {}),
         )
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], bundle: Path) -> ExperimentResult:
+        """An experiment as run.json holds it (read with its model: EvidenceInvalid when it is not one)."""
+        return cls.of(RunExperiment.read(doc), bundle)
 
     @property
     def passed(self) -> bool:
@@ -158,22 +170,34 @@ class RunResult:
     rerun: str | None = None
 
     @classmethod
+    def of(cls, document: RunDocument, bundle: Path, rerun: str | None = None) -> RunResult:
+        """The result of a run whose document is `document` and whose bundle is at `bundle`."""
+        return cls(document.dump(), Path(bundle), rerun)
+
+    @classmethod
     def load(cls, bundle: Path) -> RunResult:
-        """The result of the run whose bundle is `bundle` (its ``run.json``, read bounded)."""
-        return cls(load_evidence_json(Path(bundle) / "run.json"), Path(bundle))
+        """The result of the run whose bundle is `bundle` (its ``run.json``, read bounded and with
+        its model: EvidenceInvalid when it is not a run document)."""
+        path = Path(bundle) / "run.json"
+        return cls.of(RunDocument.read(load_evidence_json(path), what=str(path)), Path(bundle))
+
+    @cached_property
+    def document(self) -> RunDocument:
+        """`run` as its model (the typed view every property reads)."""
+        return RunDocument.read(self.run, what=f"run.json of {self.bundle}")
 
     @property
     def run_id(self) -> str:
-        return str(self.run["run_id"])
+        return self.document.run_id
 
     @property
     def target(self) -> str:
-        return str(self.run["target"])
+        return self.document.target
 
     @property
     def verdict(self) -> str:
         """``pass``, ``fail`` (an invariant was violated) or ``error`` (the lab could not judge)."""
-        return str(self.run["verdict"])
+        return self.document.verdict
 
     @property
     def passed(self) -> bool:
@@ -186,7 +210,7 @@ class RunResult:
     @property
     def experiments(self) -> tuple[ExperimentResult, ...]:
         """Every experiment of the run in the order it ran, skipped ones last."""
-        return tuple(ExperimentResult.from_doc(e, self.bundle) for e in self.run["experiments"])
+        return tuple(ExperimentResult.of(e, self.bundle) for e in self.document.experiments)
 
     def experiment(self, name: str) -> ExperimentResult:
         """The experiment called `name` (KeyError naming those the run has, when it has none)."""
@@ -203,11 +227,15 @@ class RunResult:
 
     @property
     def seed(self) -> int:
-        return int(self.run["seed"])
+        return self.document.seed
+
+    def result_json(self) -> RunResultJson:
+        """The ``acklab run --json`` object as its model (paths absolute)."""
+        return RunResultJson.of(self.document, str(self.bundle.resolve()))
 
     def as_json(self) -> dict[str, Any]:
         """Exactly the ``acklab run --json`` object (paths absolute)."""
-        return design_json(self.run, str(self.bundle.resolve()))
+        return self.result_json().dump()
 
     def explain(self) -> str:
         """What happened, for a person: the verdict, each experiment, each violation, where the evidence is."""

@@ -4,7 +4,7 @@ Python API (what `acklab run` and the repair flow use)::
 
     from acklab.harness.engine.runner import RunOptions, run
     result = run(RunOptions(target="fixture:unsafe", experiments=("lost-ack",)))
-    result.exit_code, result.as_json()
+    result.exit_code, result.verdict, result.as_json()
 
 Checkpoints. ``run.json`` is written first (status ``interrupted``) so that even a killed
 run leaves a resumable bundle; every finished trial is written atomically as
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError
 from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.plan import (
@@ -158,7 +159,7 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
 
 def prepare(
     options: RunOptions, target: Target | None = None
-) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, dict[str, Any]]]:
+) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, Trial]]:
     """Resolve target (unless given, e.g. an app served in-process), experiments and plan;
     nothing is sent (exit 3/5 errors surface here)."""
     if target is None:
@@ -167,20 +168,18 @@ def prepare(
         )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision
-    finished: dict[str, dict[str, Any]] = {}
+    finished: dict[str, Trial] = {}
     carried: dict[str, str] = {}
     if options.resume:
         previous, finished = load_resume(options.out, options.resume, target)
-        carried = {
-            e["name"]: e.get("reason") or "" for e in previous["experiments"] if e["verdict"] == "skipped"
-        }
-        names = tuple(e["name"] for e in previous["experiments"] if e["verdict"] != "skipped")
+        carried = {e.name: e.reason or "" for e in previous.experiments if e.verdict == "skipped"}
+        names = tuple(e.name for e in previous.experiments if e.verdict != "skipped")
         options = replace(
             options,
             experiments=names,
-            seed=previous["seed"],
-            trials=previous.get("trials_per_experiment", options.trials),
-            shard=previous.get("shard"),
+            seed=previous.seed,
+            trials=previous.trials_per_experiment or options.trials,
+            shard=previous.shard,
         )
     experiments, skipped = choose_experiments(
         target, options.experiments, options.settings, strict=not options.skip_inapplicable
@@ -260,7 +259,7 @@ async def _main(
     experiments: list[Experiment],
     plan: RunPlan,
     run_id: str,
-    finished: dict[str, dict[str, Any]],
+    finished: dict[str, Trial],
     consumers: Sequence[Consumer],
     refused: list[str],
     resumable: bool = True,
@@ -321,7 +320,7 @@ async def _main(
         # run is stopped. (Trials of an interrupted process were judged against a service, and
         # maybe a temporary database, that no longer exist: a read now would read something else.)
         mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
-        mine = [r for r in mine if r["trial_id"] not in finished]
+        mine = [r for r in mine if r.trial_id not in finished]
         for record in await reread(target, mine):
             state.checkpoint(record)
         run_doc = state.finish(sockets, parameters)
@@ -334,13 +333,7 @@ async def _main(
             print(f"acklab: the target's files could not be kept ({exc})", file=sys.stderr)
         bus.emit(
             RunFinished(
-                run_id,
-                "error",
-                "interrupted",
-                state.started_at,
-                utcnow(),
-                str(writer.root),
-                {"run_id": run_id, "target": target.name, "experiments": []},
+                run_id, target.name, "error", "interrupted", state.started_at, utcnow(), str(writer.root)
             )
         )
         bus.close()
@@ -366,16 +359,17 @@ async def _main(
     bus.emit(
         RunFinished(
             run_id,
-            run_doc["verdict"],
+            target.name,
+            run_doc.verdict,
             "complete",
             state.started_at,
-            run_doc["ended_at"],
+            run_doc.ended_at,
             str(writer.root),
             run_doc,
         )
     )
     bus.close()
-    return RunResult(run_doc, writer.root)
+    return RunResult.of(run_doc, writer.root)
 
 
 class _Flag:

@@ -174,7 +174,7 @@ class TimeoutOverlapExperiment(_Retrying):
     def _timeout_s(self, trial: TrialContext) -> float:
         """overlap_ratio x the fastest answer seen (calibration, and this trial's earlier tries)."""
         seen: list[float] = list(trial.lab.memo[self.name]["latencies_ms"])
-        seen += [t["facts"]["handler_ms"] for t in trial.tries if "handler_ms" in t.get("facts", {})]
+        seen += [t.facts["handler_ms"] for t in trial.tries if t.facts and "handler_ms" in t.facts]
         if not seen:
             return trial.lab.target.timeout_s
         return max(MIN_TIMEOUT_S, min(seen) / 1000 * trial.lab.settings.overlap_ratio)

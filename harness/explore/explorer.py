@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.records import Violation
 from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
@@ -52,7 +54,7 @@ class LabFailure(Exception):
 @dataclass
 class Failure:
     runner: ScheduleRunner
-    violations: list[dict[str, Any]]
+    violations: list[Violation]
 
 
 @dataclass
@@ -109,7 +111,7 @@ class LabSession:
 
         return ScheduleRunner(TrialContext(self._lab, plan), self.target.expect)
 
-    def step(self, runner: ScheduleRunner, step: Step) -> list[dict[str, Any]]:
+    def step(self, runner: ScheduleRunner, step: Step) -> list[Violation]:
         try:
             return self.call(runner.run(step))
         except HarnessError as exc:
@@ -131,7 +133,7 @@ def _machine(session: LabSession) -> type[RuleBasedStateMachine]:
             found = session.step(self.runner, step)
             if found:
                 session.last_failure = Failure(self.runner, found)
-                raise Counterexample("; ".join(v["detail"] for v in found))
+                raise Counterexample("; ".join(v.detail for v in found))
 
         @rule(k=events)
         def send(self, k: int) -> None:
@@ -192,7 +194,7 @@ def explore_target(session: LabSession, budget: int) -> Exploration:
 def replay_schedule(session: LabSession, schedule: list[Step]) -> Failure:
     """Run exactly ``schedule`` once on a fresh trial; every violation it shows (possibly none)."""
     runner = session.new_runner()
-    violations: list[dict[str, Any]] = []
+    violations: list[Violation] = []
     for step in schedule:
         violations += session.step(runner, step)
     return Failure(runner, violations)
@@ -202,19 +204,17 @@ def new_seed() -> int:
     return secrets.randbits(32)
 
 
-def load_incident(path: Path) -> dict[str, Any]:
+def load_incident(path: Path) -> Incident:
     """An explorer incident (validated), for `acklab replay`."""
     from acklab.evidence.errors import EvidenceError
     from acklab.evidence.loading import load_evidence_json
-    from acklab.evidence.validate import validate
     from acklab.harness.errors import SpecError
 
     try:
-        doc: dict[str, Any] = load_evidence_json(path)
-        validate("incident", doc, what=str(path))
+        doc = Incident.read(load_evidence_json(path), what=str(path))
     except (OSError, ValueError, EvidenceError) as exc:
         raise SpecError(f"INCIDENT: {path} is not a readable acklab incident: {exc}") from exc
-    if "schedule" not in doc or not doc["schedule"]:
+    if not doc.schedule:
         raise SpecError(
             f"INCIDENT: {path} has no schedule; only incidents written by `acklab explore` can be replayed"
         )

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from acklab.evidence.documents.records import Violation
+from acklab.evidence.documents.verdicts import Invariant
 from acklab.harness.core.bursts import send_burst
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError, SpecError
@@ -74,9 +76,9 @@ class ScheduleRunner:
     expect: Expect
     models: dict[int, EventModel] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
-    violations: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
 
-    async def run(self, step: Step) -> list[dict[str, Any]]:
+    async def run(self, step: Step) -> list[Violation]:
         """Run ``step``; the violations it revealed (empty when the invariants hold)."""
         index = len(self.steps)
         self.steps.append(step)
@@ -125,19 +127,19 @@ class ScheduleRunner:
         model: EventModel,
         records: list[DeliveryRecord],
         effects: int,
-    ) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
+    ) -> list[Violation]:
+        found: list[Violation] = []
 
-        def violate(invariant: str, observed: int | str | None, expected: str, detail: str) -> None:
+        def violate(invariant: Invariant, observed: int | str | None, expected: str, detail: str) -> None:
             found.append(
-                {
-                    "invariant": invariant,
-                    "event_id": event.event_id,
-                    "observed": observed,
-                    "expected": expected,
-                    "detail": f"after step {index} ({step}): {detail}",
-                    "trial": self.trial.plan.trial_id,
-                }
+                Violation(
+                    invariant=invariant,
+                    event_id=event.event_id,
+                    observed=observed,
+                    expected=expected,
+                    detail=f"after step {index} ({step}): {detail}",
+                    trial=self.trial.plan.trial_id,
+                )
             )
 
         statuses = [r.status for r in records]

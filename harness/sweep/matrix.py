@@ -26,10 +26,11 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from acklab.evidence.documents.sweep import RunStatus, SweepDatabase, SweepDocument, SweepRunRecord
+from acklab.evidence.documents.verdicts import Verdict
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.redaction import remember
-from acklab.evidence.validate import validate
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import by_name
@@ -52,8 +53,8 @@ class Database:
     def password(self) -> str | None:
         return url_password(self.url)
 
-    def record(self) -> dict[str, Any]:
-        return {"label": self.label, "url": redact(self.url) if self.url else None}
+    def record(self) -> SweepDatabase:
+        return SweepDatabase(label=self.label, url=redact(self.url) if self.url else None)
 
 
 def parse_database(value: str) -> Database:
@@ -115,8 +116,8 @@ class SweepRun:
     experiments: tuple[str, ...]  # applicable here, in the stable order
     skipped: dict[str, str] = field(default_factory=dict)  # experiment -> why it cannot run here
     run_id: str | None = None
-    status: str = "pending"  # pending | interrupted | complete | error | skipped
-    verdict: str | None = None
+    status: RunStatus = "pending"
+    verdict: Verdict | None = None
     error: str | None = None
 
     @property
@@ -124,19 +125,19 @@ class SweepRun:
         """The row of the summary and the heatmap: target and database."""
         return f"{self.target_name} \u00b7 {self.database.label}"
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "target_name": self.target_name,
-            "database": self.database.label,
-            "seed": self.seed,
-            "experiments": list(self.experiments),
-            "run_id": self.run_id,
-            "bundle": self.run_id if self.status == "complete" else None,
-            "status": self.status,
-            "verdict": self.verdict,
-            "error": redact(self.error) if self.error else None,
-        }
+    def record(self) -> SweepRunRecord:
+        return SweepRunRecord(
+            target=self.target,
+            target_name=self.target_name,
+            database=self.database.label,
+            seed=self.seed,
+            experiments=list(self.experiments),
+            run_id=self.run_id,
+            bundle=self.run_id if self.status == "complete" else None,
+            status=self.status,
+            verdict=self.verdict,
+            error=redact(self.error) if self.error else None,
+        )
 
 
 @dataclass
@@ -255,23 +256,23 @@ def _settings(recorded: dict[str, Any]) -> RunSettings:
     return RunSettings(**{k: v for k, v in recorded.items() if k in known})
 
 
-def _rebind(recorded: list[dict[str, Any]], given: Sequence[str]) -> tuple[Database, ...]:
+def _rebind(recorded: Sequence[SweepDatabase], given: Sequence[str]) -> tuple[Database, ...]:
     """The recorded databases with their real URLs, from --db given again (passwords are not kept)."""
     offered = {redact(v): v for v in given if v != TEMP_SQLITE}
     out = []
     for db in recorded:
-        url = db["url"]
+        url = db.url
         if url is None:
-            out.append(Database(db["label"]))
+            out.append(Database(db.label))
         elif url in offered:
-            out.append(Database(db["label"], offered[url]))
+            out.append(Database(db.label, offered[url]))
         elif "***@" in url:
             raise SpecError(
                 f"--resume: the sweep ran on {url!r}, whose password is never written; "
                 "pass that URL again with --db"
             )
         else:
-            out.append(Database(db["label"], url))
+            out.append(Database(db.label, url))
     return tuple(out)
 
 
@@ -281,49 +282,46 @@ def load_plan(out: Path, sweep_id: str, databases: Sequence[str]) -> SweepPlan:
     if not path.is_file():
         raise SpecError(f"--resume {sweep_id!r}: no {path}; pass the same --out as the interrupted sweep")
     try:
-        doc = load_evidence_json(path)
-        validate("sweep", doc, what=str(path))
+        doc = SweepDocument.read(load_evidence_json(path), what=str(path))
     except (OSError, ValueError, EvidenceError) as exc:
         raise SpecError(f"--resume {sweep_id!r}: {path} is unreadable: {exc}") from exc
-    if doc["status"] == "complete" and (path.parent / "manifest.json").is_file():
+    if doc.status == "complete" and (path.parent / "manifest.json").is_file():
         raise SpecError(
-            f"--resume {sweep_id!r}: that sweep is complete (verdict {doc['verdict']}); nothing to resume"
+            f"--resume {sweep_id!r}: that sweep is complete (verdict {doc.verdict}); nothing to resume"
         )
-    dbs = _rebind(doc["databases"], databases)
+    dbs = _rebind(doc.databases, databases)
     by_label = {db.label: db for db in dbs}
     skipped: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in doc["cells"]:
-        if cell["verdict"] == "skipped":
-            skipped.setdefault((cell["target"], cell["database"]), {})[cell["experiment"]] = (
-                cell.get("reason") or ""
-            )
+    for cell in doc.cells:
+        if cell.verdict == "skipped":
+            skipped.setdefault((cell.target, cell.database), {})[cell.experiment] = cell.reason or ""
     runs = []
-    for rec in doc["runs"]:
-        database = by_label.get(rec["database"]) or Database(rec["database"])
+    for rec in doc.runs:
+        database = by_label.get(rec.database) or Database(rec.database)
         run = SweepRun(
-            target=rec["target"],
-            target_name=rec["target_name"],
+            target=rec.target,
+            target_name=rec.target_name,
             database=database,
-            seed=rec["seed"],
-            experiments=tuple(rec["experiments"]),
-            skipped=skipped.get((rec["target_name"], rec["database"]), {}),
-            run_id=rec["run_id"],
-            status=rec["status"],
-            verdict=rec["verdict"],
-            error=rec["error"],
+            seed=rec.seed,
+            experiments=tuple(rec.experiments),
+            skipped=skipped.get((rec.target_name, rec.database), {}),
+            run_id=rec.run_id,
+            status=rec.status,
+            verdict=rec.verdict,
+            error=rec.error,
         )
         if run.status == "error":  # the lab could not start it last time: try again
             run.status, run.error = "pending", None
         runs.append(run)
     return SweepPlan(
         sweep_id=sweep_id,
-        seed=doc["seed"],
-        trials=doc["trials_per_experiment"],
-        targets=tuple(doc["targets"]),
+        seed=doc.seed,
+        trials=doc.trials_per_experiment,
+        targets=tuple(doc.targets),
         databases=dbs,
-        experiments=tuple(doc["experiments"]),
-        settings=_settings(doc.get("settings", {})),
+        experiments=tuple(doc.experiments),
+        settings=_settings(doc.settings or {}),
         runs=runs,
-        started_at=doc["started_at"],
+        started_at=doc.started_at,
         resumed=True,
     )

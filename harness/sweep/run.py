@@ -31,12 +31,15 @@ from types import FrameType
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.documents.incident import IncidentHead
+from acklab.evidence.documents.run import RunDocument
+from acklab.evidence.documents.sweep import CellVerdict, SweepCell, SweepDocument
+from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.heatmap import sweep_heatmap
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.core.run_events import Consumer, RunEvent, RunStarted
-from acklab.harness.core.verdicts import combine
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as run_lab
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
@@ -44,7 +47,8 @@ from acklab.harness.specs.credentials import redact
 from acklab.harness.sweep.matrix import SWEEP_FILE, SweepPlan, SweepRun, load_plan, new_plan
 
 HEATMAP_FILE = "heatmap.svg"
-SKIPPED, PENDING = "skipped", "pending"
+SKIPPED: CellVerdict = "skipped"
+PENDING: CellVerdict = "pending"
 
 
 @dataclass(frozen=True)
@@ -66,31 +70,41 @@ class SweepOptions:
 class SweepResult:
     """The outcome of a sweep: its index document, its directory and the exit code."""
 
-    doc: dict[str, Any]
+    doc: SweepDocument
     root: Path
 
     @property
     def verdict(self) -> str:
-        return str(self.doc["verdict"])
+        return self.doc.verdict
 
     @property
     def exit_code(self) -> ExitCode:
         return {"pass": ExitCode.OK, "fail": ExitCode.VERDICT_FAILED}.get(self.verdict, ExitCode.LAB_ERROR)
 
     def as_json(self) -> dict[str, Any]:
-        keys = ("target", "database", "experiment", "verdict", "trials", "passed", "failed", "errors")
+        """What ``acklab sweep --json`` prints: the verdict, each cell (paths absolute), the heatmap."""
+        keys = (
+            "target",
+            "database",
+            "experiment",
+            "verdict",
+            "trials",
+            "passed",
+            "failed",
+            "errors",
+            "violations",
+        )
         root = self.root.resolve()
         return {
-            "sweep_id": self.doc["sweep_id"],
+            "sweep_id": self.doc.sweep_id,
             "verdict": self.verdict,
             "cells": [
                 {
-                    **{k: c[k] for k in keys},
-                    "violations": c["violations"],
-                    "pass_rate": c.get("pass_rate"),
-                    "incident": str(root / c["incident"]) if c.get("incident") else None,
+                    **c.model_dump(include=set(keys)),
+                    "pass_rate": c.pass_rate,
+                    "incident": str(root / c.incident) if c.incident else None,
                 }
-                for c in self.doc["cells"]
+                for c in self.doc.cells
             ],
             "heatmap": str(root / HEATMAP_FILE),
             "bundle": str(root),
@@ -106,24 +120,17 @@ def _read(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _cell(run: SweepRun, experiment: str, verdict: str, **counts: Any) -> dict[str, Any]:
-    trials = counts.get("trials", 0)
-    passed = counts.get("passed", 0)
-    return {
-        "target": run.target_name,
-        "database": run.database.label,
-        "experiment": experiment,
-        "verdict": verdict,
-        "trials": trials,
-        "passed": passed,
-        "failed": counts.get("failed", 0),
-        "errors": counts.get("errors", 0),
-        "violations": counts.get("violations", 0),
-        "pass_rate": round(passed / trials, 4) if trials and verdict != PENDING else None,
-        "run_id": run.run_id,
-        "incident": counts.get("incident"),
-        "reason": redact(counts["reason"]) if counts.get("reason") else None,
-    }
+def _cell(run: SweepRun, experiment: str, verdict: CellVerdict, **counts: Any) -> SweepCell:
+    reason = counts.pop("reason", None)
+    return SweepCell.build(
+        target=run.target_name,
+        database=run.database.label,
+        experiment=experiment,
+        verdict=verdict,
+        run_id=run.run_id,
+        reason=redact(reason) if reason else None,
+        **counts,
+    )
 
 
 def _finished_trials(bundle: Path, experiment: str) -> int:
@@ -131,24 +138,27 @@ def _finished_trials(bundle: Path, experiment: str) -> int:
     return sum(1 for p in (bundle / "trials").glob("*.json") if pattern.match(p.name))
 
 
-def cells_of(run: SweepRun, root: Path, out: Path, experiments: Sequence[str]) -> list[dict[str, Any]]:
+def cells_of(run: SweepRun, root: Path, out: Path, experiments: Sequence[str]) -> list[SweepCell]:
     """The run's cells, one per experiment of the sweep, read back from its bundle."""
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, SweepCell] = {}
     if run.status == "complete" and run.run_id:
         bundle = root / run.run_id
-        for entry in _read(bundle / "run.json")["experiments"]:
+        path = bundle / "run.json"
+        for entry in RunDocument.read(_read(path), what=str(path)).experiments:
             counts: dict[str, Any] = {
-                "trials": entry["trials"],
-                "violations": len(entry["violations"]),
-                "reason": entry.get("error"),
+                "trials": entry.trials,
+                "violations": len(entry.violations),
+                "reason": entry.error,
             }
-            if entry["incident"]:
-                summary = _read(bundle / entry["incident"])["summary"]
-                counts |= {k: summary[k] for k in ("trials", "passed", "failed", "errors")}
-                counts["incident"] = f"{run.run_id}/{entry['incident']}"
+            if entry.incident:
+                where = bundle / entry.incident
+                summary = IncidentHead.read_head(_read(where), what=str(where)).summary
+                counts |= summary.model_dump(include={"trials", "passed", "failed", "errors"})
+                counts["incident"] = f"{run.run_id}/{entry.incident}"
             else:
-                counts["errors"] = entry["trials"]
-            done[entry["name"]] = _cell(run, entry["name"], entry["verdict"], **counts)
+                counts["errors"] = entry.trials
+            verdict: CellVerdict = entry.verdict
+            done[entry.name] = _cell(run, entry.name, verdict, **counts)
     staged = out / run.run_id if run.run_id else None
     cells = []
     for name in experiments:
@@ -166,17 +176,12 @@ def cells_of(run: SweepRun, root: Path, out: Path, experiments: Sequence[str]) -
     return cells
 
 
-def _verdict(cells: Sequence[dict[str, Any]], status: str) -> str:
-    judged = [c["verdict"] for c in cells if c["verdict"] != SKIPPED]
-    return combine(judged) if status == "complete" else "error"
-
-
 def sweep_document(
-    plan: SweepPlan, root: Path, out: Path, status: str, cache: dict[str, list[dict[str, Any]]] | None = None
-) -> dict[str, Any]:
+    plan: SweepPlan, root: Path, out: Path, status: str, cache: dict[str, list[SweepCell]] | None = None
+) -> SweepDocument:
     """sweep.json; `cache` keeps the cells of complete runs (read once, not at every write)."""
     cache = {} if cache is None else cache
-    cells = []
+    cells: list[SweepCell] = []
     for run in plan.runs:
         if run.status == "complete" and run.run_id and run.run_id in cache:
             cells += cache[run.run_id]
@@ -185,23 +190,21 @@ def sweep_document(
         if run.status == "complete" and run.run_id:
             cache[run.run_id] = found
         cells += found
-    return {
-        "schema": "acklab/sweep/v1",
-        "sweep_id": plan.sweep_id,
-        "status": status,
-        "verdict": _verdict(cells, status),
-        "seed": plan.seed,
-        "trials_per_experiment": plan.trials,
-        "targets": list(plan.targets),
-        "databases": [db.record() for db in plan.databases],
-        "experiments": list(plan.experiments),
-        "settings": plan.settings.as_dict(),
-        "started_at": plan.started_at,
-        "ended_at": utcnow(),
-        "acklab_version": acklab_version(),
-        "runs": [r.record() for r in plan.runs],
-        "cells": cells,
-    }
+    return SweepDocument.build(
+        sweep_id=plan.sweep_id,
+        status="complete" if status == "complete" else "interrupted",
+        seed=plan.seed,
+        trials_per_experiment=plan.trials,
+        targets=plan.targets,
+        databases=[db.record() for db in plan.databases],
+        experiments=plan.experiments,
+        settings=plan.settings.as_dict(),
+        started_at=plan.started_at,
+        ended_at=utcnow(),
+        acklab_version=acklab_version(),
+        runs=[r.record() for r in plan.runs],
+        cells=cells,
+    )
 
 
 class _Index:
@@ -210,11 +213,11 @@ class _Index:
     def __init__(self, plan: SweepPlan, writer: BundleWriter, out: Path) -> None:
         self.plan, self.writer, self.out = plan, writer, out
         self.current: SweepRun | None = None
-        self._cells: dict[str, list[dict[str, Any]]] = {}
+        self._cells: dict[str, list[SweepCell]] = {}
 
-    def write(self, status: str = "interrupted") -> dict[str, Any]:
+    def write(self, status: str = "interrupted") -> SweepDocument:
         doc = sweep_document(self.plan, self.writer.root, self.out, status, self._cells)
-        self.writer.write_json(SWEEP_FILE, doc, kind="sweep")
+        self.writer.write_document(SWEEP_FILE, doc)
         return doc
 
     def handle(self, event: RunEvent) -> None:
@@ -252,8 +255,8 @@ def _locate(run: SweepRun, root: Path, out: Path) -> str:
     if not staged.is_file():
         return "none"
     try:
-        status = _read(staged).get("status")
-    except (OSError, ValueError):
+        status = RunDocument.read(_read(staged)).status
+    except (OSError, ValueError, EvidenceError):
         return "none"
     return "staged" if status == "complete" else "resumable"
 
@@ -291,7 +294,7 @@ def _execute(
     if where != "moved":
         os.replace(options.out / run.run_id, root / run.run_id)
     run.status = "complete"
-    run.verdict = str(_read(root / run.run_id / "run.json")["verdict"])
+    run.verdict = RunDocument.read(_read(root / run.run_id / "run.json")).verdict
     index.write()
 
 
@@ -350,7 +353,7 @@ def run_sweep(
                 index.write()
     except (KeyboardInterrupt, RunInterrupted) as exc:
         index.write()
-        hint = " ".join(f"--db {d.record()['url']!r}" for d in plan.databases if d.password)
+        hint = " ".join(f"--db {d.record().url!r}" for d in plan.databases if d.password)
         finished = sum(r.status in ("complete", "skipped") for r in plan.runs)
         raise SweepInterrupted(
             f"interrupted: {finished} of {len(plan.runs)} runs are finished and every finished trial is kept; "

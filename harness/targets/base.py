@@ -9,11 +9,12 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import httpx
 
+from acklab.evidence.documents.incident import IncidentTarget
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.targets.effects import EffectsProbe
@@ -96,7 +97,7 @@ class Target(ABC):
     """A webhook consumer under test plus the way to count its side effects."""
 
     name: str
-    kind: str  # "fixture" or "spec"
+    kind: Literal["fixture", "spec", "app"]
     handler: str | None
     endpoint: str
     database: str | None
@@ -130,17 +131,17 @@ class Target(ABC):
         headers.update(self.headers)
         return headers
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> IncidentTarget:
         """The incident's ``target`` object (never a credential)."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "handler": self.handler,
-            "endpoint": self.endpoint,
-            "database": redact(self.database) if self.database else None,
-            "provider": self.scheme,
+        return IncidentTarget(
+            name=self.name,
+            kind=self.kind,
+            handler=self.handler,
+            endpoint=self.endpoint,
+            database=redact(self.database) if self.database else None,
+            provider=self.scheme,
             **self.revision.describe(),
-        }
+        )
 
     def source_dir(self) -> Path | None:
         """A folder inside the checkout the handler's code comes from (None: unknown)."""

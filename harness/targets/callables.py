@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
+from acklab.evidence.documents.records import ObservationSource
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError
 from acklab.harness.targets.effects import as_count
@@ -60,7 +61,7 @@ async def _call(fn: Reader, event_id: str, what: str, thread: Executor) -> Any:
 class CallableProbe:
     """``effects=``: the user's callable counts one event's side effects."""
 
-    source = "callable"
+    source: ObservationSource = "callable"
 
     def __init__(self, count: Reader, thread: Executor) -> None:
         self._count, self._thread = count, thread

@@ -32,6 +32,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
+from acklab.evidence.documents.records import ObservationSource
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
@@ -50,7 +51,7 @@ _WRITE_REFUSED = ("readonly database", "read-only transaction", "not authorized"
 class EffectsProbe(Protocol):
     """Counts the side effects of one event."""
 
-    source: str  # "sql", "http" or "fixture" (the observation's source)
+    source: ObservationSource  # the observation's source
 
     async def count(self, event_id: str) -> int: ...
 
@@ -139,7 +140,7 @@ def _read_only_postgres(url: URL) -> Engine:
 class SqlProbe:
     """``effects.sql``: `query` with ``:event_id`` bound, on a read-only connection to the target's database."""
 
-    source = "sql"
+    source: ObservationSource = "sql"
 
     def __init__(self, url: str, query: str) -> None:
         try:
@@ -199,7 +200,7 @@ class HttpProbe:
         json_path: str,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        source: str = "http",
+        source: ObservationSource = "http",
         headers: Mapping[str, str] | None = None,
         shown: str | None = None,
     ) -> None:

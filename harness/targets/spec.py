@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from acklab.evidence.documents.incident import IncidentTarget
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.leases import current_book
@@ -114,9 +115,9 @@ class SpecTarget(Target):
             return ()
         return (self.effects["sql"]["url"],)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> IncidentTarget:
         # An endpoint read from the environment is named by its variable: it may carry a token.
-        return {**super().describe(), "endpoint": shown(self.endpoint_ref, self.endpoint)}
+        return super().describe().but(endpoint=shown(self.endpoint_ref, self.endpoint))
 
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness

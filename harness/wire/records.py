@@ -1,10 +1,13 @@
-"""The records a trial accumulates: deliveries (both sides of each HTTP attempt),
-effects observations and lost-ack commit confirmations.
+"""A delivery while it happens: both sides of one HTTP attempt, until each has finished.
 
 A delivery has two sides that finish at different times: what the simulated *sender*
 saw (``sender_status``; under a fault a synthetic 504, a reset or a timeout) and what
 the *handler* answered (``status``, filled in when its answer reaches the lab, possibly
 long after the sender gave up). Verdicts read the handler side.
+
+When both sides are done, `DeliveryRecord.document` is what the trial records: a
+`Delivery` of `acklab.evidence.documents` (where observations and commit confirmations,
+which are complete when they are made, are built directly).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.records import Delivery
 
 if TYPE_CHECKING:
     from acklab.harness.wire.bodies import CappedBody
@@ -25,7 +29,7 @@ EXCERPT_CHARS = 500
 
 @dataclass
 class DeliveryRecord:
-    """One HTTP attempt; serialised by `as_dict` into the trial schema's `delivery`."""
+    """One HTTP attempt while it happens; `document` is what the trial records of it."""
 
     seq: int
     event_id: str
@@ -109,78 +113,31 @@ class DeliveryRecord:
             parts.append("handler: no answer reached the lab")
         return "; ".join(parts) or None
 
-    def as_dict(self) -> dict[str, Any]:
-        doc = self._as_dict()
-        if self.response_body is not None:
+    def document(self) -> Delivery:
+        """The delivery as the trial records it (`acklab.evidence.documents.records.Delivery`)."""
+        body = self.response_body
+        return Delivery(
+            seq=self.seq,
+            event_id=self.event_id,
+            attempt=self.attempt,
+            kind=self.kind,  # type: ignore[arg-type]  # the lab's own kinds, checked by the model
+            fault=self.fault,
+            sent_at=self.sent_at or utcnow(),
+            latency_ms=self.latency_ms,
+            status=self.status,
+            sender_status=self.sender_status,
+            error=self.error,
+            headers=self.headers,
+            body_sha256=self.body_sha256,
+            response_excerpt=self.response_excerpt,
             # What the lab read of the answer: its size, its hash, and whether it stopped early.
-            doc["response_bytes"] = self.response_body.read
-            doc["response_sha256"] = self.response_body.sha256
-            doc["response_truncated"] = self.response_body.truncated
-        return doc
-
-    def _as_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "event_id": self.event_id,
-            "attempt": self.attempt,
-            "kind": self.kind,
-            "fault": self.fault,
-            "sent_at": self.sent_at or utcnow(),
-            "latency_ms": self.latency_ms,
-            "status": self.status,
-            "sender_status": self.sender_status,
-            "error": self.error,
-            "headers": self.headers,
-            "body_sha256": self.body_sha256,
-            "response_excerpt": self.response_excerpt,
-            **({} if self.service_ready is None else {"service_ready": self.service_ready}),
-        }
+            response_bytes=body.read if body is not None else None,
+            response_sha256=body.sha256 if body is not None else None,
+            response_truncated=body.truncated if body is not None else None,
+            service_ready=self.service_ready,
+        )
 
     @property
     def settled_mono(self) -> float | None:
         """When this attempt stopped being able to cause work: its answer, else its sending."""
         return self.answered_mono if self.answered_mono is not None else self.sent_mono
-
-
-@dataclass(frozen=True)
-class Observation:
-    """An effects count read back from the target's database."""
-
-    at: str
-    event_id: str
-    effects: int
-    source: str
-    after_seq: int | None
-    note: str
-    state: str | None = None  # effects.sql.state / effects.http.state_path, where probed
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "event_id": self.event_id,
-            "effects": self.effects,
-            "source": self.source,
-            "after_seq": self.after_seq,
-            "note": self.note,
-            **({} if self.state is None else {"state": self.state}),
-        }
-
-
-@dataclass(frozen=True)
-class CommitConfirmation:
-    """lost-ack: the lab saw the handler's commit before handing the sender a synthetic status."""
-
-    seq: int
-    confirmed: bool
-    effects: int
-    observed_at: str
-    synthetic_status: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "confirmed": self.confirmed,
-            "effects": self.effects,
-            "observed_at": self.observed_at,
-            "synthetic_status": self.synthetic_status,
-        }

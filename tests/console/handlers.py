@@ -133,7 +133,7 @@ def write_repair(evidence: Path, *, created: datetime) -> dict[str, Path]:
             commit="5a4db0c5" * 5,
         )
         written[step] = bundle
-        outputs[step] = run_outputs(lab_run(run_id, bundle, verdicts), evidence)
+        outputs[step] = run_outputs(lab_run(run_id, bundle, verdicts), evidence).dump()
     trail = make_trail("flow-repair", created + timedelta(minutes=30))
     by_name = {c["name"]: c for c in trail["checkpoints"]}
     by_name["reproduce"]["outputs"] = outputs["reproduce"] | {"failing": ["lost-ack"]}

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.reports.junit import experiments_junit
 from tests.console.sample_docs import (
     BASE_TIME,
@@ -310,7 +312,8 @@ def make_run_bundle(
         "experiments": entries,
     }
     writer.write_json("run.json", run, kind=kind("run"))
-    writer.write_bytes("reports/junit.xml", experiments_junit(run, incidents))
+    typed = [Incident.read(i) for i in incidents]
+    writer.write_bytes("reports/junit.xml", experiments_junit(RunDocument.read(run), typed))
     writer.write_json(
         "reports/codequality.json", code_quality(2 if target.endswith("unsafe") else 0), kind=None
     )

@@ -150,7 +150,7 @@ def test_static_snapshot_works_from_a_sub_path(browser, snapshot_site):
         assert "pipeline 777" in w.page.inner_text(".banner")
         w.shot("static-overview")
         with w.page.expect_navigation():
-            w.page.click("a.cell-link >> nth=0")
+            w.page.click("a.cell >> nth=0")
         assert "/group/project/bundles/" in w.page.url
         assert "incident" in w.page.inner_text(".crumbs")
         w.shot("static-incident")

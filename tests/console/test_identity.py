@@ -3,6 +3,7 @@ head and patched runs sit under their trail, and every row names its revision.""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from html import unescape
 from pathlib import Path
@@ -13,6 +14,8 @@ from acklab.console.compare import pair_table
 from acklab.console.identity import Identity, revision_of, short_revision, trail_runs
 from acklab.console.index import EvidenceIndex
 from acklab.console.overview import heatmap, overview_grids
+from acklab.evidence.documents.incident import IncidentTarget
+from acklab.evidence.documents.trail import TrailDocument
 from tests.console.handlers import handler_hash, write_repair, write_run
 from tests.console.samples import BASE_TIME
 
@@ -37,14 +40,16 @@ def repaired(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def target(**fields: object) -> IncidentTarget:
+    return IncidentTarget.model_validate({"name": "t", "kind": "spec", "endpoint": "http://x", **fields})
+
+
 def test_the_revision_is_the_handler_hash_else_the_commit():
     digest = "ab" * 32
-    assert revision_of({"handler_sha256": digest, "commit_sha": "c" * 40}) == f"handler:{digest}"
-    assert revision_of({"commit_sha": "C" * 40, "dirty": True}) == "c" * 40 + "+dirty"
-    assert revision_of({"commit_sha": None}) is None
-    assert (
-        revision_of({"commit_sha": "main; rm -rf /", "handler_sha256": "xyz"}) is None
-    )  # not hex: no identity
+    assert revision_of(target(handler_sha256=digest, commit_sha="c" * 40)) == f"handler:{digest}"
+    assert revision_of(target(commit_sha="C" * 40, dirty=True)) == "c" * 40 + "+dirty"
+    assert revision_of(target(commit_sha=None)) is None
+    assert revision_of(target(commit_sha="main; rm -rf /")) is None  # not hex: no identity
     assert short_revision(f"handler:{digest}") == "handler abababab"
     assert short_revision("0123456789abcdef+dirty") == "commit 01234567+dirty"
     assert short_revision(None) == "revision unknown"
@@ -60,7 +65,15 @@ def test_a_trail_names_its_head_and_patched_runs(repaired):
         "flow-head-2": ("head", "strike-again"),
         "flow-patched-2": ("patched", "strike-again"),
     }
-    assert trail_runs({"checkpoints": [{"name": "reproduce", "outputs": "not a dict"}, 3]}) == {}
+    # outputs that hold no lab run (a hand-edited trail, another shape) name none
+    cleared = [
+        c.but(outputs={"lab_run_id": 3, "before": "not a dict"}) for c in trail_doc(repaired).checkpoints
+    ]
+    assert trail_runs(trail_doc(repaired).but(checkpoints=cleared)) == {}
+
+
+def trail_doc(evidence: Path) -> TrailDocument:
+    return TrailDocument.read(json.loads((evidence / "flow-repair" / "trail.json").read_text()))
 
 
 def test_the_live_cell_keeps_the_live_handlers_verdict_after_the_repair_story(repaired):

@@ -11,7 +11,7 @@ import pytest
 from acklab.console import index as index_module
 from acklab.console.errors import EvidenceDirError
 from acklab.console.index import FAILED, INCOMPLETE, VERIFIED, EvidenceIndex
-from acklab.console.scan import bundle_key, discover
+from acklab.console.scan import bundle_key, discover, safe_id
 from acklab.evidence.exitcodes import ExitCode
 from tests.console.samples import make_run_bundle
 
@@ -109,8 +109,15 @@ def test_unreadable_and_odd_documents_become_problems_not_exceptions(tmp_path):
     snap = EvidenceIndex(tmp_path / "ev").snapshot()
     odd = snap.by_key["odd"]
     assert any("run.json: unreadable" in p for p in odd.problems)
-    ids = sorted(i.incident_id or "" for i in odd.incidents)
-    assert ids == ["b", "i.._.._escape"]  # one path segment, never `..` on its own
+    # not incidents the lab writes: listed by their file, with why, and with no verdict of theirs
+    assert any(p.startswith("a.json: does not validate") for p in odd.problems)
+    assert any(p.startswith("b.json: unreadable (is a JSON list") for p in odd.problems)
+    assert sorted((i.incident_id, i.verdict) for i in odd.incidents) == [("a", "unknown"), ("b", "unknown")]
+
+
+def test_an_incident_id_is_one_path_segment():
+    assert safe_id("../../escape") == "i.._.._escape"  # never `..` on its own
+    assert safe_id("run-1-lost-ack") == "run-1-lost-ack"
 
 
 def test_discovery_finds_nested_bundles_but_not_inside_document_folders(tmp_path):

@@ -10,6 +10,7 @@ from acklab.console.reports import read_report
 from acklab.console.scan import IncidentSummary, Latency
 from acklab.console.svg import delivery_latency_svg, durations_svg, heatmap_svg, latency_svg, ms
 from acklab.console.timeline import trial_views
+from acklab.evidence.documents.incident import Incident
 from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_incident
 
 JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
@@ -83,8 +84,8 @@ def summary(target: str, verdict: str) -> IncidentSummary:
         failed=3,
         errors=0,
         violations=3,
-        faulted=Latency(3, 30.0, 40.0, 2000.0),
-        clean=Latency(4, 2.0, 3.0, 5.0),
+        faulted=Latency(count=3, p50=30.0, p95=40.0, max=2000.0),
+        clean=Latency(count=4, p50=2.0, p95=3.0, max=5.0),
     )
 
 
@@ -97,14 +98,16 @@ def test_charts_escape_recorded_names_and_use_no_style_attributes():
     row = HeatRow(hostile.target, "postgresql" + XSS_ATTR, f"{hostile.target} · postgresql{XSS_ATTR}")
     grid = Heatmap([row], [hostile.experiment + XSS_ATTR], {(row, hostile.experiment + XSS_ATTR): hostile})
     trials = trial_views(
-        make_incident(
-            run_id="r",
-            target="fixture:unsafe",
-            experiment="lost-ack",
-            seed=7,
-            trials=2,
-            created=BASE_TIME,
-            hostile=True,
+        Incident.read(
+            make_incident(
+                run_id="r",
+                target="fixture:unsafe",
+                experiment="lost-ack",
+                seed=7,
+                trials=2,
+                created=BASE_TIME,
+                hostile=True,
+            )
         )
     )
     charts = [
@@ -128,7 +131,7 @@ def test_charts_escape_recorded_names_and_use_no_style_attributes():
     heat = charts[0]
     assert "FAIL ⚠" in heat
     assert "25% pass" in heat
-    assert 'href="x&#34;&gt;&lt;script&gt;"' in heat
+    assert 'href="x&quot;&gt;&lt;script&gt;"' in heat
 
 
 def test_latency_labels():

@@ -19,6 +19,7 @@ from acklab.console.export import build_snapshot
 from acklab.console.index import INCOMPLETE, VERIFIED, EvidenceIndex
 from acklab.console.scan import bundle_key
 from acklab.console.sweep import incident_href, nested_bundles
+from acklab.evidence.documents.sweep import SweepCell
 from acklab.evidence.validate import validate
 from tests.console.conftest import LiveServer, SubPathServer
 from tests.console.samples import XSS_ATTR, XSS_SCRIPT
@@ -180,12 +181,12 @@ def test_cell_links_only_reach_incidents_the_index_found_inside_the_sweep(swept)
     snapshot = EvidenceIndex(swept["out"]).snapshot()
     nested = nested_bundles(snapshot, snapshot.by_key[swept["key"]])
     href = incident_href(nested, _Links())
-    cell = swept["doc"]["cells"][0]
-    assert href(cell) == f"incident {run_keys(swept)[cell['target']]}"
-    run = cell["incident"].split("/")[0]
-    for incident in (None, "", "../" + cell["incident"], f"{run}/incidents/missing.json",
-                     f"{run}/trials/lost-ack-0000.json", "/etc/passwd", cell["incident"].split("/", 1)[1]):  # fmt: skip
-        assert href({**cell, "incident": incident}) is None, incident
+    cell = SweepCell.read(swept["doc"]["cells"][0])
+    assert href(cell) == f"incident {run_keys(swept)[cell.target]}"
+    run = (cell.incident or "").split("/")[0]
+    for incident in (None, "", "../" + (cell.incident or ""), f"{run}/incidents/missing.json",
+                     f"{run}/trials/lost-ack-0000.json", "/etc/passwd", (cell.incident or "").split("/", 1)[1]):  # fmt: skip
+        assert href(cell.but(incident=incident)) is None, incident
 
 
 class _Links:

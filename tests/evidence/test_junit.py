@@ -1,6 +1,11 @@
 import xml.etree.ElementTree as ET
 
+from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.reports.junit import experiments_junit
+from tests.evidence.factories import T0, T1
+from tests.evidence.factories import incident as incident_doc
+from tests.evidence.factories import trial as trial_doc
 
 VIOLATION = {
     "invariant": "at-most-once-effect",
@@ -11,27 +16,31 @@ VIOLATION = {
 }
 
 
-def incident(target, experiment, verdict, violations=(), error=None):
-    return {
-        "incident_id": f"{experiment}-x",
-        "target": {"name": target, "kind": "fixture", "endpoint": "asgi://"},
-        "experiment": {"name": experiment, "description": "d"},
+def incident(target, experiment, verdict, violations=(), error=None) -> Incident:
+    trials = [trial_doc("r1", experiment, i, "error" if error and i == 0 else "pass", target) for i in (0, 1)]
+    for t in trials:
+        t["duration_ms"] = 250.0
+        t["error"] = error if t["verdict"] == "error" else None
+    doc = incident_doc("r1", experiment, trials, target) | {
         "verdict": verdict,
-        "summary": {"trials": 2, "passed": 0, "failed": 0, "errors": 0},
         "violations": list(violations),
-        "trials": [{"duration_ms": 250, "error": error}, {"duration_ms": 250, "error": None}],
     }
+    return Incident.read(doc)
+
+
+def run_of(target, *experiments) -> RunDocument:
+    return RunDocument.read(
+        {"schema": "acklab/run/v1", "run_id": "r1", "verdict": "fail", "status": "complete", "target": target,
+         "seed": 7, "started_at": T0, "ended_at": T1, "experiments": list(experiments)}
+    )  # fmt: skip
 
 
 def test_one_suite_per_target_one_case_per_experiment_with_failures_and_errors():
-    run = {
-        "run_id": "r1",
-        "target": "fixture:unsafe",
-        "experiments": [
-            {"name": "lost-ack", "verdict": "fail", "trials": 2, "violations": [VIOLATION], "incident": "i"},
-            {"name": "replay", "verdict": "pass", "trials": 2, "violations": [], "incident": None},
-        ],
-    }
+    run = run_of(
+        "fixture:unsafe",
+        {"name": "lost-ack", "verdict": "fail", "trials": 2, "violations": [VIOLATION], "incident": "i"},
+        {"name": "replay", "verdict": "pass", "trials": 2, "violations": [], "incident": None},
+    )
     incidents = [
         incident("fixture:unsafe", "lost-ack", "fail", [VIOLATION]),
         incident("fixture:live", "lost-ack", "pass"),
@@ -57,19 +66,16 @@ def test_one_suite_per_target_one_case_per_experiment_with_failures_and_errors()
 
 
 def test_empty_run_is_still_valid_xml():
-    root = ET.fromstring(experiments_junit({"run_id": "r", "target": "t", "experiments": []}, []))
+    root = ET.fromstring(experiments_junit(run_of("t"), []))
     assert root.get("tests") == "0"
 
 
 def test_a_skipped_experiment_is_a_skipped_case_with_its_reason():
-    run = {
-        "run_id": "r1",
-        "target": "alerts",
-        "experiments": [
-            {"name": "replay", "verdict": "skipped", "trials": 0, "violations": [], "incident": None,
-             "error": None, "reason": "replay: the scheme signs nothing"},
-        ],
-    }  # fmt: skip
+    run = run_of(
+        "alerts",
+        {"name": "replay", "verdict": "skipped", "trials": 0, "violations": [], "incident": None,
+         "error": None, "reason": "replay: the scheme signs nothing"},
+    )  # fmt: skip
     root = ET.fromstring(experiments_junit(run, []))
     (case,) = root.iter("testcase")
     assert case.find("skipped").get("message") == "replay: the scheme signs nothing"

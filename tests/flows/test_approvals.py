@@ -39,7 +39,7 @@ def test_file_decisions_are_consumed_in_order_per_gate(tmp_path):
     source = FileDecisions.load(path)
     first = source.decide(Q)
     assert (first.decision, first.actor, first.source, first.feedback) == ("modify", "bob", "file", "smaller")
-    assert "feedback: smaller" in first.as_trail()["reason"]
+    assert "feedback: smaller" in first.as_trail().reason
     gap = source.decide(GAP)
     assert (gap.decision, gap.actor, gap.delegated_by) == ("approve", "bot", "alice")
     assert source.decide(Q).decision == "approve"
@@ -74,7 +74,7 @@ def test_invalid_decision_files_are_refused_with_exit_3(tmp_path, doc, where):
 def test_auto_approve_is_recorded_as_such_and_never_approves_a_gap(monkeypatch):
     monkeypatch.setenv("GITLAB_USER_LOGIN", "carol")
     decision = AutoApprove().decide(Q)
-    assert decision.as_trail() | {"decided_at": None} == {
+    assert decision.as_trail().dump() | {"decided_at": None} == {
         "decision": "approve",
         "actor": "auto",
         "delegated_by": "carol",

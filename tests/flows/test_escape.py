@@ -7,8 +7,10 @@ import subprocess
 
 import pytest
 
+from acklab.evidence.documents.trail import Decision, Guard, Proposal
 from acklab.flows import report
 from acklab.flows.approvals import FileDecisions
+from acklab.flows.candidate import Candidate
 from acklab.flows.errors import FlowSpecInvalid
 from acklab.flows.escape import line_break, md_code, numbered, one_line, quoted, visible
 from acklab.flows.lab import ExperimentResult, LabRun
@@ -63,22 +65,32 @@ def _run(verdict: str) -> LabRun:
     return LabRun("r", verdict, "fixture:live", None, {"lost-ack": exp}, 0, "app/webhooks.py")
 
 
-HOSTILE_DECISION = {
-    "gate": "approve",
-    "decision": "approve",
-    "actor": "/merge",
-    "delegated_by": "[boss](https://evil.example) @all",
-    "source": "file",
-    "reason": "/approve | shipped",
-}
-PROPOSAL = {"files": ["app/webhooks.py"], "proposer": "llm", "recipe": None, "diff_sha256": "a" * 64}
+HOSTILE_DECISION = Decision(
+    decision="approve",
+    actor="/merge",
+    delegated_by="[boss](https://evil.example) @all",
+    source="file",
+    reason="/approve | shipped",
+)
+PROPOSAL = Candidate(
+    Proposal(
+        id="p1",
+        proposer="llm",
+        diff="",
+        diff_sha256="a" * 64,
+        files=["app/webhooks.py"],
+        guard=Guard(allowed=True, reasons=[]),
+    ),
+    changed_lines=1,
+    rationale="",
+)
 
 
 def test_the_mr_note_quotes_actors_and_reasons_and_carries_no_quick_action():
     note = report.mr_note(
         run_id="flow-1",
         proposal=PROPOSAL,
-        decisions=[HOSTILE_DECISION],
+        decisions=[("approve", HOSTILE_DECISION)],
         reproduce=_run("fail"),
         verify=_run("pass"),
         checks=[],
@@ -95,14 +107,14 @@ def test_the_mr_note_quotes_actors_and_reasons_and_carries_no_quick_action():
 
 
 def test_the_commit_message_quotes_actors_so_no_trailer_can_be_forged(tmp_path):
-    decision = HOSTILE_DECISION | {"actor": "bot Signed-off-by: Eve <eve@example.com>", "delegated_by": None}
+    decision = HOSTILE_DECISION.but(actor="bot Signed-off-by: Eve <eve@example.com>", delegated_by=None)
     message = report.commit_message(
         handler="app/webhooks.py",
         proposal=PROPOSAL,
         run_id="flow-1",
         failing=["lost-ack"],
         expected="b" * 40,
-        decisions=[decision],
+        decisions=[("approve", decision)],
         bundle_rel="out/flow-1",
     )
     assert 'by "bot Signed-off-by: Eve <eve@example.com>"' in message

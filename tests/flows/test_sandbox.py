@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from acklab.flows.errors import FlowSpecInvalid
-from acklab.flows.sandbox import make_sandbox
+from acklab.flows.errors import FlowError, FlowSpecInvalid
+from acklab.flows.sandbox import make_sandbox, project_root
 from tests.flows.conftest import ROOT, UNSAFE, run_git
 
 
@@ -52,3 +52,15 @@ def test_the_cli_refuses_with_exit_3(tmp_path, capsys):
         main(["flow", "sandbox", str(tmp_path / "new")])
     assert info.value.code == 0
     assert "acklab flow run flows/repair.yaml --local" in capsys.readouterr().out
+
+
+def test_outside_a_checkout_it_says_it_needs_one(tmp_path):
+    # An installed acklab: the flows package sits in site-packages, no fixture tests nor spec beside it.
+    package = tmp_path / "site-packages" / "acklab" / "flows"
+    package.mkdir(parents=True)
+    with pytest.raises(FlowError) as info:
+        project_root(package)
+    assert int(info.value.exit_code) == 4
+    assert str(package.parent) in str(info.value)
+    assert "Clone the acklab repository" in str(info.value)
+    assert project_root() == ROOT

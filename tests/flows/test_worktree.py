@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from acklab.flows.errors import FlowError
-from acklab.flows.lab import percentile
 from acklab.flows.worktree import head_sha, python_env, repo_snapshot, worktree
 from tests.flows.conftest import ROOT, make_repo
 
@@ -65,9 +64,3 @@ def test_the_patched_module_is_the_one_a_check_imports(tmp_path):
         check=True,
     )
     assert done.stdout.strip() == str(ROOT / "app" / "webhooks.py")
-
-
-def test_percentile_is_nearest_rank():
-    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
-    assert percentile([float(i) for i in range(1, 101)], 95) == 95.0
-    assert percentile([7.0], 95) == 7.0

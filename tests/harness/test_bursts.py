@@ -85,10 +85,10 @@ def test_a_last_byte_burst_writes_exactly_the_bytes_the_transport_writes(tmp_pat
     assert all(raw == transported for raw in bursted)
     # Recorded like every other delivery: status, headers, the bounded answer, the handler's clock.
     for record in records:
-        doc = record.as_dict()
+        doc = record.document().dump()
         assert (doc["status"], doc["sender_status"], doc["error"]) == (200, 200, None)
         assert (doc["response_excerpt"], doc["response_bytes"], doc["response_truncated"]) == ("{}", 2, False)
-        assert doc["headers"] == records[0].as_dict()["headers"]
+        assert doc["headers"] == records[0].document().dump()["headers"]
     assert burst.sync == "last-byte"
     assert burst.release_spread_ms is not None
     assert burst.handler_spread_ms is not None
@@ -257,17 +257,23 @@ def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
 
 
 def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived():
+    from acklab.evidence.documents.incident import ArrivalSpread
+    from acklab.evidence.documents.run import RunDocument, RunExperiment
+    from acklab.evidence.documents.trial import Trial
     from acklab.harness.cli.progress import spread_lines
-    from acklab.harness.engine.documents import arrival_spread
+    from tests.evidence.factories import T0, T1
+    from tests.evidence.factories import trial as trial_doc
 
-    def trial(*tries: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "fault": {
+    def trial(index: int, *tries: dict[str, Any]) -> Trial:
+        doc = trial_doc("r1", "concurrent-duplicates", index)
+        numbered = [{"try": n, "event_ids": [], "evidence": "x"} | t for n, t in enumerate(tries, 1)]
+        if tries:
+            doc["fault"] = {
                 "name": "concurrent-duplicates",
                 "landed": any(t["landed"] for t in tries),
-                "tries": list(tries),
+                "tries": numbered,
             }
-        }
+        return Trial.read(doc)
 
     missed = {"landed": False, "facts": {"burst_sync": "last-byte", "release_spread_ms": 9.0}}
     landed = {
@@ -275,19 +281,24 @@ def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived
         "facts": {"burst_sync": "last-byte", "release_spread_ms": 0.1, "handler_spread_ms": 3.0},
     }
     quiet = {"landed": True, "facts": {"burst_sync": "last-byte", "release_spread_ms": 0.3}}
-    spread = arrival_spread([trial(missed, landed), trial(quiet), {"fault": None}])
-    # Each trial counts by the try its proof rests on (the landed one), not by its misses.
-    assert spread == {
+    spread = ArrivalSpread.of([trial(0, missed, landed), trial(1, quiet), trial(2)])
+    assert spread is not None
+    # Each trial counts by the try its proof rests on (the landed one), not by its misses; the
+    # p50 is the one of every figure acklab reports (nearest rank: a spread that happened).
+    assert spread.dump() == {
         "burst_sync": "last-byte",
         "bursts": 2,
-        "release_ms": {"p50": 0.2, "max": 0.3},
+        "release_ms": {"p50": 0.1, "max": 0.3},
         "handler_ms": {"p50": 3.0, "max": 3.0},
     }
-    assert arrival_spread([trial({"landed": True, "facts": {"at_handler_together": 2}})]) is None
-    summary = {
-        "experiments": [{"name": "concurrent-duplicates", "arrival_spread": spread}, {"name": "lost-ack"}]
-    }
-    assert spread_lines(summary) == [
-        "concurrent-duplicates: 2 bursts released last-byte; sender release p50 0.200 ms (max 0.300); "
+    assert ArrivalSpread.of([trial(0, {"landed": True, "facts": {"at_handler_together": 2}})]) is None
+    entry = RunExperiment.skipped("lost-ack", "not this time")
+    run = RunDocument.build(
+        run_id="r1", target="fixture:live", seed=7, status="complete", started_at=T0, ended_at=T1,
+        experiments=[entry.but(name="concurrent-duplicates", arrival_spread=spread), entry],
+        acklab_version="0",
+    )  # fmt: skip
+    assert spread_lines(run) == [
+        "concurrent-duplicates: 2 bursts released last-byte; sender release p50 0.100 ms (max 0.300); "
         "handler arrival p50 3.000 ms (max 3.000)"
     ]

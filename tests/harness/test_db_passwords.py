@@ -74,7 +74,7 @@ def test_the_run_refuses_the_db_password_and_the_callers_own_secrets():
     refused = _secrets(target, RunOptions(db=url, secrets=("caller-token-0123", "short")))
     assert {"planted-pw-123", ":planted-pw-123@", url, target.secret, "caller-token-0123"} <= set(refused)
     assert "short" not in refused  # too short: the guard would trip on ordinary text
-    assert target.describe()["database"] == "postgresql"
+    assert target.describe().database == "postgresql"
     assert "planted" not in repr(RunOptions(db=None, secrets=("planted-pw-123",)))
 
 

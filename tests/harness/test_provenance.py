@@ -81,7 +81,7 @@ def test_the_fixture_names_the_checkout_its_app_package_comes_from(monkeypatch):
         [GIT, "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     )
     expected = head.stdout.strip() if head.returncode == 0 else None  # a checkout, or an sdist
-    assert target.describe()["commit_sha"] == expected
+    assert target.describe().commit_sha == expected
 
 
 def test_the_fixture_names_its_handler_by_the_content_hash_of_the_module_that_runs():
@@ -92,7 +92,7 @@ def test_the_fixture_names_its_handler_by_the_content_hash_of_the_module_that_ru
         target = resolve_target(f"fixture:{handler}")
         source = target.source_dir()
         assert source is not None
-        hashes[handler] = target.describe()["handler_sha256"]
+        hashes[handler] = target.describe().handler_sha256
         assert hashes[handler] == hashlib.sha256((source / module).read_bytes()).hexdigest()
         assert target.revision.handler_sha256 == hashes[handler]
     assert hashes["live"] != hashes["unsafe"]
@@ -114,7 +114,7 @@ def test_a_checkouts_fixture_is_named_by_the_handler_in_that_checkout(tmp_path):
     shutil.copyfile(own / "unsafe.py", tmp_path / "app" / "webhooks.py")
     target = checkout_target("fixture:live", tmp_path, db_url=None)
     assert target.name == "fixture:live"
-    assert target.describe()["handler_sha256"] == hashlib.sha256((own / "unsafe.py").read_bytes()).hexdigest()
+    assert target.describe().handler_sha256 == hashlib.sha256((own / "unsafe.py").read_bytes()).hexdigest()
     (tmp_path / "app" / "webhooks.py").unlink()
     (tmp_path / "app" / "webhooks.py").symlink_to("/dev/zero")
     assert "handler_sha256" not in checkout_target("fixture:live", tmp_path, db_url=None).describe()

@@ -180,7 +180,7 @@ def test_an_env_endpoint_is_named_by_its_variable_never_by_its_value(tmp_path, m
     monkeypatch.setenv("SHOP_HOOK_URL", "http://127.0.0.1:9000/hooks?token=tok-planted-0123456789")
     target = load_target(path, allow_remote=False)
     assert target.endpoint.endswith("token=tok-planted-0123456789")
-    assert target.describe()["endpoint"] == "env:SHOP_HOOK_URL"
+    assert target.describe().endpoint == "env:SHOP_HOOK_URL"
 
 
 @pytest.mark.parametrize(

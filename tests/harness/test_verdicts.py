@@ -5,8 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acklab.harness.core.verdicts import judge
+from acklab.harness.core.verdicts import Judgement
+from acklab.harness.core.verdicts import judge as judge_trial
 from acklab.harness.targets import Expect
+from tests.harness.trial_records import trial_of
 
 EXPECT = Expect(max_effects=1, conflict_status=(409, 422))
 
@@ -17,6 +19,10 @@ def delivery(seq, status, kind="original", event_id="evt_1"):
 
 def observation(effects, note, event_id="evt_1"):
     return {"event_id": event_id, "effects": effects, "note": note}
+
+
+def judge(record, expect) -> Judgement:
+    return judge_trial(trial_of(record), expect)
 
 
 def trial(deliveries, observations, event_ids=("evt_1",)):
@@ -46,14 +52,14 @@ def test_two_effects_violate_at_most_once():
         EXPECT,
     )
     assert result.verdict == "fail"
-    assert [(v["invariant"], v["observed"], v["expected"]) for v in result.violations] == [
+    assert [(v.invariant, v.observed, v.expected) for v in result.violations] == [
         ("at-most-once-effect", 2, "<= 1")
     ]
 
 
 def test_an_acknowledged_event_without_effect_violates_acked_exactly_once():
     result = judge(trial([delivery(0, 202)], [observation(0, "before"), observation(0, "final")]), EXPECT)
-    assert [v["invariant"] for v in result.violations] == ["acked-exactly-once"]
+    assert [v.invariant for v in result.violations] == ["acked-exactly-once"]
 
 
 def test_a_missing_final_observation_is_an_error_not_a_pass():
@@ -81,7 +87,7 @@ def test_a_used_event_id_is_an_error():
 def test_a_2xx_to_a_conflicting_body_fails_even_when_the_count_stays_one():
     observations = [observation(0, "before"), observation(1, "before-conflict"), observation(1, "final")]
     result = judge(trial([delivery(0, 200), delivery(1, 200, "conflict")], observations), EXPECT)
-    assert [(v["invariant"], v["observed"]) for v in result.violations] == [("conflict-rejected", 200)]
+    assert [(v.invariant, v.observed) for v in result.violations] == [("conflict-rejected", 200)]
     rejected = judge(trial([delivery(0, 200), delivery(1, 409, "conflict")], observations), EXPECT)
     assert rejected.verdict == "pass"
 
@@ -89,7 +95,7 @@ def test_a_2xx_to_a_conflicting_body_fails_even_when_the_count_stays_one():
 def test_an_accepted_replay_fails_and_an_unanswered_one_is_an_error():
     observations = [observation(0, "before"), observation(1, "final")]
     accepted = judge(trial([delivery(0, 200, "replay-stale")], observations), EXPECT)
-    assert {v["invariant"] for v in accepted.violations} == {"replay-rejected"}
+    assert {v.invariant for v in accepted.violations} == {"replay-rejected"}
     silent = judge(
         trial([delivery(0, None, "replay-tampered")], [observation(0, "before"), observation(0, "final")]),
         EXPECT,
@@ -138,12 +144,12 @@ def _fault(name, *tries):
 def test_every_attempt_answered_5xx_fails_eventually_acknowledged():
     deliveries = [delivery(i, 500, "original" if i == 0 else "retry") for i in range(4)]
     result = judge(trial(deliveries, [observation(0, "before"), observation(4, "final")]), EXPECT)
-    assert {v["invariant"] for v in result.violations} == {"at-most-once-effect", "eventually-acknowledged"}
-    unacked = next(v for v in result.violations if v["invariant"] == "eventually-acknowledged")
-    assert (unacked["observed"], unacked["delivery"]["seq"]) == ("500, 500, 500, 500", 3)
+    assert {v.invariant for v in result.violations} == {"at-most-once-effect", "eventually-acknowledged"}
+    unacked = next(v for v in result.violations if v.invariant == "eventually-acknowledged")
+    assert (unacked.observed, unacked.delivery.seq) == ("500, 500, 500, 500", 3)
     # No effect either: still the handler's 5xx, not an untested target.
     nothing = judge(trial(deliveries, [observation(0, "before"), observation(0, "final")]), EXPECT)
-    assert [v["invariant"] for v in nothing.violations] == ["eventually-acknowledged"]
+    assert [v.invariant for v in nothing.violations] == ["eventually-acknowledged"]
 
 
 def test_answers_from_the_labs_own_booting_service_make_the_trial_an_error_never_a_pass():
@@ -159,8 +165,8 @@ def test_a_count_that_grew_after_judgement_fails_at_most_once_and_says_when():
     observations = [observation(0, "before"), observation(1, "final"), observation(2, "late")]
     result = judge(trial([delivery(0, 200), delivery(1, 200, "retry")], observations), EXPECT)
     (violation,) = result.violations
-    assert (violation["invariant"], violation["observed"]) == ("at-most-once-effect", 2)
-    assert "after the trial was judged" in violation["detail"]
+    assert (violation.invariant, violation.observed) == ("at-most-once-effect", 2)
+    assert "after the trial was judged" in violation.detail
 
 
 def test_a_late_read_that_failed_is_an_error_unless_a_violation_is_proven():
@@ -215,9 +221,9 @@ def test_conflict_ignore_accepts_a_2xx_and_fails_on_a_changed_state():
     assert judge(trial(deliveries, same), EXPECT).verdict == "fail"  # reject wants 409/422
     changed = [*same[:2], {**observation(1, "final"), "state": "[[9900]]"}]
     (violation,) = judge(trial(deliveries, changed), ignore).violations
-    assert (violation["invariant"], violation["observed"]) == ("conflict-rejected", "[[9900]]")
+    assert (violation.invariant, violation.observed) == ("conflict-rejected", "[[9900]]")
     refused = judge(trial([delivery(0, 200), delivery(1, 409, "conflict")], same), ignore)
-    assert [v["observed"] for v in refused.violations] == [409]
+    assert [v.observed for v in refused.violations] == [409]
 
 
 def test_a_failed_control_delivery_in_replay_is_named_as_the_control():
@@ -233,9 +239,9 @@ def test_a_failed_control_delivery_in_replay_is_named_as_the_control():
         observation(0, "final", "evt_2"),
     ]
     result = judge(trial(deliveries, observations, event_ids=("evt_1", "evt_2")), EXPECT)
-    assert {v["event_id"] for v in result.violations} == {"evt_1"}
-    assert all("control" in v["detail"] for v in result.violations)
-    assert "replay-rejected" not in {v["invariant"] for v in result.violations}
+    assert {v.event_id for v in result.violations} == {"evt_1"}
+    assert all("control" in v.detail for v in result.violations)
+    assert "replay-rejected" not in {v.invariant for v in result.violations}
 
 
 def test_a_proven_violation_outweighs_an_error_elsewhere():

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from acklab.harness.core.verdicts import judge
+from acklab.harness.core.verdicts import Judgement
+from acklab.harness.core.verdicts import judge as judge_trial
 from acklab.harness.targets import Expect
+from tests.harness.trial_records import trial_of
+
+
+def judge(record: dict, expect: Expect) -> Judgement:
+    return judge_trial(trial_of(record), expect)
 
 
 def record(first_status: int, after_fault: int, final: int) -> dict:
@@ -30,8 +36,8 @@ def record(first_status: int, after_fault: int, final: int) -> dict:
 
 def test_a_2xx_that_committed_nothing_during_the_fault_is_a_violation():
     judgement = judge(record(first_status=200, after_fault=0, final=0), Expect())
-    assert [v["invariant"] for v in judgement.violations] == ["acked-exactly-once", "no-2xx-without-commit"]
-    assert judgement.violations[1]["observed"] == 200
+    assert [v.invariant for v in judgement.violations] == ["acked-exactly-once", "no-2xx-without-commit"]
+    assert judgement.violations[1].observed == 200
 
 
 def test_a_5xx_during_the_fault_then_one_effect_passes():

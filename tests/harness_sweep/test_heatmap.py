@@ -27,9 +27,9 @@ def test_every_cell_says_its_verdict_rate_and_counts_in_text():
     svg = parse(render_heatmap(cells, title="sweep s: fail"))
     words = texts(svg)
     assert {"PASS", "FAIL", "SKIPPED", "100% pass", "25% pass", "live", "unsafe", "sqlite"} <= set(words)
-    assert "1/4 passed \u00b7 3 failed" in words
-    assert "0 errors \u00b7 5 viol." in words
-    assert "needs a TCP link to the" in words  # the reason, wrapped
+    assert {"4 trials", "5 violations", "0 violations"} <= set(words)
+    assert "needs a TCP" in words  # the reason, wrapped to the cell
+    assert "link to the" in words
     assert "not run" in words  # live x db-reset has no cell
     assert svg.get("role") == "img"
     assert svg.find(f"{SVG}title").text == "sweep s: fail"
@@ -68,22 +68,24 @@ def test_describe_reads_as_a_sentence():
 
 
 def test_a_sweep_document_draws_with_links_the_reader_chooses():
+    from acklab.evidence.documents.sweep import SweepDocument
     from acklab.evidence.heatmap import sweep_heatmap
 
     cells = [
         {"target": "fixture:live", "database": "sqlite", "experiment": "lost-ack", "verdict": "pass",
          "trials": 2, "passed": 2, "failed": 0, "errors": 0, "violations": 0, "incident": "r1/incidents/i.json"},
     ]  # fmt: skip
-    doc = {
-        "sweep_id": "s",
-        "verdict": "pass",
-        "trials_per_experiment": 2,
-        "experiments": ["lost-ack"],
-        "cells": cells,
-    }
+    doc = SweepDocument.read(
+        {"schema": "acklab/sweep/v1", "sweep_id": "s", "status": "complete", "verdict": "pass", "seed": 7,
+         "trials_per_experiment": 2, "targets": ["fixture:live"], "databases": [{"label": "sqlite", "url": None}],
+         "experiments": ["lost-ack"], "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:01Z",
+         "runs": [], "cells": cells}
+    )  # fmt: skip
     (default,) = parse(sweep_heatmap(doc)).iter(f"{SVG}a")
     assert default.get("href") == "r1/incidents/i.json"
-    inline = sweep_heatmap(doc, href=lambda c: f"/bundles/x~{c['incident'].split('/')[0]}", declaration=False)
+    inline = sweep_heatmap(
+        doc, href=lambda c: f"/bundles/x~{(c.incident or '').split('/')[0]}", declaration=False
+    )
     (link,) = ET.fromstring(inline).iter(f"{SVG}a")
     assert link.get("href") == "/bundles/x~r1"
     assert "acklab sweep s: pass (2 trials per cell)" in texts(ET.fromstring(inline))

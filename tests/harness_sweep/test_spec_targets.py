@@ -28,12 +28,12 @@ def test_spec_targets_run_once_on_their_own_database_and_inapplicable_experiment
     )
     result = run_sweep(options)
     assert int(result.exit_code) == 1
-    cells = result.doc["cells"]
+    cells = result.doc.dump()["cells"]
     assert len(cells) == 4  # two targets x one database each x two experiments
     assert cell(cells, "receipt", "sqlite (target spec)", "lost-ack")["verdict"] == "pass"
     assert cell(cells, "no-dedupe", "sqlite (target spec)", "lost-ack")["verdict"] == "fail"
     skipped = cell(cells, "receipt", "sqlite (target spec)", "db-reset")
     assert skipped["verdict"] == "skipped"
     assert "fixture" in skipped["reason"]
-    assert [r["target"] for r in result.doc["runs"]] == [str(correct), str(broken)]
+    assert [r["target"] for r in result.doc.dump()["runs"]] == [str(correct), str(broken)]
     assert verify(result.root).ok

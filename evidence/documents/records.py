@@ -1,0 +1,173 @@
+"""What a trial records: deliveries, effects observations, commit confirmations, violations, fault proofs.
+
+Each mirrors a ``$defs`` object of ``common.schema.json``. The harness builds them as the
+trial runs (`acklab.harness.wire.records` keeps the live state of a delivery and hands out a
+`Delivery` when asked); verdicts, the console and the repair flow read them back from here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from .base import Document, Omit
+from .verdicts import Invariant
+
+Timestamp = str  # RFC 3339 with a timezone (`evidence.validate` checks the format)
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Count = Annotated[int, Field(ge=0)]
+DeliveryKind = Literal[
+    "original",
+    "retry",
+    "duplicate",
+    "conflict",
+    "replay-stale",
+    "replay-tampered",
+    "replay-foreign-secret",
+    "probe",
+]
+ObservationSource = Literal["sql", "http", "fixture", "callable"]
+# Deliveries that bring the event itself (not a conflicting body, not a forged replay).
+DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
+
+
+def is_faulted(fault: object) -> bool:
+    """Whether a delivery's ``fault`` names one (``none`` and empty do not)."""
+    return isinstance(fault, str) and fault not in ("", "none")
+
+
+class Delivery(Document):
+    """One HTTP attempt the lab sent, as the sender saw it and as the handler answered."""
+
+    SCHEMA = "common#/$defs/delivery"
+
+    seq: Count
+    event_id: str
+    attempt: Annotated[int, Field(ge=1)]
+    kind: DeliveryKind
+    fault: str
+    sent_at: Timestamp
+    latency_ms: Annotated[float, Field(ge=0)]
+    status: int | None
+    sender_status: int | None
+    error: str | None
+    headers: dict[str, str]
+    body_sha256: Sha256
+    response_excerpt: Annotated[str, Field(max_length=2000)] | None = None
+    response_bytes: Omit[Count] = None
+    response_sha256: Omit[Sha256] = None
+    response_truncated: Omit[bool] = None
+    service_ready: Omit[bool] = None
+
+    @property
+    def acknowledged(self) -> bool:
+        """The handler answered 2xx (whatever the sender saw)."""
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def faulted(self) -> bool:
+        """A fault was applied to this attempt."""
+        return is_faulted(self.fault)
+
+    @property
+    def answered_ms(self) -> float | None:
+        """The handler's latency, when the handler answered (`latency.answered_latency`'s rule)."""
+        return self.latency_ms if self.status is not None else None
+
+
+class Observation(Document):
+    """An effects count read back from the target's database."""
+
+    SCHEMA = "common#/$defs/observation"
+
+    at: Timestamp
+    event_id: str
+    effects: Count
+    source: ObservationSource
+    after_seq: int | None
+    note: Omit[str] = None
+    state: Omit[Annotated[str, Field(max_length=500)]] = None
+
+
+class CommitConfirmation(Document):
+    """lost-ack: the lab saw the handler's commit before handing the sender a synthetic status."""
+
+    SCHEMA = "common#/$defs/commit_confirmation"
+
+    seq: int
+    confirmed: bool
+    effects: int
+    observed_at: Timestamp
+    synthetic_status: int
+
+
+class ViolationDelivery(Document):
+    """The delivery that caused a violation."""
+
+    SCHEMA = "common#/$defs/violation/properties/delivery"
+
+    seq: Count
+    kind: str
+    attempt: Omit[Annotated[int, Field(ge=1)]] = None
+
+
+class Violation(Document):
+    """One broken invariant: the event, what was observed against what was expected, and why."""
+
+    SCHEMA = "common#/$defs/violation"
+
+    invariant: Invariant
+    event_id: str
+    observed: int | str | None
+    expected: str
+    detail: str
+    trial: Omit[str] = None
+    delivery: Omit[ViolationDelivery] = None
+
+    def describe(self) -> str:
+        """One line: invariant, event, observed vs expected."""
+        return (
+            f"{self.invariant} on event {self.event_id}: observed {self.observed}, expected {self.expected}"
+        )
+
+
+class FaultTry(Document):
+    """One try of a trial's fault on fresh events: did it land, and what shows it."""
+
+    SCHEMA = "common#/$defs/trial/properties/fault/properties/tries/items"
+
+    try_: Annotated[int, Field(alias="try", ge=1)]
+    event_ids: list[str]
+    landed: bool
+    evidence: str
+    facts: Omit[dict[str, Any]] = None
+
+
+class FaultProof(Document):
+    """A trial's ``fault``: its name, whether some try landed, and every try."""
+
+    SCHEMA = "common#/$defs/trial/properties/fault"
+
+    name: str
+    landed: bool
+    tries: list[FaultTry]
+
+    @classmethod
+    def of(cls, name: str, tries: list[FaultTry]) -> FaultProof:
+        return cls(name=name, landed=any(t.landed for t in tries), tries=tries)
+
+    @property
+    def proving_try(self) -> FaultTry | None:
+        """The try the proof rests on: the one that landed, else the last."""
+        return next((t for t in self.tries if t.landed), self.tries[-1] if self.tries else None)
+
+
+class LateRead(Document):
+    """The re-read of every event's effects at the end of the run, before any service stopped."""
+
+    SCHEMA = "common#/$defs/trial/properties/late_read"
+
+    at: Timestamp
+    error: str | None = None
+    grew: Omit[list[str]] = None

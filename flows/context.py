@@ -1,0 +1,114 @@
+"""What every checkpoint of a flow run may use: its configuration, its trail, the lab, the console.
+
+`FlowContext` never changes while the flow runs; what the flow learns travels in the stage
+values of `flows.state`. The trail is where checkpoints record themselves, and the only
+thing they write to.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acklab.evidence.documents.trail import CheckpointName
+
+from .approvals import DecisionSource
+from .errors import FlowError
+from .escape import visible
+from .lab import LabRun, run_lab
+from .proposers import ProposalRequest, Proposer
+from .publish import Publisher
+from .spec import FlowSpec
+from .state import Reproduced
+from .trail import Trail
+from .worktree import Worktree
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(f"flow: {message}\n")
+    sys.stderr.flush()
+
+
+@dataclass
+class FlowConfig:
+    """What one flow run needs; the CLI builds it from flags, tests build it directly."""
+
+    repo: Path
+    spec: FlowSpec
+    out: Path
+    proposer: Proposer
+    decisions: DecisionSource
+    publisher: Publisher
+    secrets: list[str] = field(default_factory=list)
+    echo: Callable[[str], None] = _stderr
+    propose_only: bool = False
+
+
+@dataclass(frozen=True)
+class FlowContext:
+    """One flow run's configuration and trail, and the handler file its scope names."""
+
+    config: FlowConfig
+    trail: Trail
+    handler: str
+
+    @classmethod
+    def of(cls, config: FlowConfig, trail: Trail) -> FlowContext:
+        scoped = config.spec.scoped_files()
+        if not scoped:
+            raise FlowError(f"{config.spec.path}: the scope allows no single file a proposal could target")
+        return cls(config, trail, scoped[0])
+
+    @property
+    def spec(self) -> FlowSpec:
+        return self.config.spec
+
+    def say(self, message: str) -> None:
+        # Progress lines quote proposals, guard reasons, actors: no control character reaches a terminal.
+        self.config.echo(visible(message))
+
+    def attempt(self, name: CheckpointName) -> int:
+        """The attempt number of checkpoint `name` about to run (1 the first time)."""
+        return self.trail.attempts(name) + 1
+
+    def lab(self, checkout: Worktree, experiments: Sequence[str], why: str) -> LabRun:
+        """Attack `checkout` with `experiments` (FlowError, exit 4, when the lab could not judge them)."""
+        spec = self.spec
+        self.say(f"{why}: {', '.join(experiments)} x{spec.trials} on {checkout.path} ...")
+        run = run_lab(
+            checkout.path,
+            target=spec.target,
+            experiments=list(experiments),
+            trials=spec.trials,
+            seed=spec.seed,
+            out=self.config.out,
+            secrets=self.config.secrets,
+        )
+        for exp in run.experiments.values():
+            self.say(f"  {exp.line()}")
+        if run.errored() or not run.experiments:
+            problems = [run.experiments[n].line() for n in run.errored()]
+            if run.error:
+                problems.append(run.error)
+            raise FlowError(f"the lab could not run ({why}): {'; '.join(problems) or 'no experiments ran'}")
+        return run
+
+    def skip_rest(self, after: CheckpointName, why: str) -> None:
+        """Record every checkpoint after `after` as skipped, with why."""
+        names = list(self.spec.checkpoints)
+        for name in names[names.index(after) + 1 :]:
+            self.trail.skipped(name, why)  # type: ignore[arg-type]  # the spec's checkpoint names
+
+    def request(self, state: Reproduced, feedback: str | None) -> ProposalRequest:
+        """What a proposer is told about the failure it is to repair."""
+        return ProposalRequest(
+            handler_path=self.handler,
+            handler_source=state.source,
+            incident_summary=state.incident,
+            failing_experiments=state.failing,
+            scope=self.spec.scope,
+            limits=self.spec.limits,
+            feedback=feedback,
+        )
