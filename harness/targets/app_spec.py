@@ -231,12 +231,7 @@ def app_target(
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
         template=doc["event"],
         conflict_set=doc.get("conflict", {}).get("set", DEFAULT_CONFLICT),
-        expect=Expect(
-            max_effects=int(expect.get("max_effects", 1)),
-            conflict_status=tuple(expect.get("conflict_status", (409, 422))),
-            conflict=str(expect.get("conflict", "reject")),
-            effects_within_s=float(expect.get("effects_within_s", 0)),
-        ),
+        expect=Expect.from_dict(expect),
         headers=resolve_headers(doc.get("headers", {}), field_name="headers"),
         event_type=delivery.get("event_type"),
         app=asgi,

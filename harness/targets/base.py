@@ -55,7 +55,8 @@ class Expect:
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Expect:
-        """The inverse of `as_dict` (a trial record's ``parameters.expect``; older records lack fields)."""
+        """A spec's ``expect:`` (schema-checked; absent fields take their defaults), and the
+        inverse of `as_dict` (a trial record's ``parameters.expect``; older records lack fields)."""
         return cls(
             max_effects=int(doc.get("max_effects", 1)),
             conflict_status=tuple(doc.get("conflict_status", (409, 422))),
