@@ -11,6 +11,9 @@ under its own key of ``bench/.test-timing.json``:
   the system dependencies were hidden from it (scripts/unit.sh).
 
 Any other session (a quick local run) writes nothing, so it never replaces a real figure.
+Under pytest-xdist (``make test`` runs two workers) every worker collects the whole suite:
+the workers say what kind of session it is and what it holds, and only the controller, which
+sees every outcome and the whole wall time, writes the record.
 The README's test counts come from this record (bench/test_timing.py), never from a hand.
 ``ACKLAB_TEST_TIMING`` names another file (the plugin's own tests write there).
 """
@@ -29,6 +32,8 @@ import pytest
 TIMING = Path(os.environ.get("ACKLAB_TEST_TIMING") or Path(__file__).with_name(".test-timing.json"))
 _STARTED = pytest.StashKey[float]()
 _DESELECTED = pytest.StashKey[int]()
+_FROM_WORKERS = pytest.StashKey[dict[str, Any]]()
+WORKER_KEY = "acklab_test_timing"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -66,13 +71,40 @@ def _kind(session: pytest.Session) -> str | None:
     return None
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: keep what a worker said of the session (all workers say the same)."""
+    said = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+    if said is not None and error is None:
+        node.config.stash[_FROM_WORKERS] = said
+
+
+def _held(session: pytest.Session, kind: str) -> dict[str, Any]:
+    from tests.tiers import counts
+
+    return {
+        "kind": kind,
+        "tests": session.testscollected,  # after deselection: what ran
+        "tiers": counts(session.items) if kind == "pytest" else None,
+    }
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _STARTED not in session.stash:
         return
-    kind = _kind(session)
-    if kind is None:
+    config: Any = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: it ran a share; the controller writes
+        kind = _kind(session)
+        config.workeroutput[WORKER_KEY] = _held(session, kind) if kind is not None else None
         return
-    from tests.tiers import counts
+    if getattr(config.option, "dist", "no") != "no":  # the controller: the workers collected
+        held = config.stash.get(_FROM_WORKERS, None)
+    else:
+        kind = _kind(session)
+        held = _held(session, kind) if kind is not None else None
+    if held is None:
+        return
+    kind = held["kind"]
 
     reporter: Any = session.config.pluginmanager.get_plugin("terminalreporter")
     stats = getattr(reporter, "stats", {}) if reporter is not None else {}
@@ -82,13 +114,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     entry: dict[str, Any] = {
         "wall_s": round(time.perf_counter() - session.stash[_STARTED], 1),
         "exit_status": int(exitstatus),
-        "tests": session.testscollected,  # after deselection: what ran
+        "tests": held["tests"],
         "outcomes": outcomes,
         "cpus": os.cpu_count(),
         "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
     if kind == "pytest":
-        entry["tiers"] = counts(session.items)
+        entry["tiers"] = held["tiers"]
     else:
         entry["hidden"] = os.environ.get("ACKLAB_UNIT_HIDING") == "1"
     previous: dict[str, Any] = {}

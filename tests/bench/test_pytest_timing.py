@@ -64,6 +64,17 @@ def test_the_whole_suite_is_recorded_with_its_tiers(session: pytest.Pytester, tm
     assert "unit" not in recorded(tmp_path)
 
 
+def test_a_session_on_two_xdist_workers_is_recorded_whole(session: pytest.Pytester, tmp_path: Path) -> None:
+    """make test runs two workers: each collects the suite and runs a share; the record is one."""
+    run(session, "-n", "2")
+    entry = recorded(tmp_path)["pytest"]
+    assert entry["tests"] == 3
+    assert entry["outcomes"] == {"passed": 3}
+    assert entry["tiers"] == {"unit": 1, "postgres": 1, "browser": 0, "gitlab_ci_local": 0, "slow": 1}
+    run(session, "-n", "2", "-k", "plain")  # a part, on workers too, writes nothing
+    assert recorded(tmp_path)["pytest"] == entry
+
+
 def test_the_unit_tier_is_recorded_apart(session: pytest.Pytester, tmp_path: Path) -> None:
     run(session, "--tier=unit")
     entry = recorded(tmp_path)["unit"]
