@@ -43,7 +43,7 @@ test: install system-deps lint typecheck pytest
 
 ## unit: the unit tier (no PostgreSQL, Chromium, Node or gitlab-ci-local; they are hidden while it runs)
 unit: install
-	scripts/unit.sh -p bench.pytest_timing $(PYTEST_ARGS)
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local (PIPELINE_ARGS="--mr --list", a job name, ...)
 pipeline: install system-deps
