@@ -18,12 +18,11 @@ from acklab.harness.targets.provenance import Revision, revision_of
 from tests.harness.handlers import Receipt
 
 CI_SHA = "0123456789abcdef0123456789abcdef01234567"
-GIT = shutil.which("git")
-needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
+GIT = shutil.which("git")  # installed by scripts/ensure-system-deps.sh (make test)
 
 
 def git(repo: Path, *args: str) -> str:
-    assert GIT is not None
+    assert GIT is not None, "git is not installed: run make test (scripts/ensure-system-deps.sh installs it)"
     done = subprocess.run(
         [GIT, "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
         capture_output=True,
@@ -45,7 +44,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@needs_git
 def test_head_of_the_checkout_and_whether_it_is_dirty(repo):
     head = git(repo, "rev-parse", "HEAD")
     assert revision_of(repo, env={}) == Revision(head, dirty=False)
@@ -70,7 +68,6 @@ def test_outside_a_repository_or_without_git_nothing_is_known(tmp_path, monkeypa
     assert Revision().describe() == {"commit_sha": None}
 
 
-@needs_git
 def test_the_fixture_names_the_checkout_its_app_package_comes_from(monkeypatch):
     monkeypatch.delenv("CI_COMMIT_SHA", raising=False)
     target = resolve_target("fixture:live")
@@ -122,7 +119,6 @@ def test_a_checkouts_fixture_is_named_by_the_handler_in_that_checkout(tmp_path):
 
 
 @pytest.mark.slow
-@needs_git
 def test_a_spec_target_run_records_the_working_directorys_commit(serve_handler, repo, tmp_path, monkeypatch):
     monkeypatch.delenv("CI_COMMIT_SHA", raising=False)
     spec = serve_handler(Receipt(), name="receipt")
