@@ -64,7 +64,7 @@ async def _by_hand(db_url: str | None) -> None:
                 await deliver(
                     "same id, amount changed (a conflict)", conflicting(event, target.conflict_set).body
                 )
-            effects = await endpoint.probe.count(event.event_id)
+            effects = await endpoint.probe.count(event.event_id, event.object_id)
             console.print(
                 f"  fulfillments for {event.event_id}: [bold]{effects}[/] (one event, one side effect)\n"
             )
