@@ -120,7 +120,7 @@ def test_a_checkout_whose_webhook_and_browser_return_both_create_the_order(tmp_p
         assert together["burst_sync"] == "last-byte"
         assert together["at_handler_together"] == 2
         kinds = [d["kind"] for d in trial["deliveries"]]
-        assert kinds.count("competitor") == 3  # together, and both near misses
+        assert kinds.count("competitor") == 5  # three pairs together, and both near misses
     violations = [v for t in found for v in t["violations"]]
     if mode == "racy":
         # Only the race catches a check-then-insert: the near misses see the first order.

@@ -258,7 +258,7 @@ def test_the_unsafe_fixture_breaks_all_three_and_the_live_one_keeps_them(tmp_pat
     }
     assert {v["invariant"] for v in got["sibling-events"]["violations"]} == {"at-most-once-per-object"}
     race = got["race-with-request"]["violations"]
-    assert len(race) == 3  # together and both near misses: the unsafe browser return always fulfils
+    assert len(race) == 5  # three pairs together, both near misses: the unsafe browser return always fulfils
     assert all(v["delivery"] is not None for v in race)
     live = run(RunOptions(target="fixture:live", experiments=names, trials=1, seed=5, out=tmp_path))
     assert live.verdict == "pass", live.run["experiments"]
