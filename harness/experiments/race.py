@@ -31,6 +31,7 @@ from acklab.harness.core.objects import (
     competitor_request,
     joined,
     observe_before,
+    read_after,
     together,
 )
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
@@ -117,9 +118,12 @@ class RaceWithRequestExperiment(Experiment):
                 records: list[DeliveryRecord] = []
                 if variant == "competitor-first":
                     records.append(await trial.transmit(*competitor_request(trial, event)))
+                    await read_after(trial, play, records[-1], state=False)
                 records += await trial.deliver(event)
+                await read_after(trial, play, records[-1], state=False)
                 if variant == "webhook-first":
                     records.append(await trial.transmit(*competitor_request(trial, event)))
+                    await read_after(trial, play, records[-1], state=False)
                 play.arrival = records
                 competitors += [r for r in records if r.kind == "competitor"]
                 proofs.append(answered(records, variant) or landed(f"{variant}: both answered"))
