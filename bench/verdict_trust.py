@@ -35,6 +35,7 @@ from io import BytesIO
 from pathlib import Path
 
 from acklab.evidence.documents.trial import Trial
+from acklab.evidence.exitcodes import AcklabError
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
@@ -91,7 +92,11 @@ def reliability(
     started = time.perf_counter()
     with scenario.started():
         for n in range(runs):
-            result = scenario.run(out / f"{n}")
+            try:
+                result = scenario.run(out / f"{n}")
+            except AcklabError as exc:  # the lab could not run it (exit 4): a run without its verdict
+                wrong.append(f"run {n}: the lab failed: {exc}"[:300])
+                continue
             problems = scenario.mismatches(result) + [p for check in extra for p in check(result)]
             if problems:
                 wrong.append(f"run {n}: {problems[0]}"[:300])
