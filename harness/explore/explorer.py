@@ -154,7 +154,6 @@ def _machine(session: LabSession) -> type[RuleBasedStateMachine]:
         # Beyond one event, where the target has the sections (harness.explore.objects).
         objects = session.target.objects
         if len(objects.lifecycle) >= 2:
-
             # One lifecycle object per schedule: any permutation of its events is a few steps away.
             @rule(n=st.integers(1, len(objects.lifecycle)))
             def reorder(self, n: int) -> None:

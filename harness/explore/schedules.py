@@ -178,7 +178,9 @@ class ScheduleRunner:
         differs = model.accepted is not None and body != model.accepted
         if differs:
             ignore = self.expect.conflict == "ignore"  # dedupe by id: a 2xx, and nothing changed
-            rejected = [s for s in statuses if (not _ok(s) if ignore else s not in self.expect.conflict_status)]
+            rejected = [
+                s for s in statuses if (not _ok(s) if ignore else s not in self.expect.conflict_status)
+            ]
             if rejected:
                 wanted = "a 2xx" if ignore else " or ".join(map(str, self.expect.conflict_status))
                 violate(

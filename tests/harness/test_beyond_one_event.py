@@ -17,11 +17,10 @@ from starlette.routing import Route
 
 from acklab.harness.core.object_verdicts import state_value
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.errors import SpecError
 from acklab.harness.experiments.ordering import VARIANTS, permutation
 from acklab.harness.targets.objects import Competitor
-from acklab.harness.targets.spec import load_target
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.targets.spec import load_target
 from acklab.harness.wire.burst_h1 import H1Burst
 from acklab.harness.wire.templates import render, with_set
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
@@ -76,7 +75,8 @@ def test_a_spec_with_the_sections_loads_them_and_older_specs_stay_valid(tmp_path
     )
     assert [e.state for e in target.objects.lifecycle] == ["incomplete", "active"]
     assert target.objects.order == "newest-wins"
-    assert target.object_reads().count and target.object_reads().state
+    assert target.object_reads().count
+    assert target.object_reads().state
     assert target.objects.competitor is not None
     assert target.objects.competitor.ok_status == (200, 201, 202, 204, 303, 409)
 
