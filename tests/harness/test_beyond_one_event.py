@@ -263,3 +263,37 @@ def test_the_unsafe_fixture_breaks_all_three_and_the_live_one_keeps_them(tmp_pat
     live = run(RunOptions(target="fixture:live", experiments=names, trials=1, seed=5, out=tmp_path))
     assert live.verdict == "pass", live.run["experiments"]
     assert all(e["fault_landed"] == 1 for e in live.run["experiments"])
+
+
+@pytest.mark.slow
+def test_out_of_order_is_judged_from_the_records_alone(tmp_path):
+    """In-process (no socket): the unsafe fixture's records fail; the same records with the newest
+    state read everywhere pass — the verdict is the records', re-judged."""
+    from acklab.evidence.documents.trial import Trial
+    from acklab.harness.engine.execute import rejudge
+
+    result = run(
+        RunOptions(target="fixture:unsafe", experiments=("out-of-order",), trials=1, seed=3, out=tmp_path)
+    )
+    (path,) = (result.bundle / "trials").glob("*.json")
+    trial = Trial.read(json.loads(path.read_text()))
+    assert trial.verdict == "fail"
+    newest = {c.events[0].event_id: c.newest.state for c in trial.objects or []}
+    healed = trial.but(
+        observations=[
+            o.but(state=json.dumps(newest[o.event_id])) if o.event_id in newest and o.state is not None else o
+            for o in trial.observations
+            if o.note != "after-delivery"
+        ]
+    )
+    assert rejudge(healed).verdict == "pass"
+    # A read after a delivery that goes back to an older state is what state-never-regresses sees.
+    regressed = rejudge(
+        healed.but(
+            observations=[
+                *healed.observations,
+                *[o for o in trial.observations if o.note == "after-delivery"],
+            ]
+        )
+    )
+    assert {v.invariant for v in regressed.violations} == {"state-never-regresses"}
