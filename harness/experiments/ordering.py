@@ -71,6 +71,10 @@ class OutOfOrderExperiment(Experiment):
     )
     invariants: ClassVar[tuple[str, ...]] = ("newest-state-wins", "state-never-regresses")
     fault_name = "out-of-order"
+    proves = (
+        "once an object's events were delivered in these orders, its state is the newest event's and never "
+        "went back to an older one's"
+    )
 
     def applicable(self, target: Target) -> str | None:
         missing = lifecycle_missing(target)

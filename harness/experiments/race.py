@@ -57,6 +57,10 @@ class RaceWithRequestExperiment(Experiment):
     )
     invariants: ClassVar[tuple[str, ...]] = ("at-most-once-per-object", "acked-exactly-once")
     fault_name = "race-with-request"
+    proves = (
+        "at most one side effect per object when the webhook and the app's own request complete it together "
+        "or one right after the other, and one once either was answered"
+    )
     bursts = True
 
     def applicable(self, target: Target) -> str | None:

@@ -49,6 +49,9 @@ class SiblingEventsExperiment(Experiment):
     )
     invariants: ClassVar[tuple[str, ...]] = ("at-most-once-per-object", "acked-exactly-once")
     fault_name = "sibling-events"
+    proves = (
+        "at most one side effect per object across an event and its siblings, and one for an acknowledged one"
+    )
     bursts = True
 
     def applicable(self, target: Target) -> str | None:
