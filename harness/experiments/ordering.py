@@ -57,8 +57,8 @@ def lifecycle_missing(target: Target) -> str | None:
     if target.objects.lifecycle:
         return None
     return (
-        "the target has no lifecycle: section (one object's events in the provider's order, each with the "
-        "state it leaves); add one to deliver them out of order"
+        "the target has no lifecycle: events (one object's events in the provider's order, each with the "
+        "state it leaves); add them to deliver them out of order"
     )
 
 

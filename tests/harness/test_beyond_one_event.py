@@ -122,7 +122,7 @@ def test_without_the_sections_the_experiments_are_listed_skipped_with_the_reason
     path = spec(tmp_path, monkeypatch)
     assert acklab("plan", "--target", str(path), "--seed", "1", "--json") == 0
     skipped = {s["name"]: s["reason"] for s in json.loads(capsys.readouterr().out)["skipped"]}
-    assert "no lifecycle: section" in skipped["out-of-order"]
+    assert "no lifecycle: events" in skipped["out-of-order"]
     assert "no siblings: section" in skipped["sibling-events"]
     assert "no competitor: section" in skipped["race-with-request"]
     arrival = spec(tmp_path, monkeypatch, lifecycle=LIFECYCLE, expect={"order": "arrival"})
