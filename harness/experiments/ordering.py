@@ -19,6 +19,7 @@ fault landed when every delivery of every permutation was answered. Invariants
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 
 from acklab.harness.core.objects import (
@@ -35,7 +36,6 @@ from acklab.harness.core.trial import TrialContext
 from acklab.harness.experiments.base import Experiment
 from acklab.harness.targets import Target
 from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 
 VARIANTS = ("reversed", "newest-first", "stale-redelivery", "same-second")
@@ -126,28 +126,39 @@ class OutOfOrderExperiment(Experiment):
         steps = trial.lab.target.objects.lifecycle
         n = len(steps)
         probed = trial.lab.endpoint.state is not None
-        sent: list[DeliveryRecord] = []
-        orders: dict[str, list[int]] = {}
-        for v, variant in enumerate(VARIANTS):
-            slot = events[v * n : (v + 1) * n]
-            play = ObjectPlay(
+        plays = [
+            ObjectPlay(
                 self.name,
                 variant,
-                lifecycle_events(trial, slot, same_second=variant == "same-second"),
+                lifecycle_events(trial, events[v * n : (v + 1) * n], same_second=variant == "same-second"),
                 states=[s.state for s in steps],
             )
+            for v, variant in enumerate(VARIANTS)
+        ]
+        for play in plays:
             await observe_before(trial, play, state=probed)
+
+        async def play_out(play: ObjectPlay) -> None:
+            """One object's permutation: each delivery retried until acknowledged, the state read after it."""
             delivered: set[int] = set()
-            for position in permutation(variant, n):
-                kind = "retry" if position in delivered else "original"
-                records = await trial.deliver(play.events[position], kind=kind)
+            for position in permutation(play.variant, n):
+                records = await trial.deliver(
+                    play.events[position], kind="retry" if position in delivered else "original"
+                )
                 delivered.add(position)
                 play.arrival += records
-                sent += records
                 await read_after(trial, play, records[-1], state=probed)
-            await trial.settle(play.events)
-            trial.objects.append(play.case(counted(trial)))
-            orders[variant] = permutation(variant, n)
+
+        # The objects are independent (as a provider's deliveries of several objects are): played at
+        # once, each in its own order; then one settle for all of them.
+        await asyncio.gather(*(play_out(play) for play in plays))
+        settled = (
+            [p.primary for p in plays] if counted(trial) == "object" else [e for p in plays for e in p.events]
+        )
+        await trial.settle(settled)
+        trial.objects += [play.case(counted(trial)) for play in plays]
+        sent = [r for play in plays for r in play.arrival]
+        orders = {play.variant: permutation(play.variant, n) for play in plays}
         silent = answered(sent, "out-of-order")
         if silent is not None:
             return silent

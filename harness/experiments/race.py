@@ -105,6 +105,7 @@ class RaceWithRequestExperiment(Experiment):
             raise TypeError("race-with-request on a target without competitor:")
         proofs: list[Proof] = []
         competitors: list[DeliveryRecord] = []
+        plays: list[ObjectPlay] = []
         for event, variant in zip(events, self.variants(), strict=True):
             play = ObjectPlay(self.name, variant, [event], competitor=True)
             await observe_before(trial, play, state=False)
@@ -131,8 +132,9 @@ class RaceWithRequestExperiment(Experiment):
                 play.arrival = records
                 competitors += [r for r in records if r.kind == "competitor"]
                 proofs.append(answered(records, variant) or landed(f"{variant}: both answered"))
-            await trial.settle(play.events)
-            trial.objects.append(play.case("object"))
+            plays.append(play)
+        await trial.settle(p.primary for p in plays)  # one settle for every object of the try
+        trial.objects += [p.case("object") for p in plays]
         refused = [r for r in competitors if r.status is not None and r.status not in competitor.ok_status]
         if refused:
             first = refused[0]
