@@ -235,6 +235,9 @@ def object_rows(view: TrialView, obj: ObjectView) -> list[Row]:
     """An object's deliveries in the order they reached the handler, each with the state and
     effects the lab read right after it."""
     by_seq = {r.seq: r for r in view.rows}
+    # The object's recorded at-most-once-per-object limit: a row beyond it is marked (as per event).
+    named = [_AT_MOST.match(v.expected) for v in obj.violations if v.invariant == "at-most-once-per-object"]
+    limit = next((int(m.group(1)) for m in named if m), None)
     rows, before = [], None
     for step in obj.steps:
         row = by_seq.get(step.seq)
@@ -242,7 +245,11 @@ def object_rows(view: TrialView, obj: ObjectView) -> list[Row]:
             continue
         rows.append(
             replace(
-                row, effects_before=before, effects_after=step.effects_after, state_after=step.state_after
+                row,
+                effects_before=before,
+                effects_after=step.effects_after,
+                state_after=step.state_after,
+                limit=limit,
             )
         )
         before = step.effects_after
