@@ -34,6 +34,8 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
     last = record.deliveries[-1].seq if record.deliveries else None
     finals = {o.event_id: o for o in record.observations if o.note == "final"}
     objects = {o.event_id: o.object_id for o in record.observations if o.object_id is not None}
+    # Beyond one event: every event of an object the trial played, read or not, is that object's.
+    objects.update({e.event_id: case.object_id for case in record.objects or () for e in case.events})
     grew: list[str] = []
     error: str | None = None
     late: list[Observation] = []

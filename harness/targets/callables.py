@@ -54,9 +54,10 @@ def callable_name(fn: Callable[..., Any]) -> str:
 
 
 async def _call(fn: Reader, event_id: str, what: str, thread: Executor, object_id: str | None = None) -> Any:
+    # As a query's :object_id, the object defaults to the event's own id.
     call = (
-        functools.partial(fn, event_id, object_id=object_id)
-        if object_id is not None and takes_object(fn)
+        functools.partial(fn, event_id, object_id=event_id if object_id is None else object_id)
+        if takes_object(fn)
         else functools.partial(fn, event_id)
     )
     try:
