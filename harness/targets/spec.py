@@ -32,11 +32,11 @@ from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.spec_checks import (
-    DEFAULT_CONFLICT,
     check_database_url,
     check_reach,
     check_target_doc,
     check_url,
+    conflict_set,
     shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
@@ -298,7 +298,7 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         secret=secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
         template=doc["event"],
-        conflict_set=doc.get("conflict", {}).get("set", DEFAULT_CONFLICT),
+        conflict_set=conflict_set(doc),
         expect=Expect.from_dict(expect),
         headers=headers,
         event_type=delivery.get("event_type"),
