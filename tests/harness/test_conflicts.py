@@ -80,7 +80,12 @@ def _spec(tmp_path: Path, event: dict[str, object], scheme: str = "none") -> Pat
         "endpoint": "http://127.0.0.1:9/hooks",
         "signing": {"scheme": scheme, **({"secret": "whsec_dGVzdA=="} if scheme != "none" else {})},
         "event": event,
-        "effects": {"sql": {"url": f"sqlite:///{tmp_path}/x.db", "count": "SELECT count(*) FROM t WHERE e = :event_id"}},
+        "effects": {
+            "sql": {
+                "url": f"sqlite:///{tmp_path}/x.db",
+                "count": "SELECT count(*) FROM t WHERE e = :event_id",
+            }
+        },
     }
     path = tmp_path / "shop.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
