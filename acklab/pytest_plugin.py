@@ -265,6 +265,37 @@ class WebhookLab:
             _skip_if_skipped(result, experiment)
         return result
 
+    def run(self, target: str | Path | None = None, **options: Any) -> RunResult:
+        """`acklab.run` on a target spec (default: the marker's) with this session's trials, seed and
+        evidence directory: a service the spec names or starts (``command:``), over its socket."""
+        import acklab
+
+        config = self._request.config
+        spec, experiment = self._marked()
+        chosen = target if target is not None else spec
+        if chosen is None:
+            raise pytest.UsageError(
+                f"{self._request.node.nodeid}: webhook_lab.run() needs a target spec: pass its path, or mark "
+                f"the test @pytest.mark.{MARKER}(PATH)"
+            )
+        if experiment is not None:
+            options.setdefault("experiments", [experiment])
+        for option, keyword in (("--acklab-trials", "trials"), ("--acklab-seed", "seed")):
+            if config.getoption(option) is not None:
+                options[keyword] = config.getoption(option)
+        if options.get("seed") is None:
+            import secrets
+
+            options["seed"] = secrets.randbits(32)
+        options.setdefault("out", self.out)
+        result = acklab.run(chosen, **options)
+        result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
+        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
+        config.stash.setdefault(_RUNS, []).append(result.bundle)
+        if experiment is not None:
+            _skip_if_skipped(result, experiment)
+        return result
+
     def explore(self, app: Any, *, budget: int = 50, **options: Any) -> ExploreResult:
         """The schedule explorer on `app`: up to `budget` generated schedules of sends, bursts,
         lost acknowledgements and conflicting bodies; a failing one is shrunk to a minimal
