@@ -186,7 +186,8 @@ def changes(before: Snapshot, after: Snapshot) -> tuple[Change, ...]:
     found = []
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
-        columns = (new or old).columns if (new or old) else ()
+        table = new or old
+        columns = table.columns if table is not None else ()
         old_count, new_count = (old.count if old else 0), (new.count if new else 0)
         if old and new and old.rows is not None and new.rows is not None:
             added = tuple((new.rows - old.rows).elements())

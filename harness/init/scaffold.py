@@ -172,10 +172,10 @@ class Scaffold:
                         folder.mkdir()
                         made.append(folder)
             for path, text in self.files.items():
-                fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".acklab-init", dir=path.parent)
+                fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".acklab-init", dir=path.parent)
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     handle.write(text)
-                staged[path] = Path(temp)
+                staged[path] = Path(name)
             check(staged[self.spec])
             for path, temp in staged.items():
                 os.replace(temp, path)

@@ -58,7 +58,9 @@ async def hook(request: Request) -> JSONResponse:
     try:
         conn.execute("BEGIN IMMEDIATE")
         if os.environ.get("PAYMENTS_DEDUPE", "claim") == "claim":
-            seen = conn.execute("SELECT body_sha256 FROM stripe_events WHERE id = ?", (event["id"],)).fetchone()
+            seen = conn.execute(
+                "SELECT body_sha256 FROM stripe_events WHERE id = ?", (event["id"],)
+            ).fetchone()
             if seen:
                 conn.execute("ROLLBACK")
                 status = 200 if seen[0] == digest else 409
