@@ -58,6 +58,7 @@ class IncidentTarget(Document):
     commit_sha: str | None = None
     dirty: Omit[bool] = None
     changes: Omit[Sha256] = None
+    listener: Omit[dict[str, Any]] = None
     handler_sha256: Omit[Sha256] = None
     provider: Omit[str] = None
 

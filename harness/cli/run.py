@@ -88,6 +88,12 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."),
         click.option(
+            "--allow-foreign-service",
+            is_flag=True,
+            help="A spec without command: names a service this job must have started (its own process "
+            "tree or process group); allow one started elsewhere (another terminal, a container's port).",
+        ),
+        click.option(
             "--checkout",
             type=click.Path(file_okay=False, path_type=Path),
             default=None,
@@ -186,6 +192,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         out=kwargs["out"],
         resume=kwargs["resume"],
         allow_remote=kwargs["allow_remote"],
+        allow_foreign_service=kwargs["allow_foreign_service"],
         shard=kwargs["shard"],
         settings=resolved.settings,
         checkout=kwargs["checkout"],
