@@ -92,6 +92,7 @@ class SpecTarget(Target):
     # A spec with run placeholders, until `bind` fills them for the service about to be served.
     unbound: _Unbound | None = field(default=None, repr=False)
     isolation: Isolation | None = field(default=None, repr=False)
+    workdir: Path | None = None  # where command: runs without cwd:, and whose commit is recorded
     # A service the lab did not start: who listens on its endpoint (harness.procs.listener).
     allow_foreign_service: bool = False
     listener: Listener | None = field(default=None, repr=False)
@@ -114,7 +115,9 @@ class SpecTarget(Target):
         isolation = Isolation.allocate(unbound.names, database_server=server, label=self.name)
         try:
             filled = placeholders.fill(unbound.doc, isolation.values)
-            parts = _served_parts(filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote)
+            parts = _served_parts(
+                filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote, workdir=unbound.workdir
+            )
         except BaseException:
             isolation.release()
             raise
@@ -174,6 +177,8 @@ class SpecTarget(Target):
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness
         # (`acklab run` in the service's pipeline runs in its checkout).
+        if self.workdir is not None:
+            return self.workdir
         try:
             return Path.cwd()
         except OSError:  # the working directory was removed
@@ -266,6 +271,7 @@ class _Unbound:
     names: frozenset[str]
     spec_dir: Path
     allow_remote: bool
+    workdir: Path | None = None
 
 
 def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
@@ -289,11 +295,15 @@ def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     }
 
 
-def load_target(path: Path, *, allow_remote: bool, allow_foreign_service: bool = False) -> SpecTarget:
+def load_target(
+    path: Path, *, allow_remote: bool, workdir: Path | None = None, allow_foreign_service: bool = False
+) -> SpecTarget:
     """Load and check a target spec; refuse remote URLs (exit 5) before any traffic.
 
     A spec with run placeholders (``{{port}}``, ``{{scratch}}``, ``{{database_url}}``...) is
     checked with stand-ins here and bound to real values when it is served (`SpecTarget.bind`).
+    `workdir`: where ``command:`` runs without a ``cwd:`` and whose commit the run records
+    (default: the lab's working directory; `--baseline` passes the worktree of its REF).
     """
     _, doc = load_spec(path, expected_kind="target")
     source = str(path)
@@ -307,7 +317,7 @@ def load_target(path: Path, *, allow_remote: bool, allow_foreign_service: bool =
     remember(secret)
     SIGNERS[scheme].check_secret(secret)
     headers = resolve_headers(doc.get("headers", {}), field_name="headers")
-    parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote)
+    parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
     return SpecTarget(
@@ -328,12 +338,15 @@ def load_target(path: Path, *, allow_remote: bool, allow_foreign_service: bool =
         command=parts["command"],
         source=source,
         endpoint_ref=doc["endpoint"],
-        unbound=_Unbound(doc, names, spec_dir, allow_remote) if names else None,
+        unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
+        workdir=workdir,
         allow_foreign_service=allow_foreign_service,
     )
 
 
-def _served_parts(doc: Mapping[str, Any], *, spec_dir: Path, allow_remote: bool) -> dict[str, Any]:
+def _served_parts(
+    doc: Mapping[str, Any], *, spec_dir: Path, allow_remote: bool, workdir: Path | None = None
+) -> dict[str, Any]:
     """What depends on where the service is served: endpoint, effects, command (and setup)."""
     check_reach(doc, allow_remote=allow_remote)
     endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
@@ -345,7 +358,11 @@ def _served_parts(doc: Mapping[str, Any], *, spec_dir: Path, allow_remote: bool)
         "endpoint": endpoint,
         "effects": effects,
         "database": database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
-        "command": _command(command, doc.get("setup"), spec_dir=spec_dir) if command is not None else None,
+        "command": (
+            _command(command, doc.get("setup"), spec_dir=spec_dir, workdir=workdir)
+            if command is not None
+            else None
+        ),
     }
 
 
@@ -360,9 +377,11 @@ def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
     return cwd
 
 
-def _command(doc: Mapping[str, Any], setup: Mapping[str, Any] | None, *, spec_dir: Path) -> Command:
+def _command(
+    doc: Mapping[str, Any], setup: Mapping[str, Any] | None, *, spec_dir: Path, workdir: Path | None = None
+) -> Command:
     env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
-    cwd = _cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else None
+    cwd = _cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else workdir
     ready = doc.get("ready", {})
     return Command(
         argv=tuple(str(a) for a in doc["argv"]),
