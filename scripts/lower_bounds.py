@@ -27,7 +27,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PACKAGES = ["pytest", "pytest-timeout", "pytest-xdist", "fastapi", "flask", "django", "standardwebhooks"]
-SMOKE = ["tests/pytest_plugin/test_user_suites.py", "tests/pytest_plugin/test_readme_examples.py"]
+# The plugin's deterministic tests (the README's examples as pasted, the options, the marker,
+# the evidence directory): their assertions hold at any load. tests/pytest_plugin's user
+# suites assert which experiments a racy handler fails, which depends on timing; the CI job
+# runs them at the bounds too.
+SMOKE = [
+    "tests/pytest_plugin/test_readme_examples.py",
+    "tests/pytest_plugin/test_plugin_options.py",
+    "tests/pytest_plugin/test_evidence_stays.py",
+    "-k",
+    "not explore",
+]
 # Versions older than these are not tried (no wheels for Python 3.11, or APIs the code
 # relies on are missing for certain); the search shows where in between the bound lies.
 FLOORS = {
@@ -67,7 +77,12 @@ def versions(python: Path, name: str) -> list[str]:
     listed = re.search(r"Available versions: (.*)", done.stdout)
     found = [v.strip() for v in (listed.group(1) if listed else "").split(",") if stable(v.strip())]
     floor = key(FLOORS.get(name, "0"))
-    return sorted((v for v in found if key(v) >= floor), key=key)
+    ordered = sorted((v for v in found if key(v) >= floor), key=key)
+    # The first release of each minor series (and the newest): a bound is where a series starts.
+    firsts: dict[tuple[int, ...], str] = {}
+    for version in ordered:
+        firsts.setdefault(key(version)[:2], version)
+    return sorted({*firsts.values(), ordered[-1]}, key=key) if ordered else []
 
 
 def pip(python: Path, *args: str) -> bool:
@@ -83,11 +98,15 @@ def passes(python: Path, name: str, version: str) -> bool:
         return False
     if subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, check=False).returncode:
         return False
-    done = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", *SMOKE],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    return done.returncode == 0
+    for _ in range(2):  # a failure is tried once more before it counts: the machine may be busy
+        done = subprocess.run(
+            [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *SMOKE],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        if done.returncode == 0:
+            return True
+    print("    " + "\n    ".join(done.stdout.splitlines()[-6:]), flush=True)
+    return False
 
 
 def oldest(python: Path, name: str, newest: str) -> str:
@@ -118,7 +137,9 @@ def main() -> int:
     if not pip(python, str(ROOT), *TEST_PACKAGES):
         print("could not install the core and the test packages", file=sys.stderr)
         return 1
-    frozen = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True)
+    frozen = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    )
     newest = {p["name"].lower(): p["version"] for p in json.loads(frozen.stdout)}
     found = {}
     for name in core_requirements():

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from acklab import __version__
+from acklab.evidence.bundle import acklab_version
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
@@ -296,7 +296,7 @@ def init(**kwargs: Any) -> int:
             spec_rel_root=spec_path.as_posix(),
             secret_env=secret_env,
             project=kwargs["acklab_project"],
-            version=__version__,
+            version=acklab_version(),
         ),
     }
 

@@ -164,8 +164,7 @@ def test_a_user_pipeline_installs_the_release_and_each_shard_attacks_its_own_ser
     ports = set()
     for shard in (1, 2):
         out = shop / ".gitlab-ci-local" / "artifacts" / gcl_job_dir(f"webhooks: [{shard}/2]") / "out"
-        [result] = out.glob("*.run.json")
-        run = json.loads(result.read_text())
+        run = json.loads((out / f"webhooks-{shard}-2.run.json").read_text())  # out/$CI_JOB_NAME_SLUG
         assert run["verdict"] == "pass", run
         bundle = Path(run["bundle"])
         bundle = (
