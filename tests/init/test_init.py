@@ -142,6 +142,19 @@ def test_init_finds_the_payments_table_of_a_running_service_and_the_spec_finds_i
     assert failed.returncode == 1, failed.stderr[-3000:]
     assert "at-most-once-effect" in failed.stdout
 
+    # The pytest test it wrote runs the spec against the same running service (webhook_lab.run).
+    tested = subprocess.run(
+        [str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--acklab-trials",
+         "1", "tests/test_payments_webhooks.py", "-k", "lost-ack and not reset or replay"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert tested.returncode == 1, tested.stdout[-3000:]
+    assert (
+        "test_payments_webhook[lost-ack] FAILED" in tested.stdout
+        or "FAILED tests/test_payments_webhooks.py::test_payments_webhook[lost-ack]" in tested.stdout
+    )
+    assert "1 failed, 1 passed" in tested.stdout  # lost-ack fails (pays twice), replay passes
+
 
 def test_init_serves_an_app_object_finds_its_builds_table_and_the_spec_finds_its_bug(tmp_path):
     project = tmp_path / "deploys"
