@@ -107,3 +107,28 @@ def test_the_shipped_payloads_name_their_source_and_licence():
         assert f"`{ex.file}`" in sources, ex.file
     for licence in ("MIT", "Apache-2.0", "CC BY-SA 4.0"):
         assert licence in sources
+
+
+def test_with_count_given_init_writes_a_spec_validate_accepts_a_test_and_a_valid_ci_snippet(project, capsys):
+    import yaml
+
+    from tests.pipeline.gitlab import schema_errors
+
+    argv = ["--app", "shop.main:app", "--path", "/webhooks/stripe", "--provider", "stripe", "--db"]
+    argv += ["sqlite:////tmp/shop.db", "--count", "SELECT count(*) FROM payments WHERE event_id = :event_id"]
+    assert acklab("init", *argv, "--name", "shop", "--secret-env", "SHOP_WEBHOOK_SECRET") == 0
+    spec = project / "acklab" / "shop.target.yaml"
+    assert acklab("validate", str(spec)) == 0
+    assert "a valid target spec (shop)" in capsys.readouterr().out
+    doc = yaml.safe_load(spec.read_text())
+    assert doc["command"]["cwd"] == ".."  # the project root, from the spec's folder
+    assert doc["event"]["data"]["object"]["object"] == "payment_intent"
+    test = (project / "tests" / "test_shop_webhooks.py").read_text()
+    compile(test, "test_shop_webhooks.py", "exec")
+    assert "from shop.main import app" in test
+    assert 'SPEC = "../acklab/shop.target.yaml"' in test
+    snippet = yaml.safe_load((project / "acklab" / "shop.gitlab-ci.yml").read_text())
+    assert schema_errors(snippet) == []
+    assert snippet["include"][0]["inputs"]["target"] == "acklab/shop.target.yaml"
+    assert snippet["shop-webhooks"]["variables"] == {"SHOP_WEBHOOK_SECRET": "$SHOP_WEBHOOK_SECRET_CI"}
+    assert SECRET not in "".join(p.read_text() for p in project.rglob("*") if p.is_file())
