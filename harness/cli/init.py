@@ -55,10 +55,18 @@ def _python() -> str:
 
 def _choose(discovery: Discovery, *, yes: bool, interactive: bool) -> Candidate:
     if not discovery.candidates:
+        status = discovery.statuses[0]
+        refused = status in (400, 401, 403)
+        hint = (
+            f"it answered {status} to the signed event: check --secret-env (the secret it verifies with) "
+            "and --provider"
+            if refused
+            else f"it answered {status}; is --db the database the service writes to? Or give the query "
+            "yourself with --count"
+        )
         raise HarnessError(
             "the event changed no table in a way that names it (no new row holds the event id "
-            f"{discovery.event_id} or its object id {discovery.object_id}); is --db the database the "
-            "service writes to? Or give the query yourself with --count"
+            f"{discovery.event_id} or its object id {discovery.object_id}): {hint}"
         )
     if yes:
         return discovery.candidates[0]

@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.wire.conflicts import value_at
 from acklab.harness.wire.templates import set_path
 
 PROVIDERS = ("stripe", "github", "gitlab", "shopify", "standard")
@@ -68,9 +69,7 @@ class Example:
         derived from the event id (`keyed_by_event`)."""
         if not self.object_id:
             return ""
-        from acklab.harness.wire.conflicts import _at
-
-        found, value = _at(self.payload(), self.object_id)
+        found, value = value_at(self.payload(), self.object_id)
         match = ID_PREFIX.match(value) if found and isinstance(value, str) else None
         return match.group(1) if match else ""
 

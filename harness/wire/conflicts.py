@@ -62,7 +62,8 @@ def _leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, 
         yield path, node
 
 
-def _at(document: Any, dotted: str) -> tuple[bool, Any]:
+def value_at(document: Any, dotted: str) -> tuple[bool, Any]:
+    """(found, value) at a dotted path (a numeric segment indexes a list)."""
     node = document
     for part in dotted.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -95,7 +96,7 @@ def changed_amount(value: Any) -> Any:
 def default_conflict(template: Mapping[str, Any], scheme: str = "none") -> dict[str, Any]:
     """The ``conflict.set`` of a target that names none: see the module docstring for the rules."""
     for dotted in PROVIDER_AMOUNTS.get(scheme, ()):
-        found, value = _at(template, dotted)
+        found, value = value_at(template, dotted)
         if found and _is_amount(value):
             return {dotted: changed_amount(value)}
     leaves = list(_leaves(template))

@@ -212,3 +212,18 @@ def test_without_a_terminal_to_ask_on_and_without_yes_nothing_is_written(tmp_pat
     assert "pass --yes to take the proposal above" in done.stderr
     assert "candidate builds.sha" in done.stderr  # it says what it found before it refuses
     assert [p.name for p in project.iterdir() if not p.name.startswith("deploys.db")] == []
+
+
+def test_a_service_that_refuses_the_signature_is_named_and_nothing_is_written(tmp_path):
+    project = tmp_path / "deploys"
+    project.mkdir()
+    env = environment(DEPLOYS_DB=str(project / "deploys.db"), GITLAB_WEBHOOK_SECRET=GITLAB_SECRET)
+    wrong = {**env, "WRONG_SECRET": "whsec_" + "QUJD" * 8}  # not the secret the service verifies with
+    done = acklab(
+        project, "init", "--app", "tests.init.deploys:app", "--path", "/hooks/gitlab", "--provider", "gitlab",
+        "--db", f"sqlite:///{project}/deploys.db", "--secret-env", "WRONG_SECRET", "--yes", "--wait", "2",
+        env=wrong,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert "it answered 401 to the signed event: check --secret-env" in done.stderr
+    assert [p.name for p in project.iterdir() if not p.name.startswith("deploys.db")] == []
