@@ -19,11 +19,10 @@ from pathlib import Path
 
 import click
 import httpx
-from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
-from acklab.harness.cli.progress import STYLE, ProgressDisplay
+from acklab.harness.cli.progress import STYLE, ProgressDisplay, output_console
 from acklab.harness.engine.comparison import run_comparison
 from acklab.harness.engine.runner import RunOptions, RunResult, run
 from acklab.harness.procs import pgtemp
@@ -32,7 +31,7 @@ from acklab.harness.targets.fixture import fixture_target
 from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.templates import conflicting, render
 
-console = Console(stderr=True, highlight=False)
+console = output_console()
 
 
 async def _by_hand(db_url: str | None) -> None:
