@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.extras import PACKAGES, missing_module
 from acklab.evidence.redaction import redact
 
 from . import __version__
@@ -25,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("acklab.harness.cli.run:run", "Attack a target with fault experiments and give a verdict."),
     "plan": ("acklab.harness.cli.run:plan", "Print the frozen delivery plan of a run; nothing is sent."),
     "validate": ("acklab.harness.cli.run:validate", "Check a target, experiment or flow spec file."),
+    "init": (
+        "acklab.harness.cli.init:init",
+        "Write a target spec, a pytest test and a CI snippet for your service; find its effects.",
+    ),
     "history": ("acklab.evidence.cli:history", "Replay a run's steps from the journal."),
     "evidence": ("acklab.evidence.cli:evidence", "Verify, merge, pull bundles; convert reports."),
     "console": ("acklab.console.cli:console", "Serve the read-only evidence console."),
@@ -50,6 +55,28 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The extra a command needs (a package two extras share is named by the command's own).
+COMMAND_EXTRAS: dict[str, str] = {
+    "serve": "fixture",
+    "console": "console",
+    "pages": "console",
+    "flow": "flow",
+    "demo": "all",
+    "explore": "explore",
+    "replay": "explore",
+}
+
+
+def _hint(command: str | None, exc: ModuleNotFoundError) -> str:
+    """`missing_module`, naming the command's own extra when the package is an extra's."""
+    name = (exc.name or "").split(".")[0]
+    extra = COMMAND_EXTRAS.get(command or "")
+    if extra and PACKAGES.get(name, (name, None))[1] not in (None, "dev"):
+        distribution = PACKAGES[name][0]
+        return f"it needs the Python package {distribution!r}: pip install 'acklab[{extra}]'"
+    return missing_module(exc)
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -63,7 +90,7 @@ class LazyGroup(click.Group):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            return _unavailable(cmd_name, missing_module(exc))
+            return _unavailable(cmd_name, _hint(cmd_name, exc))
         command = getattr(module, attr, None)
         if not isinstance(command, click.Command):
             return _unavailable(
@@ -75,51 +102,6 @@ class LazyGroup(click.Group):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-
-# Import name -> (distribution to install, the acklab extra that brings it; None: a core dependency).
-PACKAGES: dict[str, tuple[str, str | None]] = {
-    "fastapi": ("fastapi", None),
-    "starlette": ("fastapi", None),
-    "sqlalchemy": ("SQLAlchemy", None),
-    "pydantic": ("pydantic", None),
-    "pydantic_settings": ("pydantic-settings", None),
-    "httpx": ("httpx", None),
-    "httpcore": ("httpx", None),
-    "uvicorn": ("uvicorn", None),
-    "jsonschema": ("jsonschema", None),
-    "referencing": ("jsonschema", None),
-    "gitlab": ("python-gitlab", None),
-    "yaml": ("PyYAML", None),
-    "rich": ("rich", None),
-    "click": ("click", None),
-    "jinja2": ("Jinja2", None),
-    "psycopg": ("psycopg[binary]", None),
-    "hypothesis": ("hypothesis", None),
-    "a2wsgi": ("a2wsgi", None),
-    "playwright": ("playwright", "dev"),
-    "pytest": ("pytest", "dev"),
-    "standardwebhooks": ("standardwebhooks", "dev"),
-    "stripe": ("stripe", "dev"),
-    "svix": ("svix", "dev"),
-    "schemathesis": ("schemathesis", "dev"),
-}
-
-
-def missing_module(exc: ModuleNotFoundError) -> str:
-    """What to install for a missing import: the package and, when optional, acklab's extra."""
-    name = (exc.name or "").split(".")[0]
-    if name == "acklab":
-        return (
-            f"acklab's own module {exc.name!r} is missing: the installation is incomplete; reinstall acklab"
-        )
-    distribution, extra = PACKAGES.get(name, (name, None))
-    if extra:
-        return f"it needs the Python package {distribution!r}: pip install 'acklab[{extra}]'"
-    return (
-        f"it needs the Python package {distribution!r}, one of acklab's dependencies: "
-        f"pip install {distribution!r} (or reinstall acklab)"
-    )
 
 
 def _unavailable(name: str, why: str) -> click.Command:
@@ -154,6 +136,11 @@ EPILOG = (
 )
 def cli(debug: bool) -> None:
     """acklab — prove that a webhook handler keeps one event to at most one side effect."""
+
+
+def _subcommand(argv: list[str] | None) -> str | None:
+    args = sys.argv[1:] if argv is None else argv
+    return next((a for a in args if not a.startswith("-")), None)
 
 
 def _debugging(argv: list[str] | None) -> bool:
@@ -197,7 +184,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
     except ModuleNotFoundError as exc:
-        click.echo(f"acklab: error: cannot run this command: {missing_module(exc)}", err=True)
+        command = _subcommand(argv)
+        click.echo(f"acklab: error: cannot run this command: {_hint(command, exc)}", err=True)
         sys.exit(ExitCode.LAB_ERROR)
     except (SystemExit, GeneratorExit):
         raise

@@ -14,9 +14,13 @@ The ``webhook_lab`` fixture::
 ``webhook_lab.attack`` is `acklab.attack` (every keyword of it) with the session's options
 applied: ``--acklab-trials N`` and ``--acklab-seed SEED`` override every attack's (rerun a
 failure with the seed its message shows), ``--acklab-out DIR`` is where the bundles go
-(default: ``acklab/`` under pytest's temporary directory). Each attack writes its bundle as
-``acklab run`` does, so ``acklab evidence verify`` and ``acklab console`` read it; the
-bundle's path is recorded as the test's ``acklab_bundle`` property (in ``--junitxml``).
+(default: ``.acklab/`` at pytest's rootdir, which ignores itself with a ``.gitignore`` as
+``.pytest_cache`` does; the last ``--acklab-keep N`` runs are kept, default 20). Each attack
+writes its bundle as ``acklab run`` does, so ``acklab evidence verify`` and ``acklab
+console`` read it; the bundle's path is recorded as the test's ``acklab_bundle`` property
+(in ``--junitxml``). ``webhook_lab.explore(app, budget=50, ...)`` runs the schedule
+explorer on the app (the ``explore`` extra): a failing schedule is shrunk, and the failure
+message says which seed replays the search.
 
 One test per experiment: ``@pytest.mark.webhook_spec("acklab.yaml")`` (a target spec,
 relative to the test file; or ``webhook_spec(experiments=[...])`` without one) parametrises
@@ -33,6 +37,9 @@ to the target is reported skipped, with its reason::
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,10 +48,15 @@ import pytest
 
 if TYPE_CHECKING:
     from acklab.harness.engine.results import RunResult
+    from acklab.harness.explore.api import ExploreResult
 
 MARKER = "webhook_spec"
 _RUNS = pytest.StashKey[list[Path]]()
 _OUT = pytest.StashKey[Path]()
+_STARTED = pytest.StashKey[float]()
+DEFAULT_OUT = ".acklab"
+DEFAULT_KEEP = 20
+GITIGNORE = "# Created by acklab's pytest plugin: evidence of webhook_lab runs (--acklab-out).\n*\n"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,8 +80,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--acklab-out",
         default=None,
         metavar="DIR",
-        help="Evidence directory for the attacks' bundles (default: acklab/ under pytest's "
-        "temporary directory).",
+        help=f"Evidence directory for the attacks' bundles (default: {DEFAULT_OUT}/ at the rootdir, "
+        "git-ignored by a .gitignore inside it).",
+    )
+    group.addoption(
+        "--acklab-keep",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"Keep the last N runs' bundles in the evidence directory (default {DEFAULT_KEEP}; 0 keeps "
+        "all); older ones are removed when a session first attacks.",
     )
 
 
@@ -83,6 +103,20 @@ def pytest_configure(config: pytest.Config) -> None:
     trials = config.getoption("--acklab-trials")
     if trials is not None and trials < 1:
         raise pytest.UsageError(f"--acklab-trials: got {trials}; expected at least 1")
+    keep = config.getoption("--acklab-keep")
+    if keep is not None and keep < 0:
+        raise pytest.UsageError(f"--acklab-keep: got {keep}; expected 0 (keep all) or more")
+    # When this session began: only bundles from before it may be pruned (xdist's workers
+    # take their controller's, so no worker removes what another wrote in this session).
+    workerinput = getattr(config, "workerinput", None)
+    started = workerinput.get("acklab_started") if isinstance(workerinput, dict) else None
+    config.stash[_STARTED] = float(started) if started is not None else time.time()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker prunes by its controller's start, not its own."""
+    node.workerinput["acklab_started"] = node.config.stash.get(_STARTED, time.time())
 
 
 def _experiments(marker: pytest.Mark) -> list[str]:
@@ -119,13 +153,42 @@ def webhook_experiment(request: pytest.FixtureRequest) -> str:
     )
 
 
-def _out(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
+def _out(config: pytest.Config) -> Path:
+    """The session's evidence directory, made (with its .gitignore) and pruned on first use."""
     if _OUT not in config.stash:
         given = config.getoption("--acklab-out")
-        out = Path(given) if given else factory.getbasetemp() / "acklab"
+        out = Path(given) if given else config.rootpath / DEFAULT_OUT
         out.mkdir(parents=True, exist_ok=True)
+        ignore = out / ".gitignore"
+        if not given and not ignore.exists():
+            ignore.write_text(GITIGNORE, encoding="utf-8")
+        keep = config.getoption("--acklab-keep")
+        _prune(out, DEFAULT_KEEP if keep is None else keep, before=config.stash[_STARTED])
         config.stash[_OUT] = out
     return config.stash[_OUT]
+
+
+def _prune(out: Path, keep: int, *, before: float) -> None:
+    """Remove all but the newest `keep` bundles of `out` that were written before `before`.
+
+    A bundle is a directory holding ``manifest.json`` (or an unfinished one: ``run.json``);
+    nothing else in `out` is touched, and nothing written in this session is a candidate."""
+    if keep == 0:
+        return
+    bundles = []
+    for entry in out.iterdir():
+        try:
+            if entry.is_symlink() or not entry.is_dir():
+                continue
+            if not ((entry / "manifest.json").is_file() or (entry / "run.json").is_file()):
+                continue
+            bundles.append((entry.stat().st_mtime, entry.name, entry))
+        except OSError:
+            continue
+    bundles.sort(reverse=True)
+    for mtime, _, entry in bundles[keep:]:
+        if mtime < before:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 class WebhookLab:
@@ -202,6 +265,78 @@ class WebhookLab:
             _skip_if_skipped(result, experiment)
         return result
 
+    def run(self, target: str | Path | None = None, **options: Any) -> RunResult:
+        """`acklab.run` on a target spec (default: the marker's) with this session's trials, seed and
+        evidence directory: a service the spec names or starts (``command:``), over its socket."""
+        import acklab
+
+        config = self._request.config
+        spec, experiment = self._marked()
+        chosen = target if target is not None else spec
+        if chosen is None:
+            raise pytest.UsageError(
+                f"{self._request.node.nodeid}: webhook_lab.run() needs a target spec: pass its path, or mark "
+                f"the test @pytest.mark.{MARKER}(PATH)"
+            )
+        if experiment is not None:
+            options.setdefault("experiments", [experiment])
+        for option, keyword in (("--acklab-trials", "trials"), ("--acklab-seed", "seed")):
+            if config.getoption(option) is not None:
+                options[keyword] = config.getoption(option)
+        if options.get("seed") is None:
+            import secrets
+
+            options["seed"] = secrets.randbits(32)
+        options.setdefault("out", self.out)
+        result = acklab.run(chosen, **options)
+        result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
+        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
+        config.stash.setdefault(_RUNS, []).append(result.bundle)
+        if experiment is not None:
+            _skip_if_skipped(result, experiment)
+        return result
+
+    def explore(self, app: Any, *, budget: int = 50, **options: Any) -> ExploreResult:
+        """The schedule explorer on `app`: up to `budget` generated schedules of sends, bursts,
+        lost acknowledgements and conflicting bodies; a failing one is shrunk to a minimal
+        schedule. Takes `acklab.attack`'s target keywords (``spec``, ``endpoint``, ``secret``,
+        ``effects``...) and ``seed`` (``--acklab-seed`` overrides it: the failure message
+        names the seed that replays the search). Needs the ``explore`` extra (Hypothesis)."""
+        from acklab.harness.explore.api import explore_app
+        from acklab.harness.targets.app_spec import FIELDS, target_name
+
+        config = self._request.config
+        spec, _ = self._marked()
+        if spec is not None:
+            options.setdefault("spec", spec)
+        seed = config.getoption("--acklab-seed")
+        if seed is None:
+            seed = options.pop("seed", None)
+        else:
+            options.pop("seed", None)
+        if seed is None:
+            import secrets
+
+            seed = secrets.randbits(32)
+        fields = {key: options.pop(key) for key in FIELDS if key in options}
+        default_name = target_name(getattr(self._request.node, "originalname", self._request.node.name))
+        result = explore_app(
+            app,
+            budget=budget,
+            seed=seed,
+            out=options.pop("out", self.out),
+            fields=fields,
+            where=options.pop("where", self._request.path.parent),
+            placeholders=options.pop("placeholders", self.placeholders),
+            default_name=default_name,
+            **options,
+        )
+        rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
+        result = dataclasses.replace(result, rerun=rerun)
+        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
+        config.stash.setdefault(_RUNS, []).append(result.bundle)
+        return result
+
 
 def _skip_if_skipped(result: RunResult, experiment: str) -> None:
     """A marker test whose one experiment does not apply to the target is reported skipped, with why."""
@@ -211,11 +346,10 @@ def _skip_if_skipped(result: RunResult, experiment: str) -> None:
 
 
 @pytest.fixture
-def webhook_lab(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WebhookLab]:
-    """Attack a webhook handler's app in-process: ``webhook_lab.attack(app, ...)`` (see `acklab.attack`)."""
-    lab = WebhookLab(request, _out(request.config, tmp_path_factory))
+def webhook_lab(request: pytest.FixtureRequest) -> Iterator[WebhookLab]:
+    """Attack a webhook handler's app in-process: ``webhook_lab.attack(app, ...)`` (see `acklab.attack`),
+    or search schedules against it: ``webhook_lab.explore(app, budget=...)``."""
+    lab = WebhookLab(request, _out(request.config))
     try:
         yield lab
     finally:

@@ -3,8 +3,9 @@
 A verdict's identity is the target's name plus the handler's revision. The revision is read
 from the incident's ``target`` object: for the built-in fixture the content hash of the
 handler module that ran (``handler_sha256``: the sandbox of the repair story holds the unsafe
-handler under the live name), otherwise the commit (``commit_sha``) and whether its
-checkout was dirty. Each reader takes one typed document (`acklab.evidence.documents`) and
+handler under the live name), otherwise the commit (``commit_sha``) and, when its checkout
+was dirty, the hash of its tracked changes (``changes``: ``<commit>+<changes>``; older
+bundles only say ``+dirty``). Each reader takes one typed document (`acklab.evidence.documents`) and
 returns a plain value.
 """
 
@@ -18,6 +19,7 @@ from acklab.evidence.documents.trail import LabRunOutputs, TrailDocument
 HANDLER_PREFIX = "handler:"
 DIRTY_SUFFIX = "+dirty"
 SHORT = 8
+SHORT_CHANGES = 6  # b02f02d7+3fa1c2, as harness.targets.provenance labels it
 HEAD, PATCHED = "head", "patched"
 _HEX = frozenset("0123456789abcdef")
 
@@ -28,25 +30,32 @@ def _hex(value: str | None, low: int, high: int) -> str | None:
 
 
 def revision_of(target: IncidentTarget) -> str | None:
-    """The revision of an incident's ``target`` object: ``handler:<sha256>``, ``<commit>[+dirty]``
-    or None when the incident does not say (older bundles, a spec target outside git)."""
+    """The revision of an incident's ``target`` object: ``handler:<sha256>``, ``<commit>``,
+    ``<commit>+<changes sha256>`` (dirty), ``<commit>+dirty`` (dirty, from a bundle that did not
+    hash the changes) or None when the incident does not say (older bundles, a spec target
+    outside git)."""
     digest = _hex(target.handler_sha256, 64, 64)
     if digest:
         return HANDLER_PREFIX + digest
     commit = _hex(target.commit_sha, 7, 64)
-    if commit:
-        return commit + (DIRTY_SUFFIX if target.dirty is True else "")
-    return None
+    if not commit:
+        return None
+    if target.dirty is not True:
+        return commit
+    changes = _hex(target.changes, 64, 64)
+    return f"{commit}+{changes}" if changes else commit + DIRTY_SUFFIX
 
 
 def short_revision(revision: str | None) -> str:
-    """What a row shows: ``handler 1d5cb188``, ``commit 89abcdef+dirty`` or ``revision unknown``."""
+    """What a row shows: ``handler 1d5cb188``, ``commit 89abcdef+3fa1c2`` (the hash of its
+    uncommitted changes), ``commit 89abcdef+dirty`` or ``revision unknown``."""
     if not revision:
         return "revision unknown"
     if revision.startswith(HANDLER_PREFIX):
         return "handler " + revision.removeprefix(HANDLER_PREFIX)[:SHORT]
-    commit, dirty, _ = revision.partition(DIRTY_SUFFIX)
-    return "commit " + commit[:SHORT] + dirty
+    commit, plus, changes = revision.partition("+")
+    suffix = "" if not plus else "+" + (changes if changes == "dirty" else changes[:SHORT_CHANGES])
+    return "commit " + commit[:SHORT] + suffix
 
 
 @dataclass(frozen=True, order=True)

@@ -13,6 +13,7 @@ never decides a violation of its own.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +36,8 @@ class ProofTry:
     landed: bool
     evidence: str
     facts: dict[str, str]
+    # conflicting-payload: the fields the conflicting body changed (path, original, conflicting)
+    changed: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,26 @@ def _fact(value: Any) -> str:
     return str(value) if isinstance(value, int | str | bool) else "…"
 
 
+def _changed(facts: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """``conflict_fields`` of a conflicting-payload try, as (path, original, conflicting) text."""
+    fields = facts.get("conflict_fields")
+    if not isinstance(fields, list):
+        return ()
+
+    def text(value: Any, missing: bool) -> str:
+        return "(absent)" if missing else json.dumps(value, ensure_ascii=False)[:200]
+
+    return tuple(
+        (
+            str(f.get("path", "")),
+            text(f.get("original"), f.get("missing") == "original"),
+            text(f.get("conflicting"), f.get("missing") == "conflicting"),
+        )
+        for f in fields[:FACTS_SHOWN]
+        if isinstance(f, dict)
+    )
+
+
 def tries_of(trial: Trial) -> list[ProofTry]:
     """The tries of a trial's fault proof, each with its evidence and (some of) its facts."""
     tries = trial.fault.tries if trial.fault is not None else []
@@ -149,7 +172,12 @@ def tries_of(trial: Trial) -> list[ProofTry]:
             t.try_,
             t.landed,
             t.evidence,
-            {str(k): _fact(v) for k, v in sorted((t.facts or {}).items())[:FACTS_SHOWN]},
+            {
+                str(k): _fact(v)
+                for k, v in sorted((t.facts or {}).items())[:FACTS_SHOWN]
+                if k != "conflict_fields"
+            },
+            _changed(t.facts or {}),
         )
         for t in tries
     ]

@@ -10,16 +10,19 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from acklab.evidence.bundle import MANIFEST, Verification, find_bundles, verify
 from acklab.evidence.errors import EvidenceInvalid, IntegrityError
 from acklab.evidence.exitcodes import ExitCode
-from acklab.evidence.gitlab_source import GitLabAccess, strip_credentials
+from acklab.evidence.gitlab_access import GitLabAccess, strip_credentials
 from acklab.evidence.history import load_history, render_table
-from acklab.evidence.pull import PullCaps
 from acklab.evidence.redaction import remember
+
+if TYPE_CHECKING:
+    from acklab.evidence.pull import PullCaps
 
 EVIDENCE_DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -258,7 +261,7 @@ def pull_command(
     one that fails verification stores nothing and makes the exit code 7 once the others are
     in. --max-total-mib then bounds the whole history.
     """
-    from acklab.evidence.pull import pull
+    from acklab.evidence.pull import PullCaps, pull
 
     access = gitlab_access(gitlab_url, os.environ)
     caps = PullCaps(download=max_archive_mib << 20, total=max_total_mib << 20)

@@ -22,35 +22,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid
-from acklab.evidence.redaction import redact, remember
+from acklab.evidence.gitlab_access import TOKEN_HEADERS, GitLabAccess, origin, strip_credentials
+from acklab.evidence.redaction import redact
 
-TOKEN_HEADERS = ("PRIVATE-TOKEN", "JOB-TOKEN", "Authorization")
-
-
-def strip_credentials(url: str) -> tuple[str, list[str]]:
-    """`url` without ``user:password@`` (and the values that were there, to be redacted)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, []
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    removed = [v for v in (parts.password, parts.username) if v]
-    return urlunsplit(parts._replace(netloc=netloc)), removed
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+__all__ = ["ArtifactJob", "DownloadTooLarge", "GitLabAccess", "PipelineArtifacts", "strip_credentials"]
 
 
 class TokenStaysHome(requests.Session):
@@ -62,32 +43,13 @@ class TokenStaysHome(requests.Session):
 
     def __init__(self, gitlab_url: str) -> None:
         super().__init__()
-        self._home = _origin(gitlab_url)
+        self._home = origin(gitlab_url)
 
     def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
         super().rebuild_auth(prepared_request, response)
-        if _origin(prepared_request.url or "") != self._home:
+        if origin(prepared_request.url or "") != self._home:
             for header in TOKEN_HEADERS:
                 prepared_request.headers.pop(header, None)
-
-
-@dataclass(frozen=True)
-class GitLabAccess:
-    """Where GitLab is and how to authenticate: a private (personal, project) token or a CI job token."""
-
-    url: str
-    token: str
-    from_variable: str  # the variable the token came from, for messages (never the value)
-    is_job_token: bool = False
-
-    def __post_init__(self) -> None:
-        # A password in the URL is neither used nor recorded; the token is redacted everywhere.
-        url, removed = strip_credentials(self.url)
-        object.__setattr__(self, "url", url)
-        remember(self.token, *removed)
-
-    def __repr__(self) -> str:  # keep the token out of tracebacks and logs
-        return f"GitLabAccess(url={self.url!r}, token=<from {self.from_variable}>, job_token={self.is_job_token})"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from acklab.evidence.gitlab_source import strip_credentials
+from acklab.evidence.gitlab_access import strip_credentials
 from acklab.evidence.redaction import remember
 
 from .errors import FlowSpecInvalid, HeadMoved, PublishFailed

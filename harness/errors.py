@@ -9,6 +9,7 @@ AcklabError (evidence.exitcodes)
     │   ├── UnknownExperiment     exit 3: an experiment name that does not exist
     │   └── Http2Refused          exit 3: a single-packet burst against a target without HTTP/2
     ├── RemoteRefused             exit 5: a target off the loopback range without --allow-remote
+    ├── ForeignService            exit 5: the endpoint is served by a process outside the job
     ├── TargetUnreachable         exit 4: the endpoint does not accept connections
     ├── ProbeError                exit 4: the effects probe (SQL or HTTP) could not be read
     └── RunInterrupted            exit 6: Ctrl-C / SIGTERM; the run is resumable
@@ -41,6 +42,13 @@ class Http2Refused(SpecError):
 
 class RemoteRefused(HarnessError):
     """A target endpoint off the loopback range, refused before any traffic was sent."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class ForeignService(HarnessError):
+    """The endpoint of a service the lab did not start is served by a process outside the job
+    (a server left over from another job); refused before any traffic was sent."""
 
     exit_code = ExitCode.REFUSED
 

@@ -101,7 +101,7 @@ HARNESS_RANKS: tuple[frozenset[str], ...] = (
     frozenset({"core"}),
     frozenset({"experiments"}),
     frozenset({"engine"}),
-    frozenset({"explore", "sweep"}),
+    frozenset({"explore", "sweep", "init"}),
     frozenset({"cli"}),
 )
 HARNESS_RANK = {name: rank for rank, names in enumerate(HARNESS_RANKS) for name in names}

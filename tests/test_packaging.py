@@ -82,6 +82,9 @@ def test_the_wheel_has_one_top_level_name_and_its_data(wheel: Path):
         "acklab/flows/repair.yaml",
         "acklab/flows/recipes/receipt_handler.py.txt",
         "acklab/pytest_plugin.py",
+        "acklab/harness/init/payloads/stripe.payment_intent.succeeded.json",
+        "acklab/harness/init/payloads/SOURCES.md",
+        "acklab/evidence/extras.py",
     ):
         assert needed in names, needed
     # pytest finds the plugin (the webhook_lab fixture) through the wheel's entry point.

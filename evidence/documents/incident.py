@@ -57,6 +57,8 @@ class IncidentTarget(Document):
     database: str | None = None
     commit_sha: str | None = None
     dirty: Omit[bool] = None
+    changes: Omit[Sha256] = None
+    listener: Omit[dict[str, Any]] = None
     handler_sha256: Omit[Sha256] = None
     provider: Omit[str] = None
 

@@ -22,11 +22,10 @@ from pathlib import Path
 
 import click
 import httpx
-from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.exitcodes import ExitCode
-from acklab.harness.cli.progress import STYLE, ProgressDisplay
+from acklab.harness.cli.progress import STYLE, ProgressDisplay, output_console
 from acklab.harness.engine.comparison import run_comparison
 from acklab.harness.engine.runner import RunOptions, RunResult, run
 from acklab.harness.procs import pgtemp
@@ -35,7 +34,7 @@ from acklab.harness.targets.fixture import fixture_target
 from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.templates import conflicting, render
 
-console = Console(stderr=True, highlight=False)
+console = output_console()
 # What the unsafe handler must fail beyond one event (and the live one pass).
 BEYOND = ("out-of-order", "sibling-events", "race-with-request")
 

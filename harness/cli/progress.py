@@ -6,6 +6,8 @@ line per finished trial, so a log reads like a transcript.
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -29,6 +31,20 @@ STYLE = dict(
 )
 
 
+# Output that is not a terminal (a CI log, a pipe, a file) is a transcript: never wrapped.
+# rich assumes 80 columns there and would cut "lost-ack-reset" into "lost-ack-res…".
+LOG_WIDTH = 1000
+
+
+def output_console(*, stderr: bool = True) -> Console:
+    """A rich console for the lab's output: the terminal's width on a terminal, else unwrapped
+    (`LOG_WIDTH`, unless ``COLUMNS`` says otherwise)."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, highlight=False, width=LOG_WIDTH, soft_wrap=True)
+    return console
+
+
 def shown(value: object) -> str:
     """Data for a rich console: markup escaped, control characters visible.
 
@@ -48,7 +64,7 @@ class ProgressDisplay:
     bar_label = "{task.description:<24}"
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or output_console()
         self._live = self.console.is_terminal
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}

@@ -16,13 +16,12 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
-from acklab.harness.cli.progress import ProgressDisplay, shown
+from acklab.harness.cli.progress import ProgressDisplay, output_console, shown
 from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSettings
 from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
@@ -88,6 +87,12 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Finish an interrupted run (same --out, same --target).",
         ),
         click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range."),
+        click.option(
+            "--allow-foreign-service",
+            is_flag=True,
+            help="A spec without command: names a service this job must have started (its own process "
+            "tree or process group); allow one started elsewhere (another terminal, a container's port).",
+        ),
         click.option(
             "--checkout",
             type=click.Path(file_okay=False, path_type=Path),
@@ -187,6 +192,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         out=kwargs["out"],
         resume=kwargs["resume"],
         allow_remote=kwargs["allow_remote"],
+        allow_foreign_service=kwargs["allow_foreign_service"],
         shard=kwargs["shard"],
         settings=resolved.settings,
         checkout=kwargs["checkout"],
@@ -277,7 +283,7 @@ def plan(**kwargs: Any) -> int:
     if kwargs["as_json"]:
         click.echo(json.dumps(the_plan.as_dict()))
         return int(ExitCode.OK)
-    console = Console(highlight=False)
+    console = output_console(stderr=False)
     console.print(
         f"plan for [bold]{shown(the_plan.target)}[/]: seed {the_plan.seed}, {the_plan.trials_per_experiment} trials per "
         f"experiment, {len(the_plan.trials)} trials"

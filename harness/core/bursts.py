@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from acklab.evidence.extras import require
 from acklab.harness.core.plan import BURST_SYNCS
 from acklab.harness.errors import HarnessError, Http2Refused
 from acklab.harness.wire.burst_h1 import H1Burst
-from acklab.harness.wire.burst_h2 import H2Burst, NotHttp2, speaks_http2
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.transports import TICKET, Ticket, Wire
 
@@ -130,11 +130,13 @@ async def send_burst(
     armed: Armed
     try:
         if sync == "single-packet":
-            armed = await H2Burst.arm(_one_origin(requests), requests, timeout_s=lab.horizon_s)
+            h2 = _h2()
+            try:
+                armed = await h2.H2Burst.arm(_one_origin(requests), requests, timeout_s=lab.horizon_s)
+            except h2.NotHttp2 as exc:
+                raise Http2Refused(_refusal(lab.target, str(exc))) from exc
         else:
             armed = await H1Burst.arm(requests, timeout_s=lab.horizon_s)
-    except NotHttp2 as exc:
-        raise Http2Refused(_refusal(lab.target, str(exc))) from exc
     except httpx.TransportError as exc:
         # Nothing was armed (HTTP/2: the one connection failed): each delivery says why.
         armed = _Unarmed(sync, [_Failed(exc) for _ in requests])
@@ -230,6 +232,14 @@ def _refusal(target: Target, why: str) -> str:
     )
 
 
+def _h2() -> Any:
+    """`harness.wire.burst_h2`, imported where a single-packet burst is asked for (the ``h2`` extra)."""
+    require("h2", "h2", "--burst-sync single-packet (HTTP/2)")
+    from acklab.harness.wire import burst_h2
+
+    return burst_h2
+
+
 async def check_burst_sync(target: Target, sync: str) -> None:
     """Refuse (exit 3) a single-packet burst against a target that does not speak HTTP/2.
 
@@ -239,6 +249,6 @@ async def check_burst_sync(target: Target, sync: str) -> None:
     if target.http2_refusal is not None:
         raise Http2Refused(_refusal(target, target.http2_refusal))
     url = httpx.URL(target.endpoint)
-    why = await speaks_http2(url, PROBE_TIMEOUT_S)
+    why = await _h2().speaks_http2(url, PROBE_TIMEOUT_S)
     if why is not None:
         raise Http2Refused(_refusal(target, f"{why}, at {target.name}'s endpoint"))

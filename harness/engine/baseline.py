@@ -46,15 +46,16 @@ def _usage(message: str) -> HarnessError:
 def _repository(options: RunOptions) -> Path:
     """The checkout whose history REF is looked up in: the spec's, or (fixture) the lab's."""
     if options.target.startswith("fixture:"):
-        import acklab
-
-        root = getattr(acklab, "_root", None)
-        if root is None:
+        # The checkout this module lives in (harness/engine/ of a clone); an installed wheel has none.
+        root = Path(__file__).resolve().parents[2]
+        if not all(
+            (root / m).is_file() for m in ("pyproject.toml", "harness/__init__.py", "app/webhooks.py")
+        ):
             raise _usage(
                 "--baseline with a fixture target needs acklab run from a checkout of acklab (git clone); "
                 "an installed package has no history to check REF out from"
             )
-        found = toplevel(Path(root))
+        found = toplevel(root)
     else:
         found = toplevel(Path(options.target).resolve().parent)
     if found is None:

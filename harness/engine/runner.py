@@ -81,6 +81,9 @@ class RunOptions:
     # instead of refused (exit 3): the Python API and the pytest plugin, where a test names
     # experiments and its report must say why one did not run.
     skip_inapplicable: bool = False
+    # A spec's service the lab did not start may be served by a process outside the job
+    # (harness.procs.listener): someone started it on purpose (another terminal, a container).
+    allow_foreign_service: bool = False
 
 
 def build_plan(
@@ -164,7 +167,11 @@ def prepare(
     nothing is sent (exit 3/5 errors surface here)."""
     if target is None:
         target = resolve_target(
-            options.target, db_url=options.db, allow_remote=options.allow_remote, checkout=options.checkout
+            options.target,
+            db_url=options.db,
+            allow_remote=options.allow_remote,
+            checkout=options.checkout,
+            allow_foreign_service=options.allow_foreign_service,
         )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision

@@ -4,7 +4,8 @@ What a correct handler answers depends on the target's ``expect.conflict``: ``re
 default, and the fixture's policy) wants one of ``expect.conflict_status``; ``ignore``
 (dedupe by id, Stripe's documented practice) wants a 2xx. Either way the effects — and the
 state, where ``effects.sql.state`` or ``effects.http.state_path`` probes it — must stay
-exactly as the first body left them (`harness.core.verdicts`).
+exactly as the first body left them (`harness.core.verdicts`). Each try records the fields
+the conflicting body changed (``conflict_fields``, `harness.wire.conflicts.changed_fields`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.targets import Target
+from acklab.harness.wire.conflicts import changed_fields
 from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.templates import WebhookEvent, conflicting
 
@@ -56,12 +58,18 @@ class ConflictingPayloadExperiment(Experiment):
                 f"the original was never acknowledged (handler statuses: {statuses}); a conflicting body "
                 "needs a processed original, so none was sent"
             )
-        sent = await trial.send(conflicting(event, trial.lab.target.conflict_set), kind="conflict")
+        twin = conflicting(event, trial.lab.target.conflict_set)
+        # What differed, for whoever reads the incident: the evidence keeps only the bodies' hashes.
+        fields = changed_fields(event.document, twin.document)
+        sent = await trial.send(twin, kind="conflict")
         await trial.settle([event])
         if sent.status is None:
-            return missed(f"the conflicting body (seq {sent.seq}) got no answer ({sent.error})")
+            return missed(
+                f"the conflicting body (seq {sent.seq}) got no answer ({sent.error})", conflict_fields=fields
+            )
         return landed(
             f"the conflicting body (seq {sent.seq}) reached the handler after the original was "
             f"processed and was answered {sent.status}",
             conflict_status=sent.status,
+            conflict_fields=fields,
         )

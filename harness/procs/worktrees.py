@@ -30,7 +30,8 @@ class GitFailed(HarnessError):
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`git -C repo ARGS` (an argv list, no shell, no prompt); GitFailed naming it on failure."""
     try:
-        done = subprocess.run(  # nosec B603 B607 - git from PATH, our own argv
+        # git from PATH, our own argv list, never a shell.
+        done = subprocess.run(  # nosec B603 B607
             ["git", "-C", str(repo), *args],
             capture_output=True,
             text=True,

@@ -12,7 +12,12 @@ __all__ = ["Endpoint", "Expect", "Needs", "Target", "check_local", "is_loopback"
 
 
 def resolve_target(
-    ref: str, *, db_url: str | None = None, allow_remote: bool = False, checkout: Path | None = None
+    ref: str,
+    *,
+    db_url: str | None = None,
+    allow_remote: bool = False,
+    checkout: Path | None = None,
+    allow_foreign_service: bool = False,
 ) -> Target:
     """``fixture:live|fixture:unsafe`` (of `checkout` when given) or the path of a ``kind: target`` spec file."""
     if checkout is not None:
@@ -31,4 +36,4 @@ def resolve_target(
         return fixture_target(ref, db_url=db_url)
     from acklab.harness.targets.spec import load_target
 
-    return load_target(Path(ref), allow_remote=allow_remote)
+    return load_target(Path(ref), allow_remote=allow_remote, allow_foreign_service=allow_foreign_service)

@@ -18,7 +18,9 @@ differs for an app served in this process:
 * ``competitor.url`` may be a path of the app itself (``/checkout/{{order_id}}/complete``):
   race-with-request sends it to the app as served, beside the webhook.
 * Defaults: ``signing: {scheme: none}`` (``standard`` when only a secret is given), the
-  event template of the built-in fixture (an ``order.paid``), and its conflict.
+  event template of the built-in fixture (an ``order.paid``), and the conflict every target
+  without ``conflict:`` gets (`harness.wire.conflicts.default_conflict`: here its
+  ``data.amount_cents`` changes, 1200 to 9900).
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ from acklab.harness.targets.effects import database_kind
 from acklab.harness.targets.objects import ObjectEvents
 from acklab.harness.targets.spec import resolve_headers
 from acklab.harness.targets.spec_checks import (
-    DEFAULT_CONFLICT,
     check_database_url,
     check_target_doc,
     check_url,
+    conflict_set,
     shown,
 )
 from acklab.harness.wire.providers import profile
@@ -61,7 +63,6 @@ DEFAULT_EVENT: dict[str, Any] = {
     "timestamp": "{{timestamp}}",
     "data": {"order_id": "{{order_id}}", "amount_cents": 1200, "currency": "EUR"},
 }
-DEFAULT_EVENT_CONFLICT = {"data.amount_cents": 9900}
 # What the schema sees in place of a callable (it is checked, the placeholder never used).
 _CALLABLE_STANDIN = {"http": {"url": f"{IN_PROCESS_BASE}/acklab-callable/{{{{event_id}}}}", "json_path": "n"}}
 # How the incident's target.endpoint says the app was served.
@@ -130,7 +131,6 @@ def _merge(base: Mapping[str, Any], fields: Mapping[str, Any], secret: str | Non
     doc["signing"] = signing or {"scheme": "none"}
     if "event" not in doc:
         doc["event"] = DEFAULT_EVENT
-        doc.setdefault("conflict", {"set": DEFAULT_EVENT_CONFLICT})
     return doc
 
 
@@ -272,7 +272,7 @@ def app_target(
         secret=signing_secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
         template=doc["event"],
-        conflict_set=doc.get("conflict", {}).get("set", DEFAULT_CONFLICT),
+        conflict_set=conflict_set(doc),
         expect=Expect.from_dict(expect),
         headers=resolve_headers(doc.get("headers", {}), field_name="headers"),
         event_type=delivery.get("event_type"),

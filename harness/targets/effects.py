@@ -34,6 +34,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from acklab.evidence.documents.records import ObservationSource
+from acklab.evidence.extras import require
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
@@ -150,6 +151,7 @@ def read_only_engine(url: URL) -> Engine:
 
 def _read_only_postgres(url: URL) -> Engine:
     """An engine whose sessions default to read-only and whose every transaction is READ ONLY."""
+    require("postgres", "psycopg", "effects read from a PostgreSQL database")
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")  # psycopg 3 is the installed driver
     return create_engine(

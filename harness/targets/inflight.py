@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from typing import Any
 
-import psycopg
 from sqlalchemy.engine import make_url
 
+from acklab.evidence.extras import require
 from acklab.harness.errors import HarnessError, SpecError
 
 POLL_S = 0.005
@@ -39,7 +40,7 @@ def _pg_conninfo(url: str) -> dict[str, object]:
     return info
 
 
-async def _pg_in_transaction(url: str, deadline: float, quiet_for_s: float) -> bool:
+async def _pg_in_transaction(psycopg: Any, url: str, deadline: float, quiet_for_s: float) -> bool:
     # Idle in transaction for a while, not between two statements: the handler is working
     # before its COMMIT, and a strike now hits the COMMIT itself.
     query = (
@@ -47,7 +48,7 @@ async def _pg_in_transaction(url: str, deadline: float, quiet_for_s: float) -> b
         "AND state = 'idle in transaction' AND pid <> pg_backend_pid() "
         "AND clock_timestamp() - state_change >= make_interval(secs => %s)"
     )
-    async with await psycopg.AsyncConnection.connect(**_pg_conninfo(url)) as conn:  # type: ignore[arg-type]
+    async with await psycopg.AsyncConnection.connect(**_pg_conninfo(url)) as conn:
         while time.monotonic() < deadline:
             row = await (await conn.execute(query, (quiet_for_s,))).fetchone()
             if row and row[0]:
@@ -86,11 +87,15 @@ async def wait_in_transaction(database_url: str, timeout_s: float, *, quiet_for_
     parsed = make_url(database_url)
     deadline = time.monotonic() + timeout_s
     backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        psycopg = require("postgres", "psycopg", "watching a PostgreSQL transaction")
+        try:
+            return await _pg_in_transaction(psycopg, database_url, deadline, quiet_for_s)
+        except (psycopg.Error, OSError) as exc:
+            raise HarnessError(f"cannot watch the target's database for an open transaction: {exc}") from exc
     try:
-        if backend == "postgresql":
-            return await _pg_in_transaction(database_url, deadline, quiet_for_s)
         if backend == "sqlite" and parsed.database:
             return await _sqlite_in_transaction(parsed.database, deadline)
-    except (psycopg.Error, sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise HarnessError(f"cannot watch the target's database for an open transaction: {exc}") from exc
     raise SpecError(f"got database {backend!r}; the lab can watch sqlite and postgresql transactions only")

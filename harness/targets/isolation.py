@@ -79,8 +79,7 @@ class Isolation:
     def _make_scratch(self, label: str) -> Path:
         path = Path(tempfile.mkdtemp(prefix=f"acklab-scratch-{label}-"))
         self._scratch = path
-        assert self._book is not None
-        self._leases.append(self._book.acquire("directory", str(path), path=str(path)))
+        self._leases.append(self._leased().acquire("directory", str(path), path=str(path)))
         return path
 
     def _make_database(self, server: str) -> str:
@@ -110,14 +109,18 @@ class Isolation:
         self._database = (server, name)
         database_url = url.set(database=name).render_as_string(hide_password=False)
         remember(*url_credentials_of(database_url))
-        assert self._book is not None
         # The lease names the server without its password: the journal is never a credential store.
         shown = url.set(database=name, password=None).render_as_string(hide_password=False)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(psycopg.Error, PermissionError, OSError):
             # Marked with the token in its comment: without trust authentication the janitor
             # could not prove it (and cannot drop it); the run drops it itself in release().
-            self._leases.append(self._book.acquire("database", name, name=name, url=shown))
+            self._leases.append(self._leased().acquire("database", name, name=name, url=shown))
         return database_url
+
+    def _leased(self) -> LeaseBook:
+        if self._book is None:
+            self._book = current_book()
+        return self._book
 
     def fill(self, text: str) -> str:
         from acklab.harness.specs.placeholders import fill

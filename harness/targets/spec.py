@@ -14,8 +14,9 @@ from urllib.parse import urlsplit
 
 from acklab.evidence.documents.incident import IncidentTarget
 from acklab.evidence.redaction import redact, remember
-from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
+from acklab.harness.errors import ForeignService, HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.leases import current_book
+from acklab.harness.procs.listener import Listener, listener_of
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_SETUP_TIMEOUT_S,
@@ -29,7 +30,7 @@ from acklab.harness.procs.service_process import (
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
-from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
+from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
     OBJECT_PLACEHOLDER,
@@ -41,11 +42,11 @@ from acklab.harness.targets.effects import (
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.spec_checks import (
-    DEFAULT_CONFLICT,
     check_database_url,
     check_reach,
     check_target_doc,
     check_url,
+    conflict_set,
     shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
@@ -101,6 +102,9 @@ class SpecTarget(Target):
     unbound: _Unbound | None = field(default=None, repr=False)
     isolation: Isolation | None = field(default=None, repr=False)
     workdir: Path | None = None  # where command: runs without cwd:, and whose commit is recorded
+    # A service the lab did not start: who listens on its endpoint (harness.procs.listener).
+    allow_foreign_service: bool = False
+    listener: Listener | None = field(default=None, repr=False)
 
     @property
     def ephemeral_effects(self) -> bool:
@@ -171,7 +175,23 @@ class SpecTarget(Target):
 
     def describe(self) -> IncidentTarget:
         # An endpoint read from the environment is named by its variable: it may carry a token.
-        return super().describe().but(endpoint=shown(self.endpoint_ref, self.endpoint))
+        listener = {"listener": self.listener.describe()} if self.listener is not None else {}
+        return super().describe().but(endpoint=shown(self.endpoint_ref, self.endpoint), **listener)
+
+    def check_listener(self, host: str, port: int) -> None:
+        """Who serves a service the lab did not start; refuse (exit 5) one outside the job."""
+        if not is_loopback(host):
+            return  # another machine's processes: the OS here cannot say
+        self.listener = found = listener_of(host, port)
+        if found.in_job is not False or self.allow_foreign_service:
+            return
+        where = shown(self.endpoint_ref, self.endpoint)
+        raise ForeignService(
+            f"target {self.name!r}: {where} is served by pid {found.pid} ({found.command or 'command unknown'}), "
+            f"which this job did not start: {found.how}. It may be a server left over from another job. "
+            "Let the lab start the service (command: with {{port}}, docs/ci.md), stop that process, or pass "
+            "--allow-foreign-service if you started it yourself (another terminal, a container's port)"
+        )
 
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness
@@ -199,6 +219,7 @@ class SpecTarget(Target):
         writer.close()
         await writer.wait_closed()
         if self.command is None:
+            await asyncio.to_thread(self.check_listener, host, port)
             # A service the lab did not start may still be booting: wait for it as for our own.
             ready, seen = await asyncio.to_thread(
                 functools.partial(wait_ready, self.endpoint, (), DEFAULT_READY_TIMEOUT_S, hang_is_ready=True)
@@ -293,7 +314,9 @@ def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     }
 
 
-def load_target(path: Path, *, allow_remote: bool, workdir: Path | None = None) -> SpecTarget:
+def load_target(
+    path: Path, *, allow_remote: bool, workdir: Path | None = None, allow_foreign_service: bool = False
+) -> SpecTarget:
     """Load and check a target spec; refuse remote URLs (exit 5) before any traffic.
 
     A spec with run placeholders (``{{port}}``, ``{{scratch}}``, ``{{database_url}}``...) is
@@ -325,7 +348,7 @@ def load_target(path: Path, *, allow_remote: bool, workdir: Path | None = None) 
         secret=secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
         template=doc["event"],
-        conflict_set=doc.get("conflict", {}).get("set", DEFAULT_CONFLICT),
+        conflict_set=conflict_set(doc),
         expect=Expect.from_dict(expect),
         headers=headers,
         event_type=delivery.get("event_type"),
@@ -345,6 +368,7 @@ def load_target(path: Path, *, allow_remote: bool, workdir: Path | None = None) 
         endpoint_ref=doc["endpoint"],
         unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
         workdir=workdir,
+        allow_foreign_service=allow_foreign_service,
     )
 
 

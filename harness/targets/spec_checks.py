@@ -22,10 +22,11 @@ from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.specs.credentials import ENV_REF, resolve_env
 from acklab.harness.targets.base import check_local, is_loopback
 from acklab.harness.targets.objects import check_objects
+from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict
 from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.wire.templates import KNOWN, conflicting, render, unknown_placeholders
 
-DEFAULT_CONFLICT = {"acklab_conflict": "this body differs from the original"}
+DEFAULT_CONFLICT = LAST_RESORT  # the last resort of `default_conflict` (harness.wire.conflicts)
 # Set by the lab's HTTP client for every request: a spec may not send its own.
 CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect", "upgrade"})
 EVENT_TYPE_HEADERS = frozenset({"x-github-event", "x-gitlab-event", "x-shopify-topic"})
@@ -50,6 +51,15 @@ def sample_event(template: Mapping[str, Any]) -> Any:
         seq=1,
         created=datetime(2024, 1, 1, tzinfo=UTC),
     )
+
+
+def conflict_set(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's ``conflict.set``, else the one default derived from its event body and provider
+    (`harness.wire.conflicts.default_conflict`): the same in a spec file and in ``acklab.attack()``."""
+    given = doc.get("conflict", {}).get("set")
+    if given:
+        return dict(given)
+    return default_conflict(doc["event"], doc["signing"]["scheme"])
 
 
 def check_headers(headers: Mapping[str, str], *, scheme: str, field_name: str) -> None:
@@ -84,7 +94,7 @@ def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
             f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
             'set id: "{{event_id}}"'
         )
-    changes = doc.get("conflict", {}).get("set", DEFAULT_CONFLICT)
+    changes = conflict_set(doc)
     try:
         conflicting(sample_event(doc["event"]), changes)
     except SpecError as exc:

@@ -47,7 +47,11 @@ def target(**fields: object) -> IncidentTarget:
 def test_the_revision_is_the_handler_hash_else_the_commit():
     digest = "ab" * 32
     assert revision_of(target(handler_sha256=digest, commit_sha="c" * 40)) == f"handler:{digest}"
-    assert revision_of(target(commit_sha="C" * 40, dirty=True)) == "c" * 40 + "+dirty"
+    assert revision_of(target(commit_sha="C" * 40, dirty=True)) == "c" * 40 + "+dirty"  # an older bundle
+    changes = "3fa1c2" + "0" * 58
+    assert revision_of(target(commit_sha="c" * 40, dirty=True, changes=changes)) == f"{'c' * 40}+{changes}"
+    assert revision_of(target(commit_sha="c" * 40, dirty=False, changes=changes)) == "c" * 40
+    assert short_revision(f"{'b02f02d7' * 5}+{changes}") == "commit b02f02d7+3fa1c2"
     assert revision_of(target(commit_sha=None)) is None
     assert revision_of(target(commit_sha="main; rm -rf /")) is None  # not hex: no identity
     assert short_revision(f"handler:{digest}") == "handler abababab"

@@ -192,3 +192,14 @@ def test_a_fixture_database_that_does_not_answer_is_exit_4(tmp_path, capsys):
     url = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/missing"
     assert acklab("run", "--db", url, "--experiment", "lost-ack", "--out", str(tmp_path / "out")) == 4
     assert "could not start" in capsys.readouterr().err
+
+
+def test_output_that_is_not_a_terminal_is_never_wrapped(capsys, monkeypatch):
+    """A CI log is a transcript: rich's 80 columns would cut a name into "lost-ack-res…"."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert acklab("plan", "--target", "fixture:live", "--experiment", "lost-ack-reset", "--trials", "1") == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "lost-ack-reset-0000" in line)
+    assert "…" not in out
+    assert "retry/4/none@" in row  # the whole row on one line, wider than 80 columns
+    assert len(row) > 80

@@ -50,8 +50,37 @@ def test_head_of_the_checkout_and_whether_it_is_dirty(repo):
     (repo / "sub").mkdir()
     assert revision_of(repo / "sub", env={}) == Revision(head, dirty=False)  # any folder of it
     (repo / "handler.py").write_text("print('patched')\n")
-    assert revision_of(repo, env={}) == Revision(head, dirty=True)
-    assert Revision(head, dirty=True).describe() == {"commit_sha": head, "dirty": True}
+    patched = revision_of(repo, env={})
+    assert (patched.commit_sha, patched.dirty) == (head, True)
+    diff = subprocess.run(
+        ["git", "-C", str(repo), "diff", "HEAD", "--binary"], capture_output=True, check=True
+    )
+    assert patched.changes == hashlib.sha256(diff.stdout).hexdigest()
+    assert patched.describe() == {"commit_sha": head, "dirty": True, "changes": patched.changes}
+    assert patched.label == f"{head[:8]}+{patched.changes[:6]}"
+
+
+def test_untracked_files_never_make_a_checkout_dirty(repo):
+    """`pip install -e .` leaves *.egg-info, a run its evidence: neither is code the commit names."""
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "shop.egg-info").mkdir()
+    (repo / "shop.egg-info" / "PKG-INFO").write_text("Name: shop\n")
+    (repo / "notes.txt").write_text("scratch\n")
+    assert revision_of(repo, env={}) == Revision(head, dirty=False)
+    assert revision_of(repo, env={}).label == head[:8]
+
+
+def test_two_different_dirty_trees_never_share_a_label(repo):
+    (repo / "handler.py").write_text("print('fix one')\n")
+    one = revision_of(repo, env={})
+    (repo / "handler.py").write_text("print('fix two')\n")
+    two = revision_of(repo, env={})
+    git(repo, "add", "handler.py")  # staged changes count the same as unstaged ones
+    staged = revision_of(repo, env={})
+    assert one.dirty
+    assert two.dirty
+    assert one.label != two.label
+    assert staged.label == two.label
 
 
 def test_ci_commit_sha_wins_and_garbage_is_ignored(tmp_path):

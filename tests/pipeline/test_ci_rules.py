@@ -69,7 +69,15 @@ def selection(variables: dict[str, str]) -> dict[str, str]:
     return {name: when for name, when in jobs.items() if when != "never"}
 
 
-LAB_AND_CODE = {"lint", "typecheck", "bandit", "pytest", "reproduce:unsafe", "attack:live"}
+LAB_AND_CODE = {
+    "lint",
+    "typecheck",
+    "bandit",
+    "pytest",
+    "core:lower-bounds",
+    "reproduce:unsafe",
+    "attack:live",
+}
 
 
 def test_merge_request_pipelines_offer_the_repair_and_never_publish_pages() -> None:
@@ -154,7 +162,7 @@ def test_pages_publishes_public_from_the_default_branch_only() -> None:
     assert pages["pages"] == {"publish": "public"}
     assert pages["artifacts"]["paths"] == ["public"]
     assert pages["rules"] == [{"if": "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"}]
-    assert "acklab pages --evidence out --out public" in pages["script"]
+    assert '"${ACKLAB:-acklab}" pages --evidence out --out public' in pages["script"]
 
 
 def test_repair_is_manual_never_blocks_and_targets_the_mr() -> None:
@@ -163,7 +171,7 @@ def test_repair_is_manual_never_blocks_and_targets_the_mr() -> None:
         {"if": '$CI_PIPELINE_SOURCE == "merge_request_event"', "when": "manual", "allow_failure": True}
     ]
     assert repair["variables"]["ACKLAB_FLOW"] == "flows/repair.yaml"
-    assert 'acklab flow run "$ACKLAB_FLOW" --mr "$CI_MERGE_REQUEST_IID"' in repair["script"]
+    assert '"${ACKLAB:-acklab}" flow run "$ACKLAB_FLOW" --mr "$CI_MERGE_REQUEST_IID"' in repair["script"]
 
 
 def test_no_job_runs_on_an_image_it_does_not_name() -> None:

@@ -94,7 +94,10 @@ def test_a_project_includes_the_components_at_a_release_tag(
     assert webhooks["variables"]["ACKLAB_PROJECT"] == "acme/acklab"
     assert webhooks["variables"]["ACKLAB_VERSION"] == VERSION
     assert webhooks["variables"]["SHOP_WEBHOOK_SECRET"] == "$SHOP_WEBHOOK_SECRET_CI"  # the project's own
-    assert webhooks["before_script"][:2] == ["pip install -e .", "uvicorn shop.main:app --port 9000 &"]
+    assert webhooks["before_script"][0] == "pip install -e ."  # the project's, on the job's PATH
+    assert not any(
+        line.lstrip().startswith("uvicorn") for line in webhooks["before_script"]
+    )  # command: serves it
     assert webhooks["parallel"] == 2
     fetched = {r.path for r in acklab_released.state.requests}
     assert "/acme/acklab.git/git-upload-pack" in fetched, "the components were cloned from acme/acklab"
@@ -113,9 +116,9 @@ def test_a_project_includes_the_templates_by_project_at_a_release_tag(
         "pages": "on_success",
     }
     config = preview(gitlab_ci_local.in_project(shop, "--preview"))
-    assert "acklab run --target" in "\n".join(config["webhooks"]["script"])
+    assert '"${ACKLAB:-acklab}" run --target' in "\n".join(config["webhooks"]["script"])
     assert (
-        config["webhooks"]["before_script"][-1] == "acklab --version"
+        config["webhooks"]["before_script"][-1] == '"$ACKLAB" --version'
     )  # !reference [.acklab, before_script]
 
 

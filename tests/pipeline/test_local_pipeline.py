@@ -143,7 +143,10 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_loca
     log = failure_log(workdir, done, results)
 
     expected = [*CODE_JOBS, *LAB_JOBS, "pages"]
-    assert set(job_names(load_ci())) - {"repair", "release"} == {j.split(": [")[0] for j in expected}
+    # core:lower-bounds installs from the package index: GitLab runs it, a local run skips it
+    # (tests/test_core_install.py installs the same core at the same bounds).
+    skipped = {"repair", "release", "core:lower-bounds"}
+    assert set(job_names(load_ci())) - skipped == {j.split(": [")[0] for j in expected}
     assert {job: status for job, (status, _) in results.items()} == dict.fromkeys(expected, "PASS"), log
     assert done.returncode == 0, log
     # A few minutes on two cores; a pipeline that outgrows this stops being run by hand.

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.pipeline.gitlab import gcl_job_dir, job_when, load_ci, resolve_job
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 RELEASE = ROOT / "scripts" / "release.sh"
 PROJECT_ID = 1217  # the CI_PROJECT_ID gitlab-ci-local gives every job
+TAG = "3.2.1"  # not pyproject.toml's version: the packages take the tag's
 
 
 def release_script(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
@@ -29,12 +31,12 @@ def release_script(tmp_path: Path, **variables: str) -> subprocess.CompletedProc
     )
 
 
-@pytest.mark.parametrize("tag", ["", "9.9.9", f"v{VERSION}", f"release-{VERSION}"])
-def test_a_tag_that_does_not_name_the_version_builds_nothing(tmp_path: Path, tag: str) -> None:
+@pytest.mark.parametrize("tag", ["", f"v{VERSION}", f"release-{VERSION}", "1.2", "1.2.0-beta"])
+def test_a_tag_that_is_not_a_release_version_builds_nothing(tmp_path: Path, tag: str) -> None:
     variables = {"CI_API_V4_URL": "http://127.0.0.1:9/api/v4", "CI_PROJECT_ID": "1", "CI_JOB_TOKEN": "t"}
     done = release_script(tmp_path, CI_COMMIT_TAG=tag, **variables)
     assert done.returncode == 2, done.stderr
-    assert f"tag {VERSION}" in done.stderr
+    assert "tag X.Y.Z" in done.stderr
     assert not (ROOT / "dist").exists() or not list((ROOT / "dist").glob("acklab-*"))
 
 
@@ -67,7 +69,7 @@ def test_a_release_tag_publishes_wheel_and_sdist_that_pip_installs_back(
         "--workdir",
         str(workdir),
         "--tag",
-        VERSION,
+        TAG,
         "--server",
         gitlab_double.url,
         "--variable",
@@ -82,9 +84,9 @@ def test_a_release_tag_publishes_wheel_and_sdist_that_pip_installs_back(
 
     dist = workdir / ".gitlab-ci-local" / "artifacts" / gcl_job_dir("release") / "dist"
     built = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in dist.iterdir()}
-    assert set(built) == {f"acklab-{VERSION}-py3-none-any.whl", f"acklab-{VERSION}.tar.gz"}
+    assert set(built) == {f"acklab-{TAG}-py3-none-any.whl", f"acklab-{TAG}.tar.gz"}
     stored = {f.filename: (f.sha256, f.version, f.uploaded_by) for f in gitlab_double.state.packages}
-    assert stored == {name: (sha, VERSION, "job") for name, sha in built.items()}
+    assert stored == {name: (sha, TAG, "job") for name, sha in built.items()}
     uploads = [r for r in gitlab_double.state.requests if r.method == "POST"]
     assert [(r.path, r.auth, r.status) for r in uploads] == [
         (f"/api/v4/projects/{PROJECT_ID}/packages/pypi", "job", 201)
@@ -97,7 +99,7 @@ def test_a_release_tag_publishes_wheel_and_sdist_that_pip_installs_back(
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     pip = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp_path / "got")]
     got = subprocess.run(
-        [*pip, "--index-url", index, f"acklab=={VERSION}"],
+        [*pip, "--index-url", index, f"acklab=={TAG}"],
         capture_output=True,
         text=True,
         env=env,
@@ -107,3 +109,7 @@ def test_a_release_tag_publishes_wheel_and_sdist_that_pip_installs_back(
     assert got.returncode == 0, got.stderr
     [wheel] = (tmp_path / "got").iterdir()
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == built[wheel.name]
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        assert f"\nVersion: {TAG}\n" in archive.read(metadata).decode()
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == VERSION  # untouched

@@ -36,7 +36,7 @@ router = APIRouter()
 
 CI_JOB_USER = "gitlab-ci-token"
 REALM = {"www-authenticate": 'Basic realm="GitLab Packages Registry"'}
-PATH = re.compile(r"^/api/v4/projects/[^/]+/packages/pypi(?:/|$)")
+PATH = re.compile(r"^/api/v4/projects/.+?/packages/pypi(?:/|$)")  # an id, or a full path (encoded or not)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -1,0 +1,327 @@
+"""Finding a service's effect table by watching its database: one signed event, then a duplicate.
+
+`discover` reads every table of the service's database (read-only, `harness.targets.effects`:
+the same connection the lab counts with), delivers one signed event, waits until the
+database is quiet, reads it again, delivers the very same event again (a retry: same bytes,
+signed anew), reads again, and finally sends a conflicting body under the same id to see
+how the service answers one. What changed is compared row by row:
+
+* a table that gained rows holding the event id (or the event's object id) is a candidate
+  effect table, and the column holding it is what the count query filters on;
+* candidates are ranked: a table that grew again on the duplicate is an effect the
+  service does not dedupe (the bug acklab will report), one whose name says it records
+  deliveries (``processed_events``, ``claims``, ``webhook_events``...) is bookkeeping, and a
+  table that stores more of the event (amounts, names) is more likely the effect;
+* the state query reads the columns of the effect row whose values came from the body.
+
+Nothing is written to the database by the lab; rows are read up to `MAX_ROWS` a table (a
+bigger table is compared by its count only, and says so).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from acklab.evidence.redaction import redact
+from acklab.harness.errors import ProbeError, TargetUnreachable
+from acklab.harness.targets.effects import read_only_engine
+from acklab.harness.wire.providers import event_type_header
+from acklab.harness.wire.signing import SIGNERS, Attempt
+from acklab.harness.wire.templates import WebhookEvent, conflicting, render
+
+MAX_ROWS = 5000
+QUIET_S = 1.0  # the database reads the same for this long: the handler is done
+POLL_S = 0.2
+BOOKKEEPING = re.compile(
+    r"claim|processed|seen|dedup|idempot|inbox|receipt|webhook|delivery|deliveries|received|event_log|events?$",
+    re.IGNORECASE,
+)
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table as read: its columns, its row count, its rows (None: too many to compare)."""
+
+    name: str
+    columns: tuple[str, ...]
+    count: int
+    rows: Counter[Row] | None
+
+
+Snapshot = dict[str, Table]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one delivery changed in one table."""
+
+    table: str
+    columns: tuple[str, ...]
+    before: int
+    after: int
+    added: tuple[Row, ...] = ()
+    removed: tuple[Row, ...] = ()
+    rows_compared: bool = True
+
+    def describe(self) -> str:
+        delta = self.after - self.before
+        rows = "" if self.rows_compared else f" (more than {MAX_ROWS} rows: compared by count only)"
+        return f"{self.table}: {self.before} -> {self.after} rows ({delta:+d}){rows}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A table that may hold the effect, the column that names the event in it, and why."""
+
+    table: str
+    column: str
+    keyed_by: str  # "event" (the column holds the event id) or "object" (the object id)
+    grew_on_duplicate: bool
+    state_columns: tuple[str, ...]
+    score: int
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the deliveries did: statuses, the changes after each, the ranked candidates."""
+
+    event_id: str
+    object_id: str
+    statuses: tuple[int | None, int | None, int | None]  # event, duplicate, conflicting body
+    first: tuple[Change, ...]
+    duplicate: tuple[Change, ...]
+    conflict: tuple[Change, ...]
+    candidates: tuple[Candidate, ...] = field(default=())
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+class Deliverer:
+    """Signs and sends one event's deliveries to the service, as its provider would."""
+
+    def __init__(
+        self, url: str, scheme: str, secret: str, *, event_type: str | None, headers: Mapping[str, str]
+    ):
+        self.url, self.scheme, self.secret, self.event_type = url, scheme, secret, event_type
+        self.headers = dict(headers)
+        self._client = httpx.Client(timeout=30.0, trust_env=False)
+
+    def send(self, event: WebhookEvent) -> tuple[int | None, str]:
+        attempt = Attempt(
+            event_id=event.event_id,
+            event_type=event_type_header(self.scheme, self.event_type, event.document),
+            body=event.body,
+            timestamp=int(time.time()),
+            request_uuid=secrets.token_hex(16),
+            triggered_at=event.created_at,
+        )
+        headers = {"Content-Type": "application/json", **self.headers}
+        headers.update(SIGNERS[self.scheme].headers(attempt, self.secret))
+        try:
+            answer = self._client.post(self.url, content=event.body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise TargetUnreachable(
+                f"the service at {redact(self.url)} did not answer the delivery: {type(exc).__name__}: "
+                f"{redact(str(exc))}; is it running, and is --url its webhook endpoint?"
+            ) from exc
+        return answer.status_code, redact(answer.text[:300])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class Database:
+    """The service's database, read-only: every table's count and rows."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine: Engine = read_only_engine(make_url(url))
+
+    def snapshot(self) -> Snapshot:
+        try:
+            names = sorted(inspect(self._engine).get_table_names())
+            quote = self._engine.dialect.identifier_preparer.quote
+            found: Snapshot = {}
+            with self._engine.connect() as conn:
+                # Table names come from the database itself, quoted by its dialect; the connection
+                # is read-only (harness.targets.effects).
+                for name in names:
+                    result = conn.execute(text(f"SELECT * FROM {quote(name)} LIMIT {MAX_ROWS + 1}"))  # noqa: S608  # nosec B608
+                    columns = tuple(result.keys())
+                    rows = [tuple(row) for row in result]
+                    count = int(conn.execute(text(f"SELECT count(*) FROM {quote(name)}")).scalar() or 0)  # noqa: S608  # nosec B608
+                    found[name] = Table(
+                        name, columns, count, Counter(rows) if len(rows) <= MAX_ROWS else None
+                    )
+                conn.rollback()
+        except SQLAlchemyError as exc:
+            raise ProbeError(
+                f"cannot read the service's database ({redact(make_url(self.url).render_as_string(hide_password=True))}): "
+                f"{redact(str(getattr(exc, 'orig', exc)))}; check --db"
+            ) from exc
+        return found
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+def changes(before: Snapshot, after: Snapshot) -> tuple[Change, ...]:
+    """Every table whose count or rows differ between two snapshots."""
+    found = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        table = new or old
+        columns = table.columns if table is not None else ()
+        old_count, new_count = (old.count if old else 0), (new.count if new else 0)
+        if old and new and old.rows is not None and new.rows is not None:
+            added = tuple((new.rows - old.rows).elements())
+            removed = tuple((old.rows - new.rows).elements())
+            if added or removed or old_count != new_count:
+                found.append(Change(name, columns, old_count, new_count, added, removed))
+        elif old_count != new_count or (old is None) != (new is None):
+            added = tuple(new.rows.elements()) if new and new.rows is not None and old is None else ()
+            found.append(Change(name, columns, old_count, new_count, added, rows_compared=False))
+    return tuple(found)
+
+
+def settled(database: Database, since: Snapshot, *, wait_s: float, expect_change: bool) -> Snapshot:
+    """The database once it has read the same for `QUIET_S` (after a first change, when one is
+    expected, up to `wait_s`: an ack-then-process consumer writes after it answered)."""
+    deadline = time.monotonic() + wait_s
+    last = database.snapshot()
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        now = database.snapshot()
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+            continue
+        changed = bool(changes(since, now))
+        if time.monotonic() - quiet_since >= QUIET_S and (changed or not expect_change):
+            break
+    return last
+
+
+def _holds(value: Any, wanted: str) -> bool:
+    return isinstance(value, str) and (value == wanted or wanted in value)
+
+
+def _body_values(document: Any) -> set[Any]:
+    found: set[Any] = set()
+    if isinstance(document, Mapping):
+        for value in document.values():
+            found |= _body_values(value)
+    elif isinstance(document, list):
+        for value in document:
+            found |= _body_values(value)
+    elif isinstance(document, str | int | float) and not isinstance(document, bool):
+        found.add(document)
+        if isinstance(document, str) and re.fullmatch(r"-?\d+(\.\d+)?", document):
+            found.add(float(document))
+    return found
+
+
+def rank(
+    first: Sequence[Change], duplicate: Sequence[Change], *, event_id: str, object_id: str, body: Any
+) -> tuple[Candidate, ...]:
+    """The candidate effect tables, best first (see the module docstring)."""
+    grew_again = {c.table for c in duplicate if c.after > c.before}
+    values = _body_values(body)
+    found = []
+    for change in first:
+        if not change.added:
+            continue
+        columns = change.columns
+        by_event = [c for i, c in enumerate(columns) if any(_holds(row[i], event_id) for row in change.added)]
+        by_object = [
+            c for i, c in enumerate(columns) if any(_holds(row[i], object_id) for row in change.added)
+        ]
+        if not by_event and not by_object:
+            continue
+        keyed_by, column = ("event", by_event[0]) if by_event else ("object", by_object[0])
+        keys = set(by_event) | set(by_object)
+        state = tuple(
+            c
+            for i, c in enumerate(columns)
+            if c not in keys
+            and any(
+                row[i] in values or (isinstance(row[i], int | float) and float(row[i]) in values)
+                for row in change.added
+            )
+            and not isinstance(change.added[0][i], bool)
+        )
+        payload = [c for c in columns if c not in keys and c.lower() != "id"]
+        score, reasons = 0, []
+        if change.table in grew_again:
+            score += 100
+            reasons.append("it grew again on the duplicate: an effect the service does not dedupe")
+        if BOOKKEEPING.search(change.table) and change.table not in grew_again:
+            score -= 10
+            reasons.append("its name says it records deliveries (bookkeeping, not the effect)")
+        score += min(len(payload), 5) + 2 * len(state)
+        if by_object:
+            score += 2
+            reasons.append("it names the event's object")
+        if state:
+            reasons.append(f"it stores {', '.join(state)} from the event")
+        found.append(
+            Candidate(
+                change.table, column, keyed_by, change.table in grew_again, state, score, tuple(reasons)
+            )
+        )
+    return tuple(sorted(found, key=lambda c: (-c.score, c.table)))
+
+
+def discover(
+    database: Database,
+    deliverer: Deliverer,
+    template: Mapping[str, Any],
+    *,
+    conflict_set: Mapping[str, Any],
+    wait_s: float,
+    say: Callable[[str], None],
+) -> Discovery:
+    """Deliver one event, its duplicate and a conflicting body; see what each changed."""
+    token = secrets.token_hex(8)
+    event_id, object_id = f"evt_init{token}", f"ord_init{token}"
+    event = render(template, event_id=event_id, order_id=object_id, seq=1, created=datetime.now(UTC))
+    start = database.snapshot()
+    say(f"read {len(start)} table(s) of the database; delivering event {event_id}")
+    first_status, first_answer = deliverer.send(event)
+    say(f"  the event: answered {first_status} {first_answer[:120]!r}")
+    after_first = settled(database, start, wait_s=wait_s, expect_change=True)
+    say("  then the duplicate (the same event, signed again, as a retry)")
+    dup_status, _ = deliverer.send(event)
+    after_dup = settled(database, after_first, wait_s=wait_s, expect_change=False)
+    twin = conflicting(event, conflict_set)
+    say(f"  then a conflicting body under the same id ({', '.join(conflict_set)} changed)")
+    conflict_status, _ = deliverer.send(twin)
+    after_conflict = settled(database, after_dup, wait_s=wait_s, expect_change=False)
+    first = changes(start, after_first)
+    duplicate = changes(after_first, after_dup)
+    conflict = changes(after_dup, after_conflict)
+    return Discovery(
+        event_id=event_id,
+        object_id=object_id,
+        statuses=(first_status, dup_status, conflict_status),
+        first=first,
+        duplicate=duplicate,
+        conflict=conflict,
+        candidates=rank(first, duplicate, event_id=event_id, object_id=object_id, body=event.document),
+    )

@@ -1,0 +1,143 @@
+"""The slim core: importing it pulls no extra's package, and a missing extra is exit 4 naming
+`pip install 'acklab[NAME]'` (never a traceback).
+
+Each check runs in a fresh interpreter: this test process has imported everything already.
+An extra is made missing by ``sys.modules[name] = None``, which makes its import fail as an
+uninstalled package's does (ModuleNotFoundError).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from acklab.evidence.extras import EXTRAS, PACKAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+# Every import name an extra brings (and nothing the core lists).
+EXTRA_MODULES = sorted(name for name, (_, extra) in PACKAGES.items() if extra and extra != "dev")
+CORE_IMPORTS = [
+    "acklab",
+    "acklab.cli",
+    "acklab.pytest_plugin",
+    "acklab.harness.cli.run",
+    "acklab.harness.cli.init",
+    "acklab.harness.engine.api",
+    "acklab.harness.engine.runner",
+    "acklab.harness.experiments",
+    "acklab.harness.targets.spec",
+    "acklab.harness.targets.app_spec",
+    "acklab.evidence.cli",
+    "acklab.evidence.bundle",
+]
+SPEC = """\
+apiVersion: acklab/v1
+kind: target
+name: shop
+endpoint: http://127.0.0.1:9/hooks
+signing: {scheme: none}
+event: {id: "{{event_id}}", type: order.paid, data: {amount: 1200}}
+effects: {sql: {url: "sqlite:////tmp/shop.db", count: "SELECT count(*) FROM t WHERE e = :event_id"}}
+"""
+
+
+def python(
+    code: str, *, block: tuple[str, ...] = (), cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    prelude = f"import sys\nfor _name in {list(block)!r}:\n    sys.modules[_name] = None\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def acklab(
+    *argv: str, block: tuple[str, ...] = (), cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return python(f"from acklab.cli import main\nmain({list(argv)!r})", block=block, cwd=cwd)
+
+
+def test_the_pyproject_extras_are_the_documented_ones():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(extras) == {*EXTRAS, "all", "dev"}
+    assert extras["all"] == [f"acklab[{','.join(EXTRAS)}]"]
+    assert extras["dev"][0] == "acklab[all]"  # make test, make demo and dev install everything
+
+
+def test_importing_the_core_and_validating_a_spec_pulls_no_extra(tmp_path):
+    (tmp_path / "shop.yaml").write_text(SPEC)
+    code = (
+        "import importlib, json\n"
+        f"for m in {CORE_IMPORTS!r}: importlib.import_module(m)\n"
+        "from click.testing import CliRunner\n"
+        "from acklab.cli import cli\n"
+        "done = CliRunner().invoke(cli, ['validate', 'shop.yaml'])\n"
+        "assert done.exit_code == 0, done.output\n"
+        f"print(json.dumps(sorted(n for n in {EXTRA_MODULES!r} if n in sys.modules)))\n"
+    )
+    done = python(code, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "blocked", "extra"),
+    [
+        (["console", "--evidence", "."], ("fastapi", "jinja2"), "console"),
+        (["pages", "--evidence", ".", "--out", "public"], ("jinja2",), "console"),
+        (["explore", "--target", "fixture:live", "--budget", "1"], ("hypothesis",), "explore"),
+        (["run", "--target", "fixture:live", "--trials", "1"], ("fastapi", "starlette"), "fixture"),
+        (["serve", "fixture"], ("fastapi", "starlette"), "fixture"),
+        (["evidence", "pull", "--project", "1", "--pipeline", "2"], ("gitlab",), "gitlab"),
+    ],
+    ids=["console", "pages", "explore", "run-fixture", "serve", "evidence-pull"],
+)
+def test_a_missing_extra_is_exit_4_naming_the_pip_command(tmp_path, argv, blocked, extra):
+    done = acklab(*argv, block=blocked, cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert f"pip install 'acklab[{extra}]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_single_packet_burst_without_h2_names_the_extra(tmp_path):
+    (tmp_path / "shop.yaml").write_text(SPEC)
+    code = (
+        "import asyncio\n"
+        "from acklab.evidence.extras import MissingExtra\n"
+        "from acklab.harness.targets.spec import load_target\n"
+        "from acklab.harness.core.bursts import check_burst_sync\n"
+        "target = load_target(__import__('pathlib').Path('shop.yaml'), allow_remote=False)\n"
+        "try:\n"
+        "    asyncio.run(check_burst_sync(target, 'single-packet'))\n"
+        "except MissingExtra as exc:\n"
+        "    print(int(exc.exit_code), exc)\n"
+    )
+    done = python(code, block=("h2",), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("4 ")
+    assert "pip install 'acklab[h2]'" in done.stdout
+
+
+def test_effects_in_postgresql_without_psycopg_name_the_extra(tmp_path):
+    code = (
+        "import asyncio\n"
+        "from acklab.evidence.extras import MissingExtra\n"
+        "from acklab.harness.targets.effects import SqlProbe\n"
+        "probe = SqlProbe('postgresql://u@127.0.0.1:9/shop', 'SELECT count(*) FROM t WHERE e = :event_id')\n"
+        "try:\n"
+        "    asyncio.run(probe.count('evt_1'))\n"
+        "except MissingExtra as exc:\n"
+        "    print(exc)\n"
+    )
+    done = python(code, block=("psycopg",))
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'acklab[postgres]'" in done.stdout
