@@ -16,7 +16,14 @@ from fastapi import Depends, Request
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from acklab.app.contract import ORDER_PAID, Delivery, OrderPaidEvent, WebhookEvent
+from acklab.app.contract import (
+    ORDER_PAID,
+    PAYMENT_SUCCEEDED,
+    Delivery,
+    OrderPaidEvent,
+    PaymentSucceededEvent,
+    WebhookEvent,
+)
 from acklab.app.errors import Rejection
 from acklab.app.runtime import Fixture
 from acklab.app.schemes import SCHEMES, verify
@@ -76,7 +83,14 @@ def check_signature(fixture: Fixture, headers: Mapping[str, str], body: bytes) -
         raise Rejection(401, exc.reason, exc.detail) from None
 
 
-def parse_event(body: bytes) -> WebhookEvent | OrderPaidEvent:
+# Event types whose data the fixture reads (the fulfilling ones); any other type is a WebhookEvent.
+TYPED_EVENTS: dict[str, type[OrderPaidEvent] | type[PaymentSucceededEvent]] = {
+    ORDER_PAID: OrderPaidEvent,
+    PAYMENT_SUCCEEDED: PaymentSucceededEvent,
+}
+
+
+def parse_event(body: bytes) -> WebhookEvent | OrderPaidEvent | PaymentSucceededEvent:
     """The event in ``body``; 422 naming every offending field."""
     try:
         raw: Any = json.loads(body)
@@ -87,7 +101,10 @@ def parse_event(body: bytes) -> WebhookEvent | OrderPaidEvent:
             f"the body is not valid UTF-8 JSON: {exc}",
             fields=[{"field": "body", "message": str(exc)}],
         ) from None
-    model = OrderPaidEvent if isinstance(raw, dict) and raw.get("type") == ORDER_PAID else WebhookEvent
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    model: type[WebhookEvent] | type[OrderPaidEvent] | type[PaymentSucceededEvent] = WebhookEvent
+    if isinstance(kind, str) and kind in TYPED_EVENTS:
+        model = TYPED_EVENTS[kind]
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -109,7 +126,9 @@ def parse_event(body: bytes) -> WebhookEvent | OrderPaidEvent:
 _EVENT_ID = re.compile(r"[^\x00-\x1F\x7F]{1,255}")
 
 
-def dedupe_key(scheme: str, headers: Mapping[str, str], event: WebhookEvent | OrderPaidEvent) -> str:
+def dedupe_key(
+    scheme: str, headers: Mapping[str, str], event: WebhookEvent | OrderPaidEvent | PaymentSucceededEvent
+) -> str:
     """The provider's event id: a header for most schemes, the body's ``id`` for Stripe."""
     names = SCHEMES[scheme].dedupe_headers
     if not names:
@@ -145,7 +164,7 @@ async def read_delivery(request: Request, fixture: FixtureDep) -> Delivery:
         body=body,
         body_sha256=hashlib.sha256(body).hexdigest(),
         event=event,
-        order=event.data if isinstance(event, OrderPaidEvent) else None,
+        order=event.data if isinstance(event, OrderPaidEvent | PaymentSucceededEvent) else None,
     )
 
 

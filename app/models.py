@@ -1,8 +1,9 @@
 """Typed SQLAlchemy 2.0 models: orders, their fulfillments (the side effect), and receipts.
 
-``fulfillments`` deliberately has no unique constraint on ``event_id``: the invariant "one
-event, at most one fulfillment" is the handler's job (receipts), and the lab must be able to
-observe a handler that breaks it.
+``fulfillments`` deliberately has no unique constraint on ``event_id`` nor on ``order_id``:
+the invariants "one event, at most one fulfillment" and "one order, at most one fulfillment"
+are the handler's job (receipts, fulfillment claims), and the lab must be able to observe a
+handler that breaks them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Order(Base):
     amount_cents: Mapped[int] = mapped_column(BigInteger)
     currency: Mapped[str] = mapped_column(String(3))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The creation time of the newest event applied to this order (its watermark); None: no
+    # event set the status yet (the order came from the browser return).
+    event_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     fulfillments: Mapped[list[Fulfillment]] = relationship(
         back_populates="order", order_by="Fulfillment.id", lazy="selectin"
@@ -87,3 +91,17 @@ class Receipt(Base):
     response_status: Mapped[int | None] = mapped_column(Integer)
     response_body: Mapped[str | None] = mapped_column(Text)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class FulfillmentClaim(Base):
+    """Who fulfilled an order: the one claim per order, made in the transaction of the fulfillment.
+
+    ``order_id`` is the primary key: of a webhook and the customer's browser returning at the
+    same moment (or of two sibling events), the database lets one claim the order.
+    """
+
+    __tablename__ = "fulfillment_claims"
+
+    order_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    claimed_by: Mapped[str] = mapped_column(String(ID_LENGTH))  # an event id, or "checkout-return"
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,20 +1,29 @@
-"""HTTP endpoints: the webhook, health, orders, and the lab's effects probe."""
+"""HTTP endpoints: the webhook, the browser return from checkout, health, orders, and the lab's effects probes."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 from sqlalchemy import func, select, text
 from starlette.concurrency import run_in_threadpool
 
-from acklab.app.contract import Delivery, HandlerResult
+from acklab.app.contract import PRINTABLE, CheckoutComplete, CheckoutReturn, Delivery, HandlerResult
 from acklab.app.deps import DeliveryDep, FixtureDep, SessionDep
 from acklab.app.errors import Rejection
 from acklab.app.models import Fulfillment, Order
 from acklab.app.runtime import Fixture
-from acklab.app.schemas import Effects, ErrorBody, FulfillmentOut, Health, OrderOut, WebhookAck
+from acklab.app.schemas import (
+    CheckoutAck,
+    Effects,
+    ErrorBody,
+    FulfillmentOut,
+    Health,
+    OrderEffects,
+    OrderOut,
+    WebhookAck,
+)
 
 router = APIRouter(
     responses={503: {"model": ErrorBody, "description": "The database is unreachable; retry later."}}
@@ -135,3 +144,49 @@ def get_effects(event_id: str, session: SessionDep) -> Effects:
         select(func.count()).select_from(Fulfillment).where(Fulfillment.event_id == event_id)
     )
     return Effects(event_id=event_id, count=count.scalar_one())
+
+
+@router.post(
+    "/checkout/{order_id}/complete",
+    response_model=CheckoutAck,
+    responses={
+        409: {"model": ErrorBody, "description": "The order was completed already."},
+        501: {"model": ErrorBody, "description": "The handler module has no complete_checkout."},
+    },
+    summary="The customer's browser back from paying: complete the order",
+)
+async def complete_checkout(
+    order_id: Annotated[str, Path(min_length=1, max_length=255, pattern=PRINTABLE)],
+    fixture: FixtureDep,
+    body: CheckoutComplete | None = None,
+) -> Response:
+    """Complete the order the way the handler module's ``complete_checkout`` does (it races the
+    payment webhook for the same order). Answers with ``X-Acklab-Entered-Ns`` like the webhook."""
+    given = body or CheckoutComplete()
+    checkout = CheckoutReturn(order_id=order_id, amount_cents=given.amount_cents, currency=given.currency)
+    entered, result = await run_in_threadpool(_timed_checkout, fixture, checkout)
+    if result is None:
+        raise Rejection(
+            501, "not_implemented", "this handler module has no complete_checkout(session, checkout)"
+        )
+    return Response(
+        content=result.body_json(),
+        status_code=result.status_code,
+        headers={**result.headers, ENTERED_HEADER: str(entered)},
+        media_type="application/json",
+    )
+
+
+def _timed_checkout(fixture: Fixture, checkout: CheckoutReturn) -> tuple[int, HandlerResult | None]:
+    entered = time.monotonic_ns()
+    return entered, fixture.complete_checkout(checkout)
+
+
+@router.get("/orders/{order_id}/effects", response_model=OrderEffects, summary="The lab's probe of one order")
+def get_order_effects(order_id: str, session: SessionDep) -> OrderEffects:
+    """How many fulfillments the order has (whoever made them), and its status."""
+    count = session.execute(
+        select(func.count()).select_from(Fulfillment).where(Fulfillment.order_id == order_id)
+    ).scalar_one()
+    order = session.get(Order, order_id)
+    return OrderEffects(order_id=order_id, count=count, status=order.status if order is not None else None)

@@ -11,7 +11,7 @@ from typing import cast
 
 from sqlalchemy import Engine
 
-from acklab.app.contract import Delivery, Handler, HandlerResult
+from acklab.app.contract import CheckoutReturn, Delivery, Handler, HandlerResult
 from acklab.app.db import write_session
 from acklab.app.errors import ConfigError
 from acklab.app.settings import Settings
@@ -52,6 +52,17 @@ class Fixture:
             session.commit()
         if self.settings.crash_after_commit:
             crash()
+        return result
+
+    def complete_checkout(self, checkout: CheckoutReturn) -> HandlerResult | None:
+        """The handler's ``complete_checkout`` in one write transaction, committed (blocking: call
+        from a thread); None when the handler module has none."""
+        complete = getattr(self.handler, "complete_checkout", None)
+        if not callable(complete):
+            return None
+        with write_session(self.engine) as session:
+            result: HandlerResult = complete(session, checkout)
+            session.commit()
         return result
 
 

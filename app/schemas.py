@@ -16,7 +16,7 @@ class WebhookAck(BaseModel):
     """
 
     event_id: str = Field(description="The dedupe key the fixture used (the provider's event id).")
-    status: Literal["fulfilled", "acknowledged"]
+    status: Literal["fulfilled", "acknowledged", "applied", "stale"]
     order_id: str | None
     fulfillment_id: int | None
 
@@ -72,3 +72,20 @@ class Effects(BaseModel):
 
     event_id: str
     count: int = Field(ge=0)
+
+
+class OrderEffects(BaseModel):
+    """The lab's effects probe for one order: its fulfillments (by any event or the browser return)
+    and its status (None: no such order yet)."""
+
+    order_id: str
+    count: int = Field(ge=0)
+    status: str | None
+
+
+class CheckoutAck(BaseModel):
+    """The answer to a browser return: the order completed (or already completed, 409 with an error)."""
+
+    order_id: str
+    status: Literal["fulfilled", "completed"]
+    fulfillment_id: int | None

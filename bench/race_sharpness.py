@@ -14,6 +14,12 @@ Two measurements, each side by side with today's naive release in one run:
   handler (`bench.racy_handler`, its own process) with a check-to-insert window of 5, 1,
   0.2 and 0 ms (0: a bare SELECT, then the INSERT), on SQLite and PostgreSQL, naive vs
   last-byte, in alternating rounds. Target: >= 90 % of trials at 1 ms with last-byte.
+* **The race with the app's own request.** `race-with-request` against the checkout of
+  `tests.consumers.checkout` (``racy``: its webhook and its browser return both check for the
+  session's order, work for 1 ms, then create it), served by uvicorn from its target spec, on
+  SQLite and PostgreSQL, naive vs last-byte in alternating rounds. A trial catches the race
+  when one of its pairs released together left two orders. Target: >= 90 % of trials with
+  last-byte; the note gives the share of single pairs that raced.
 
 ``python -m bench.race_sharpness [--quick]`` prints the figures.
 """
@@ -21,6 +27,7 @@ Two measurements, each side by side with today's naive release in one run:
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -32,10 +39,13 @@ from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import RunSettings, TrialPlan, event_ids
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.experiments.race import TOGETHER
+from acklab.harness.procs.pgtemp import start_postgres
 from acklab.harness.targets import Needs, Target, resolve_target
 from acklab.harness.wire.faults import NoFault
 from bench.detection import postgres_databases, sqlite_databases
 from bench.figures import Figure, print_figure
+from tests.consumers.object_scenarios import PG_SERVER_ENV
 
 BURST = 16
 SPREAD_BURSTS = 24  # per release, alternated
@@ -180,6 +190,65 @@ def _detection_figures(quick: bool) -> list[Figure]:
     return found
 
 
+def _race_round(db: str, root: Path, mode: str, trials: int) -> tuple[int, int, int, int]:
+    """(trials that caught the race, trials, pairs that raced, pairs) of one run against the racy checkout."""
+    from tests.consumers import object_scenarios
+    from tests.consumers.scenarios import SECRETS
+
+    os.environ.update(SECRETS)
+    root.mkdir(parents=True, exist_ok=True)
+    scenario = object_scenarios.checkout(
+        root, "racy", db, trials=trials, work_ms=TARGET_WINDOW_MS, burst_sync=mode
+    )
+    result = scenario.run(root / "evidence")
+    (entry,) = result.run["experiments"]
+    together = [v for v in entry["violations"] if "(together:" in v["detail"]]
+    caught = {v["trial"] for v in together}
+    return len(caught), entry["trials"], len(together), entry["trials"] * TOGETHER
+
+
+def _race_figures(quick: bool) -> list[Figure]:
+    rounds, per_round = (1, 3) if quick else (4, 5)
+    found: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="acklab-bench-race-request-") as tmp:
+        root = Path(tmp)
+        for label, db in (("SQLite", "sqlite"), ("PostgreSQL", "postgresql")):
+            server = start_postgres() if db == "postgresql" else None
+            if server is not None:
+                os.environ[PG_SERVER_ENV] = server.url("postgres")
+            try:
+                tally = {mode: [0, 0, 0, 0] for mode in MODES}
+                for k in range(rounds):
+                    for mode in MODES if k % 2 == 0 else MODES[::-1]:
+                        got = _race_round(db, root / f"{label}-{k}-{mode}", mode, per_round)
+                        tally[mode] = [a + b for a, b in zip(tally[mode], got, strict=True)]
+            finally:
+                if server is not None:
+                    server.stop()
+            (n_caught, n_trials, n_pairs_hit, n_pairs), (s_caught, s_trials, s_pairs_hit, s_pairs) = (
+                tally[m] for m in MODES
+            )
+            rate, baseline = s_caught / s_trials, n_caught / n_trials
+            found.append(
+                Figure(
+                    f"race-with-request detection, {label}, check-then-insert window {TARGET_WINDOW_MS:g} ms: "
+                    "last-byte vs naive",
+                    round(rate * 100, 1),
+                    "%",
+                    baseline=round(baseline * 100, 1),
+                    ratio=round(rate / baseline, 2) if baseline else None,
+                    target=None if quick else f">= {TARGET_RATE:.0%} (last-byte)",
+                    met=None if quick else rate >= TARGET_RATE,
+                    note=(
+                        f"last-byte caught {s_caught}/{s_trials} trials, naive {n_caught}/{n_trials} (alternating "
+                        f"rounds of {per_round}; {TOGETHER} pairs released together per trial); single pairs that "
+                        f"raced: last-byte {s_pairs_hit}/{s_pairs}, naive {n_pairs_hit}/{n_pairs}"
+                    ),
+                )
+            )
+    return found
+
+
 def _median(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}" if values else "—"
 
@@ -194,6 +263,7 @@ def figures(quick: bool = False) -> list[Figure]:
             "fixture on uvicorn (in the lab's process)", "fixture:live", bursts, checkout=None, target=False
         ),
         *_detection_figures(quick),
+        *_race_figures(quick),
     ]
 
 

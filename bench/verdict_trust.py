@@ -35,6 +35,7 @@ from io import BytesIO
 from pathlib import Path
 
 from acklab.evidence.documents.trial import Trial
+from acklab.evidence.exitcodes import AcklabError
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
@@ -47,6 +48,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE_REF = os.environ.get("ACKLAB_BENCH_BASELINE_REF", "a382e71")
 COST_TARGET = 1.15
 TARGETS = {"fixture:unsafe": 1, "fixture:live": 0}
+# The default set as it was before issue 27 (the baseline knows no other): what the cost compares.
+CLASSIC = (
+    "lost-ack",
+    "lost-ack-reset",
+    "timeout-overlap",
+    "concurrent-duplicates",
+    "conflicting-payload",
+    "replay",
+)
 LAUNCHER = "import sys; from acklab.cli import main; main(sys.argv[1:])"
 
 
@@ -72,14 +82,21 @@ def never_vacuous(result: RunResult) -> list[str]:
 Check = Callable[[RunResult], list[str]]
 
 
-def reliability(name: str, scenario: Scenario, runs: int, out: Path, *extra: Check) -> Figure:
-    """Run `scenario` `runs` times; the share of runs that got exactly the expected verdicts."""
+def reliability(
+    name: str, scenario: Scenario, runs: int, out: Path, *extra: Check, at_least: float = 1.0
+) -> Figure:
+    """Run `scenario` `runs` times; the share of runs that got exactly the expected verdicts
+    (target: all of them, or `at_least` of them for a race the scheduler decides)."""
     wrong: list[str] = []
     good = 0
     started = time.perf_counter()
     with scenario.started():
         for n in range(runs):
-            result = scenario.run(out / f"{n}")
+            try:
+                result = scenario.run(out / f"{n}")
+            except AcklabError as exc:  # the lab could not run it (exit 4): a run without its verdict
+                wrong.append(f"run {n}: the lab failed: {exc}"[:300])
+                continue
             problems = scenario.mismatches(result) + [p for check in extra for p in check(result)]
             if problems:
                 wrong.append(f"run {n}: {problems[0]}"[:300])
@@ -90,10 +107,16 @@ def reliability(name: str, scenario: Scenario, runs: int, out: Path, *extra: Che
     note = f"{good}/{runs} runs got the expected verdicts ({elapsed / runs:.1f} s a run)"
     if wrong:
         note += "; first wrong: " + wrong[0]
-    return Figure(name, 100.0 * good / runs, "%", target="== 100%", met=good == runs, note=note)
+    if at_least >= 1.0:
+        return Figure(name, 100.0 * good / runs, "%", target="== 100%", met=good == runs, note=note)
+    return Figure(
+        name, 100.0 * good / runs, "%", target=f">= {at_least:.0%}", met=good >= at_least * runs, note=note
+    )
 
 
-def reliability_figures(quick: bool, root: Path, pg_url: Callable[[], str]) -> list[Figure]:
+def reliability_figures(
+    quick: bool, root: Path, pg_url: Callable[[], str], pg_server: Callable[[], str]
+) -> list[Figure]:
     n20, n10, n5 = (2, 2, 1) if quick else (20, 10, 5)
     out = root / "evidence"
     sqlite = lambda name: f"sqlite:///{root / name}.db"  # noqa: E731 - a one-line helper
@@ -152,6 +175,97 @@ def reliability_figures(quick: bool, root: Path, pg_url: Callable[[], str]) -> l
         tmp = root / f"scenario-{k}"
         tmp.mkdir()
         figures.append(reliability(name, build(tmp), runs, out / str(k), *checks))
+    return figures + beyond_one_event_figures(quick, root, pg_server)
+
+
+# -- issue 27: beyond one event -----------------------------------------------------------------
+
+
+def variants_failing(expected: set[str]) -> Check:
+    """out-of-order: exactly the `expected` variants fail newest-state-wins, and no trial erred."""
+
+    def check(result: RunResult) -> list[str]:
+        found: set[str] = set()
+        for trial in trials_of(result):
+            objects = {c.object_id: c.variant for c in trial.objects or []}
+            for violation in trial.violations:
+                if violation.invariant == "newest-state-wins":
+                    found |= {v for o, v in objects.items() if f"object {o} " in violation.detail}
+        return (
+            []
+            if found == expected
+            else [f"newest-state-wins failed on {sorted(found)}, expected {sorted(expected)}"]
+        )
+
+    return check
+
+
+def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], str]) -> list[Figure]:
+    """The consumers of issue 27, each served by the lab from its spec: 20 runs each (19 of 20 for the race)."""
+    from tests.consumers import object_scenarios as o
+    from tests.consumers.scenarios import SECRETS
+
+    os.environ.update(SECRETS)
+    runs = 2 if quick else 20
+    arrival = sorted(o.SUBSCRIPTION_EXPECTED["arrival"])
+    plan: list[tuple[str, Callable[[Path], Scenario], tuple[Check, ...], float]] = [
+        (
+            f"a subscription store applying events in arrival order fails newest-state-wins on {', '.join(arrival)}",
+            lambda tmp: o.subscriptions(tmp, "arrival"),
+            (variants_failing(set(arrival)), no_trial_erred),
+            1.0,
+        )
+    ]
+    plan += [
+        (
+            "a subscription store with a >= watermark on seconds fails only same-second",
+            lambda tmp: o.subscriptions(tmp, "watermark-ge"),
+            (variants_failing({"same-second"}), no_trial_erred),
+            1.0,
+        ),
+        (
+            "a correct subscription store passes every out-of-order variant",
+            lambda tmp: o.subscriptions(tmp, "correct"),
+            (no_trial_erred,),
+            1.0,
+        ),
+        (
+            "an invoice consumer fulfilling on both invoice.paid and invoice.payment_succeeded fails sibling-events",
+            lambda tmp: o.invoices(tmp, "both"),
+            (no_trial_erred,),
+            1.0,
+        ),
+        (
+            "its correct twin (one provision per invoice) passes sibling-events",
+            lambda tmp: o.invoices(tmp, "correct"),
+            (no_trial_erred,),
+            1.0,
+        ),
+    ]
+    for label, db in (("SQLite", "sqlite"), ("PostgreSQL", "postgresql")):
+        plan += [
+            (
+                f"a checkout whose webhook and browser return both create the order fails race-with-request "
+                f"(last-byte, {label})",
+                lambda tmp, db=db: o.checkout(tmp, "racy", db),
+                (),
+                0.95,
+            ),
+            (
+                f"its locked twin passes race-with-request ({label})",
+                lambda tmp, db=db: o.checkout(tmp, "locked", db),
+                (no_trial_erred,),
+                1.0,
+            ),
+        ]
+    os.environ[o.PG_SERVER_ENV] = pg_server()
+    figures = []
+    for k, (name, build, checks, at_least) in enumerate(plan):
+        tmp = root / f"beyond-{k}"
+        tmp.mkdir()
+        figures.append(
+            reliability(name, build(tmp), runs, root / "evidence-beyond" / str(k), *checks, at_least=at_least)
+        )
     return figures
 
 
@@ -174,7 +288,8 @@ def one_run(checkout: Path, target: str, out: Path) -> tuple[float, int, Path | 
     env["PYTHONPATH"] = str(checkout)
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, "run", "--target", target, "--out", str(out), "--json"],
+        [sys.executable, "-c", LAUNCHER, "run", "--target", target, "--out", str(out), "--json"]
+        + [arg for name in CLASSIC for arg in ("--experiment", name)],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -270,9 +385,16 @@ def figures(quick: bool = False) -> list[Figure]:
             server = start_postgres()
         return server.create_database()
 
+    def pg_server() -> str:
+        """The server's own URL, for specs that make their databases on it (database:)."""
+        nonlocal server
+        if server is None:
+            server = start_postgres()
+        return server.url("postgres")
+
     try:
         measured = [cost_figure(quick, root)]
-        measured += reliability_figures(quick, root, pg_url)
+        measured += reliability_figures(quick, root, pg_url, pg_server)
     finally:
         if server is not None:
             server.stop()

@@ -100,7 +100,12 @@ class Step:
         """The two handlers answered or counted differently at this step."""
         if self.left is None or self.right is None:
             return True
-        return (self.left.status, self.left.effects_after) != (self.right.status, self.right.effects_after)
+        left, right = self.left, self.right
+        return (left.status, left.effects_after, left.state_after) != (
+            right.status,
+            right.effects_after,
+            right.state_after,
+        )
 
 
 @dataclass(frozen=True)

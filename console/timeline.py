@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.records import CommitConfirmation, Delivery, Observation, Violation
 from acklab.evidence.documents.trial import Trial
+
+from .objects import ObjectView, object_views
 
 _AT_MOST = re.compile(r"^<=\s*(\d+)$")
 FACTS_SHOWN = 20
@@ -59,6 +61,7 @@ class Row:
     effects_after: int | None
     confirmation: CommitConfirmation | None
     limit: int | None = None  # the recorded at-most-once limit of the event, where it was violated
+    state_after: str | None = None  # beyond one event: the object's state read right after it
 
     @property
     def ack_differs(self) -> bool:
@@ -88,6 +91,7 @@ class TrialView:
     violations: list[Violation]
     confirmations: list[CommitConfirmation]
     tries: list[ProofTry] = field(default_factory=list)
+    objects: list[ObjectView] = field(default_factory=list)  # beyond one event (console.objects)
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -243,6 +247,7 @@ def trial_view(raw: Any, n: int) -> TrialView:
         violations=list(trial.violations),
         confirmations=list(trial.commit_confirmations),
         tries=tries_of(trial),
+        objects=object_views(trial),
     )
 
 
@@ -254,16 +259,51 @@ def trial_views(incident: Incident | None) -> list[TrialView]:
     return sorted(views, key=lambda v: v.index)
 
 
+def object_rows(view: TrialView, obj: ObjectView) -> list[Row]:
+    """An object's deliveries in the order they reached the handler, each with the state and
+    effects the lab read right after it."""
+    by_seq = {r.seq: r for r in view.rows}
+    # The object's recorded at-most-once-per-object limit: a row beyond it is marked (as per event).
+    named = [_AT_MOST.match(v.expected) for v in obj.violations if v.invariant == "at-most-once-per-object"]
+    limit = next((int(m.group(1)) for m in named if m), None)
+    rows, before = [], None
+    for step in obj.steps:
+        row = by_seq.get(step.seq)
+        if row is None:
+            continue
+        rows.append(
+            replace(
+                row,
+                effects_before=before,
+                effects_after=step.effects_after,
+                state_after=step.state_after,
+                limit=limit,
+            )
+        )
+        before = step.effects_after
+    return rows
+
+
 def event_rows(incident: Incident | None, event_id: str) -> list[Row]:
-    """Every delivery of one event across the incident's trials, in seq order."""
-    rows = [r for view in trial_views(incident) for r in view.rows if r.event_id == event_id]
+    """Every delivery of one event across the incident's trials, in seq order; for an object's id,
+    its deliveries in arrival order with the state read after each."""
+    views = trial_views(incident)
+    for view in views:
+        for obj in view.objects:
+            if obj.object_id == event_id:
+                return object_rows(view, obj)
+    rows = [r for view in views for r in view.rows if r.event_id == event_id]
     return sorted(rows, key=lambda r: r.seq)
 
 
 def events_of(incident: Incident | None) -> list[str]:
-    """The incident's event ids in trial order, each once."""
+    """The incident's event ids in trial order, each once; an object's events as its object id."""
     seen: dict[str, None] = {}
     for view in trial_views(incident):
+        played = {step.event_id for obj in view.objects for step in obj.steps}
+        for obj in view.objects:
+            seen.setdefault(obj.object_id, None)
         for event_id in view.event_ids + [r.event_id for r in view.rows]:
-            seen.setdefault(event_id, None)
+            if event_id not in played:
+                seen.setdefault(event_id, None)
     return list(seen)

@@ -26,6 +26,7 @@ DeliveryKind = Literal[
     "replay-tampered",
     "replay-foreign-secret",
     "probe",
+    "competitor",  # the app's own request (race-with-request), not a webhook
 ]
 ObservationSource = Literal["sql", "http", "fixture", "callable"]
 # Deliveries that bring the event itself (not a conflicting body, not a forged replay).
@@ -88,6 +89,7 @@ class Observation(Document):
     after_seq: int | None
     note: Omit[str] = None
     state: Omit[Annotated[str, Field(max_length=500)]] = None
+    object_id: Omit[str] = None  # the object read (:object_id), beyond one event
 
 
 class CommitConfirmation(Document):

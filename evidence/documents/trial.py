@@ -11,6 +11,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field
 
 from .base import Document, Omit
+from .objects import ObjectCase
 from .records import CommitConfirmation, Delivery, FaultProof, LateRead, Observation, Timestamp, Violation
 from .verdicts import Verdict
 
@@ -43,6 +44,7 @@ class Trial(Document):
     lab_errors: list[str] = Field(default_factory=list)
     fault: Omit[FaultProof] = None
     late_read: Omit[LateRead] = None
+    objects: Omit[list[ObjectCase]] = None  # beyond one event: the objects the trial played
 
     def observation(self, event_id: str, note: str) -> Observation | None:
         """The last observation of `event_id` with `note` (``before``, ``final``, ``late`` ...)."""

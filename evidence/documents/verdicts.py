@@ -19,6 +19,10 @@ Invariant = Literal[
     "conflict-rejected",
     "replay-rejected",
     "no-2xx-without-commit",
+    # beyond one event (harness.core.object_verdicts)
+    "newest-state-wins",
+    "state-never-regresses",
+    "at-most-once-per-object",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).

@@ -7,6 +7,9 @@ so the console compares them delivery by delivery. Part 3 — the deeper faults 
 handler: one crash-after-commit trial, and, when PostgreSQL is installed, one db-reset trial
 on a temporary server. The unsafe handler failing (two fulfillments for one event under
 lost-ack) is the expected outcome; the demo exits 0 when every part shows what it should.
+Part 2 includes what goes wrong beyond one event: the fixture's order lifecycle delivered out
+of order, its sibling payment.succeeded, the browser return racing the webhook — the unsafe
+handler breaks all three, the live one keeps them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.templates import conflicting, render
 
 console = output_console()
+# What the unsafe handler must fail beyond one event (and the live one pass).
+BEYOND = ("out-of-order", "sibling-events", "race-with-request")
 
 
 async def _by_hand(db_url: str | None) -> None:
@@ -63,7 +68,7 @@ async def _by_hand(db_url: str | None) -> None:
                 await deliver(
                     "same id, amount changed (a conflict)", conflicting(event, target.conflict_set).body
                 )
-            effects = await endpoint.probe.count(event.event_id)
+            effects = await endpoint.probe.count(event.event_id, event.object_id)
             console.print(
                 f"  fulfillments for {event.event_id}: [bold]{effects}[/] (one event, one side effect)\n"
             )
@@ -171,7 +176,14 @@ def demo(trials: int, out: Path, db: str | None, seed: int | None) -> int:
     if ExitCode.LAB_ERROR in (unsafe.exit_code, live.exit_code, *(r.exit_code for r in deeper)):
         return int(ExitCode.LAB_ERROR)
     deeper_ok = all(r.verdict == "pass" for r in deeper)
-    if live.verdict == "pass" and deeper_ok and double is not None and double >= 2:
+    beyond = [unsafe.document.experiment(name) for name in BEYOND]
+    beyond_ok = all(entry is not None and entry.verdict == "fail" for entry in beyond)
+    if beyond_ok:
+        console.print(
+            "Beyond one event, the unsafe handler let a late order event take a refunded order back, "
+            "fulfilled an order on both of its payment events, and again when the browser came back."
+        )
+    if live.verdict == "pass" and deeper_ok and beyond_ok and double is not None and double >= 2:
         console.print(
             "[green]demo ok[/]: the unsafe handler fails as expected, the live handler passes everything."
         )

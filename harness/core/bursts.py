@@ -1,4 +1,5 @@
-"""A burst: N identical deliveries released together, and how close together they arrived.
+"""A burst: N deliveries released together (N identical ones, or different requests such as a
+webhook and the app's own request), and how close together they arrived.
 
 Three ways to release them (``burst_sync``, an experiment parameter and ``--burst-sync``):
 
@@ -131,11 +132,11 @@ async def send_burst(
         if sync == "single-packet":
             h2 = _h2()
             try:
-                armed = await h2.H2Burst.arm(lab.url, requests, timeout_s=lab.horizon_s)
+                armed = await h2.H2Burst.arm(_one_origin(requests), requests, timeout_s=lab.horizon_s)
             except h2.NotHttp2 as exc:
                 raise Http2Refused(_refusal(lab.target, str(exc))) from exc
         else:
-            armed = await H1Burst.arm(lab.url, requests, timeout_s=lab.horizon_s)
+            armed = await H1Burst.arm(requests, timeout_s=lab.horizon_s)
     except httpx.TransportError as exc:
         # Nothing was armed (HTTP/2: the one connection failed): each delivery says why.
         armed = _Unarmed(sync, [_Failed(exc) for _ in requests])
@@ -179,6 +180,18 @@ async def _naive(trial: TrialContext, prepared: Sequence[tuple[httpx.Request, De
     await asyncio.sleep(0)  # every task is now parked on the event
     release.set()
     await asyncio.gather(*tasks)
+
+
+def _one_origin(requests: Sequence[httpx.Request]) -> httpx.URL:
+    """The one origin every request of a single-packet burst goes to (streams of one connection)."""
+    origins = {(r.url.scheme, r.url.host, r.url.port) for r in requests}
+    if len(origins) != 1:
+        shown = ", ".join(sorted(f"{scheme}://{host}:{port}" for scheme, host, port in origins))
+        raise HarnessError(
+            f"a single-packet burst sends its requests as streams of one HTTP/2 connection, but they go to "
+            f"{len(origins)} origins ({shown}); use --burst-sync last-byte, which opens a connection per request"
+        )
+    return requests[0].url
 
 
 class _Failed:

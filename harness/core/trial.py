@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from acklab.evidence.bundle import utcnow
+from acklab.evidence.documents.objects import ObjectCase
 from acklab.evidence.documents.records import CommitConfirmation, FaultProof, FaultTry, Observation
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import TrialPlan
@@ -57,7 +58,9 @@ class TrialContext:
         self.errors: list[str] = []
         self.unjudged: set[str] = set()  # planned events the trial never needed (never sent)
         self.tries: list[FaultTry] = []  # the fault's proof, per try
+        self.objects: list[ObjectCase] = []  # beyond one event: the objects played (harness.core.objects)
         self._events: dict[int, WebhookEvent] = {}
+        self._objects: dict[str, str] = {}  # event id -> its object (:object_id)
         self._on_delivery, self._on_observation = on_delivery, on_observation
 
     # -- events ------------------------------------------------------------------------
@@ -65,14 +68,25 @@ class TrialContext:
     def event(self, k: int) -> WebhookEvent:
         """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
         if k not in self._events:
-            self._events[k] = render(
-                self.lab.target.template,
-                event_id=self.plan.event_ids[k],
-                order_id=self.plan.order_ids[k],
-                seq=self.plan.index * 100 + k,
-                created=datetime.now(UTC),
+            self._events[k] = self.remember(
+                render(
+                    self.lab.target.template,
+                    event_id=self.plan.event_ids[k],
+                    order_id=self.plan.order_ids[k],
+                    seq=self.plan.index * 100 + k,
+                    created=datetime.now(UTC),
+                    object_template=self.lab.target.objects.object,
+                )
             )
         return self._events[k]
+
+    def remember(self, event: WebhookEvent) -> WebhookEvent:
+        """Note `event`'s object, so every read of its effects gets it as ``:object_id``."""
+        self._objects[event.event_id] = event.object_id
+        return event
+
+    def object_of(self, event_id: str) -> str | None:
+        return self._objects.get(event_id)
 
     # -- delivering --------------------------------------------------------------------
 
@@ -96,7 +110,7 @@ class TrialContext:
         target = lab.target
         signed = Attempt(
             event.event_id,
-            target.event_type_of(event.document),
+            target.event_type_of(event.document, event.type_header),
             signed_body or event.body,
             stamp,
             str(uuid.uuid4()),
@@ -121,6 +135,41 @@ class TrialContext:
         ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
         request = lab.client.build_request(
             "POST", lab.url, content=event.body, headers=headers, extensions={TICKET: ticket}
+        )
+        return request, record
+
+    def prepare_plain(
+        self,
+        event: WebhookEvent,
+        *,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        kind: str,
+    ) -> tuple[httpx.Request, DeliveryRecord]:
+        """Build a request that is not a webhook (the app's own: race-with-request's competitor),
+        recorded like a delivery under `event`'s id (not sent yet); `headers` are secrets."""
+        sent = (
+            {"Content-Type": "application/json", "User-Agent": "acklab", **headers} if body else {**headers}
+        )
+        service = self.lab.endpoint.service_state()
+        record = DeliveryRecord(
+            seq=len(self.deliveries),
+            event_id=event.event_id,
+            attempt=1,
+            kind=kind,
+            fault=NoFault.name,
+            headers=redact_headers(sent, also=headers),
+            body=body or b"",
+            on_complete=self._on_delivery,
+            service_at_send=service,
+            service_now=self.lab.endpoint.service_state if service is not None else None,
+        )
+        self.deliveries.append(record)
+        ticket = Ticket(record, NoFault(), self.lab.target.timeout_s)
+        request = self.lab.client.build_request(
+            method, url, content=body, headers=sent, extensions={TICKET: ticket}
         )
         return request, record
 
@@ -180,7 +229,7 @@ class TrialContext:
         """lost-ack: read the effects back until the handler's commit shows (or the window ends)."""
         deadline = time.monotonic() + (self.confirm_window_s if record.acknowledged else 0)
         while True:
-            effects = await self.lab.endpoint.probe.count(record.event_id)
+            effects = await self.lab.endpoint.probe.count(record.event_id, self.object_of(record.event_id))
             if effects >= 1 or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.01)
@@ -207,7 +256,7 @@ class TrialContext:
 
     async def _state(self, event_id: str) -> str | None:
         state = self.lab.endpoint.state
-        return None if state is None else await state.read(event_id)
+        return None if state is None else await state.read(event_id, self.object_of(event_id))
 
     def _observation(
         self,
@@ -227,11 +276,18 @@ class TrialContext:
             after_seq=after_seq,
             note=note,
             state=state,
+            object_id=self.object_of(event_id),
         )
 
-    async def observe(self, event: WebhookEvent, note: str) -> Observation:
-        effects = await self.lab.endpoint.probe.count(event.event_id)
-        return self._record(self._observation(event.event_id, effects, self._last_seq(), note))
+    async def observe(
+        self, event: WebhookEvent, note: str, *, state: bool = False, after_seq: int | None = None
+    ) -> Observation:
+        """Read `event`'s effects now (and its state, with `state`) and record them as `note`,
+        following delivery `after_seq` (default: the last one sent)."""
+        effects = await self.lab.endpoint.probe.count(event.event_id, self.object_of(event.event_id))
+        read = await self._state(event.event_id) if state else None
+        follows = self._last_seq() if after_seq is None else after_seq
+        return self._record(self._observation(event.event_id, effects, follows, note, state=read))
 
     def _quiet_since(self, event_id: str) -> float:
         """When the event's last delivery stopped being able to start work (answered, or sent)."""
@@ -247,13 +303,14 @@ class TrialContext:
         if wait > 0:
             await asyncio.sleep(wait)
         deadline = time.monotonic() + self.lab.horizon_s
-        reads = [await self.lab.endpoint.probe.count(event_id)]
+        object_id = self.object_of(event_id)
+        reads = [await self.lab.endpoint.probe.count(event_id, object_id)]
         while len(reads) < 3 or len(set(reads[-3:])) > 1:
             if time.monotonic() > deadline:
                 self.errors.append(f"effects of {event_id} never settled: read {reads[-3:]}")
                 break
             await asyncio.sleep(step)
-            reads.append(await self.lab.endpoint.probe.count(event_id))
+            reads.append(await self.lab.endpoint.probe.count(event_id, object_id))
         return reads[-1]
 
     async def settle(self, events: Iterable[WebhookEvent], note: str = "final") -> None:

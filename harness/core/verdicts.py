@@ -17,6 +17,8 @@ Invariants:
   no effect.
 * ``no-2xx-without-commit`` (database-link faults): a delivery answered 2xx before the
   ``after-fault`` observation must have committed — that observation may not read 0.
+* ``newest-state-wins``, ``state-never-regresses``, ``at-most-once-per-object``: beyond one
+  event, judged per object in `harness.core.object_verdicts`.
 
 What makes a verdict trustworthy:
 
@@ -49,6 +51,7 @@ from acklab.evidence.documents.records import (
 )
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.documents.verdicts import INVARIANTS, Invariant, Verdict, combine
+from acklab.harness.core.object_verdicts import judge_objects
 from acklab.harness.targets import Expect
 
 BOOTING_STATUSES = frozenset({502, 503, 504})  # what a booting service or its proxy answers
@@ -132,7 +135,14 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
     unproven = {e for t in tries if not t.landed for e in t.event_ids}
     some_landed = fault is None or fault.landed
     replay = any(d.kind.startswith("replay-") for d in trial.deliveries)
-    for event_id in trial.event_ids:
+    # Beyond one event: an object's events are judged together (harness.core.object_verdicts).
+    objects = judge_objects(trial, expect)
+    played = {e for judged in objects for e in judged.event_ids}
+    for judged in objects:
+        result.violations.extend(judged.violations)
+        if not (judged.event_ids & unproven) or not some_landed:
+            result.errors.extend(judged.errors)
+    for event_id in (e for e in trial.event_ids if e not in played):
         event = Judgement(result.trial_id)
         _judge_event(event, trial, event_id, expect, control=replay)
         result.violations.extend(event.violations)

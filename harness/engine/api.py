@@ -98,6 +98,9 @@ def attack(
     expect: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     delivery: Mapping[str, Any] | None = None,
+    lifecycle: Mapping[str, Any] | None = None,
+    siblings: Sequence[Mapping[str, Any]] | None = None,
+    competitor: Mapping[str, Any] | None = None,
     name: str | None = None,
     effects: Reader | Mapping[str, Any] | None = None,
     state: Reader | None = None,
@@ -126,6 +129,12 @@ def attack(
     session) or a spec's ``effects`` (``sql``, or ``http`` with a path of this app); `state`
     (a callable) reads its committed state, for ``expect.conflict: ignore``.
 
+    Beyond one event (docs/beyond-one-event.md): `lifecycle` (``{"object": ..., "events": [...]}``),
+    `siblings` (``[{"type": ...}]``) and `competitor` (``{"method", "url", "body"}``, the url a
+    path of this app) are the spec's sections. Callables that take an ``object_id`` keyword
+    (``effects=lambda event_id, object_id: ...``, ``state=...``) are given the event's object:
+    out-of-order reads the object's state, race-with-request counts the object's effects.
+
     Deliveries reach the app in-process; an experiment that needs a real connection
     (lost-ack-reset, timeout-overlap, concurrent-duplicates) gets the app served by uvicorn
     on loopback in this process (``serving="auto"``), or is skipped with its reason
@@ -145,6 +154,9 @@ def attack(
         "expect": expect,
         "headers": headers,
         "delivery": delivery,
+        "lifecycle": lifecycle,
+        "siblings": list(siblings) if siblings is not None else None,
+        "competitor": competitor,
     }
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
         raise SpecError(f"trials: got {trials!r}; expected a whole number from 1 to {MAX_TRIALS}")

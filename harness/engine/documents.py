@@ -23,8 +23,7 @@ def boundary(target: Target, experiment: Experiment, socket: bool) -> str:
     """What the verdict proves and what it does not (shown wherever a verdict is)."""
     where = "over a real loopback socket" if socket else "in-process (ASGI, no socket)"
     return (
-        "What this proves: at most one side effect per event, and exactly one for every event the "
-        f"handler acknowledged, in this target's own database ({target.database or 'unknown'}), under the "
+        f"What this proves: {experiment.proves}, in this target's own database ({target.database or 'unknown'}), under the "
         f"faults of '{experiment.name}' injected by the lab's sender {where}. It does not prove "
         "exactly-once delivery across systems, behaviour under faults not injected here, or survival of "
         "a real network outage (the faults are simulated at the sender, not on the network), and it sees "

@@ -33,6 +33,9 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
     delivered = {d.event_id for d in record.deliveries}
     last = record.deliveries[-1].seq if record.deliveries else None
     finals = {o.event_id: o for o in record.observations if o.note == "final"}
+    objects = {o.event_id: o.object_id for o in record.observations if o.object_id is not None}
+    # Beyond one event: every event of an object the trial played, read or not, is that object's.
+    objects.update({e.event_id: case.object_id for case in record.objects or () for e in case.events})
     grew: list[str] = []
     error: str | None = None
     late: list[Observation] = []
@@ -41,8 +44,9 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
             continue
         try:
             async with gate:
-                effects = await endpoint.probe.count(event_id)
-                state = await endpoint.state.read(event_id) if endpoint.state is not None else None
+                object_id = objects.get(event_id)
+                effects = await endpoint.probe.count(event_id, object_id)
+                state = await endpoint.state.read(event_id, object_id) if endpoint.state is not None else None
         except HarnessError as exc:
             error = redact(str(exc))
             break
@@ -55,6 +59,7 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
                 after_seq=last,
                 note="late",
                 state=state,
+                object_id=object_id,
             )
         )
         final = finals.get(event_id)

@@ -1,4 +1,8 @@
-"""The experiments, by stable name (README, "Experiments"): the first six run by default, in this order."""
+"""The experiments, by stable name (README, "Experiments"): the first six run by default, in this order.
+
+Beyond one event (docs/beyond-one-event.md): out-of-order, sibling-events and race-with-request
+run by default too, but only on a target with their section (lifecycle:, siblings:,
+competitor:); without it they are listed as skipped, with the reason, and never judged."""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ from acklab.harness.experiments.concurrent import ConcurrentDuplicatesExperiment
 from acklab.harness.experiments.conflict import ConflictingPayloadExperiment
 from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
 from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
+from acklab.harness.experiments.ordering import OutOfOrderExperiment
+from acklab.harness.experiments.race import RaceWithRequestExperiment
 from acklab.harness.experiments.replay import ReplayExperiment
 from acklab.harness.experiments.retrying import (
     LostAckExperiment,
     LostAckResetExperiment,
     TimeoutOverlapExperiment,
 )
+from acklab.harness.experiments.siblings import SiblingEventsExperiment
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -27,6 +34,10 @@ EXPERIMENTS: dict[str, Experiment] = {
         ConcurrentDuplicatesExperiment(),
         ConflictingPayloadExperiment(),
         ReplayExperiment(),
+        # Beyond one event (issue 27): skipped, with the reason, on a target without the section.
+        OutOfOrderExperiment(),
+        SiblingEventsExperiment(),
+        RaceWithRequestExperiment(),
         # Deeper faults (issue 8): run only when named (`default = False`).
         CrashAfterCommitExperiment(),
         CrashMidTransactionExperiment(),

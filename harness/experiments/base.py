@@ -32,6 +32,10 @@ class Experiment(ABC):
     calibration_events: ClassVar[int] = 0  # extra events the lab uses to measure (not judged)
     default: ClassVar[bool] = True  # run when no --experiment is named
     bursts: ClassVar[bool] = False  # sends bursts (harness.core.bursts): settings.burst_sync applies
+    # What a pass proves (the boundary shown wherever its verdict is).
+    proves: ClassVar[str] = (
+        "at most one side effect per event, and exactly one for every event the handler acknowledged"
+    )
 
     def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
         """How the lab serves `target` for this experiment (deeper faults serve it their own way)."""

@@ -225,7 +225,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         # A tight loop on the probe while the request is in flight: kill at the first sight
         # of the commit, so the response (written after it) is cut off.
         while not sending.done() and time.monotonic() < deadline:
-            seen = await endpoint.probe.count(event.event_id)
+            seen = await endpoint.probe.count(event.event_id, event.object_id)
             if seen >= 1:
                 if not sending.done():
                     try:

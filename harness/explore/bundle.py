@@ -19,8 +19,23 @@ INVARIANTS = ["at-most-once-effect", "acked-exactly-once", "conflict-rejected"]
 DESCRIPTION = (
     f"Hypothesis generates delivery schedules over {EVENTS} events (sends, retries, bursts of up to "
     f"{MAX_BURST} identical deliveries released together, lost acknowledgements, conflicting bodies, in any "
-    "order); the invariants are checked after every step and a failure is shrunk to a minimal schedule."
+    "order; beyond one event, where the target has the sections: an object's lifecycle events in any order, "
+    "sibling events, the app's own request); the invariants are checked after every step and a failure is "
+    "shrunk to a minimal schedule."
 )
+
+
+def invariants_of(target: Target) -> list[str]:
+    """What the explorer checks on `target`: beyond one event too, where it has the sections."""
+    objects = target.objects
+    found = list(INVARIANTS)
+    if len(objects.lifecycle) >= 2:
+        found += ["newest-state-wins", "state-never-regresses"]
+    if objects.siblings or objects.competitor is not None:
+        found.append("at-most-once-per-object")
+    return found
+
+
 BOUNDARY = (
     "What this proves: within the explored budget, no generated schedule of sends, retries, concurrent "
     "duplicates, lost acknowledgements and conflicting bodies broke at-most-once effects, acknowledged "
@@ -81,7 +96,7 @@ def write_bundle(
             parameters={**parameters, "target_ref": target_ref, "events": EVENTS, "steps_per_example": STEPS},
         ),
         seed=seed,
-        invariants=INVARIANTS,
+        invariants=invariants_of(target),
         trials=trials,
         boundary=BOUNDARY,
         created_at=utcnow(),

@@ -151,6 +151,26 @@ def _machine(session: LabSession) -> type[RuleBasedStateMachine]:
         def conflict(self, k: int) -> None:
             self._do(Step("conflict", k))
 
+        # Beyond one event, where the target has the sections (harness.explore.objects).
+        objects = session.target.objects
+        if len(objects.lifecycle) >= 2:
+            # One lifecycle object per schedule: any permutation of its events is a few steps away.
+            @rule(n=st.integers(1, len(objects.lifecycle)))
+            def reorder(self, n: int) -> None:
+                self._do(Step("reorder", 0, n))
+
+        if objects.siblings:
+
+            @rule(k=events, n=st.integers(1, len(objects.siblings)))
+            def sibling(self, k: int, n: int) -> None:
+                self._do(Step("sibling", k, n))
+
+        if objects.competitor is not None and session.target.object_reads().count:
+
+            @rule(k=events)
+            def competitor(self, k: int) -> None:
+                self._do(Step("competitor", k))
+
     return DeliverySchedules
 
 

@@ -3,7 +3,10 @@
 A schedule is a list of `Step`s — send an event (again), a burst of identical deliveries
 released together, a lost acknowledgement, a conflicting body under a used id — over a
 handful of event indices, so retries, duplicates and reordering all arise from the order
-of the steps. `ScheduleRunner` runs steps one at a time on a `TrialContext` and checks the
+of the steps. Beyond one event (`harness.explore.objects`), on a target with the sections:
+``reorder`` delivers one event of an object's lifecycle (the steps' order is the arrival
+order), ``sibling`` one of the event's siblings, ``competitor`` the app's own request for the
+event's order. `ScheduleRunner` runs steps one at a time on a `TrialContext` and checks the
 invariants after each one against a small model (which body was accepted, whether an
 answer was 2xx), reading the effects back from the target.
 
@@ -20,13 +23,15 @@ from acklab.evidence.documents.verdicts import Invariant
 from acklab.harness.core.bursts import send_burst
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.explore.objects import ObjectSteps
 from acklab.harness.targets import Expect
 from acklab.harness.wire.faults import LostAck, NoFault
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent, conflicting
 
-Op: TypeAlias = Literal["send", "burst", "lost-ack", "conflict"]
-OPS: tuple[Op, ...] = ("send", "burst", "lost-ack", "conflict")
+Op: TypeAlias = Literal["send", "burst", "lost-ack", "conflict", "reorder", "sibling", "competitor"]
+OPS: tuple[Op, ...] = ("send", "burst", "lost-ack", "conflict", "reorder", "sibling", "competitor")
+OBJECT_OPS = frozenset({"reorder", "sibling", "competitor"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,12 @@ class Step:
         return cls(op, event, n)
 
     def __str__(self) -> str:
+        if self.op == "reorder":
+            return f"reorder(lifecycle event {self.n} of event {self.event}'s object)"
+        if self.op == "sibling":
+            return f"sibling({self.n} of event {self.event})"
+        if self.op == "competitor":
+            return f"competitor(the app's own request for event {self.event}'s order)"
         return f"{self.op}(event {self.event}{f', x{self.n}' if self.op == 'burst' else ''})"
 
 
@@ -77,16 +88,25 @@ class ScheduleRunner:
     models: dict[int, EventModel] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    objects: ObjectSteps | None = None
 
     async def run(self, step: Step) -> list[Violation]:
         """Run ``step``; the violations it revealed (empty when the invariants hold)."""
+        if step.op in OBJECT_OPS:
+            if self.objects is None:
+                self.objects = ObjectSteps(self.trial, self.expect, self.models)
+            self.steps.append(step)
+            found = await self.objects.run(len(self.steps) - 1, step)
+            self.violations += found
+            return found
         index = len(self.steps)
         self.steps.append(step)
         event = self.trial.event(step.event)
         model = self.models.setdefault(step.event, EventModel())
+        shared = self.objects is not None and self.objects.shares(step.event)
         if not model.touched:
             before = await self.trial.observe(event, "before")
-            if before.effects:
+            if before.effects and not shared:  # its object may hold a sibling's or the app's own effect
                 raise HarnessError(
                     f"{event.event_id} had {before.effects} effect(s) before its first delivery; reused ids"
                 )
@@ -95,9 +115,20 @@ class ScheduleRunner:
         records = await self._deliver(step, body, model)
         if not await self.trial.lab.transport.quiesce(self.trial.lab.horizon_s):
             raise HarnessError(f"step {index} ({step}): the handler never answered within the lab's horizon")
-        effects = (await self.trial.observe(event, f"after-step-{index}")).effects
+        # Once siblings or the app's own request touched its object, the count is the object's.
+        if self.objects is not None and shared:
+            effects = await self.objects.count(index, step.event)
+        else:
+            effects = (await self.trial.observe(event, f"after-step-{index}")).effects
         found = self._check(
-            index=index, step=step, event=event, body=body.body, model=model, records=records, effects=effects
+            index=index,
+            step=step,
+            event=event,
+            body=body.body,
+            model=model,
+            records=records,
+            effects=effects,
+            per_object=shared,
         )
         self.violations += found
         return found
@@ -127,6 +158,7 @@ class ScheduleRunner:
         model: EventModel,
         records: list[DeliveryRecord],
         effects: int,
+        per_object: bool = False,
     ) -> list[Violation]:
         found: list[Violation] = []
 
@@ -145,9 +177,12 @@ class ScheduleRunner:
         statuses = [r.status for r in records]
         differs = model.accepted is not None and body != model.accepted
         if differs:
-            rejected = [s for s in statuses if s not in self.expect.conflict_status]
+            ignore = self.expect.conflict == "ignore"  # dedupe by id: a 2xx, and nothing changed
+            rejected = [
+                s for s in statuses if (not _ok(s) if ignore else s not in self.expect.conflict_status)
+            ]
             if rejected:
-                wanted = " or ".join(map(str, self.expect.conflict_status))
+                wanted = "a 2xx" if ignore else " or ".join(map(str, self.expect.conflict_status))
                 violate(
                     "conflict-rejected",
                     rejected[0],
@@ -165,10 +200,12 @@ class ScheduleRunner:
             model.accepted, model.acked = body, True
         if effects > self.expect.max_effects:
             violate(
-                "at-most-once-effect",
+                "at-most-once-per-object" if per_object else "at-most-once-effect",
                 effects,
                 f"<= {self.expect.max_effects}",
-                f"{model.attempts} steps on one event left {effects} side effects (statuses of this step: {statuses})",
+                f"{model.attempts} steps on one event "
+                + ("and its object's siblings or the app's own request " if per_object else "")
+                + f"left {effects} side effects (statuses of this step: {statuses})",
             )
         if model.acked and effects == 0:
             violate(

@@ -40,8 +40,21 @@ import httpx
 
 from acklab.harness.targets.asgi import AsgiApp, running
 from acklab.harness.targets.base import Endpoint, Needs, Target
-from acklab.harness.targets.callables import CallableProbe, CallableState, Reader, callable_thread
-from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe
+from acklab.harness.targets.callables import (
+    CallableProbe,
+    CallableState,
+    Reader,
+    callable_thread,
+    takes_object,
+)
+from acklab.harness.targets.effects import (
+    OBJECT_PARAMETER,
+    OBJECT_PLACEHOLDER,
+    EffectsProbe,
+    HttpProbe,
+    SqlProbe,
+)
+from acklab.harness.targets.objects import ObjectReads
 from acklab.harness.targets.server import ThreadedServer
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.wire.transports import asgi_transport, socket_transport
@@ -121,6 +134,18 @@ class AppTarget(Target):
     def database_urls(self) -> tuple[str, ...]:
         return (self.effects.sql["url"],) if self.effects.sql is not None else ()
 
+    def object_reads(self) -> ObjectReads:
+        effects = self.effects
+        if effects.count is not None:
+            state = takes_object(effects.read_state) if effects.read_state is not None else None
+            return ObjectReads(takes_object(effects.count), state)
+        if effects.sql is not None:
+            sql = effects.sql
+            state = OBJECT_PARAMETER.search(sql["state"]) is not None if "state" in sql else None
+            return ObjectReads(OBJECT_PARAMETER.search(sql["count"]) is not None, state)
+        by_url = OBJECT_PLACEHOLDER.search(str(effects.path or effects.url)) is not None
+        return ObjectReads(by_url, by_url if effects.state_path else None)
+
     def _probes(
         self, base: str, transport: Callable[[], httpx.AsyncBaseTransport]
     ) -> tuple[EffectsProbe, StateProbe | None]:
@@ -151,9 +176,9 @@ class AppTarget(Target):
         # The count is read once with the app started: a probe that cannot be read (a wrong
         # query, a callable that raises, no such table) stops the run before any delivery.
         async with self.serve(Needs()) as endpoint:
-            await endpoint.probe.count("acklab-preflight")
+            await endpoint.probe.count("acklab-preflight", "acklab-preflight")
             if endpoint.state is not None:
-                await endpoint.state.read("acklab-preflight")
+                await endpoint.state.read("acklab-preflight", "acklab-preflight")
 
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:

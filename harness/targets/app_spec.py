@@ -15,6 +15,8 @@ differs for an app served in this process:
   the endpoint's own host and port means the same). Another service's URL keeps the
   loopback rule.
 * ``command:`` is ignored: the lab serves the app object it was given.
+* ``competitor.url`` may be a path of the app itself (``/checkout/{{order_id}}/complete``):
+  race-with-request sends it to the app as served, beside the webhook.
 * Defaults: ``signing: {scheme: none}`` (``standard`` when only a secret is given), the
   event template of the built-in fixture (an ``order.paid``), and the conflict every target
   without ``conflict:`` gets (`harness.wire.conflicts.default_conflict`: here its
@@ -23,6 +25,7 @@ differs for an app served in this process:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -41,6 +44,7 @@ from acklab.harness.targets.asgi import as_asgi
 from acklab.harness.targets.base import Expect
 from acklab.harness.targets.callables import Reader
 from acklab.harness.targets.effects import database_kind
+from acklab.harness.targets.objects import ObjectEvents
 from acklab.harness.targets.spec import resolve_headers
 from acklab.harness.targets.spec_checks import (
     check_database_url,
@@ -68,7 +72,19 @@ SERVED = {
     "socket": "uvicorn on 127.0.0.1, in this process",
 }
 # The fields a caller may give as keywords, by their spec name.
-FIELDS = ("name", "endpoint", "signing", "event", "conflict", "expect", "headers", "delivery")
+FIELDS = (
+    "name",
+    "endpoint",
+    "signing",
+    "event",
+    "conflict",
+    "expect",
+    "headers",
+    "delivery",
+    "lifecycle",
+    "siblings",
+    "competitor",
+)
 NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -229,6 +245,19 @@ def app_target(
         described = (AppEffects(count=effects, read_state=state), "callable")
     else:
         described = _effects(doc["effects"], base, allow_remote=allow_remote, source=source)
+    objects = ObjectEvents.from_doc(
+        doc,
+        competitor_headers=resolve_headers(
+            (doc.get("competitor") or {}).get("headers", {}), field_name="competitor.headers"
+        ),
+    )
+    if objects.competitor is not None and not objects.competitor.url.startswith("/"):
+        url = check_url(
+            objects.competitor.url, field_name=f"{source}: competitor.url", allow_remote=allow_remote
+        )
+        if url.startswith(base + "/"):  # the endpoint's own host: a path of the app itself
+            url = url[len(base) :]
+        objects = dataclasses.replace(objects, competitor=dataclasses.replace(objects.competitor, url=url))
     asgi, close = as_asgi(app, interface)
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
@@ -247,6 +276,7 @@ def app_target(
         expect=Expect.from_dict(expect),
         headers=resolve_headers(doc.get("headers", {}), field_name="headers"),
         event_type=delivery.get("event_type"),
+        objects=objects,
         app=asgi,
         base_url=base,
         path=path,

@@ -18,6 +18,7 @@ from acklab.evidence.documents.incident import IncidentTarget
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.targets.effects import EffectsProbe
+from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.provenance import Revision, revision_of
 from acklab.harness.targets.state import StateProbe
 from acklab.harness.wire.providers import event_type_header
@@ -117,12 +118,17 @@ class Target(ABC):
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The provider's event-type header (delivery.event_type); None: from the body.
     event_type: str | None = None
+    # Beyond one event: lifecycle:, siblings:, competitor:, expect.order (harness.targets.objects).
+    objects: ObjectEvents = field(default_factory=ObjectEvents)
     # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
     # refused with it); None: the endpoint is asked when a run needs HTTP/2.
     http2_refusal: ClassVar[str | None] = None
 
-    def event_type_of(self, document: Mapping[str, Any]) -> str:
-        """The provider's event-type header value for one event's body."""
+    def event_type_of(self, document: Mapping[str, Any], own: str | None = None) -> str:
+        """The provider's event-type header value for one event's body (`own`: the type a lifecycle
+        or sibling event names, in the provider's header spelling)."""
+        if own is not None:
+            return event_type_header(self.scheme, None, {"type": own})
         return event_type_header(self.scheme, self.event_type, document)
 
     def delivery_headers(self, signer: Signer, attempt: Attempt, secret: str) -> dict[str, str]:
@@ -148,6 +154,10 @@ class Target(ABC):
         """A folder inside the checkout the handler's code comes from (None: unknown)."""
         return None
 
+    def object_reads(self) -> ObjectReads:
+        """Whether the effects and state probes read an event's object (``:object_id``)."""
+        return ObjectReads()
+
     @cached_property
     def revision(self) -> Revision:
         """The handler's commit, read once: the runner pins it before it writes anything, so the
@@ -170,7 +180,9 @@ class Target(ABC):
     def credentials(self) -> set[str]:
         """What no written byte may contain: the signing secret, the header values, each database
         password in every spelling."""
-        found = {s for s in (self.secret, *self.headers.values()) if len(s) >= MIN_SECRET_CHARS}
+        competitor = self.objects.competitor
+        shared = (*self.headers.values(), *(competitor.headers.values() if competitor is not None else ()))
+        found = {s for s in (self.secret, *shared) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
 
     def attachments(self) -> dict[str, bytes]:

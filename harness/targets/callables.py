@@ -18,6 +18,7 @@ count is a lab failure, never a zero.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -29,7 +30,18 @@ from acklab.harness.errors import ProbeError
 from acklab.harness.targets.effects import as_count
 from acklab.harness.targets.state import canonical
 
-Reader = Callable[[str], Any]  # sync or async: event id -> count (effects=) or state (state=)
+# Sync or async: event id -> count (effects=) or state (state=); one that takes an ``object_id``
+# keyword is given the event's object too (lifecycle.object: out-of-order reads the object's state).
+Reader = Callable[..., Any]
+
+
+def takes_object(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` accepts an ``object_id`` keyword (or any keyword)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "object_id" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def callable_name(fn: Callable[..., Any]) -> str:
@@ -41,12 +53,18 @@ def callable_name(fn: Callable[..., Any]) -> str:
     return str(name)
 
 
-async def _call(fn: Reader, event_id: str, what: str, thread: Executor) -> Any:
+async def _call(fn: Reader, event_id: str, what: str, thread: Executor, object_id: str | None = None) -> Any:
+    # As a query's :object_id, the object defaults to the event's own id.
+    call = (
+        functools.partial(fn, event_id, object_id=event_id if object_id is None else object_id)
+        if takes_object(fn)
+        else functools.partial(fn, event_id)
+    )
     try:
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-            value = await fn(event_id)
+            value = await call()
         else:
-            value = await asyncio.get_running_loop().run_in_executor(thread, fn, event_id)
+            value = await asyncio.get_running_loop().run_in_executor(thread, call)
             if inspect.isawaitable(value):  # a sync function that returned a coroutine
                 value = await value
     except Exception as exc:  # the user's code: whatever it raises is the probe's failure
@@ -66,9 +84,10 @@ class CallableProbe:
     def __init__(self, count: Reader, thread: Executor) -> None:
         self._count, self._thread = count, thread
         self._what = f"the effects callable {callable_name(count)}"
+        self.by_object = takes_object(count)
 
-    async def count(self, event_id: str) -> int:
-        return as_count(await _call(self._count, event_id, self._what, self._thread), self._what)
+    async def count(self, event_id: str, object_id: str | None = None) -> int:
+        return as_count(await _call(self._count, event_id, self._what, self._thread, object_id), self._what)
 
     async def aclose(self) -> None:
         """Nothing to release: the callable's session belongs to the caller."""
@@ -80,9 +99,10 @@ class CallableState:
     def __init__(self, read: Reader, thread: Executor) -> None:
         self._read, self._thread = read, thread
         self._what = f"the state callable {callable_name(read)}"
+        self.by_object = takes_object(read)
 
-    async def read(self, event_id: str) -> str:
-        return canonical(await _call(self._read, event_id, self._what, self._thread))
+    async def read(self, event_id: str, object_id: str | None = None) -> str:
+        return canonical(await _call(self._read, event_id, self._what, self._thread, object_id))
 
     async def aclose(self) -> None:
         """Nothing to release: the callable's session belongs to the caller."""

@@ -29,9 +29,13 @@ from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.targets.base import Endpoint, Needs
 from acklab.harness.targets.effects import SqlProbe
 from acklab.harness.targets.fixture import FixtureTarget, fixture_target
+from acklab.harness.targets.state import SqlState
 from acklab.harness.wire.transports import socket_transport
 
-FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
+# One order's fulfillments (by any event or the browser return) and its status: for an order.paid
+# event of its own order, the same count as its event's.
+FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE order_id = :object_id"
+FIXTURE_STATE_SQL = "SELECT status FROM orders WHERE order_id = :object_id"
 # What makes DIR a checkout of acklab whose fixture can be served.
 CHECKOUT_MARKERS = ("acklab/__init__.py", "app/__init__.py", "app/cli.py", "app/runtime.py")
 
@@ -115,14 +119,21 @@ class CheckoutTarget(FixtureTarget):
         process = await asyncio.to_thread(self.server, needs.processing_delay_ms)
         # SqlProbe opens the database read-only: the lab reads effects, it never changes them.
         probe = SqlProbe(self.database_url, FIXTURE_EFFECTS_SQL)
+        state = SqlState(self.database_url, FIXTURE_STATE_SQL)
         transport = socket_transport()
         try:
             yield Endpoint(
-                f"{process.url}/webhooks/orders", transport, probe, True, needs.processing_delay_ms
+                f"{process.url}/webhooks/orders",
+                transport,
+                probe,
+                True,
+                needs.processing_delay_ms,
+                state=state,
             )
         finally:
             await transport.aclose()
             await probe.aclose()
+            await state.aclose()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.servers.stop_all)

@@ -20,6 +20,7 @@ URLs.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,16 +46,38 @@ PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
 _SQLITE_READING = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
+# A query or URL that reads an object: count and state are then the object's (lifecycle.object).
+OBJECT_PARAMETER = re.compile(r":object_id\b")
+OBJECT_PLACEHOLDER = re.compile(r"\{\{\s*object_id\s*\}\}")
+
+
+def keys(event_id: str, object_id: str | None) -> dict[str, str]:
+    """The parameters a count or state query gets: ``:event_id`` and ``:object_id`` (by default the
+    event's own id)."""
+    return {"event_id": event_id, "object_id": event_id if object_id is None else object_id}
+
+
+def fill_keys(template: str, event_id: str, object_id: str | None) -> str:
+    """An effects URL with ``{{event_id}}`` and ``{{object_id}}`` filled."""
+    filled = keys(event_id, object_id)
+    return OBJECT_PLACEHOLDER.sub(filled["object_id"], template.replace("{{event_id}}", event_id))
+
+
 # How the databases say a statement tried to write (or to reach beyond the database).
 _WRITE_REFUSED = ("readonly database", "read-only transaction", "not authorized", "read_only_sql_transaction")
 
 
 class EffectsProbe(Protocol):
-    """Counts the side effects of one event."""
+    """Counts the side effects of one event (or of its object: `by_object`)."""
 
     source: ObservationSource  # the observation's source
 
-    async def count(self, event_id: str) -> int: ...
+    @property
+    def by_object(self) -> bool:
+        """Whether the count is of the event's object (``:object_id``), not of the event alone."""
+        ...
+
+    async def count(self, event_id: str, object_id: str | None = None) -> int: ...
 
     async def aclose(self) -> None: ...
 
@@ -160,17 +183,18 @@ class SqlProbe:
         self._url = parsed
         self._label = redact(parsed.render_as_string(hide_password=True))
         self._query = text(query)
+        self.by_object = OBJECT_PARAMETER.search(query) is not None
         self._engine: Engine | None = None
 
     def _make_engine(self) -> Engine:
         return read_only_engine(self._url)
 
-    def _count(self, event_id: str) -> int:
+    def _count(self, event_id: str, object_id: str | None) -> int:
         if self._engine is None:
             self._engine = self._make_engine()
         try:
             with self._engine.connect() as conn:
-                value = conn.execute(self._query, {"event_id": event_id}).scalar()
+                value = conn.execute(self._query, keys(event_id, object_id)).scalar()
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
@@ -185,8 +209,8 @@ class SqlProbe:
             ) from exc
         return as_count(value, "effects.sql.count")
 
-    async def count(self, event_id: str) -> int:
-        return await asyncio.to_thread(self._count, event_id)
+    async def count(self, event_id: str, object_id: str | None = None) -> int:
+        return await asyncio.to_thread(self._count, event_id, object_id)
 
     async def aclose(self) -> None:
         if self._engine is not None:
@@ -207,6 +231,7 @@ class HttpProbe:
         shown: str | None = None,
     ) -> None:
         self._template, self._path, self.source = url_template, json_path, source
+        self.by_object = OBJECT_PLACEHOLDER.search(url_template) is not None
         # How messages name the URL: the spec's env:NAME when it came from the environment.
         self._shown = shown or url_template
         # The probe has a transport of its own: it must never go through a fault.
@@ -217,16 +242,16 @@ class HttpProbe:
             headers=dict(headers or {}),
         )
 
-    def _where(self, event_id: str) -> str:
-        return redact(f"GET {self._shown.replace('{{event_id}}', event_id)}")
+    def _where(self, event_id: str, object_id: str | None = None) -> str:
+        return redact(f"GET {fill_keys(self._shown, event_id, object_id)}")
 
-    async def count(self, event_id: str) -> int:
-        url = self._template.replace("{{event_id}}", event_id)
+    async def count(self, event_id: str, object_id: str | None = None) -> int:
+        url = fill_keys(self._template, event_id, object_id)
         try:
             async with self._client.stream("GET", url) as response:
                 if response.status_code >= 400:
                     raise ProbeError(
-                        f"effects probe {self._where(event_id)} answered {response.status_code}; "
+                        f"effects probe {self._where(event_id, object_id)} answered {response.status_code}; "
                         "check effects.http.url and effects.http.headers"
                     )
                 # The target answers: read it bounded, never a body it chose to make huge.
@@ -234,27 +259,27 @@ class HttpProbe:
         except httpx.HTTPError as exc:
             # httpx's messages may quote the URL (and its token): named as the spec names it.
             raise ProbeError(
-                f"effects probe {self._where(event_id)} failed: {type(exc).__name__}: {redact(str(exc))}"
+                f"effects probe {self._where(event_id, object_id)} failed: {type(exc).__name__}: {redact(str(exc))}"
             ) from exc
         if body.truncated:
             raise ProbeError(
-                f"effects probe {self._where(event_id)} answered more than {PROBE_LIMITS.describe_size()}; "
+                f"effects probe {self._where(event_id, object_id)} answered more than {PROBE_LIMITS.describe_size()}; "
                 "an effects endpoint answers a small JSON object"
             )
         try:
             value: Any = parse_json(
-                body.data, source=f"effects probe {self._where(event_id)}", limits=PROBE_LIMITS
+                body.data, source=f"effects probe {self._where(event_id, object_id)}", limits=PROBE_LIMITS
             )
         except DocumentError as exc:
             raise ProbeError(f"{exc.source} did not answer readable JSON: {exc.problem}") from exc
         for part in self._path.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise ProbeError(
-                    f"effects probe {self._where(event_id)}: no {self._path!r} in the answer; "
+                    f"effects probe {self._where(event_id, object_id)}: no {self._path!r} in the answer; "
                     "check effects.http.json_path"
                 )
             value = value[part]
-        return as_count(value, f"effects probe {self._where(event_id)} at {self._path!r}")
+        return as_count(value, f"effects probe {self._where(event_id, object_id)} at {self._path!r}")
 
     async def aclose(self) -> None:
         await self._client.aclose()

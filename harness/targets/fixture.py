@@ -32,8 +32,16 @@ from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import HttpProbe, database_kind
+from acklab.harness.targets.objects import (
+    Competitor,
+    LifecycleEvent,
+    ObjectEvents,
+    ObjectReads,
+    SiblingEvent,
+)
 from acklab.harness.targets.provenance import file_sha256
 from acklab.harness.targets.server import ThreadedServer
+from acklab.harness.targets.state import HttpState
 from acklab.harness.wire.providers import profile
 from acklab.harness.wire.transports import asgi_transport, socket_transport
 
@@ -47,6 +55,24 @@ FIXTURE_TEMPLATE = {
     "data": {"order_id": "{{order_id}}", "amount_cents": 1200, "currency": "EUR"},
 }
 FIXTURE_CONFLICT = {"data.amount_cents": 9900}
+# Beyond one event: the fixture's order lifecycle, the payment provider's sibling of order.paid,
+# and the customer's browser returning from checkout (app/webhooks.py keeps them, app/unsafe.py
+# breaks all three). Its probes read one order: fulfillments by anyone, and its status.
+FIXTURE_OBJECTS = ObjectEvents(
+    object="{{order_id}}",
+    lifecycle=(
+        LifecycleEvent("order.created", "created"),
+        LifecycleEvent("order.paid", "paid"),
+        LifecycleEvent("order.refunded", "refunded"),
+    ),
+    siblings=(SiblingEvent("payment.succeeded"),),
+    competitor=Competitor(
+        method="POST",
+        url="/checkout/{{order_id}}/complete",
+        body={"order_id": "{{order_id}}", "amount_cents": 1200, "currency": "EUR"},
+    ),
+)
+ORDER_PROBE = "/orders/{{object_id}}/effects"
 
 
 def new_secret() -> str:
@@ -92,6 +118,9 @@ class FixtureTarget(Target):
     def database_urls(self) -> tuple[str, ...]:
         return (self.db_url,) if self.db_url else ()
 
+    def object_reads(self) -> ObjectReads:
+        return ObjectReads(count=True, state=True)
+
     def source_dir(self) -> Path | None:
         # The checkout holding the app package that is imported, i.e. the handler that runs.
         where = fixture_package.__file__
@@ -114,34 +143,37 @@ class FixtureTarget(Target):
         if needs.socket or needs.processing_delay_ms:
             server = await asyncio.to_thread(ThreadedServer(app).start)
             probe = HttpProbe(
-                f"{server.url}/events/{{{{event_id}}}}/effects",
-                "count",
-                transport=socket_transport(),
-                source="fixture",
+                server.url + ORDER_PROBE, "count", transport=socket_transport(), source="fixture"
             )
+            state = HttpState(server.url + ORDER_PROBE, "status", transport=socket_transport())
             transport = socket_transport()
             try:
                 yield Endpoint(
-                    f"{server.url}/webhooks/orders", transport, probe, True, needs.processing_delay_ms
+                    f"{server.url}/webhooks/orders",
+                    transport,
+                    probe,
+                    True,
+                    needs.processing_delay_ms,
+                    state=state,
                 )
             finally:
                 await transport.aclose()
                 await probe.aclose()
+                await state.aclose()
                 await asyncio.to_thread(server.stop)
             return
         async with app.router.lifespan_context(app):
             probe = HttpProbe(
-                f"{IN_PROCESS}/events/{{{{event_id}}}}/effects",
-                "count",
-                transport=asgi_transport(app),
-                source="fixture",
+                IN_PROCESS + ORDER_PROBE, "count", transport=asgi_transport(app), source="fixture"
             )
+            state = HttpState(IN_PROCESS + ORDER_PROBE, "status", transport=asgi_transport(app))
             transport = asgi_transport(app)
             try:
-                yield Endpoint(f"{IN_PROCESS}/webhooks/orders", transport, probe, False)
+                yield Endpoint(f"{IN_PROCESS}/webhooks/orders", transport, probe, False, state=state)
             finally:
                 await transport.aclose()
                 await probe.aclose()
+                await state.aclose()
 
     async def aclose(self) -> None:
         if self._tmpdir is not None:
@@ -178,4 +210,5 @@ def fixture_target(ref: str, *, db_url: str | None) -> FixtureTarget:
         expect=Expect(),
         can_delay=True,
         db_url=db_url,
+        objects=FIXTURE_OBJECTS,
     )

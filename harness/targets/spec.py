@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -30,8 +31,16 @@ from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
-from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from acklab.harness.targets.effects import (
+    OBJECT_PARAMETER,
+    OBJECT_PLACEHOLDER,
+    EffectsProbe,
+    HttpProbe,
+    SqlProbe,
+    database_kind,
+)
 from acklab.harness.targets.isolation import Isolation
+from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.spec_checks import (
     check_database_url,
     check_reach,
@@ -123,6 +132,7 @@ class SpecTarget(Target):
             raise
         self.isolation = isolation
         self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
+        self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
 
     def start_service(self) -> None:
         """Start the service of ``command:`` for the run (once); a no-op without one."""
@@ -153,6 +163,15 @@ class SpecTarget(Target):
         if "sql" not in self.effects:
             return ()
         return (self.effects["sql"]["url"],)
+
+    def object_reads(self) -> ObjectReads:
+        if "sql" in self.effects:
+            sql = self.effects["sql"]
+            state = OBJECT_PARAMETER.search(sql["state"]) is not None if "state" in sql else None
+            return ObjectReads(OBJECT_PARAMETER.search(sql["count"]) is not None, state)
+        http = self.effects["http"]
+        by_url = OBJECT_PLACEHOLDER.search(http["url"]) is not None
+        return ObjectReads(by_url, by_url if "state_path" in http else None)
 
     def describe(self) -> IncidentTarget:
         # An endpoint read from the environment is named by its variable: it may carry a token.
@@ -215,9 +234,9 @@ class SpecTarget(Target):
                 )
         probe, state = self._probe(), self._state()
         try:
-            await probe.count("acklab-preflight")
+            await probe.count("acklab-preflight", "acklab-preflight")
             if state is not None:
-                await state.read("acklab-preflight")
+                await state.read("acklab-preflight", "acklab-preflight")
         finally:
             await probe.aclose()
             if state is not None:
@@ -336,6 +355,15 @@ def load_target(
         endpoint=parts["endpoint"],
         effects=parts["effects"],
         command=parts["command"],
+        objects=_with_competitor_url(
+            ObjectEvents.from_doc(
+                doc,
+                competitor_headers=resolve_headers(
+                    (doc.get("competitor") or {}).get("headers", {}), field_name="competitor.headers"
+                ),
+            ),
+            parts["competitor_url"],
+        ),
         source=source,
         endpoint_ref=doc["endpoint"],
         unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
@@ -354,7 +382,11 @@ def _served_parts(
     if "sql" in effects:
         remember(*url_secrets(effects["sql"]["url"]))
     command = doc.get("command")
+    competitor = doc.get("competitor") or {}
     return {
+        "competitor_url": resolve_env(competitor["url"], field_name="competitor.url")
+        if "url" in competitor
+        else None,
         "endpoint": endpoint,
         "effects": effects,
         "database": database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
@@ -364,6 +396,13 @@ def _served_parts(
             else None
         ),
     }
+
+
+def _with_competitor_url(objects: ObjectEvents, url: str | None) -> ObjectEvents:
+    """`objects` with the competitor's URL as served (``env:`` read, run placeholders filled)."""
+    if objects.competitor is None or url is None:
+        return objects
+    return dataclasses.replace(objects, competitor=dataclasses.replace(objects.competitor, url=url))
 
 
 def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:

@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.specs.credentials import ENV_REF, resolve_env
 from acklab.harness.targets.base import check_local, is_loopback
+from acklab.harness.targets.objects import check_objects
 from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict
 from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.wire.templates import KNOWN, conflicting, render, unknown_placeholders
@@ -30,6 +31,7 @@ DEFAULT_CONFLICT = LAST_RESORT  # the last resort of `default_conflict` (harness
 CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect", "upgrade"})
 EVENT_TYPE_HEADERS = frozenset({"x-github-event", "x-gitlab-event", "x-shopify-topic"})
 EVENT_ID = re.compile(r"\{\{\s*event_id\s*\}\}")
+PROBE_KEY = re.compile(r"\{\{\s*(event_id|object_id)\s*\}\}")  # what an effects URL reads one of
 
 
 def _mentions_event_id(template: Any) -> bool:
@@ -101,6 +103,7 @@ def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
     http = doc["effects"].get("http", {})
     check_headers(http.get("headers", {}), scheme="none", field_name=f"{source}: effects.http.headers")
     check_expect(doc, source=source)
+    check_objects(doc, source=source)  # lifecycle:, siblings:, competitor: (harness.targets.objects)
 
 
 def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
@@ -136,10 +139,10 @@ def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id
     """Resolve an http(s) URL of the spec (``env:NAME`` or literal) and hold it to the loopback rule."""
     resolved = resolve_env(value, field_name=field_name)
     check_local(resolved, field_name=field_name, allow_remote=allow_remote, shown=shown(value, resolved))
-    if needs_event_id and not EVENT_ID.search(resolved):
+    if needs_event_id and not PROBE_KEY.search(resolved):
         raise SpecError(
-            f"{field_name}: {shown(value, '<the URL>')} has no {{{{event_id}}}}; the probe reads one event's "
-            "effects, e.g. http://127.0.0.1:9000/effects/{{event_id}}"
+            f"{field_name}: {shown(value, '<the URL>')} has no {{{{event_id}}}} (or {{{{object_id}}}}); the probe "
+            "reads one event's effects, e.g. http://127.0.0.1:9000/effects/{{event_id}}"
         )
     return resolved
 
@@ -200,3 +203,7 @@ def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:
     ready = (doc.get("command") or {}).get("ready")
     if isinstance(ready, Mapping) and isinstance(ready.get("url"), str):
         check_url(ready["url"], field_name="command.ready.url", allow_remote=allow_remote)
+    competitor = doc.get("competitor")
+    competitor_url = competitor.get("url") if isinstance(competitor, Mapping) else None
+    if isinstance(competitor_url, str) and not competitor_url.startswith("/"):  # a path: the endpoint's host
+        check_url(competitor_url, field_name="competitor.url", allow_remote=allow_remote)

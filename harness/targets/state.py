@@ -1,6 +1,6 @@
 """State probes: what one event left behind, read back so a verdict can compare it.
 
-``effects.sql.state`` (a query with ``:event_id`` bound) or ``effects.http.state_path`` (a
+``effects.sql.state`` (a query with ``:event_id`` and ``:object_id`` bound) or ``effects.http.state_path`` (a
 dotted path in the effects probe's JSON answer) reads the committed state of one event —
 the stored amount, the status of an order. ``expect.conflict: ignore`` needs it: a consumer
 that answers 2xx to a conflicting body and keeps one row, but overwrites that row's amount,
@@ -26,15 +26,26 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
-from acklab.harness.targets.effects import read_only_engine
+from acklab.harness.targets.effects import (
+    OBJECT_PARAMETER,
+    OBJECT_PLACEHOLDER,
+    fill_keys,
+    keys,
+    read_only_engine,
+)
 
 STATE_CHARS = 500
 
 
 class StateProbe(Protocol):
-    """Reads the committed state of one event as text."""
+    """Reads the committed state of one event (or of its object: `by_object`) as text."""
 
-    async def read(self, event_id: str) -> str: ...
+    @property
+    def by_object(self) -> bool:
+        """Whether the state read is the event's object's (``:object_id``)."""
+        ...
+
+    async def read(self, event_id: str, object_id: str | None = None) -> str: ...
 
     async def aclose(self) -> None: ...
 
@@ -56,14 +67,15 @@ class SqlState:
             ) from exc
         self._label = redact(self._url.render_as_string(hide_password=True))
         self._query = text(query)
+        self.by_object = OBJECT_PARAMETER.search(query) is not None
         self._engine: Engine | None = None
 
-    def _read(self, event_id: str) -> str:
+    def _read(self, event_id: str, object_id: str | None) -> str:
         if self._engine is None:
             self._engine = read_only_engine(self._url)
         try:
             with self._engine.connect() as conn:
-                rows = [list(row) for row in conn.execute(self._query, {"event_id": event_id})]
+                rows = [list(row) for row in conn.execute(self._query, keys(event_id, object_id))]
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
@@ -72,8 +84,8 @@ class SqlState:
             ) from exc
         return canonical(rows)
 
-    async def read(self, event_id: str) -> str:
-        return await asyncio.to_thread(self._read, event_id)
+    async def read(self, event_id: str, object_id: str | None = None) -> str:
+        return await asyncio.to_thread(self._read, event_id, object_id)
 
     async def aclose(self) -> None:
         if self._engine is not None:
@@ -92,6 +104,7 @@ class HttpState:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._template, self._path = url_template, path
+        self.by_object = OBJECT_PLACEHOLDER.search(url_template) is not None
         self._client = httpx.AsyncClient(
             transport=transport or httpx.AsyncHTTPTransport(retries=0),
             timeout=10.0,
@@ -99,8 +112,8 @@ class HttpState:
             headers=dict(headers or {}),
         )
 
-    async def read(self, event_id: str) -> str:
-        url = self._template.replace("{{event_id}}", event_id)
+    async def read(self, event_id: str, object_id: str | None = None) -> str:
+        url = fill_keys(self._template, event_id, object_id)
         try:
             response = await self._client.get(url)
             response.raise_for_status()

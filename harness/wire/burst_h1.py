@@ -1,6 +1,8 @@
 """Last-byte synchronisation over HTTP/1.1, on h11 (the state machine under httpx).
 
-Each request of a burst gets a connection of its own, opened ahead. h11 serialises the
+Each request of a burst gets a connection of its own, opened ahead, to its own URL's host: the
+requests of one burst may differ (race-with-request releases a webhook and the app's own
+request together), each is written as it is. h11 serialises the
 request exactly as httpx's own transport does (httpcore hands h11 the same method, target,
 header list and body), so the bytes on the wire are the transport's bytes. Every byte but
 the last is written and acknowledged by the peer (`harness.wire.burst_socket.wait_flushed`);
@@ -46,6 +48,7 @@ class H1Wire:
     """One request of a burst on a connection of its own, written but its last byte."""
 
     def __init__(self, request: httpx.Request) -> None:
+        self.url = request.url
         self._h11 = h11.Connection(h11.CLIENT)
         payload = serialise(self._h11, request)
         self.head, self.last = payload[:-1], payload[-1:]
@@ -61,10 +64,11 @@ class H1Wire:
     def writer(self) -> asyncio.StreamWriter | None:
         return self._writer if self._failure is None else None
 
-    async def connect(self, url: httpx.URL, timeout_s: float) -> None:
-        """Open the connection and write the request but its last byte (a failure is kept, not raised)."""
+    async def connect(self, timeout_s: float) -> None:
+        """Open the connection to the request's host and write the request but its last byte (a
+        failure is kept, not raised)."""
         try:
-            self._reader, self._writer = await open_stream(url, alpn="http/1.1", timeout_s=timeout_s)
+            self._reader, self._writer = await open_stream(self.url, alpn="http/1.1", timeout_s=timeout_s)
         except httpx.TransportError as exc:
             self._failure = exc
             return
@@ -183,10 +187,11 @@ class H1Burst:
         self.wires = list(wires)
 
     @classmethod
-    async def arm(cls, url: httpx.URL, requests: Sequence[httpx.Request], *, timeout_s: float) -> H1Burst:
-        """Open a connection per request, write all but the last byte, wait until the peer has it all."""
+    async def arm(cls, requests: Sequence[httpx.Request], *, timeout_s: float) -> H1Burst:
+        """Open a connection per request (to its own host), write all but the last byte, wait until
+        the peers have it all."""
         burst = cls([H1Wire(r) for r in requests])
-        await asyncio.gather(*(w.connect(url, timeout_s) for w in burst.wires))
+        await asyncio.gather(*(w.connect(timeout_s) for w in burst.wires))
         writers = [w for wire in burst.wires if (w := wire.writer) is not None]
         await wait_flushed(writers, timeout_s)
         await asyncio.sleep(SETTLE_S)

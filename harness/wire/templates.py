@@ -3,8 +3,10 @@
 Placeholders: ``{{event_id}}``, ``{{order_id}}``, ``{{seq}}`` (the event's number in the
 run), ``{{timestamp}}`` (the event's creation time, ISO-8601), ``{{unix_time}}`` and
 ``{{unix_time_ms}}`` (the same time as Unix seconds / milliseconds, e.g. Stripe's
-``created``). A value that is exactly one of the numeric placeholders (``"{{seq}}"``,
-``"{{unix_time}}"``, ``"{{unix_time_ms}}"``) becomes a JSON integer. A body is rendered ONCE
+``created``), ``{{event_time}}`` (the event's creation time in integer seconds: along a
+lifecycle it increases event by event, `harness.core.objects`; in any other event it is
+``{{unix_time}}``). A value that is exactly one of the numeric placeholders (``"{{seq}}"``,
+``"{{unix_time}}"``, ``"{{unix_time_ms}}"``, ``"{{event_time}}"``) becomes a JSON integer. A body is rendered ONCE
 per event: every retry resends the identical bytes, as real senders do.
 
 ``conflict.set`` paths are dotted; a numeric segment indexes a list
@@ -15,6 +17,7 @@ event up to its last segment (`resolve_path` says where it stops otherwise).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -25,8 +28,8 @@ from typing import Any
 from acklab.harness.errors import SpecError
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms")
-INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms"})
+KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms", "event_time")
+INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms", "event_time"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,13 @@ class WebhookEvent:
     body: bytes
     document: Mapping[str, Any]
     created_at: str = ""  # ISO-8601, when the event was created ({{timestamp}})
+    # The object the event concerns (a lifecycle's ``object:`` rendered; by default its order
+    # id): count and state queries get it as ``:object_id``.
+    object_id: str = ""
+    event_time: int = 0  # {{event_time}}: the creation time in Unix seconds
+    # The provider's event-type header when the event says it itself (a lifecycle or sibling
+    # event's ``type:``); None: the target's (delivery.event_type, or from the body).
+    type_header: str | None = None
 
 
 def unknown_placeholders(template: Any, where: str = "event") -> list[str]:
@@ -74,9 +84,16 @@ def encode(document: Any) -> bytes:
 
 
 def render(
-    template: Mapping[str, Any], *, event_id: str, order_id: str, seq: int, created: datetime
+    template: Mapping[str, Any],
+    *,
+    event_id: str,
+    order_id: str,
+    seq: int,
+    created: datetime,
+    object_template: str = "{{order_id}}",
 ) -> WebhookEvent:
-    """The event's body: `template` with every placeholder filled (`created` must be aware)."""
+    """The event's body: `template` with every placeholder filled (`created` must be aware);
+    its object is `object_template` filled the same way."""
     timestamp = created.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     unix_ms = int(created.timestamp() * 1000)
     values = {
@@ -86,10 +103,36 @@ def render(
         "timestamp": timestamp,
         "unix_time": unix_ms // 1000,
         "unix_time_ms": unix_ms,
+        "event_time": unix_ms // 1000,
     }
     document = _fill(template, values)  # _fill builds new containers: the template is never shared
     event_type = document.get("type") if isinstance(document.get("type"), str) else "webhook"
-    return WebhookEvent(event_id, order_id, seq, str(event_type), encode(document), document, timestamp)
+    object_id = str(_fill(object_template, values))
+    return WebhookEvent(
+        event_id,
+        order_id,
+        seq,
+        str(event_type),
+        encode(document),
+        document,
+        timestamp,
+        object_id=object_id,
+        event_time=unix_ms // 1000,
+    )
+
+
+def with_set(
+    template: Mapping[str, Any], changes: Mapping[str, Any], *, event_type: str | None, field: str = "set"
+) -> dict[str, Any]:
+    """`template` with `changes` set (the ``set:`` of a lifecycle or sibling event: values may hold
+    placeholders, filled with the event's own) and, where it has a top-level ``type``, that type
+    made `event_type`."""
+    derived = copy.deepcopy(dict(template))
+    for dotted, value in changes.items():
+        set_path(derived, dotted, value, field)
+    if event_type is not None and isinstance(derived.get("type"), str):
+        derived["type"] = event_type
+    return derived
 
 
 def _segment(node: Any, part: str) -> tuple[bool, Any]:
@@ -109,7 +152,7 @@ def _kind(node: Any) -> str:
     return f"a {type(node).__name__} ({node!r})"
 
 
-def resolve_path(document: Any, dotted: str) -> None:
+def resolve_path(document: Any, dotted: str, field: str = "conflict.set") -> None:
     """Raise SpecError unless every segment of `dotted` but the last exists in `document` and
     the last one can be set there (a key of an object, an existing index of a list)."""
     parts = dotted.split(".")
@@ -131,13 +174,13 @@ def resolve_path(document: Any, dotted: str) -> None:
                 why = f"{where} has no {part!r} (it has {', '.join(map(repr, node)) or 'no fields'})"
             else:
                 why = f"{where} is {_kind(node)}, not an object or a list"
-            raise SpecError(f"conflict.set: the path {dotted!r} stops at {part!r}: {why}")
+            raise SpecError(f"{field}: the path {dotted!r} stops at {part!r}: {why}")
         node = child
 
 
-def set_path(document: dict[str, Any], dotted: str, value: Any) -> None:
+def set_path(document: dict[str, Any], dotted: str, value: Any, field: str = "conflict.set") -> None:
     """Set ``a.b.0.c`` in `document` (it must resolve, see `resolve_path`)."""
-    resolve_path(document, dotted)
+    resolve_path(document, dotted, field)
     *parents, leaf = dotted.split(".")
     node: Any = document
     for part in parents:
@@ -158,6 +201,4 @@ def conflicting(event: WebhookEvent, changes: Mapping[str, Any]) -> WebhookEvent
         raise SpecError(
             f"conflict.set {dict(changes)!r} leaves the body unchanged; set a field to a different value"
         )
-    return WebhookEvent(
-        event.event_id, event.order_id, event.seq, event.event_type, body, document, event.created_at
-    )
+    return dataclasses.replace(event, body=body, document=document)

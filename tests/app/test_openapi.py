@@ -27,6 +27,8 @@ OPERATIONS = [
     ("/health", "GET"),
     ("/orders/{order_id}", "GET"),
     ("/events/{event_id}/effects", "GET"),
+    ("/orders/{order_id}/effects", "GET"),
+    ("/checkout/{order_id}/complete", "POST"),
 ]
 BOUNDED = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 

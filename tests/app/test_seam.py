@@ -38,8 +38,11 @@ def test_both_handlers_expose_the_same_interface() -> None:
             for name, value in vars(module).items()
             if inspect.isfunction(value) and value.__module__ == module.__name__ and not name.startswith("_")
         }
-        assert public == {"process"}, module.__name__
+        assert public == {"process", "complete_checkout"}, module.__name__
     assert inspect.signature(acklab.app.webhooks.process) == inspect.signature(acklab.app.unsafe.process)
+    assert inspect.signature(acklab.app.webhooks.complete_checkout) == inspect.signature(
+        acklab.app.unsafe.complete_checkout
+    )
 
 
 @pytest.mark.parametrize("path", HANDLERS.values(), ids=HANDLERS.keys())

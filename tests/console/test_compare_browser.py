@@ -70,9 +70,9 @@ def test_the_demo_comparison_steps_in_the_live_console(browser, demo_sites):
     with watched(browser) as w:
         w.open(demo_sites[0])
         assert "Nothing to compare" not in w.page.inner_text("main")
-        # every default experiment, unsafe vs live, under the demo's one seed
+        # every default experiment (the six, and the three beyond one event), unsafe vs live, one seed
         rows = w.page.locator("table.data tbody tr")
-        assert rows.count() == 6
+        assert rows.count() == 9
         assert set(rows.locator("td.num").all_inner_texts()) == {"5"}
         step_through(w.page)
         assert "step=2" in location(w.page)

@@ -22,7 +22,18 @@ from pydantic import BaseModel, TypeAdapter
 from acklab.evidence.documents.base import OMIT, Document
 from acklab.evidence.validate import BASE_URI, _registry, validate
 
-MODULES = ("records", "trial", "incident", "run", "result", "comparison", "sweep", "trail", "latency")
+MODULES = (
+    "records",
+    "objects",
+    "trial",
+    "incident",
+    "run",
+    "result",
+    "comparison",
+    "sweep",
+    "trail",
+    "latency",
+)
 JSON_TYPES = {"string", "integer", "number", "boolean", "null", "object", "array"}
 
 

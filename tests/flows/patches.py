@@ -16,14 +16,14 @@ PARTIAL_SOURCE = UNSAFE.replace(
     "from sqlalchemy import insert\n", "from sqlalchemy import insert, select\n"
 ).replace(
     """        return HandlerResult(202, ack(delivery, status="acknowledged"))
-    now = utcnow()""",
+    _set_status(""",
     """        return HandlerResult(202, ack(delivery, status="acknowledged"))
     seen = session.execute(select(Fulfillment.id).where(Fulfillment.event_id == delivery.event_id)).scalar()
     if seen is not None:
         return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=seen))
-    now = utcnow()""",
+    _set_status(""",
 )
-assert PARTIAL_SOURCE != UNSAFE
+assert "seen = session.execute" in PARTIAL_SOURCE  # the unsafe handler still has the line it goes after
 PARTIAL = make_diff(HANDLER, UNSAFE, PARTIAL_SOURCE)
 
 TESTS_FILE = (

@@ -33,7 +33,7 @@ def test_the_unsafe_fixture_fulfils_one_event_twice_under_lost_ack(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_live_fixture_passes_all_six_and_the_bundle_holds_no_secret(tmp_path):
+def test_the_live_fixture_passes_all_nine_and_the_bundle_holds_no_secret(tmp_path):
     result = run(RunOptions(target="fixture:live", trials=2, out=tmp_path))
     verdicts = {name: e["verdict"] for name, e in by_name(result).items()}
     assert verdicts == dict.fromkeys(
@@ -44,13 +44,17 @@ def test_the_live_fixture_passes_all_six_and_the_bundle_holds_no_secret(tmp_path
             "concurrent-duplicates",
             "conflicting-payload",
             "replay",
+            # beyond one event: the fixture has a lifecycle, a sibling and a competitor
+            "out-of-order",
+            "sibling-events",
+            "race-with-request",
         ),
         "pass",
     ), by_name(result)
     assert result.exit_code == 0
     assert verify(result.bundle).ok
     assert (result.bundle / "reports" / "junit.xml").read_bytes().startswith(b"<?xml")
-    assert len(list((result.bundle / "trials").glob("*.json"))) == 12
+    assert len(list((result.bundle / "trials").glob("*.json"))) == 18
     # The fixture's secret is random per run; its signatures are redacted everywhere.
     everything = b"".join(p.read_bytes() for p in result.bundle.rglob("*") if p.is_file())
     assert b"whsec_" not in everything

@@ -69,4 +69,8 @@ def test_the_deeper_experiments_do_not_run_by_default():
         "concurrent-duplicates",
         "conflicting-payload",
         "replay",
+        # beyond one event: skipped, with the reason, where the target lacks the section
+        "out-of-order",
+        "sibling-events",
+        "race-with-request",
     ]

@@ -29,9 +29,10 @@ def test_explore_finds_and_shrinks_the_unsafe_handlers_failure_then_replays_it(t
     )
     assert code == 1
     assert found["verdict"] == "fail"
-    assert len(found["schedule"]) == 2  # minimal: one event delivered twice
+    assert len(found["schedule"]) == 2  # minimal: one event (or the app's own request) twice
     assert {s["event"] for s in found["schedule"]} == {0}
-    assert found["violations"][0]["invariant"] == "at-most-once-effect"
+    # The fixture has a competitor: its browser return twice is the same bug on the order.
+    assert found["violations"][0]["invariant"] in ("at-most-once-effect", "at-most-once-per-object")
     incident = json.loads(Path(found["incident"]).read_text())
     assert incident["schedule"] == found["schedule"]
     assert incident["experiment"]["parameters"]["target_ref"] == "fixture:unsafe"

@@ -12,7 +12,8 @@ import pytest
 # sqlalchemy.util.preloaded) breaks when the next run imports a second copy beside the
 # first's leftovers; imported here, once, they stay for every run.
 import tests.pytest_plugin.apps.shop_fastapi
-import tests.pytest_plugin.apps.shop_flask  # noqa: F401
+import tests.pytest_plugin.apps.shop_flask
+import tests.pytest_plugin.apps.shop_orders  # noqa: F401
 
 APPS = Path(__file__).with_name("apps")
 # One trial per experiment: each app's bug (or fix) shows on the first; the suites stay fast.
