@@ -41,7 +41,7 @@ def figures(quick: bool = False) -> list[Figure]:
     from acklab.flows import checks
     from acklab.flows.diffs import make_diff
     from acklab.flows.lab import run_lab
-    from acklab.flows.sandbox import make_sandbox
+    from acklab.flows.scratch_repo import make_scratch_repo
     from acklab.flows.spec import load_spec
     from acklab.flows.worktree import head_sha, python_env, worktree
 
@@ -54,7 +54,7 @@ def figures(quick: bool = False) -> list[Figure]:
     runs = 2 if quick else 3
     work = Path(tempfile.mkdtemp(prefix="acklab-bench-verify-"))
     sandbox = work / "sandbox"
-    make_sandbox(sandbox)
+    make_scratch_repo(sandbox)
     out = work / "out"
     patch = make_diff(
         "app/webhooks.py",

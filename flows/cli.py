@@ -18,7 +18,7 @@ from .escape import hidden_count, numbered, visible
 from .proposers import make_proposer
 from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
 from .runner import FlowConfig, FlowResult, run_flow
-from .sandbox import make_sandbox
+from .scratch_repo import make_scratch_repo
 from .spec import load_spec
 from .worktree import toplevel
 
@@ -163,7 +163,7 @@ def sandbox(*, directory: Path) -> int:
 
     Then watch the flow repair it: cd DIR && acklab flow run flows/repair.yaml --local
     """
-    sha = make_sandbox(directory)
+    sha = make_scratch_repo(directory)
     click.echo(f"sandbox ready at {directory} ({sha[:12]}): app/webhooks.py is the unsafe handler")
     click.echo(f"next: cd {directory} && acklab flow run flows/repair.yaml --local")
     return int(ExitCode.OK)

@@ -43,6 +43,8 @@ class Trial(Document):
     lab_errors: list[str] = Field(default_factory=list)
     fault: Omit[FaultProof] = None
     late_read: Omit[LateRead] = None
+    # The pinned schema's change seen by a count of this trial or at the end of the run.
+    schema_change: Omit[str] = None
 
     def observation(self, event_id: str, note: str) -> Observation | None:
         """The last observation of `event_id` with `note` (``before``, ``final``, ``late`` ...)."""

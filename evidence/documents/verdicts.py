@@ -19,6 +19,7 @@ Invariant = Literal[
     "conflict-rejected",
     "replay-rejected",
     "no-2xx-without-commit",
+    "schema-unchanged",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).

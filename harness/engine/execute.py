@@ -68,6 +68,7 @@ def trial_record(
         # Library messages may quote a database URL; records show it as user:***@.
         lab_errors=[redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
         fault=ctx.fault(experiment.fault_name) if ctx else None,
+        schema_change=target.schema_change(),
     )
     return rejudge(record)
 

@@ -168,6 +168,11 @@ class Target(ABC):
         found = {s for s in (self.secret, *self.headers.values()) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
 
+    def schema_change(self) -> str | None:
+        """How the schema the lab pinned for this target changed (`harness.targets.schema_pin`);
+        None when it did not, or when the lab pins none."""
+        return None
+
     def attachments(self) -> dict[str, bytes]:
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
         return {}

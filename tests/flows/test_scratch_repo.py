@@ -1,17 +1,17 @@
-"""`acklab flow sandbox DIR`: a committed copy of the project whose live handler is the unsafe one."""
+"""`acklab flow sandbox DIR` (flows/scratch_repo.py): a scratch repository, a committed copy of the project whose live handler is the unsafe one."""
 
 from __future__ import annotations
 
 import pytest
 
 from acklab.flows.errors import FlowError, FlowSpecInvalid
-from acklab.flows.sandbox import make_sandbox, project_root
+from acklab.flows.scratch_repo import make_scratch_repo, project_root
 from tests.flows.conftest import ROOT, UNSAFE, run_git
 
 
 def test_the_sandbox_is_a_clean_repository_with_the_unsafe_handler_committed(tmp_path):
     target = tmp_path / "sandbox"
-    sha = make_sandbox(target)
+    sha = make_scratch_repo(target)
     assert run_git(target, "rev-parse", "HEAD").strip() == sha
     assert run_git(target, "status", "--porcelain") == ""
     assert (target / "app/webhooks.py").read_text() == UNSAFE
@@ -23,7 +23,7 @@ def test_the_sandbox_is_a_clean_repository_with_the_unsafe_handler_committed(tmp
 
 def test_an_empty_directory_is_fine(tmp_path):
     (tmp_path / "empty").mkdir()
-    make_sandbox(tmp_path / "empty")
+    make_scratch_repo(tmp_path / "empty")
     assert (tmp_path / "empty" / ".git").is_dir()
 
 
@@ -32,7 +32,7 @@ def test_a_non_empty_directory_is_refused_and_left_alone(tmp_path):
     target.mkdir()
     (target / "keep.txt").write_text("mine\n")
     with pytest.raises(FlowSpecInvalid) as info:
-        make_sandbox(target)
+        make_scratch_repo(target)
     assert int(info.value.exit_code) == 3
     assert "not an empty directory" in str(info.value)
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
