@@ -44,6 +44,7 @@ class GuardResult:
     reasons: list[str]
     files: list[str] = field(default_factory=list)
     changed_lines: int = 0
+    warnings: list[str] = field(default_factory=list)  # shown at the approve gate, refusing nothing
 
     def as_dict(self) -> dict[str, object]:
         return {"allowed": self.allowed, "reasons": list(self.reasons)}

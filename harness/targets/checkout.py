@@ -35,6 +35,7 @@ from acklab.harness.procs.confinement import Confined, Confinement
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.targets.base import Endpoint, Needs
+from acklab.harness.targets.effects import database_kind
 from acklab.harness.targets.fixture import FixtureTarget, fixture_target
 from acklab.harness.targets.schema_pin import (
     PinnedSqlProbe,
@@ -131,11 +132,12 @@ class CheckoutTarget(FixtureTarget):
                 _ = self.place
                 doc = models_of(self.schema_from or self.checkout, self.confinement)
                 fingerprint = create_schema(self.database_url, doc)
+                file = None
                 if self.database_url.startswith("sqlite"):
-                    hand_over(self.place.scratch / "fixture.db", self.place)
+                    file = hand_over(self.place.scratch / "fixture.db", self.place)
                 else:
                     self._role = served_role(self.database_url)
-                self._pin = SchemaPin(fingerprint)
+                self._pin = SchemaPin(fingerprint, file=file)
             return self._pin
 
     def schema_change(self) -> str | None:
@@ -221,6 +223,11 @@ def checkout_target(
 ) -> CheckoutTarget:
     """``fixture:live|fixture:unsafe[@scheme]`` served from `checkout`, confined by `confinement`."""
     root = check_checkout(checkout)
+    if db_url and database_kind(db_url) == "sqlite":
+        raise SpecError(
+            f"--checkout with --db {db_url!r}: the served checkout's SQLite database lives in its sandbox "
+            "(a fresh one per run); --db takes a PostgreSQL URL here"
+        )
     base = fixture_target(ref, db_url=db_url)
     fields = {
         f.name: getattr(base, f.name)

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
+import stat
 import subprocess  # nosec B404
 import sys
 import threading
@@ -331,7 +333,19 @@ class SchemaPin:
 
     expected: Fingerprint
     change: str | None = None
+    # SQLite: (device, inode) of the database file the lab created; a file put in its place is a change.
+    file: tuple[int, int] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def check_file(self, path: Path, *, what: str) -> None:
+        if self.file is None:
+            return
+        try:
+            info = path.lstat()
+        except OSError:
+            self.broken(f"the database file {path.name} is gone", what=what)
+        if stat.S_ISLNK(info.st_mode) or (info.st_dev, info.st_ino) != self.file:
+            self.broken(f"the database file {path.name} was replaced", what=what)
 
     def check(self, now: Fingerprint, *, what: str) -> None:
         """SchemaChanged (the change remembered) when `now` is not the pinned fingerprint, or when a
@@ -358,6 +372,7 @@ class PinnedSqlProbe(SqlProbe):
 
     def _read(self, conn: Connection, event_id: str) -> Any:
         if conn.dialect.name == "sqlite":
+            self.pin.check_file(Path(self._url.database or ""), what=f"before counting {event_id}")
             conn.exec_driver_sql("BEGIN")  # one snapshot (WAL) for the fingerprint and the count
         self.pin.check(fingerprint(conn), what=f"before counting {event_id}")
         value = conn.execute(self._query, {"event_id": event_id}).scalar()
@@ -464,10 +479,11 @@ def served_role(admin_url: str) -> ServedRole:
     return role
 
 
-def hand_over(database: Path, place: Confined) -> None:
-    """Give the SQLite file the lab created to the owner of the place's scratch directory."""
-    import os
-
+def hand_over(database: Path, place: Confined) -> tuple[int, int]:
+    """Give the SQLite file the lab created to the owner of the place's scratch directory; the
+    file's (device, inode), which the pin holds it to."""
     owner = place.scratch.stat()
     for path in database.parent.glob(database.name + "*"):
         os.chown(path, owner.st_uid, owner.st_gid)
+    info = database.stat()
+    return info.st_dev, info.st_ino
