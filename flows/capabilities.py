@@ -239,11 +239,12 @@ def check(source: str, *, path: str, imports: Iterable[str]) -> list[str]:
     return [f.text(path, lines) for f in sorted(findings, key=lambda f: (f.line, f.rule))]
 
 
-def _confusable(text: str) -> str | None:
-    """Why `text` could read as something else (TR39: mixed scripts, confusable characters), or None."""
+def _confusable(text: str, *, identifier: bool = True) -> str | None:
+    """Why `text` could read as something else (TR39: mixed scripts, confusable characters; for an
+    identifier, also NFKC: Python reads ``ｐrocess`` as ``process``), or None."""
     if text.isascii():
         return None
-    if unicodedata.normalize("NFKC", text) != text:
+    if identifier and unicodedata.normalize("NFKC", text) != text:
         return f"Python reads it as {unicodedata.normalize('NFKC', text)!r} (NFKC)"
     if confusables.is_mixed_script(text):
         return "it mixes scripts"
@@ -291,7 +292,7 @@ def warnings(source: str, *, path: str) -> list[str]:
     found = []
     for number, line in enumerate(source.split("\n"), start=1):
         for word in sorted(set(re.findall(r"[^\s\"'#(),.:;=\[\]{}]+", line))):
-            why = _confusable(word)
+            why = _confusable(word, identifier=False)
             if why:
                 found.append(f"{path} line {number}: {word!r} may not be what it looks like: {why}")
     return found
@@ -352,19 +353,24 @@ class _Visitor(ast.NodeVisitor):
                 self.flag(node, "import", f"from {base} import {alias.name} is not among the imports the flow spec allows")
             elif alias.name.startswith("_") and base != "__future__":
                 self.flag(node, "private-attribute", f"{full} is private")
-            elif alias.name in MACHINERY_ATTRIBUTES:
-                self.flag(node, "machinery-attribute", f"{full} leads to the interpreter's machinery")
-            elif base != "__future__":
-                module = _lab_module(base)
-                if module is not None and hasattr(module, alias.name):
-                    value = getattr(module, alias.name)
-                    why = _is_machinery(value)
-                    if why:
-                        rule = "module-attribute" if isinstance(value, types.ModuleType) else "introspection"
-                        self.flag(node, rule, f"{full} {why}")
-                    else:
-                        self._bound[alias.asname or alias.name] = value
+            else:
+                self._import_name(node, base, alias)
         self.generic_visit(node)
+
+    def _import_name(self, node: ast.ImportFrom, base: str, alias: ast.alias) -> None:
+        """An allowed `from base import name`: what it is in the lab's process decides, then its name."""
+        full = f"{base}.{alias.name}"
+        module = _lab_module(base) if base != "__future__" else None
+        if module is not None and hasattr(module, alias.name):
+            value = getattr(module, alias.name)
+            why = _is_machinery(value)
+            if why:
+                rule = "module-attribute" if isinstance(value, types.ModuleType) else "introspection"
+                self.flag(node, rule, f"{full} {why}")
+                return
+            self._bound[alias.asname or alias.name] = value
+        if alias.name in MACHINERY_ATTRIBUTES:
+            self.flag(node, "machinery-attribute", f"{full} leads to the interpreter's machinery")
 
     def _resolve(self, node: ast.Attribute) -> None:
         """`root.a.b` where root is an imported name: no step may be a module or the machinery."""

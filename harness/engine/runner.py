@@ -111,7 +111,7 @@ def build_plan(
         for index in range(trials):
             tid = trial_id(experiment.name, index)
             salt = (salt_for or {}).get(tid, "")
-            ids, orders = event_ids(seed, experiment.name, index, count, salt)
+            ids, orders = event_ids(seed, experiment.name, index, count, salt, vary=target.varies)
             everything.append(TrialPlan(tid, experiment.name, index, ids, orders, planned, salt))
     listed = [Skipped(name, why) for name, why in (skipped or {}).items()]
     listed += [

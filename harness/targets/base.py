@@ -120,6 +120,9 @@ class Target(ABC):
     # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
     # refused with it); None: the endpoint is asked when a run needs HTTP/2.
     http2_refusal: ClassVar[str | None] = None
+    # Ids in varied formats and bodies with their fields in a drawn order (`harness.wire.variation`):
+    # for a template the lab owns (the fixture), not a provider's shape a spec reproduces.
+    varies: ClassVar[bool] = False
 
     def event_type_of(self, document: Mapping[str, Any]) -> str:
         """The provider's event-type header value for one event's body."""

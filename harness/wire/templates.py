@@ -3,9 +3,11 @@
 Placeholders: ``{{event_id}}``, ``{{order_id}}``, ``{{seq}}`` (the event's number in the
 run), ``{{timestamp}}`` (the event's creation time, ISO-8601), ``{{unix_time}}`` and
 ``{{unix_time_ms}}`` (the same time as Unix seconds / milliseconds, e.g. Stripe's
-``created``). A value that is exactly one of the numeric placeholders (``"{{seq}}"``,
-``"{{unix_time}}"``, ``"{{unix_time_ms}}"``) becomes a JSON integer. A body is rendered ONCE
-per event: every retry resends the identical bytes, as real senders do.
+``created``), ``{{amount_cents}}`` and ``{{currency}}`` (drawn per event from the seed,
+`harness.wire.variation`). A value that is exactly one of the numeric placeholders
+(``"{{seq}}"``, ``"{{unix_time}}"``, ``"{{unix_time_ms}}"``, ``"{{amount_cents}}"``) becomes a
+JSON integer. A body is rendered ONCE per event: every retry resends the identical bytes, as
+real senders do. With ``vary``, the fields of every object come in a drawn order.
 
 ``conflict.set`` paths are dotted; a numeric segment indexes a list
 (``commits.0.message``, ``alerts.0.labels.severity``). A path must exist in the rendered
@@ -23,10 +25,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.wire.variation import Draw
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms")
-INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms"})
+KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms", "amount_cents", "currency")
+INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms", "amount_cents"})
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,17 @@ def encode(document: Any) -> bytes:
 
 
 def render(
-    template: Mapping[str, Any], *, event_id: str, order_id: str, seq: int, created: datetime
+    template: Mapping[str, Any],
+    *,
+    event_id: str,
+    order_id: str,
+    seq: int,
+    created: datetime,
+    vary: bool = False,
+    avoid_amounts: tuple[int, ...] = (),
 ) -> WebhookEvent:
-    """The event's body: `template` with every placeholder filled (`created` must be aware)."""
+    """The event's body: `template` with every placeholder filled (`created` must be aware); the
+    drawn amount is never one of `avoid_amounts` (the conflict's), `vary` reorders the fields."""
     timestamp = created.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     unix_ms = int(created.timestamp() * 1000)
     values = {
@@ -86,8 +97,11 @@ def render(
         "timestamp": timestamp,
         "unix_time": unix_ms // 1000,
         "unix_time_ms": unix_ms,
+        **(draw := Draw(event_id)).values(avoid_amounts),
     }
     document = _fill(template, values)  # _fill builds new containers: the template is never shared
+    if vary:
+        document = draw.reordered(document)
     event_type = document.get("type") if isinstance(document.get("type"), str) else "webhook"
     return WebhookEvent(event_id, order_id, seq, str(event_type), encode(document), document, timestamp)
 
