@@ -259,7 +259,7 @@ _PG_QUERIES: tuple[tuple[str, str], ...] = (
     (
         "trigger",
         "SELECT 'trigger', t.tgrelid::regclass::text || '.' || t.tgname, "
-        "pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled FROM pg_trigger t WHERE NOT t.tgisinternal",
+        "pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text FROM pg_trigger t WHERE NOT t.tgisinternal",
     ),
     (
         "rule",
@@ -281,7 +281,7 @@ _PG_QUERIES: tuple[tuple[str, str], ...] = (
     ),
     (
         "event trigger",
-        "SELECT 'event trigger', e.evtname, e.evtevent || ' ' || e.evtenabled FROM pg_event_trigger e",
+        "SELECT 'event trigger', e.evtname, e.evtevent || ' ' || e.evtenabled::text FROM pg_event_trigger e",
     ),
     (
         "setting",
