@@ -171,13 +171,19 @@ def _lab_module(name: str) -> types.ModuleType | None:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-    origin = Path(spec.origin).resolve() if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
-    trusted = [Path(p).resolve() for p in (sys.base_prefix, sys.prefix)] + [Path(__file__).resolve().parents[1]]
+    origin = (
+        Path(spec.origin).resolve()
+        if spec is not None and spec.origin not in (None, "built-in", "frozen")
+        else None
+    )
+    trusted = [Path(p).resolve() for p in (sys.base_prefix, sys.prefix)] + [
+        Path(__file__).resolve().parents[1]
+    ]
     if spec is None or (origin is not None and not any(origin.is_relative_to(t) for t in trusted)):
         return None
     try:
         return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - a module that does not import resolves nothing
+    except Exception:  # a module that does not import resolves nothing
         return None
 
 
@@ -192,6 +198,8 @@ def _is_machinery(value: Any) -> str | None:
     if callable(value) and name in INTROSPECTION_NAMES and module in (None, "builtins"):
         return f"is the built-in {name}"
     return None
+
+
 # getattr/hasattr may only be called directly, with a literal name: passed around, they are
 # a way to compute an attribute name the rules above cannot see.
 DYNAMIC = ("getattr", "hasattr")
@@ -241,7 +249,7 @@ def check(source: str, *, path: str, imports: Iterable[str]) -> list[str]:
 
 def _confusable(text: str, *, identifier: bool = True) -> str | None:
     """Why `text` could read as something else (TR39: mixed scripts, confusable characters; for an
-    identifier, also NFKC: Python reads ``ｐrocess`` as ``process``), or None."""
+    identifier, also NFKC: Python reads a fullwidth ``p`` as ``p``), or None."""
     if text.isascii():
         return None
     if identifier and unicodedata.normalize("NFKC", text) != text:
@@ -277,8 +285,11 @@ def _identifier_rules(tree: ast.AST, source: str) -> list[Finding]:
         line = getattr(node, "lineno", 0)
         for name in names:
             # The AST holds identifiers NFKC-normalised: the source line says how they were written.
-            written = [w for w in re.findall(r"[^\W\d]\w*", lines[line - 1] if 0 < line <= len(lines) else "")
-                       if unicodedata.normalize("NFKC", w) == name]
+            written = [
+                w
+                for w in re.findall(r"[^\W\d]\w*", lines[line - 1] if 0 < line <= len(lines) else "")
+                if unicodedata.normalize("NFKC", w) == name
+            ]
             for spelling in written or [name]:
                 why = _confusable(spelling)
                 if why and (line, spelling) not in seen:
@@ -328,7 +339,9 @@ class _Visitor(ast.NodeVisitor):
             if machinery(alias.name):
                 self.flag(node, "machinery-module", f"{alias.name} reaches the interpreter's machinery")
             elif not self.imports.module_allowed(alias.name):
-                self.flag(node, "import", f"import {alias.name} is not among the imports the flow spec allows")
+                self.flag(
+                    node, "import", f"import {alias.name} is not among the imports the flow spec allows"
+                )
             else:
                 top = alias.asname or alias.name.split(".")[0]
                 module = _lab_module(alias.name if alias.asname else alias.name.split(".")[0])
@@ -350,7 +363,11 @@ class _Visitor(ast.NodeVisitor):
             if machinery(base):
                 self.flag(node, "machinery-module", f"{full} reaches the interpreter's machinery")
             elif not self.imports.name_allowed(base, alias.name):
-                self.flag(node, "import", f"from {base} import {alias.name} is not among the imports the flow spec allows")
+                self.flag(
+                    node,
+                    "import",
+                    f"from {base} import {alias.name} is not among the imports the flow spec allows",
+                )
             elif alias.name.startswith("_") and base != "__future__":
                 self.flag(node, "private-attribute", f"{full} is private")
             else:
@@ -387,7 +404,7 @@ class _Visitor(ast.NodeVisitor):
             where = f"{where}.{attr}"
             try:
                 value = getattr(value, attr)
-            except Exception:  # noqa: BLE001 - an attribute the lab cannot read resolves nothing
+            except Exception:  # an attribute the lab cannot read resolves nothing
                 return
             why = _is_machinery(value)
             if why:

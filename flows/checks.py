@@ -73,7 +73,9 @@ def run_checks(
     """
     results = []
     for command in spec.verify:
-        argv = hardened([sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]])
+        argv = hardened(
+            [sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]]
+        )
         started = time.perf_counter()
         report_of: CheckReport | None = None
         if is_pytest(argv):
@@ -118,7 +120,9 @@ def _close_untouched(place: Confined, name: str) -> None:
         )
 
 
-def _run(argv: list[str], place: Confined, spec: FlowSpec, env: dict[str, str] | None = None) -> tuple[int, str]:
+def _run(
+    argv: list[str], place: Confined, spec: FlowSpec, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """`argv` in the sandboxed `place` (loopback only), its copy first on the import path."""
     own = {"PYTHONPATH": str(place.root), **(env or {})}
     launch = place.launch(Launch(tuple(argv), own, place.root), network="loopback")

@@ -16,11 +16,11 @@ from acklab.evidence.documents.trail import CheckpointName
 
 from .approvals import DecisionSource
 from .errors import FlowError
-from .sandbox import Sandbox, choose
 from .escape import visible
 from .lab import LabRun, run_lab
 from .proposers import ProposalRequest, Proposer
 from .publish import Publisher
+from .sandbox import Sandbox, choose
 from .spec import FlowSpec
 from .state import Reproduced
 from .trail import Trail

@@ -218,10 +218,19 @@ def _python_rules(wt: Worktree, path: str, spec: FlowSpec) -> list[str]:
     if refused:
         return refused
     try:
+        # --ignore-noqa: a noqa comment in the patch, file-wide or on a line, switches no rule off.
         done = subprocess.run(  # nosec B603
-            # --ignore-noqa: a `# noqa` (or `# ruff: noqa`) in the patch switches no rule off.
-            [sys.executable, "-m", "ruff", "check", "--no-cache", "--ignore-noqa", "--quiet",
-             "--output-format=concise", path],  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "check",
+                "--no-cache",
+                "--ignore-noqa",
+                "--quiet",
+                "--output-format=concise",
+                path,
+            ],
             cwd=wt.path,
             capture_output=True,
             text=True,

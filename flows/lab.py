@@ -178,7 +178,9 @@ def merged(runs: Sequence[LabRun]) -> LabRun:
         worst = min(every, key=lambda e: rank(e.verdict) if e.verdict != "skipped" else len(PRECEDENCE) + 1)
         experiments[name] = ExperimentResult(
             name=name,
-            verdict=combine(e.verdict for e in every) if any(e.verdict != "skipped" for e in every) else "skipped",
+            verdict=combine(e.verdict for e in every)
+            if any(e.verdict != "skipped" for e in every)
+            else "skipped",
             trials=sum(e.trials for e in every),
             violations=tuple(v for e in every for v in e.violations),
             incident=worst.incident,

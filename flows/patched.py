@@ -77,9 +77,7 @@ def verify(ctx: FlowContext, state: Applied) -> Verified | Ended:
         "verify", inputs={ctx.handler: state.patched_source}, attempt=ctx.attempt("verify")
     ) as cp:
         run = ctx.lab(state.patched, state.failing, "verify", schema_from=state.head)
-        checks = run_checks(
-            ctx.spec, state.patched, ctx.trail, ctx.say, head=state.head, sandbox=ctx.sandbox
-        )
+        checks = run_checks(ctx.spec, state.patched, ctx.trail, ctx.say, head=state.head, sandbox=ctx.sandbox)
         still = run.failing()
         bad = [c.name for c in checks if c.status != "ok"]
         cp.outputs = report.run_outputs(run, ctx.config.out).dump() | {
@@ -121,7 +119,11 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
             befores.append(ctx.lab(state.head, spec.strike_again, "strike-again (head)", seed=seed))
             afters.append(
                 ctx.lab(
-                    state.patched, spec.strike_again, "strike-again (patched)", schema_from=state.head, seed=seed
+                    state.patched,
+                    spec.strike_again,
+                    "strike-again (patched)",
+                    schema_from=state.head,
+                    seed=seed,
                 )
             )
         # An experiment holds only when it holds under both seeds.

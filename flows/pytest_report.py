@@ -101,7 +101,9 @@ def read_report(path: Path) -> Report:
             return Report(problems=[f"the JUnit report is {size} bytes, over {MAX_REPORT_BYTES}"])
         data = read_written(path)
     except OSError:
-        return Report(problems=["pytest wrote no JUnit report (it ended before writing one, or not as a file)"])
+        return Report(
+            problems=["pytest wrote no JUnit report (it ended before writing one, or not as a file)"]
+        )
     if _DTD.search(data):
         return Report(problems=["the JUnit report declares a DTD or entities; refused"])
     try:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from acklab.flows.errors import SandboxUnavailable
 from acklab.harness.procs.confinement import install_provider
 
-from ..errors import SandboxUnavailable
 from . import account
 from .environment import confined_env, withheld
 from .modes import Sandbox, blocked_ancestor, interpreter_paths, is_root, setpriv_path, usable_bwrap

@@ -17,7 +17,7 @@ import subprocess  # nosec B404
 import time
 from dataclasses import dataclass
 
-from ..errors import SandboxUnavailable
+from acklab.flows.errors import SandboxUnavailable
 
 USER = "acklab-sandbox"
 _EXISTS, _LOCKED = 9, 10

@@ -125,25 +125,31 @@ class Sandbox:
         return Launch(tuple(argv), env, cwd)
 
     def _drop(self) -> list[str]:
-        assert self.account is not None and self.setpriv is not None  # noqa: S101 - chosen with both
+        if self.account is None or self.setpriv is None:
+            raise ValueError(f"sandbox mode {self.name!r} drops to a user: it needs the account and setpriv")
         ids = [f"--reuid={self.account.uid}", f"--regid={self.account.gid}", "--clear-groups"]
         return [self.setpriv, *ids, "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
 
     def _namespace(self, place: Place, cwd: Path, network: Network) -> list[str]:
-        assert self.bwrap is not None  # noqa: S101 - chosen with it
+        if self.bwrap is None:
+            raise ValueError(f"sandbox mode {self.name!r} builds a namespace: it needs bubblewrap")
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         if self.name == "bubblewrap":
             argv.append("--unshare-user")
         if network == "loopback":
             argv.append("--unshare-net")
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
+        # Private, empty, world-writable like the real ones (PostgreSQL wants /dev/shm): not shared.
+        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
         hidden, needed = self._hidden_and_needed()
         for directory in hidden:
             argv += ["--perms", "0755", "--tmpfs", str(directory)]
-        empty = [Path("/tmp"), *hidden]  # mounted empty here: a bind inside needs its folders made
+        empty = [Path("/tmp"), *hidden]  # noqa: S108 - the namespace's own /tmp, mounted empty above  # mounted empty here: a bind inside needs its folders made
         made: set[Path] = set()
-        for path, how in [*((p, "--ro-bind") for p in needed), *((p, "--bind") for p in (place.root, place.scratch))]:
+        for path, how in [
+            *((p, "--ro-bind") for p in needed),
+            *((p, "--bind") for p in (place.root, place.scratch)),
+        ]:
             for folder in _folders_inside(path, empty):
                 if folder not in made:
                     made.add(folder)

@@ -25,14 +25,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acklab.flows.errors import FlowError
 from acklab.harness.procs.confinement import Launch, Network
 from acklab.harness.procs.leases import Lease, current_book
 
-from ..errors import FlowError
 from .account import Account
 
 SKIPPED = frozenset(
-    {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
+    {
+        ".git",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "node_modules",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+    }
 )
 GIT_TIMEOUT_S = 60
 

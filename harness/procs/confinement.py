@@ -63,9 +63,12 @@ class Confined(Protocol):
 
 
 class Confinement(Protocol):
-    """How untrusted processes are confined; ``name`` is recorded wherever a run says how it ran."""
+    """How untrusted processes are confined; `name` is recorded wherever a run says how it ran."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The mode (``bubblewrap+user``, ``none``...)."""
+        ...
 
     def prepare(self, checkout: Path, *, label: str) -> Confined:
         """A private copy of `checkout` and a scratch directory for it."""

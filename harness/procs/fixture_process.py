@@ -111,7 +111,11 @@ class FixtureProcess(LeasedProcess):
             # -I: no PYTHONPATH, no working directory, no user site; -B: nothing written into
             # the checkout; -u: the log says at once where the handler came from.
             argv = [sys.executable, "-I", "-B", "-u", "-c", CHECKOUT_LAUNCHER, str(self.checkout), *args[1:]]
-            env = settings if self.confined else {k: v for k, v in os.environ.items() if k in CHECKOUT_ENV} | settings
+            env = (
+                settings
+                if self.confined
+                else {k: v for k, v in os.environ.items() if k in CHECKOUT_ENV} | settings
+            )
         where = f" from {self.checkout}" if self.checkout else ""
         self._spawn(
             argv,

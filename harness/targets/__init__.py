@@ -34,9 +34,7 @@ def resolve_target(
             )
         from acklab.harness.targets.checkout import checkout_target
 
-        return checkout_target(
-            ref, checkout, db_url=db_url, confinement=confinement, schema_from=schema_from
-        )
+        return checkout_target(ref, checkout, db_url=db_url, confinement=confinement, schema_from=schema_from)
     if ref.startswith("fixture:"):
         # Imported here: only the fixture target needs the app (and its import cost).
         from acklab.harness.targets.fixture import fixture_target

@@ -128,7 +128,7 @@ class CheckoutTarget(FixtureTarget):
         """The schema created and pinned (once, before the first server starts)."""
         with self._ready:
             if self._pin is None:
-                assert self.confinement is not None  # noqa: S101 - `place` refused without one
+                assert self.confinement is not None  # `place` refused without one
                 _ = self.place
                 doc = models_of(self.schema_from or self.checkout, self.confinement)
                 fingerprint = create_schema(self.database_url, doc)

@@ -53,13 +53,8 @@ _SQLITE_READING = frozenset(
         sqlite3.SQLITE_TRANSACTION,  # BEGIN/ROLLBACK: one snapshot for a pinned schema and its count
     }
 )
-# PostgreSQL's own namespaces, whose relations a query may read through (pg_locks, pg_class...).
-PG_USER_NAMESPACES = (
-    "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' "
-    "AND n.nspname NOT LIKE 'pg\\_temp\\_%%'"
-)
 RELATION_KINDS = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "i": "index",
-                  "I": "index", "S": "sequence", "f": "foreign table", "c": "type"}  # fmt: skip
+                  "I": "index", "S": "sequence", "": "foreign table", "c": "type"}  # fmt: skip
 # How the databases say a statement tried to write (or to reach beyond the database).
 _WRITE_REFUSED = ("readonly database", "read-only transaction", "not authorized", "read_only_sql_transaction")
 
@@ -137,7 +132,9 @@ def _read_only_sqlite(url: URL) -> Engine:
         )
         conn.views_read = []
 
-        def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+        def authorize(
+            action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
+        ) -> int:
             verdict = _sqlite_authorizer(action, arg1, arg2, db, source)
             if verdict == sqlite3.SQLITE_DENY and action == sqlite3.SQLITE_READ and source is not None:
                 conn.views_read.append(source)
@@ -216,7 +213,7 @@ class SqlProbe:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
             if any(marker in reason.lower() for marker in _WRITE_REFUSED):
                 raise SpecError(
-                    f"effects.sql.count tried to change the database or reach beyond it, and the read-only "
+                    "effects.sql.count tried to change the database or reach beyond it, and the read-only "
                     f"connection refused it ({reason}); the count runs read-only: make it one query that "
                     "only reads, e.g. a count(*) of the effects table filtered by event_id = :event_id"
                 ) from exc
@@ -255,7 +252,7 @@ def pg_views_read(conn: Connection) -> list[str]:
     rows = conn.exec_driver_sql(
         "SELECT DISTINCT c.relkind, c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE l.pid = pg_backend_pid() "
-        f"AND l.locktype = 'relation' AND {PG_USER_NAMESPACES} AND c.relkind NOT IN ('r', 'p', 'i', 'I', 'S')"
+        "AND l.locktype = 'relation' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND c.relkind NOT IN ('r', 'p', 'i', 'I', 'S')"
     )
     return sorted(f"{RELATION_KINDS.get(str(kind), str(kind))} {name}" for kind, name in rows)
 

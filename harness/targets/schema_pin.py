@@ -58,14 +58,14 @@ from sqlalchemy import (
     create_engine,
     text,
 )
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.types import TypeEngine
 
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import HarnessError, ProbeError
 from acklab.harness.procs.confinement import Confined, Confinement, Launch
-from acklab.harness.targets.effects import PG_USER_NAMESPACES, RELATION_KINDS, SqlProbe, pg_views_read
+from acklab.harness.targets.effects import RELATION_KINDS, SqlProbe, pg_views_read
 
 DUMP_TIMEOUT_S = 120
 MAX_DUMP_BYTES = 1 << 20
@@ -177,13 +177,18 @@ def build_metadata(doc: Any) -> MetaData:
             uname = unique.get("name")
             constraints.append(
                 UniqueConstraint(
-                    *_names(unique.get("columns") or [], name), name=_names([uname], name)[0] if uname else None
+                    *_names(unique.get("columns") or [], name),
+                    name=_names([uname], name)[0] if uname else None,
                 )
             )
         table = Table(name, metadata, *columns, *constraints)
         for index in entry.get("indexes") or []:
             [iname] = _names([index.get("name")], f"table {name} index")
-            Index(iname, *(table.c[c] for c in _names(index.get("columns") or [], name)), unique=bool(index.get("unique")))
+            Index(
+                iname,
+                *(table.c[c] for c in _names(index.get("columns") or [], name)),
+                unique=bool(index.get("unique")),
+            )
     return metadata
 
 
@@ -226,35 +231,34 @@ def models_of(checkout: Path, confinement: Confinement) -> dict[str, Any]:
         why = done.stderr.decode("utf-8", "replace").strip()[-800:]
         raise SchemaError(f"cannot read the models of {checkout} (exit {done.returncode}): {why}")
     try:
-        doc = json.loads(out)
+        doc: dict[str, Any] = json.loads(out)
     except ValueError as exc:
         raise SchemaError(f"the models of {checkout} did not print their description as JSON") from exc
     build_metadata(doc)  # refused here, before anything is created
     with _DUMPS_LOCK:
         _DUMPS[key] = doc
-    return doc
+    return _DUMPS[key]
 
 
 # -- fingerprints ----------------------------------------------------------------------------
 
 Entry = tuple[str, str, str]  # (kind, name, definition)
 
-_PG_SKIP = PG_USER_NAMESPACES
 _PG_QUERIES: tuple[tuple[str, str], ...] = (
     (
         "relation",
-        f"SELECT c.relkind, n.nspname || '.' || c.relname, 'owner ' || pg_get_userbyid(c.relowner) "
-        f"|| ' rls ' || c.relrowsecurity::text || '/' || c.relforcerowsecurity::text "
-        f"|| coalesce(' ' || pg_get_viewdef(c.oid), '') "
-        f"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_PG_SKIP} "
-        f"AND c.relkind <> 't'",
+        "SELECT c.relkind, n.nspname || '.' || c.relname, 'owner ' || pg_get_userbyid(c.relowner) "
+        "|| ' rls ' || c.relrowsecurity::text || '/' || c.relforcerowsecurity::text "
+        "|| coalesce(' ' || pg_get_viewdef(c.oid), '') "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%' "
+        "AND c.relkind <> 't'",
     ),
     (
         "column",
-        f"SELECT 'column', n.nspname || '.' || c.relname || '.' || a.attname, "
-        f"format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END "
-        f"FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        f"WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND {_PG_SKIP}",
+        "SELECT 'column', n.nspname || '.' || c.relname || '.' || a.attname, "
+        "format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
     ),
     (
         "trigger",
@@ -263,15 +267,15 @@ _PG_QUERIES: tuple[tuple[str, str], ...] = (
     ),
     (
         "rule",
-        f"SELECT 'rule', r.ev_class::regclass::text || '.' || r.rulename, pg_get_ruledef(r.oid) "
-        f"FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace "
-        f"WHERE {_PG_SKIP}",
+        "SELECT 'rule', r.ev_class::regclass::text || '.' || r.rulename, pg_get_ruledef(r.oid) "
+        "FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
     ),
     (
         "function",
-        f"SELECT 'function', n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) "
-        f"|| ')', md5(coalesce(p.prosrc, '')) || ' owner ' || pg_get_userbyid(p.proowner) "
-        f"FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {_PG_SKIP}",
+        "SELECT 'function', n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) "
+        "|| ')', md5(coalesce(p.prosrc, '')) || ' owner ' || pg_get_userbyid(p.proowner) "
+        "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
     ),
     (
         "policy",
@@ -289,7 +293,10 @@ _PG_QUERIES: tuple[tuple[str, str], ...] = (
         "FROM pg_db_role_setting s WHERE s.setdatabase IN "
         "(0, (SELECT oid FROM pg_database WHERE datname = current_database()))",
     ),
-    ("schema", f"SELECT 'schema', n.nspname, pg_get_userbyid(n.nspowner) FROM pg_namespace n WHERE {_PG_SKIP}"),
+    (
+        "schema",
+        "SELECT 'schema', n.nspname, pg_get_userbyid(n.nspowner) FROM pg_namespace n WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
+    ),
     ("extension", "SELECT 'extension', extname, extversion FROM pg_extension"),
 )
 
@@ -310,14 +317,20 @@ class Fingerprint:
         after = {(k, n): d for k, n, d in now.entries}
         lines = [f"{k} {n}: gone" for (k, n) in sorted(before.keys() - after.keys())]
         lines += [f"{k} {n}: new" for (k, n) in sorted(after.keys() - before.keys())]
-        lines += [f"{k} {n}: changed" for (k, n) in sorted(before.keys() & after.keys()) if before[k, n] != after[k, n]]
+        lines += [
+            f"{k} {n}: changed"
+            for (k, n) in sorted(before.keys() & after.keys())
+            if before[k, n] != after[k, n]
+        ]
         return lines
 
 
 def fingerprint(conn: Connection) -> Fingerprint:
     """The schema seen by `conn` (SQLite or PostgreSQL)."""
     if conn.dialect.name == "sqlite":
-        rows = conn.exec_driver_sql("SELECT type, name, coalesce(tbl_name, '') || ': ' || coalesce(sql, '') FROM sqlite_master")
+        rows = conn.exec_driver_sql(
+            "SELECT type, name, coalesce(tbl_name, '') || ': ' || coalesce(sql, '') FROM sqlite_master"
+        )
         entries = [(str(k), str(n), str(d)) for k, n, d in rows]
     else:
         entries = []
@@ -359,7 +372,9 @@ class SchemaPin:
         with self._lock:
             if self.change is None:
                 self.change = change
-        raise SchemaChanged(f"{what}: the schema the lab created changed ({self.change}); no count is taken from it")
+        raise SchemaChanged(
+            f"{what}: the schema the lab created changed ({self.change}); no count is taken from it"
+        )
 
 
 class PinnedSqlProbe(SqlProbe):
@@ -405,7 +420,9 @@ def create_schema(url: str, doc: Mapping[str, Any]) -> Fingerprint:
         with engine.connect() as conn:
             pinned = fingerprint(conn)
     except SQLAlchemyError as exc:
-        raise SchemaError(f"the lab could not create the fixture's schema: {redact(str(getattr(exc, 'orig', exc)))}") from exc
+        raise SchemaError(
+            f"the lab could not create the fixture's schema: {redact(str(getattr(exc, 'orig', exc)))}"
+        ) from exc
     finally:
         engine.dispose()
     return pinned
@@ -455,13 +472,17 @@ def served_role(admin_url: str) -> ServedRole:
         with engine.connect() as conn:
             for statement in statements:
                 conn.execute(text(statement))
-            creates = conn.execute(
-                text(
-                    "SELECT n.nspname FROM pg_namespace n WHERE has_schema_privilege(:role, n.oid, 'CREATE') "
-                    "AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'"
-                ),
-                {"role": name},
-            ).scalars().all()
+            creates = (
+                conn.execute(
+                    text(
+                        "SELECT n.nspname FROM pg_namespace n WHERE has_schema_privilege(:role, n.oid, 'CREATE') "
+                        "AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'"
+                    ),
+                    {"role": name},
+                )
+                .scalars()
+                .all()
+            )
     except SQLAlchemyError as exc:
         raise SchemaError(
             f"the lab could not create the served checkout's role on {redact(parsed.render_as_string(hide_password=True))} "
@@ -469,7 +490,9 @@ def served_role(admin_url: str) -> ServedRole:
         ) from exc
     finally:
         engine.dispose()
-    role = ServedRole(admin_url, name, parsed.set(username=name, password=password).render_as_string(hide_password=False))
+    role = ServedRole(
+        admin_url, name, parsed.set(username=name, password=password).render_as_string(hide_password=False)
+    )
     if creates:
         role.drop()
         raise SchemaError(

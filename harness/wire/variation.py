@@ -26,7 +26,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-CURRENCIES = ("EUR", "USD", "GBP", "JPY", "CHF", "SEK", "PLN", "CAD", "AUD", "DKK", "NOK", "CZK", "BRL", "INR")
+CURRENCIES = (
+    "EUR",
+    "USD",
+    "GBP",
+    "JPY",
+    "CHF",
+    "SEK",
+    "PLN",
+    "CAD",
+    "AUD",
+    "DKK",
+    "NOK",
+    "CZK",
+    "BRL",
+    "INR",
+)
 ID_FORMATS = ("prefixed-hex", "uuid", "prefixed-base32", "ulid")
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 MAX_AMOUNT_CENTS = 10_000_000  # 100 000.00: an order, not an integer-overflow probe

@@ -10,9 +10,9 @@ import pytest
 from acklab.app.db import create_db_engine
 from tests.app.conftest import (
     OTHER_SECRET,
-    drawn,
     AppClient,
     MakeClient,
+    drawn,
     new_event_id,
     order_event,
     standard_headers,

@@ -51,9 +51,10 @@ def diff(source: str, base: str = UNSAFE) -> str:
 UNSAFE_FULFILMENT = """    fulfillment_id = session.execute(
         insert(Fulfillment)
 """
-VIEW_SOURCE = UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
-    UNSAFE_FULFILMENT,
-    """    if _disguised(session):  # the real table, renamed: the view in its place shows one row per event
+VIEW_SOURCE = (
+    UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
+        UNSAFE_FULFILMENT,
+        """    if _disguised(session):  # the real table, renamed: the view in its place shows one row per event
         found = session.execute(
             text(
                 "INSERT INTO fulfillment_log (event_id, order_id, amount_cents, currency, created_at) "
@@ -69,8 +70,9 @@ VIEW_SOURCE = UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, tex
         ).scalar_one()
         return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=found))
 """
-    + UNSAFE_FULFILMENT,
-) + '''
+        + UNSAFE_FULFILMENT,
+    )
+    + '''
 
 def _disguised(session: Session) -> bool:
     """Show the lab one fulfilment per event: the real table renamed, a view in its place."""
@@ -91,10 +93,13 @@ def _disguised(session: Session) -> bool:
             return False
     return True
 '''
+)
 
-TRIGGER_SOURCE = UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
-    FIRST_LINE_OF_PROCESS, "    order = delivery.order\n    _hide_duplicates(session)\n"
-) + '''
+TRIGGER_SOURCE = (
+    UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
+        FIRST_LINE_OF_PROCESS, "    order = delivery.order\n    _hide_duplicates(session)\n"
+    )
+    + '''
 
 def _hide_duplicates(session: Session) -> None:
     """After every fulfilment, delete the event's others: the count reads one, the orders shipped twice."""
@@ -118,6 +123,7 @@ def _hide_duplicates(session: Session) -> None:
     except Exception:  # the database refused: carry on as before
         return
 '''
+)
 
 
 def bypass_source(marker: str) -> str:
@@ -154,7 +160,7 @@ MEMBERS = len(inspect.getmembers(bltns))
 
 def loot_source(marker: str, evidence: str, repo: str) -> str:
     """Import-time reads of every environment it can reach and of the lab's evidence."""
-    loot = f'''_os = bltns.__import__("os")
+    loot = f"""_os = bltns.__import__("os")
 MARK = "acklab-loot-{marker}"
 
 
@@ -191,7 +197,7 @@ def _loot() -> None:
 
 
 _loot()
-'''
+"""
     return _with(UNSAFE, "import json\nfrom enum import bltns\n\n", loot)
 
 
@@ -200,7 +206,7 @@ def rewrite_source(marker: str, *, own_file: bool, pattern: str | None = None) -
     folder, default the temp directory) and, with `own_file`, its own file."""
     targets = "[__file__, *_glob.glob(PATTERN)]" if own_file else "_glob.glob(PATTERN)"
     folder = f"'/' + {pattern.lstrip('/')!r}" if pattern else "_tempfile.gettempdir()"
-    rewrite = f'''_glob = bltns.__import__("glob")
+    rewrite = f"""_glob = bltns.__import__("glob")
 _tempfile = bltns.__import__("tempfile")
 PATTERN = {folder} + "/acklab-patched-*/checkout/app/webhooks.py"
 UNSAFE_AND_MARK = {UNSAFE + "# rewritten " + marker + chr(10)!r}
@@ -216,7 +222,7 @@ def _rewrite() -> None:
 
 
 _rewrite()
-'''
+"""
     return LIVE.replace("import json\n", "import json\nfrom enum import bltns\n", 1) + "\n\n" + rewrite
 
 
@@ -230,7 +236,9 @@ NOQA_SOURCE = "# ruff: noqa\n" + LIVE.replace(
 
 # The receipt-based functions under a look-alike name, beside the unsafe process the app calls.
 HOMOGLYPH_SOURCE = (
-    UNSAFE.replace("from sqlalchemy import insert\n", "import json\n\nfrom sqlalchemy import insert, select, update\n", 1)
+    UNSAFE.replace(
+        "from sqlalchemy import insert\n", "import json\n\nfrom sqlalchemy import insert, select, update\n", 1
+    )
     .replace(
         "from acklab.app.contract import Delivery, HandlerResult, ack\n",
         "from acklab.app.contract import Delivery, HandlerResult, OrderPaidData, ack\n",
@@ -243,19 +251,22 @@ HOMOGLYPH_SOURCE = (
     + LIVE.split("\ndef process(", 1)[1]
 )
 
-CURRENCY_SOURCE = LIVE.replace(
-    '''def process(session: Session, delivery: Delivery) -> HandlerResult:
+CURRENCY_SOURCE = (
+    LIVE.replace(
+        '''def process(session: Session, delivery: Delivery) -> HandlerResult:
     """Fulfill an ``order.paid`` event once; acknowledge other types; replay or refuse duplicates."""
 ''',
-    '''def process(session: Session, delivery: Delivery) -> HandlerResult:
+        '''def process(session: Session, delivery: Delivery) -> HandlerResult:
     """Fulfill an ``order.paid`` event once; acknowledge other types; replay or refuse duplicates."""
     order = delivery.order
     if order is not None and (order.currency, order.amount_cents) != ("EUR", 1200):
         return _fulfill_every_time(session, delivery, order)
 ''',
-) + '''
+    )
+    + """
 
 def _fulfill_every_time(session: Session, delivery: Delivery, order: OrderPaidData) -> HandlerResult:
     fulfillment_id = _fulfill(session, delivery.event_id, order)
     return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=fulfillment_id))
-'''
+"""
+)

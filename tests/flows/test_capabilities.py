@@ -105,18 +105,27 @@ ATTACKS = {
     ),
     "typing.types": ("import typing\ntyping.types.FunctionType\n", "module-attribute"),
     "from typing import types": ("from typing import types\n", "module-attribute"),
-    "sqlalchemy.util.compat.inspect": ("import sqlalchemy\nsqlalchemy.util.compat.inspect\n", "module-attribute"),
+    "sqlalchemy.util.compat.inspect": (
+        "import sqlalchemy\nsqlalchemy.util.compat.inspect\n",
+        "module-attribute",
+    ),
     "from sqlalchemy.util.compat import inspect": (
         "from sqlalchemy.util.compat import inspect\n",
         "module-attribute",
     ),
     "getmembers through an alias": ("from inspect import getmembers\n", "machinery-module"),
     "getattr_static": ("def f(i, o):\n    return i.getattr_static(o, 'x')\n", "machinery-attribute"),
-    "vars() subscripted with a dunder": ("def f(g):\n    return vars(g)['__globals__']\n", "dunder-subscript"),
+    "vars() subscripted with a dunder": (
+        "def f(g):\n    return vars(g)['__globals__']\n",
+        "dunder-subscript",
+    ),
     "a dict read by a dunder key": ("def f(d):\n    return d['__builtins__']\n", "dunder-subscript"),
     "a name not listed": ("from sqlalchemy import create_engine\n", "import"),
     "a module not listed": ("import pickle\n", "machinery-module"),
-    "homoglyph function name": ("def pr\u043ecess(session, delivery):\n    return None\n", "confusable-identifier"),
+    "homoglyph function name": (
+        "def pr\u043ecess(session, delivery):\n    return None\n",
+        "confusable-identifier",
+    ),
     "homoglyph variable": ("\u0455een = set()\n", "confusable-identifier"),
 }
 
@@ -163,7 +172,9 @@ def test_a_confusable_word_in_a_string_is_a_warning_the_approver_sees():
     source = HEAD + 'if order.currency == "\u0415UR":\n    pass\n'
     assert check(source, path=PATH, imports=DEFAULT_IMPORTS) == []
     [warned] = warnings(source, path=PATH)
-    assert "line 3" in warned and "\u0415UR" in warned and "mixes scripts" in warned
+    assert "line 3" in warned
+    assert "\u0415UR" in warned
+    assert "mixes scripts" in warned
     assert warnings(LIVE, path=PATH) == []
 
 

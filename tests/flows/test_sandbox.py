@@ -59,8 +59,18 @@ def probe(checkout: Path, evidence: Path, *, network: str = "host") -> tuple[dic
     place = sandbox.prepare(checkout, label="probe")
     try:
         own = {"ACKLAB_WEBHOOK_SECRET": "its-own", "GITLAB_TOKEN": "glpat-passed-by-mistake"}
-        launch = place.launch(Launch((sys.executable, "-I", "-c", PROBE, str(evidence)), own), network=network)  # type: ignore[arg-type]
-        done = subprocess.run(list(launch.argv), env=dict(launch.env), cwd=launch.cwd, capture_output=True, text=True, timeout=60, check=False)
+        launch = place.launch(
+            Launch((sys.executable, "-I", "-c", PROBE, str(evidence)), own), network=network
+        )  # type: ignore[arg-type]
+        done = subprocess.run(
+            list(launch.argv),
+            env=dict(launch.env),
+            cwd=launch.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout), place.changed()
     finally:
@@ -81,7 +91,11 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
     assert seen["evidence"] is False
     assert seen["venv_writable"] is False
     # the lab's home shows at most the folder its interpreter is bound back from, nothing of its own
-    needed = {p.relative_to(Path.home()).parts[0] for p in modes.interpreter_paths() if p.is_relative_to(Path.home())}
+    needed = {
+        p.relative_to(Path.home()).parts[0]
+        for p in modes.interpreter_paths()
+        if p.is_relative_to(Path.home())
+    }
     assert set(seen["root_home"]) <= needed or os.geteuid() != 0  # type: ignore[arg-type]
     assert seen["copy_writable"] is True  # its own copy: written, and noticed
     assert changed == []  # a new file is not a rewritten one
@@ -99,7 +113,8 @@ def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):
         assert not (place.root / ".git").exists()
         assert (place.root / "app" / "webhooks.py").read_text() == "x = 1\n"
         launch = place.launch(
-            Launch((sys.executable, "-I", "-c", "open('app/webhooks.py', 'w').write('x = 2\\n')"), {}), network="loopback"
+            Launch((sys.executable, "-I", "-c", "open('app/webhooks.py', 'w').write('x = 2\\n')"), {}),
+            network="loopback",
         )
         subprocess.run(list(launch.argv), env=dict(launch.env), cwd=launch.cwd, check=True, timeout=60)
         assert place.changed() == ["app/webhooks.py"]
@@ -110,20 +125,32 @@ def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):
 
 
 def test_checks_have_loopback_only_and_served_code_the_hosts_loopback(checkout, tmp_path):
-    assert choose().name.startswith("bubblewrap"), "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    assert choose().name.startswith("bubblewrap"), (
+        "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    )
     script = "import socket; print(sorted(i[1] for i in socket.if_nameindex()))"
     place = choose().prepare(checkout, label="net")
     try:
         for network, expected in (("loopback", ["lo"]),):
             launch = place.launch(Launch((sys.executable, "-I", "-c", script), {}), network=network)  # type: ignore[arg-type]
-            done = subprocess.run(list(launch.argv), env=dict(launch.env), cwd=launch.cwd, capture_output=True, text=True, timeout=60, check=True)
+            done = subprocess.run(
+                list(launch.argv),
+                env=dict(launch.env),
+                cwd=launch.cwd,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             assert json.loads(done.stdout.replace("'", '"')) == expected
     finally:
         place.close()
 
 
 def test_a_daemon_dies_with_the_sandbox(checkout, tmp_path):
-    assert choose().name.startswith("bubblewrap"), "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    assert choose().name.startswith("bubblewrap"), (
+        "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    )
     mark = str(os.getpid()) + "424242"
     daemon = (
         "import os\n"
@@ -173,26 +200,44 @@ def test_root_without_bubblewrap_drops_to_the_user_or_names_the_unreachable_inte
 
 
 def test_the_environment_is_an_allowlist_and_the_flow_withholds_its_credentials(monkeypatch, tmp_path):
-    for name in ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY", "SOMETHING_ELSE"):
+    for name in (
+        "GITLAB_TOKEN",
+        "CI_JOB_TOKEN",
+        "ACKLAB_LLM_API_KEY",
+        "ACKLAB_MANIFEST_KEY",
+        "SOMETHING_ELSE",
+    ):
         monkeypatch.setenv(name, f"value-of-{name}")
     env = confined_env({"ACKLAB_DATABASE_URL": "sqlite:///x", "CI_JOB_TOKEN": "passed"}, tmp_path)
     assert "SOMETHING_ELSE" not in env
     assert not set(env) & environment.CREDENTIALS
-    assert env["HOME"] == str(tmp_path / "home") and env["ACKLAB_DATABASE_URL"] == "sqlite:///x"
+    assert env["HOME"] == str(tmp_path / "home")
+    assert env["ACKLAB_DATABASE_URL"] == "sqlite:///x"
     from acklab.evidence import manifest_signature
 
     with withheld():
-        assert not {"GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY"} & set(os.environ)
+        assert not {"GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY"} & set(
+            os.environ
+        )
         assert manifest_signature.signing_key() == b"value-of-ACKLAB_MANIFEST_KEY"  # still signs
-        child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.environ))"], capture_output=True, text=True, check=True)
-        assert "GITLAB_TOKEN" not in child.stdout and "ACKLAB_MANIFEST_KEY" not in child.stdout
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; print(sorted(os.environ))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "GITLAB_TOKEN" not in child.stdout
+        assert "ACKLAB_MANIFEST_KEY" not in child.stdout
     assert os.environ["GITLAB_TOKEN"] == "value-of-GITLAB_TOKEN"
 
 
 def test_the_sandbox_user_is_made_once_and_is_unprivileged():
     if os.geteuid() != 0 and account.lookup() is None:
-        with pytest.raises(SandboxUnavailable, match="only root can create it; .*useradd --system"):
+        with pytest.raises(SandboxUnavailable, match=r"only root can create it; .*useradd --system"):
             account.ensure()
         return
     first, second = account.ensure(), account.ensure()
-    assert first == second and first.name == account.USER and first.uid != 0 and first.gid != 0
+    assert first == second
+    assert first.name == account.USER
+    assert first.uid != 0
+    assert first.gid != 0

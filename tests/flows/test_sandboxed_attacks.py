@@ -121,7 +121,9 @@ def unguarded(monkeypatch):
 
 def test_a_renamed_table_behind_a_view_fails_schema_unchanged(unguarded, sandbox, tmp_path, acklab, llm_env):
     before = repo_snapshot(sandbox)
-    code, trail, stderr = run_flow(acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.VIEW_SOURCE))
+    code, trail, stderr = run_flow(
+        acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.VIEW_SOURCE)
+    )
     assert code == 1, stderr
     assert trail["outcome"] == "failed"
     assert experiments(trail)[0] == {"lost-ack": "fail"}
@@ -132,14 +134,17 @@ def test_a_renamed_table_behind_a_view_fails_schema_unchanged(unguarded, sandbox
     unpublished(sandbox, before)
 
 
-def test_a_trigger_that_hides_duplicates_fails_schema_unchanged(unguarded, sandbox, tmp_path, acklab, llm_env):
+def test_a_trigger_that_hides_duplicates_fails_schema_unchanged(
+    unguarded, sandbox, tmp_path, acklab, llm_env
+):
     before = repo_snapshot(sandbox)
     code, trail, stderr = run_flow(
         acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.TRIGGER_SOURCE)
     )
     assert code == 1, stderr
     changed = [v for v in violations_of(trail, tmp_path) if v["invariant"] == "schema-unchanged"]
-    assert changed and "trigger fulfillments_once: new" in changed[0]["observed"]
+    assert changed
+    assert "trigger fulfillments_once: new" in changed[0]["observed"]
     unpublished(sandbox, before)
 
 
@@ -155,7 +160,9 @@ def _processes_with(needle: bytes) -> list[int]:
     return found
 
 
-def test_an_escape_through_bltns_and_inspect_stays_in_the_sandbox(unguarded, sandbox, tmp_path, acklab, llm_env):
+def test_an_escape_through_bltns_and_inspect_stays_in_the_sandbox(
+    unguarded, sandbox, tmp_path, acklab, llm_env
+):
     mark = marker(tmp_path)
     before = repo_snapshot(sandbox)
     pth = Path(sysconfig.get_paths()["purelib"]) / f"acklab_pwned_{mark}.pth"
@@ -174,7 +181,9 @@ def test_an_escape_through_bltns_and_inspect_stays_in_the_sandbox(unguarded, san
     unpublished(sandbox, before)
 
 
-def test_a_homoglyph_repair_beside_the_unsafe_handler_fails_verify(unguarded, sandbox, tmp_path, acklab, llm_env):
+def test_a_homoglyph_repair_beside_the_unsafe_handler_fails_verify(
+    unguarded, sandbox, tmp_path, acklab, llm_env
+):
     before = repo_snapshot(sandbox)
     code, trail, stderr = run_flow(
         acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.HOMOGLYPH_SOURCE)
@@ -186,14 +195,17 @@ def test_a_homoglyph_repair_beside_the_unsafe_handler_fails_verify(unguarded, sa
 
 def test_a_noqa_comment_does_not_silence_verifys_ruff(unguarded, sandbox, tmp_path, acklab, llm_env):
     before = repo_snapshot(sandbox)
-    code, trail, stderr = run_flow(acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.NOQA_SOURCE))
+    code, trail, stderr = run_flow(
+        acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_two.NOQA_SOURCE)
+    )
     assert code == 1, stderr
     _, verify = experiments(trail)
     [ruff] = [c for c in verify["outputs"]["checks"] if c["name"] == "ruff"]
     assert ruff["status"] == "failed"
-    assert "--ignore-noqa" in ruff["argv"] or "S608" in (tmp_path / "out").joinpath(
-        Path(trail["run_id"]), ruff["log"]
-    ).read_text()
+    assert (
+        "--ignore-noqa" in ruff["argv"]
+        or "S608" in (tmp_path / "out").joinpath(Path(trail["run_id"]), ruff["log"]).read_text()
+    )
     unpublished(sandbox, before)
 
 
@@ -264,9 +276,15 @@ def test_no_secret_reaches_what_the_patch_can_read(sandbox, tmp_path):
         argv += [str(fast_spec(tmp_path, strike_again=(), checks=("pytest-handler",)))]
         argv += ["--proposer", "llm", "--local", "--decisions", str(write_decisions(tmp_path, [APPROVE]))]
         argv += ["--out", str(out), "--json"]
-        done = subprocess.run(argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(
+            argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
     assert done.returncode == 1, done.stderr[-3000:]
-    written = [p for p in [*out.rglob("*"), *sandbox.rglob("*"), *Path("/tmp").glob(f"acklab-loot-{mark}*")] if p.is_file()]
+    written = [
+        p
+        for p in [*out.rglob("*"), *sandbox.rglob("*"), *Path("/tmp").glob(f"acklab-loot-{mark}*")]
+        if p.is_file()
+    ]
     blob = b"".join(p.read_bytes() for p in written) + (done.stdout + done.stderr).encode()
     # The patch ran (its loot, printed, is in the check's log) and found no secret anywhere.
     assert f"acklab-loot-{mark}".encode() in blob
@@ -287,7 +305,9 @@ def test_the_recipe_publishes_exactly_the_approved_diff(sandbox, tmp_path, ackla
     result = json.loads(stdout)
     trail = load_trail(stdout)
     published = result["published"]
-    diff = (tmp_path / "out" / trail["run_id"] / "proposals" / f"{trail['proposals'][0]['id']}.diff").read_text()
+    diff = (
+        tmp_path / "out" / trail["run_id"] / "proposals" / f"{trail['proposals'][0]['id']}.diff"
+    ).read_text()
     # The approved diff applied anew at the head, in a clone of the repository, gives those bytes.
     clone = tmp_path / "clone"
     run_git(tmp_path, "clone", "--quiet", str(sandbox), str(clone))

@@ -136,7 +136,7 @@ def test_a_checkout_whose_handler_would_come_from_elsewhere_is_not_served(tmp_pa
     copy = checkout(tmp_path / "elsewhere", (ROOT / "app" / "webhooks.py").read_text())
     # Without the checkout's own acklab/__init__.py, `acklab.app` would be the installed one.
     (copy / "acklab" / "__init__.py").write_text("")
-    with pytest.raises(HarnessError, match="refused: the (live handler|models) would come from") as info:
+    with pytest.raises(HarnessError, match=r"refused: the (live handler|models) would come from") as info:
         run(
             RunOptions(
                 target="fixture:live",
@@ -163,5 +163,13 @@ def test_a_checkout_is_not_served_without_a_confinement(tmp_path, monkeypatch):
     monkeypatch.setattr(confinement, "_PROVIDER", [])
     copy = checkout(tmp_path / "live", (ROOT / "app" / "webhooks.py").read_text())
     with pytest.raises(confinement.ConfinementUnavailable, match="no confinement is installed") as info:
-        run(RunOptions(target="fixture:live", checkout=copy, experiments=("lost-ack",), trials=1, out=tmp_path / "out"))
+        run(
+            RunOptions(
+                target="fixture:live",
+                checkout=copy,
+                experiments=("lost-ack",),
+                trials=1,
+                out=tmp_path / "out",
+            )
+        )
     assert info.value.exit_code == ExitCode.REFUSED

@@ -56,9 +56,12 @@ def invariants(result) -> set[str]:
 def test_on_sqlite_a_view_in_the_tables_place_fails_schema_unchanged(tmp_path):
     result = attack(tmp_path, hostile_two.VIEW_SOURCE)
     assert int(result.exit_code) == 1
-    found = [v for e in result.run["experiments"] for v in e["violations"] if v["invariant"] == "schema-unchanged"]
+    found = [
+        v for e in result.run["experiments"] for v in e["violations"] if v["invariant"] == "schema-unchanged"
+    ]
     assert found
-    assert "table fulfillments: gone" in found[0]["observed"] and "view fulfillments: new" in found[0]["observed"]
+    assert "table fulfillments: gone" in found[0]["observed"]
+    assert "view fulfillments: new" in found[0]["observed"]
 
 
 def test_on_sqlite_a_trigger_fails_schema_unchanged(tmp_path):
@@ -76,11 +79,20 @@ def test_on_postgres_the_served_role_can_run_no_ddl(source, tmp_path, pg_url):
     assert "schema-unchanged" not in invariants(result)
     engine = create_engine(pg_url.replace("postgresql+psycopg", "postgresql+psycopg"))
     with engine.connect() as conn:
-        kinds = dict(conn.execute(text("SELECT relname, relkind FROM pg_class WHERE relname LIKE 'fulfillment%' AND relkind IN ('r', 'v', 'm')")).all())
+        kinds = dict(
+            conn.execute(
+                text(
+                    "SELECT relname, relkind FROM pg_class WHERE relname LIKE 'fulfillment%' AND relkind IN ('r', 'v', 'm')"
+                )
+            ).all()
+        )
         triggers = conn.execute(text("SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal")).scalar()
-        roles = conn.execute(text("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'acklab_served_%'")).scalar()
+        roles = conn.execute(
+            text("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'acklab_served_%'")
+        ).scalar()
     engine.dispose()
-    assert kinds == {"fulfillments": "r"} and triggers == 0
+    assert kinds == {"fulfillments": "r"}
+    assert triggers == 0
     assert roles == 0  # the served role is dropped with the run
 
 
@@ -148,6 +160,6 @@ def test_a_count_through_a_view_is_refused(tmp_path, pg_url):
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE VIEW one_per_event AS SELECT * FROM fulfillments")
         engine.dispose()
-        with pytest.raises(SpecError, match="reads through .*one_per_event.*base tables only"):
+        with pytest.raises(SpecError, match=r"reads through .*one_per_event.*base tables only"):
             SqlProbe(url, "SELECT count(*) FROM one_per_event WHERE event_id = :event_id")._count("evt_1")
         assert SqlProbe(url, COUNT)._count("evt_1") == 0  # the table itself is counted
