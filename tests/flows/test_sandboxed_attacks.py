@@ -255,16 +255,21 @@ def test_unsandboxed_a_verified_worktree_that_changed_is_not_published(
 
 # -- secrets: canaries in the lab's environment, grepped wherever the patch could write ---------
 
-CANARIES = {
-    "GITLAB_TOKEN": "glpat-canary-gitlab-5f1e2d",
-    "CI_JOB_TOKEN": "canary-job-token-77ab19",
-    "ACKLAB_MANIFEST_KEY": "canary-manifest-key-c0ffee",
-}
+
+def canaries(mark: str) -> dict[str, str]:
+    """The lab's secrets for one test: made here, so no file of the project (copied into the
+    scratch repository) can hold them."""
+    return {
+        "GITLAB_TOKEN": f"glpat-canary-{mark}",
+        "CI_JOB_TOKEN": f"canary-job-{mark}",
+        "ACKLAB_MANIFEST_KEY": f"canary-manifest-{mark}",
+    }
 
 
 def test_no_secret_reaches_what_the_patch_can_read(sandbox, tmp_path):
     mark = marker(tmp_path)
-    key = f"sk-canary-{mark}"  # not the tests' usual key: the project's own files (copied) hold that one
+    key = f"sk-canary-{mark}"
+    CANARIES = canaries(mark)
     out = tmp_path / "out"
     source = hostile_two.loot_source(mark, str(out), str(sandbox))
     reply = patches.reply(hostile_two.diff(source))
