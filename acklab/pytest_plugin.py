@@ -33,6 +33,7 @@ to the target is reported skipped, with its reason::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,26 @@ class WebhookLab:
 
     def __init__(self, request: pytest.FixtureRequest, out: Path) -> None:
         self._request, self.out = request, out
+        self._isolation: Any = None
+
+    @property
+    def placeholders(self) -> dict[str, str]:
+        """The run placeholders of the test's spec, allocated on first use and released after the test.
+
+        ``port`` (a free loopback port), ``scratch`` (a fresh private directory); give them to
+        your app (its database in ``scratch``, say) before ``attack``, which fills the spec's
+        ``{{port}}`` and ``{{scratch}}`` with the same values.
+        """
+        if self._isolation is None:
+            from acklab.harness.targets.isolation import Isolation
+
+            self._isolation = Isolation.allocate(frozenset({"port", "scratch"}), label="pytest")
+        return dict(self._isolation.values)
+
+    def close(self) -> None:
+        if self._isolation is not None:
+            self._isolation.release()
+            self._isolation = None
 
     def _marked(self) -> tuple[Any, str | None]:
         """The spec of the test's marker (a path, relative to the test file) and its experiment."""
@@ -168,6 +189,7 @@ class WebhookLab:
             options["seed"] = secrets.randbits(32)  # chosen here, so the message can say how to rerun
         options.setdefault("out", self.out)
         options.setdefault("where", self._request.path.parent)
+        options.setdefault("placeholders", self.placeholders)
         if "name" not in options and "spec" not in options:
             options["name"] = target_name(
                 getattr(self._request.node, "originalname", self._request.node.name)
@@ -189,9 +211,15 @@ def _skip_if_skipped(result: RunResult, experiment: str) -> None:
 
 
 @pytest.fixture
-def webhook_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> WebhookLab:
+def webhook_lab(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookLab]:
     """Attack a webhook handler's app in-process: ``webhook_lab.attack(app, ...)`` (see `acklab.attack`)."""
-    return WebhookLab(request, _out(request.config, tmp_path_factory))
+    lab = WebhookLab(request, _out(request.config, tmp_path_factory))
+    try:
+        yield lab
+    finally:
+        lab.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

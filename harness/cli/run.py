@@ -230,6 +230,15 @@ def _print_json(result: RunResultJson) -> None:
     help="Also run the same plan (same seed) against these targets and write one comparison "
     "bundle; the exit code stays --target's.",
 )
+@click.option(
+    "--baseline",
+    "baseline",
+    default=None,
+    metavar="REF",
+    help="Before/after your change: also attack the code of git REF (HEAD, HEAD~1, a branch), checked "
+    "out in a worktree and served as the target says, with the same plan; one comparison bundle, "
+    "the exit code the working tree's.",
+)
 def run(**kwargs: Any) -> int:
     """Attack a target with fault experiments and give a verdict.
 
@@ -239,7 +248,20 @@ def run(**kwargs: Any) -> int:
     """
     result: RunResult | ComparisonResult
     with _json_on_error(kwargs["as_json"], kwargs["target"]):
-        if kwargs["compare_with"]:
+        if kwargs["baseline"] is not None:
+            if kwargs["compare_with"]:
+                raise HarnessError(
+                    "--baseline and --compare-with: pick one (a baseline compares the working tree with REF)",
+                    exit_code=ExitCode.USAGE,
+                )
+            from acklab.harness.engine.baseline import run_baseline
+
+            result = run_baseline(_run_options(kwargs), kwargs["baseline"], [ProgressDisplay()])
+            click.echo(
+                f"{kwargs['target']}: working tree vs {kwargs['baseline']} (seed {result.doc.seed}): {result.bundle}",
+                err=True,
+            )
+        elif kwargs["compare_with"]:
             options = _run_options(kwargs)
             targets = compared_targets(options.target, kwargs["compare_with"])
             result = run_comparison(options, targets, [ProgressDisplay()])

@@ -114,6 +114,7 @@ def attack(
     journal: bool = True,
     consumers: Sequence[Consumer] = (),
     where: str | os.PathLike[str] | None = None,
+    placeholders: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Attack an ASGI app (FastAPI, Starlette) or a WSGI app (Flask, Django) inside this process.
 
@@ -132,6 +133,8 @@ def attack(
     Experiments that cannot run on an app in this process (the crash experiments, the
     database-link faults) are listed as skipped with why. `interface`: ``auto``, ``asgi``
     or ``wsgi``. `lifespan`: run the app's startup and shutdown around each experiment.
+    `placeholders`: the values of a spec's run placeholders (``{"scratch": ..., "port": ...}``;
+    ``webhook_lab.placeholders`` allocates them for a test).
     """
     fields = {
         "name": name,
@@ -157,6 +160,7 @@ def attack(
         lifespan=lifespan,
         allow_remote=allow_remote,
         where=Path(where) if where is not None else Path.cwd(),
+        values=placeholders,
     )
     options = RunOptions(
         target=target.name,

@@ -24,6 +24,7 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess  # nosec B404
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -38,11 +39,24 @@ from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
 DEFAULT_READY_TIMEOUT_S = 15.0
+DEFAULT_SETUP_TIMEOUT_S = 120.0
+SETUP_LOG_CAP_BYTES = 256 << 10
 NOT_READY = frozenset({502, 503, 504})  # a proxy or a booting service, not the handler
 PORT_FREE_S = 10.0
 POLL_S = 0.05
 LOG_CAP_BYTES = 1 << 20  # service.log in a bundle: the first LOG_HEAD_BYTES and the rest from the end
 LOG_HEAD_BYTES = 128 << 10
+
+
+@dataclass(frozen=True)
+class Setup:
+    """``setup:`` of a target spec: argv run once in the service's working directory before it is
+    first served (migrations, fixtures), with the command's environment and its own ``env``."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
+    cwd: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ class Command:
     cwd: Path | None = None
     ready_url: str | None = None  # default: the endpoint
     ready_status: tuple[int, ...] = ()  # default: anything but 502/503/504
+    setup: Setup | None = None  # run once, before the first start
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -128,6 +143,7 @@ class ServiceProcess(LeasedProcess):
         # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
         self._log_lease = leases.acquire("directory", str(log_dir), path=str(log_dir))
         self._kept_log: bytes | None = None
+        self._setup_output: bytes | None = None  # None: setup has not run (or there is none)
         super().__init__(log_dir=log_dir, log_prefix=f"service-{self.port}", leases=leases)
 
     def log_bytes(self, cap: int = LOG_CAP_BYTES) -> bytes:
@@ -135,6 +151,8 @@ class ServiceProcess(LeasedProcess):
         if self._kept_log is not None:  # the directory is gone: what it held when it was removed
             return self._kept_log
         parts = []
+        if self._setup_output is not None:
+            parts.append(b"--- acklab: setup: ---\n" + self._setup_output)
         for n in range(1, self.starts + 1):
             path = self._log_dir / f"{self._log_prefix}-{n}.log"
             with contextlib.suppress(OSError):
@@ -163,7 +181,45 @@ class ServiceProcess(LeasedProcess):
             raise
         self.down_reason = None
 
+    def _run_setup(self, setup: Setup) -> None:
+        """setup: argv once, before the first start; TargetUnreachable (exit 4) with its output when it fails."""
+        cwd = setup.cwd or self.command.cwd
+        env = {**os.environ, **self.command.env, **setup.env}
+        try:
+            # The spec's own argv list, never a shell; its own session, so a timeout ends all of it.
+            done = subprocess.run(  # nosec B603
+                list(setup.argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=setup.timeout_s,
+                check=False,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired as exc:
+            self._setup_output = _capped((exc.stdout or b"") + (exc.stderr or b""))
+            raise TargetUnreachable(
+                f"target {self.name!r}: setup.argv {list(setup.argv)!r} did not finish within "
+                f"setup.timeout_s={setup.timeout_s:g} s; raise it, or make the setup faster"
+            ) from exc
+        except OSError as exc:
+            raise TargetUnreachable(
+                f"target {self.name!r}: setup.argv {list(setup.argv)!r} could not start"
+                + (f" in {str(cwd)!r}" if cwd else "")
+                + f": {exc}"
+            ) from exc
+        self._setup_output = _capped(done.stdout + done.stderr)
+        if done.returncode != 0:
+            tail = self._setup_output[-2000:].decode(errors="replace")
+            raise TargetUnreachable(
+                f"target {self.name!r}: setup.argv {list(setup.argv)!r} exited {done.returncode} before the "
+                f"service was started:\n{tail}"
+            )
+
     def _start(self) -> None:
+        if self.command.setup is not None and self._setup_output is None:
+            self._run_setup(self.command.setup)
         if not self.running() and accepts(self.host, self.port):
             raise TargetUnreachable(
                 f"target {self.name!r}: something already accepts connections at {self.host}:{self.port} "
@@ -223,3 +279,9 @@ class ServiceProcess(LeasedProcess):
                 )
             time.sleep(0.01)
         return code
+
+
+def _capped(data: bytes, cap: int = SETUP_LOG_CAP_BYTES) -> bytes:
+    if len(data) <= cap:
+        return data
+    return data[: cap // 2] + f"\n--- acklab: {len(data) - cap} bytes cut ---\n".encode() + data[-cap // 2 :]

@@ -31,6 +31,7 @@ import httpx
 
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import SpecError
+from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import check, load_yaml
 from acklab.harness.targets.app import SERVING, AppEffects, AppTarget, SocketAppTarget
@@ -174,13 +175,25 @@ def app_target(
     lifespan: bool = True,
     allow_remote: bool = False,
     where: Path | None = None,
+    values: Mapping[str, str] | None = None,
 ) -> AppTarget:
     """The target for `app`, described by `spec` and `fields` (see the module docstring); SpecError (exit 3)
-    naming the field, the value and the fix when the description is not valid."""
+    naming the field, the value and the fix when the description is not valid.
+
+    `values`: the run placeholders (``{{port}}``, ``{{scratch}}``...) of the spec, filled in
+    before anything is checked (`webhook_lab.placeholders` allocates them for a test)."""
     if serving not in SERVING:
         raise SpecError(f"serving: got {serving!r}; expected one of {', '.join(SERVING)}")
     base_doc, source = _spec_doc(spec)
     doc = _merge(base_doc, fields or {}, secret)
+    placeholders.check(doc, source=source, in_process=True)
+    missing = sorted(placeholders.used(doc) - set(values or {}))
+    if missing:
+        raise SpecError(
+            f"{source}: uses {', '.join('{{' + m + '}}' for m in missing)}, which the caller did not allocate; "
+            "in a test, take them from webhook_lab.placeholders (it allocates them), or pass placeholders="
+        )
+    doc = placeholders.fill(doc, values or {})
     doc.setdefault("name", target_name(default_name))
     base, path = _endpoint(doc.get("endpoint"), source)
     counted = callable(effects)

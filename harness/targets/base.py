@@ -157,6 +157,11 @@ class Target(ABC):
         run's own evidence directory never makes the checkout look dirty."""
         return replace(revision_of(self.source_dir()), handler_sha256=self.handler_sha256())
 
+    def pin_revision(self, revision: Revision) -> None:
+        """Record `revision` as the handler's commit instead of reading it (``--baseline``: the
+        worktree of REF, where ``CI_COMMIT_SHA`` names the other side's commit)."""
+        self.__dict__["revision"] = replace(revision, handler_sha256=self.handler_sha256())
+
     def handler_sha256(self) -> str | None:
         """The content hash of the handler's own module, where the lab knows it (the fixture)."""
         return None

@@ -17,16 +17,20 @@ from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.leases import current_book
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
+    DEFAULT_SETUP_TIMEOUT_S,
     Command,
     ServiceProcess,
+    Setup,
     describe_rule,
     host_port,
     wait_ready,
 )
+from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import EffectsProbe, HttpProbe, SqlProbe, database_kind
+from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.spec_checks import (
     DEFAULT_CONFLICT,
     check_database_url,
@@ -84,6 +88,37 @@ class SpecTarget(Target):
     command: Command | None = None
     service: ServiceProcess | None = field(default=None, repr=False)
     endpoint_ref: str = ""  # the spec's endpoint as written (env:NAME, or the URL)
+    # A spec with run placeholders, until `bind` fills them for the service about to be served.
+    unbound: _Unbound | None = field(default=None, repr=False)
+    isolation: Isolation | None = field(default=None, repr=False)
+    workdir: Path | None = None  # where command: runs without cwd:, and whose commit is recorded
+
+    @property
+    def ephemeral_effects(self) -> bool:
+        """Whether the effects live in a store made for this run ({{scratch}}, {{database_url}}):
+        a resumed run serves a fresh one, and cannot re-read what an earlier process counted."""
+        return self.unbound is not None and bool(self.unbound.names & {"scratch", "database_url"})
+
+    def bind(self) -> None:
+        """Allocate this run's port, scratch directory and database, and fill the spec with them
+        (once; `aclose` releases them). A spec without run placeholders is bound already."""
+        unbound = self.unbound
+        if unbound is None or self.isolation is not None:
+            return
+        server = None
+        if "database" in unbound.doc:
+            server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
+        isolation = Isolation.allocate(unbound.names, database_server=server, label=self.name)
+        try:
+            filled = placeholders.fill(unbound.doc, isolation.values)
+            parts = _served_parts(
+                filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote, workdir=unbound.workdir
+            )
+        except BaseException:
+            isolation.release()
+            raise
+        self.isolation = isolation
+        self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
 
     def start_service(self) -> None:
         """Start the service of ``command:`` for the run (once); a no-op without one."""
@@ -122,12 +157,15 @@ class SpecTarget(Target):
     def source_dir(self) -> Path | None:
         # The lab cannot see a service's code; the working directory is the best witness
         # (`acklab run` in the service's pipeline runs in its checkout).
+        if self.workdir is not None:
+            return self.workdir
         try:
             return Path.cwd()
         except OSError:  # the working directory was removed
             return None
 
     async def preflight(self) -> None:
+        await asyncio.to_thread(self.bind)
         await asyncio.to_thread(self.start_service)
         parts = urlsplit(self.endpoint)
         host = parts.hostname or "127.0.0.1"
@@ -200,6 +238,19 @@ class SpecTarget(Target):
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
             self.service.remove_logs()
+        if self.isolation is not None:
+            await asyncio.to_thread(self.isolation.release)
+
+
+@dataclass(frozen=True)
+class _Unbound:
+    """A spec whose run placeholders are not filled yet: the document and how to check it again."""
+
+    doc: Mapping[str, Any]
+    names: frozenset[str]
+    spec_dir: Path
+    allow_remote: bool
+    workdir: Path | None = None
 
 
 def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
@@ -223,30 +274,34 @@ def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     }
 
 
-def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
-    """Load and check a target spec; refuse remote URLs (exit 5) before any traffic."""
+def load_target(path: Path, *, allow_remote: bool, workdir: Path | None = None) -> SpecTarget:
+    """Load and check a target spec; refuse remote URLs (exit 5) before any traffic.
+
+    A spec with run placeholders (``{{port}}``, ``{{scratch}}``, ``{{database_url}}``...) is
+    checked with stand-ins here and bound to real values when it is served (`SpecTarget.bind`).
+    `workdir`: where ``command:`` runs without a ``cwd:`` and whose commit the run records
+    (default: the lab's working directory; `--baseline` passes the worktree of its REF).
+    """
     _, doc = load_spec(path, expected_kind="target")
     source = str(path)
-    check_target_doc(doc, source=source)
+    placeholders.check(doc, source=source)
+    names = placeholders.used(doc)
+    spec_dir = path.resolve().parent
+    checked = placeholders.stand_in(doc) if names else doc
+    check_target_doc(checked, source=source)
     scheme = doc["signing"]["scheme"]
     secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
     remember(secret)
     SIGNERS[scheme].check_secret(secret)
     headers = resolve_headers(doc.get("headers", {}), field_name="headers")
-    check_reach(doc, allow_remote=allow_remote)
-    endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
-    effects = _effects(doc["effects"], allow_remote=allow_remote)
-    if "sql" in effects:
-        remember(*url_secrets(effects["sql"]["url"]))
+    parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
     expect = doc.get("expect", {})
     delivery = doc.get("delivery", {})
-    command = doc.get("command")
     return SpecTarget(
         name=doc["name"],
         kind="spec",
         handler=doc["name"],
-        endpoint=endpoint,
-        database=database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
+        database=parts["database"],
         scheme=scheme,
         secret=secret,
         timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
@@ -255,24 +310,54 @@ def load_target(path: Path, *, allow_remote: bool) -> SpecTarget:
         expect=Expect.from_dict(expect),
         headers=headers,
         event_type=delivery.get("event_type"),
-        effects=effects,
+        endpoint=parts["endpoint"],
+        effects=parts["effects"],
+        command=parts["command"],
         source=source,
-        command=_command(command, spec_dir=path.resolve().parent) if command is not None else None,
         endpoint_ref=doc["endpoint"],
+        unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
+        workdir=workdir,
     )
 
 
-def _command(doc: Mapping[str, Any], *, spec_dir: Path) -> Command:
+def _served_parts(
+    doc: Mapping[str, Any], *, spec_dir: Path, allow_remote: bool, workdir: Path | None = None
+) -> dict[str, Any]:
+    """What depends on where the service is served: endpoint, effects, command (and setup)."""
+    check_reach(doc, allow_remote=allow_remote)
+    endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
+    effects = _effects(doc["effects"], allow_remote=allow_remote)
+    if "sql" in effects:
+        remember(*url_secrets(effects["sql"]["url"]))
+    command = doc.get("command")
+    return {
+        "endpoint": endpoint,
+        "effects": effects,
+        "database": database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
+        "command": (
+            _command(command, doc.get("setup"), spec_dir=spec_dir, workdir=workdir)
+            if command is not None
+            else None
+        ),
+    }
+
+
+def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
+    # Relative to the spec file: a spec committed beside the service names its folder.
+    cwd = (spec_dir / resolve_env(value, field_name=field_name)).resolve()
+    if not cwd.is_dir():
+        raise SpecError(
+            f"{field_name}: got {value!r}, which is not a directory ({cwd}); a relative cwd is "
+            "read from the spec file's folder"
+        )
+    return cwd
+
+
+def _command(
+    doc: Mapping[str, Any], setup: Mapping[str, Any] | None, *, spec_dir: Path, workdir: Path | None = None
+) -> Command:
     env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
-    cwd = None
-    if "cwd" in doc:
-        # Relative to the spec file: a spec committed beside the service names its folder.
-        cwd = (spec_dir / resolve_env(str(doc["cwd"]), field_name="command.cwd")).resolve()
-        if not cwd.is_dir():
-            raise SpecError(
-                f"command.cwd: got {doc['cwd']!r}, which is not a directory ({cwd}); a relative cwd is "
-                "read from the spec file's folder"
-            )
+    cwd = _cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else workdir
     ready = doc.get("ready", {})
     return Command(
         argv=tuple(str(a) for a in doc["argv"]),
@@ -282,4 +367,15 @@ def _command(doc: Mapping[str, Any], *, spec_dir: Path) -> Command:
         # check_reach held it to the loopback rule already
         ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
         ready_status=tuple(int(s) for s in ready.get("status", ())),
+        setup=_setup(setup, cwd=cwd) if setup is not None else None,
+    )
+
+
+def _setup(doc: Mapping[str, Any], *, cwd: Path | None) -> Setup:
+    env = {str(k): resolve_env(str(v), field_name=f"setup.env.{k}") for k, v in doc.get("env", {}).items()}
+    return Setup(
+        argv=tuple(str(a) for a in doc["argv"]),
+        env=env,
+        timeout_s=float(doc.get("timeout_s", DEFAULT_SETUP_TIMEOUT_S)),
+        cwd=cwd,
     )

@@ -134,20 +134,21 @@ def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id
     return resolved
 
 
-def check_database_url(value: str, *, allow_remote: bool) -> str:
-    """Resolve ``effects.sql.url`` and hold its server to the loopback rule (SQLite files are local)."""
-    resolved = resolve_env(value, field_name="effects.sql.url")
+def check_database_url(value: str, *, allow_remote: bool, field_name: str = "effects.sql.url") -> str:
+    """Resolve ``effects.sql.url`` (or `field_name`) and hold its server to the loopback rule
+    (SQLite files are local)."""
+    resolved = resolve_env(value, field_name=field_name)
     try:
         url = make_url(resolved)
     except ArgumentError as exc:
         raise SpecError(
-            f"effects.sql.url: {shown(value, 'the value')} is not a SQLAlchemy URL; expected e.g. "
+            f"{field_name}: {shown(value, 'the value')} is not a SQLAlchemy URL; expected e.g. "
             "sqlite:////tmp/shop.db or postgresql://user:pass@127.0.0.1:5432/shop"
         ) from exc
     backend = url.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise SpecError(
-            f"effects.sql.url: got a {backend!r} URL; acklab reads effects from SQLite or PostgreSQL only "
+            f"{field_name}: got a {backend!r} URL; acklab reads effects from SQLite or PostgreSQL only "
             "(on a read-only connection), or from an effects endpoint (effects.http)"
         )
     socket_dir = url.query.get("host")
@@ -155,7 +156,7 @@ def check_database_url(value: str, *, allow_remote: bool) -> str:
     local = backend == "sqlite" or host is None or host.startswith("/") or is_loopback(host)
     if not allow_remote and not local:
         raise RemoteRefused(
-            f"effects.sql.url ({shown(value, 'its host')}) names the database server {host!r}, off the loopback "
+            f"{field_name} ({shown(value, 'its host')}) names the database server {host!r}, off the loopback "
             "range; acklab reads only local databases. Pass --allow-remote if you own it."
         )
     return resolved
@@ -178,6 +179,14 @@ def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:
         )
     if "url" in effects.get("sql", {}):
         check_database_url(effects["sql"]["url"], allow_remote=allow_remote)
+    database = doc.get("database")
+    if isinstance(database, Mapping) and isinstance(database.get("url"), str):
+        url = check_database_url(database["url"], allow_remote=allow_remote, field_name="database.url")
+        if not url.startswith(("postgresql", "postgres")):
+            raise SpecError(
+                f"database.url: got a {url.split(':', 1)[0]!r} URL; the lab creates a database per service on a "
+                "PostgreSQL server only (postgresql://user@127.0.0.1:5432/postgres)"
+            )
     ready = (doc.get("command") or {}).get("ready")
     if isinstance(ready, Mapping) and isinstance(ready.get("url"), str):
         check_url(ready["url"], field_name="command.ready.url", allow_remote=allow_remote)

@@ -14,6 +14,7 @@ from typing import Any
 
 from acklab.evidence.redaction import MIN_SECRET_CHARS
 from acklab.harness.errors import SpecError
+from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
 from acklab.harness.targets.spec_checks import check_reach, check_target_doc, sample_event
 from acklab.harness.wire.providers import event_type_header
@@ -52,8 +53,15 @@ def validate_target(
     doc: Mapping[str, Any], *, source: str, allow_unset: bool, allow_remote: bool
 ) -> list[str]:
     """Raise the error `acklab run` would raise (exit 3 or 5); return notes for a valid spec."""
+    placeholders.check(doc, source=source)
+    picked = placeholders.used(doc)
+    if picked:
+        doc = placeholders.stand_in(doc)  # what the lab picks per served service: checked with stand-ins
     check_target_doc(doc, source=source)
     notes: list[str] = []
+    if picked:
+        listed = ", ".join("{{" + n + "}}" for n in placeholders.RUN_PLACEHOLDERS if n in picked)
+        notes.append(f"{listed}: picked by the lab for each served service, fresh in every run")
     unset = unset_env_names(doc)
     if unset:
         listed = ", ".join(f"{name} ({where})" for where, name in unset)

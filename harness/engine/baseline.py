@@ -1,0 +1,129 @@
+"""``acklab run --baseline REF``: the working tree and REF attacked with one plan, one comparison.
+
+Before and after your own fix, without the ceremony (commit, reuse a seed, wipe the database):
+the lab checks REF out in a leased worktree (`harness.procs.worktrees`), serves it the way the
+target says, attacks it and the working tree with the same experiments, trials and seed, and
+bundles both runs as one comparison (`harness.engine.comparison`), whose Compare page names both
+revisions.
+
+* A target spec: the working tree's spec (the attack stays one plan) is placed in the worktree
+  at the same path, so its relative ``command.cwd`` and a command without ``cwd:`` run REF's
+  code; the service must be one the lab starts (``command:``), and its effects must live in a
+  store made per run (``{{scratch}}`` or ``{{database_url}}``), or both revisions would count in
+  one database.
+* The built-in fixture: REF's fixture is served from the worktree by processes of its own
+  (``--checkout``); the working tree's is this checkout's.
+
+The exit code is the working tree's; a baseline the lab could not judge makes a passing run
+exit 4 (as ``--compare-with``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.run_events import Consumer
+from acklab.harness.engine.comparison import ComparisonResult, bundle_comparison, check_options
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.procs.worktrees import leased_worktree, resolve_commit, toplevel
+from acklab.harness.targets import Target, resolve_target
+from acklab.harness.targets.provenance import Revision
+
+PER_RUN_STORES = ("{{scratch}}", "{{database_url}}")
+
+
+def _usage(message: str) -> HarnessError:
+    return HarnessError(message, exit_code=ExitCode.USAGE)
+
+
+def _repository(options: RunOptions) -> Path:
+    """The checkout whose history REF is looked up in: the spec's, or (fixture) the lab's."""
+    if options.target.startswith("fixture:"):
+        import acklab
+
+        root = getattr(acklab, "_root", None)
+        if root is None:
+            raise _usage(
+                "--baseline with a fixture target needs acklab run from a checkout of acklab (git clone); "
+                "an installed package has no history to check REF out from"
+            )
+        found = toplevel(Path(root))
+    else:
+        found = toplevel(Path(options.target).resolve().parent)
+    if found is None:
+        where = (
+            "the acklab checkout" if options.target.startswith("fixture:") else f"{options.target}'s folder"
+        )
+        raise _usage(f"--baseline: {where} is not inside a git repository; commit your service first")
+    return found
+
+
+def _check_spec(spec: Path) -> None:
+    text = spec.read_text(encoding="utf-8", errors="replace")
+    if "command:" not in text:
+        raise SpecError(
+            f"--baseline: {spec} has no command:, so the lab would attack the same running service twice; "
+            "add command: (the lab then serves each revision itself, on {{port}})"
+        )
+    if "sql:" in text and not any(p in text for p in PER_RUN_STORES):
+        raise SpecError(
+            f"--baseline: {spec} counts effects in a fixed database, so both revisions would write and be "
+            "counted in one store; put the service's database in {{scratch}} (sqlite:///{{scratch}}/x.db) "
+            "or use {{database_url}} (docs/placeholders.md)"
+        )
+
+
+def _baseline_target(options: RunOptions, repo: Path, worktree: Path, commit: str) -> Target:
+    """The target as REF serves it, with REF's commit pinned as its revision."""
+    if options.target.startswith("fixture:"):
+        target = resolve_target(options.target, db_url=options.db, checkout=worktree)
+    else:
+        from acklab.harness.targets.spec import load_target
+
+        spec = Path(options.target).resolve()
+        _check_spec(spec)
+        relative = spec.relative_to(repo)
+        placed = worktree / relative
+        placed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(spec, placed)  # the working tree's spec: one plan for both revisions
+        try:
+            here = Path.cwd().resolve().relative_to(repo)
+        except ValueError:
+            here = Path()
+        target = load_target(placed, allow_remote=options.allow_remote, workdir=worktree / here)
+    # CI_COMMIT_SHA names the working tree's commit; this side ran REF's.
+    target.pin_revision(Revision(commit_sha=commit, dirty=False))
+    return target
+
+
+def run_baseline(options: RunOptions, ref: str, consumers: Sequence[Consumer] = ()) -> ComparisonResult:
+    """Attack REF's code and the working tree's with one plan; bundle both as one comparison."""
+    check_options(options)
+    if options.checkout is not None:
+        raise _usage(
+            "--baseline cannot be combined with --checkout: --baseline serves REF from a worktree itself"
+        )
+    repo = _repository(options)
+    commit = resolve_commit(repo, ref)
+    if commit is None:
+        raise _usage(
+            f"--baseline: got {ref!r}, which names no commit in {repo}; try HEAD~1, a branch or a sha"
+        )
+    seed = options.seed if options.seed is not None else secrets.randbits(32)
+    started = utcnow()
+    current = replace(options, seed=seed)
+    if not options.target.startswith("fixture:"):
+        _check_spec(Path(options.target))
+    with leased_worktree(repo, commit, label="baseline") as worktree:
+        before_target = _baseline_target(current, repo, worktree, commit)
+        before = run(current, consumers, target=before_target)
+    after = run(current, consumers)
+    labels = (f"{options.target} (working tree)", f"{options.target} at {ref} ({commit[:12]})")
+    return bundle_comparison(options.out, [after, before], seed=seed, started_at=started, targets=labels)

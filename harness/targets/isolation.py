@@ -1,0 +1,165 @@
+"""What one served service gets of its own: a port, a scratch directory, a database.
+
+A target spec's run placeholders (`harness.specs.placeholders`) are filled from an
+`Isolation`, allocated when the service is about to be served and released when the run
+ends. Every resource is leased in the run's journal, so a lab killed mid-run leaves nothing
+that `acklab janitor` cannot remove:
+
+* ``{{port}}``: a free loopback port (bound and released: the service binds it next);
+* ``{{scratch}}``: a fresh directory (mode 0700), removed with everything in it;
+* ``{{database_url}}``: a fresh database ``acklab_<hex>`` on the PostgreSQL server that
+  ``database.url`` names, dropped afterwards (connections ended first). The janitor drops it
+  after a crash when the server trusts loopback connections without a password; else it
+  names it, for you to drop.
+
+Two isolations never share a value, so the repair flow's head and patched checkouts, or two
+CI shards on one machine, never meet in a port, a directory or a database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import socket
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acklab.evidence.redaction import redact, remember
+from acklab.harness.errors import TargetUnreachable
+from acklab.harness.procs.leases import Lease, LeaseBook, current_book
+from acklab.harness.specs.credentials import url_credentials_of
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Isolation:
+    """The values of one served service's run placeholders, and the leases behind them."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    _leases: list[Lease] = field(default_factory=list, repr=False)
+    _scratch: Path | None = field(default=None, repr=False)
+    _database: tuple[str, str] | None = field(default=None, repr=False)  # (server URL, name)
+    _book: LeaseBook | None = field(default=None, repr=False)
+
+    @classmethod
+    def allocate(
+        cls, names: frozenset[str], *, database_server: str | None = None, label: str = "service"
+    ) -> Isolation:
+        """Pick every value `names` needs (others are not allocated); release() undoes it all."""
+        iso = cls(_book=current_book())
+        try:
+            for name in ("port", "smtp_port", "outbound_port"):
+                if name in names:
+                    iso.values[name] = str(iso._fresh_port())
+            if "scratch" in names:
+                iso.values["scratch"] = str(iso._make_scratch(label))
+            if "database_url" in names:
+                if database_server is None:  # placeholders.check refuses such a spec first
+                    raise TargetUnreachable("{{database_url}} needs database.url, the server to create it on")
+                iso.values["database_url"] = iso._make_database(database_server)
+        except BaseException:
+            iso.release()
+            raise
+        return iso
+
+    def _fresh_port(self) -> int:
+        taken = {int(v) for k, v in self.values.items() if k.endswith("port")}
+        while (port := free_port()) in taken:
+            continue
+        return port
+
+    def _make_scratch(self, label: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"acklab-scratch-{label}-"))
+        self._scratch = path
+        assert self._book is not None
+        self._leases.append(self._book.acquire("directory", str(path), path=str(path)))
+        return path
+
+    def _make_database(self, server: str) -> str:
+        import psycopg
+        from psycopg import sql
+        from sqlalchemy.engine import make_url
+
+        remember(*url_credentials_of(server))
+        url = make_url(server)
+        name = f"acklab_{secrets.token_hex(6)}"
+        try:
+            with psycopg.connect(
+                host=url.host or None,
+                port=url.port or 5432,
+                user=url.username or None,
+                password=url.password or None,
+                dbname=url.database or "postgres",
+                autocommit=True,
+                connect_timeout=10,
+            ) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.Error as exc:
+            raise TargetUnreachable(
+                f"database.url: could not create a database for the service on {redact(server)!r}: "
+                f"{redact(str(exc).strip())}; the role needs CREATEDB on that server"
+            ) from exc
+        self._database = (server, name)
+        database_url = url.set(database=name).render_as_string(hide_password=False)
+        remember(*url_credentials_of(database_url))
+        assert self._book is not None
+        # The lease names the server without its password: the journal is never a credential store.
+        shown = url.set(database=name, password=None).render_as_string(hide_password=False)
+        with contextlib.suppress(Exception):
+            # Marked with the token in its comment: without trust authentication the janitor
+            # could not prove it (and cannot drop it); the run drops it itself in release().
+            self._leases.append(self._book.acquire("database", name, name=name, url=shown))
+        return database_url
+
+    def fill(self, text: str) -> str:
+        from acklab.harness.specs.placeholders import fill
+
+        filled: str = fill(text, self.values, top=False)
+        return filled
+
+    def release(self) -> None:
+        """Drop the database, remove the scratch directory, release every lease (idempotent)."""
+        if self._database is not None:
+            server, name = self._database
+            self._database = None
+            _drop(server, name)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        book = self._book or current_book()
+        for lease in self._leases:
+            book.release(lease)
+        self._leases.clear()
+
+
+def _drop(server: str, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server)
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(
+            host=url.host or None,
+            port=url.port or 5432,
+            user=url.username or None,
+            password=url.password or None,
+            dbname=url.database or "postgres",
+            autocommit=True,
+            connect_timeout=10,
+        ) as conn,
+    ):
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def placeholder_values(isolation: Isolation | None) -> Mapping[str, str]:
+    return {} if isolation is None else dict(isolation.values)
