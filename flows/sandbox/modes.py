@@ -140,11 +140,12 @@ class Sandbox:
             argv.append("--unshare-net")
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # Private, empty, world-writable like the real ones (PostgreSQL wants /dev/shm): not shared.
-        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
+        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108  # nosec B108
         hidden, needed = self._hidden_and_needed()
         for directory in hidden:
             argv += ["--perms", "0755", "--tmpfs", str(directory)]
-        empty = [Path("/tmp"), *hidden]  # noqa: S108 - the namespace's own /tmp, mounted empty above  # mounted empty here: a bind inside needs its folders made
+        # Mounted empty here (the namespace's own /tmp too): a bind inside needs its folders made.
+        empty = [Path("/tmp"), *hidden]  # noqa: S108  # nosec B108
         made: set[Path] = set()
         for path, how in [
             *((p, "--ro-bind") for p in needed),

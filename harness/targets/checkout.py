@@ -128,13 +128,14 @@ class CheckoutTarget(FixtureTarget):
         """The schema created and pinned (once, before the first server starts)."""
         with self._ready:
             if self._pin is None:
-                assert self.confinement is not None  # `place` refused without one
-                _ = self.place
+                place = self.place  # refused without a confinement
+                if self.confinement is None:
+                    raise SpecError("--checkout: no confinement was given for the checkout's code")
                 doc = models_of(self.schema_from or self.checkout, self.confinement)
                 fingerprint = create_schema(self.database_url, doc)
                 file = None
                 if self.database_url.startswith("sqlite"):
-                    file = hand_over(self.place.scratch / "fixture.db", self.place)
+                    file = hand_over(place.scratch / "fixture.db", place)
                 else:
                     self._role = served_role(self.database_url)
                 self._pin = SchemaPin(fingerprint, file=file)
