@@ -58,8 +58,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confusable_homoglyphs import confusables
-
 from .escape import one_line, unsafe
 
 # Modules (and their submodules) no spec can allow: they reach the interpreter itself.
@@ -252,6 +250,8 @@ def _confusable(text: str, *, identifier: bool = True) -> str | None:
     identifier, also NFKC: Python reads a fullwidth ``p`` as ``p``), or None."""
     if text.isascii():
         return None
+    from confusable_homoglyphs import confusables  # its tables load in ~0.1 s: only for non-ASCII text
+
     if identifier and unicodedata.normalize("NFKC", text) != text:
         return f"Python reads it as {unicodedata.normalize('NFKC', text)!r} (NFKC)"
     if confusables.is_mixed_script(text):

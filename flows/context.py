@@ -71,7 +71,7 @@ class FlowContext:
         sandbox = choose(unsandboxed=config.unsandboxed, hide=(config.out.resolve(),))
         trail.sandboxed(sandbox.name, sandbox.describe())
         if sandbox.unsandboxed:
-            config.echo(f"flow: WARNING: {sandbox.describe()}")
+            config.echo(f"WARNING: {sandbox.describe()}")
         return cls(config, trail, scoped[0], sandbox)
 
     @property
