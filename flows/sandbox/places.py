@@ -173,7 +173,13 @@ def make_place(
         if account is not None:
             _chown_tree(place.root, account)
             _chown_tree(place.scratch, account)
-        place.scratch.chmod(0o700)
+            place.scratch.chmod(0o700)
+        else:
+            # The lab's own user (--unsandboxed, or bubblewrap as an ordinary user): a server the
+            # code starts as another user (the tests' PostgreSQL, run as `postgres` under root)
+            # needs its TMPDIR, as it would need /tmp.
+            place.scratch.chmod(0o711)
+            (place.scratch / "tmp").chmod(0o1777)
     except BaseException:
         place.close()
         raise
