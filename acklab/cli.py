@@ -162,12 +162,24 @@ def _internal_error(exc: BaseException, debug: bool) -> None:
     sys.exit(ExitCode.LAB_ERROR)
 
 
+def _sandbox(unsandboxed: bool, hide: tuple[Any, ...]) -> Any:
+    """The repair flow's sandbox, as the harness's confinement (imported when first needed)."""
+    from acklab.flows.sandbox import provider
+
+    return provider(unsandboxed, hide)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map every error onto the exit-code contract.
 
     Nothing escapes as a traceback with exit 1 (which means "a verdict failed"): an
-    unexpected exception is an internal error, exit 4.
+    unexpected exception is an internal error, exit 4. Code under test that the harness
+    serves from a checkout runs in the flow's sandbox (installed here, the one place that
+    sees both).
     """
+    from acklab.harness.procs.confinement import install_provider
+
+    install_provider(_sandbox)
     try:
         rc = cli.main(args=argv, prog_name="acklab", standalone_mode=False)
     except click.exceptions.Abort:

@@ -8,7 +8,9 @@ not hold the key. `acklab evidence verify` checks the signature when the key is 
 then refuses an unsigned manifest), and says a manifest is signed but unchecked when not.
 
 The key never appears in a manifest, a message or a log; ``key_id`` is the first 16 hex
-digits of its sha256, to tell keys apart.
+digits of its sha256, to tell keys apart. A process that starts untrusted code (the repair
+flow) takes the key out of its environment and holds it here instead (`holding`), so that no
+child can inherit it.
 """
 
 from __future__ import annotations
@@ -17,18 +19,34 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 KEY_VARIABLE = "ACKLAB_MANIFEST_KEY"
 ALGORITHM = "hmac-sha256"
 UNSIGNED_FIELDS = frozenset({"signature", "pulled_from"})
+_HELD: ContextVar[bytes | None] = ContextVar("acklab_manifest_key", default=None)
 
 
 def signing_key(env: Mapping[str, str] | None = None) -> bytes | None:
-    """The key from the environment, None when unset or empty."""
+    """The key held for this context (`holding`), else from the environment; None when unset or empty."""
+    held = _HELD.get() if env is None else None
+    if held is not None:
+        return held
     value = (os.environ if env is None else env).get(KEY_VARIABLE, "")
     return value.encode("utf-8") if value else None
+
+
+@contextmanager
+def holding(key: bytes | None) -> Iterator[None]:
+    """Sign with `key` inside the block, whatever the environment says (None: the environment's)."""
+    token = _HELD.set(key)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
 
 
 def key_id(key: bytes) -> str:

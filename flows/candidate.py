@@ -48,6 +48,10 @@ class Candidate:
     def guard_reasons(self) -> list[str]:
         return list(self.proposal.guard.reasons)
 
+    @property
+    def guard_warnings(self) -> list[str]:
+        return list(self.proposal.guard.warnings or [])
+
     def shown(self) -> dict[str, Any]:
         """What ``acklab flow run --json`` says of the proposal."""
         return {

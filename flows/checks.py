@@ -1,14 +1,17 @@
 """Verify's checks (pytest, ruff, bandit ... from the spec) and the measured options for a gap.
 
-Both take values (the spec, a worktree, the runs to weigh), never the flow itself.
+Both take values (the spec, a worktree, the runs to weigh), never the flow itself. Every check
+runs in the sandbox (`flows.sandbox`), in a private copy of the patched worktree of its own,
+loopback-only, with an allowlisted environment; a check whose code rewrote files of its copy
+ends the flow refused (exit 5). A patch cannot switch a linter's rule off in a comment: ruff
+runs with ``--ignore-noqa``, bandit with ``--ignore-nosec`` (`hardened`), whatever the spec says.
 """
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 import subprocess  # nosec B404
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,16 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from acklab.evidence.documents.trail import CheckRecord, CheckReport
-from acklab.harness.procs.leases import current_book
+from acklab.harness.procs.confinement import Confined, Confinement, Launch
 
 from . import guard, report
 from .candidate import Candidate
+from .errors import PatchTampered
 from .lab import ExperimentResult, LabRun
 from .proposers import ProposalRequest
 from .proposers.recipe import RecipeProposer
-from .pytest_report import MAX_REPORT_BYTES, collected, is_pytest, judge, read_report
+from .pytest_report import collected, is_pytest, judge, read_report, read_written
 from .spec import FlowSpec
-from .worktree import Worktree, python_env, worktree
+from .worktree import Worktree, worktree
 
 if TYPE_CHECKING:
     from .trail import Trail
@@ -33,25 +37,57 @@ if TYPE_CHECKING:
 LabRunner = Callable[[Worktree, Sequence[str], str], LabRun]
 
 
+LINTER_FLAGS = (("ruff", "check", "--ignore-noqa"), ("bandit", None, "--ignore-nosec"))
+
+
+def hardened(argv: list[str]) -> list[str]:
+    """`argv` with ruff's ``--ignore-noqa`` (``ruff check``) and bandit's ``--ignore-nosec`` added: a
+    comment in the patched file may not switch a rule off."""
+    names = [Path(a).name for a in argv]
+    for tool, sub, flag in LINTER_FLAGS:
+        if tool not in names or flag in argv:
+            continue
+        at = names.index(tool) + 1
+        if sub is not None:
+            if sub not in argv[at:]:
+                continue
+            at = argv.index(sub, at) + 1
+        argv = [*argv[:at], flag, *argv[at:]]
+    return argv
+
+
 def run_checks(
-    spec: FlowSpec, checkout: Worktree, trail: Trail, say: Callable[[str], None], *, head: Worktree
+    spec: FlowSpec,
+    checkout: Worktree,
+    trail: Trail,
+    say: Callable[[str], None],
+    *,
+    head: Worktree,
+    sandbox: Confinement,
 ) -> list[CheckRecord]:
-    """Run every verify command in `checkout`; their output goes to the bundle's checks/ folder.
+    """Run every verify command in a sandboxed copy of `checkout`; their output goes to the bundle's
+    checks/ folder.
 
     A pytest command is judged by its JUnit report and the tests collected at `head`
     (`pytest_report`), never by its exit code alone.
     """
     results = []
     for command in spec.verify:
-        argv = [sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]]
+        argv = hardened(
+            [sys.executable if command.argv[0] == "python" else command.argv[0], *command.argv[1:]]
+        )
         started = time.perf_counter()
         report_of: CheckReport | None = None
         if is_pytest(argv):
             code, output, reasons, report_of = pytest_check(
-                argv, checkout, head, spec, trail=trail, name=command.name
+                argv, checkout, head, spec, trail=trail, name=command.name, sandbox=sandbox
             )
         else:
-            code, output = _run(argv, checkout.path, spec)
+            place = sandbox.prepare(checkout.path, label=f"check-{command.name}")
+            try:
+                code, output = _run(argv, place, spec)
+            finally:
+                _close_untouched(place, command.name)
             reasons = [] if code == 0 else [f"exit {code}"]
         log = trail.write_text(f"checks/{command.name}.log", output)
         status: Literal["ok", "failed"] = "ok" if code == 0 and not reasons else "failed"
@@ -73,12 +109,28 @@ def run_checks(
     return results
 
 
-def _run(argv: list[str], cwd: Path, spec: FlowSpec) -> tuple[int, str]:
+def _close_untouched(place: Confined, name: str) -> None:
+    """Close `place`; PatchTampered (exit 5) when the check's code rewrote files of its copy."""
+    changed = place.changed()
+    place.close()
+    if changed:
+        raise PatchTampered(
+            f"the code under repair rewrote {', '.join(changed[:5])} while verify's {name} check ran; "
+            "what ran is not what was approved"
+        )
+
+
+def _run(
+    argv: list[str], place: Confined, spec: FlowSpec, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """`argv` in the sandboxed `place` (loopback only), its copy first on the import path."""
+    own = {"PYTHONPATH": str(place.root), **(env or {})}
+    launch = place.launch(Launch(tuple(argv), own, place.root), network="loopback")
     try:
         done = subprocess.run(  # nosec B603
-            argv,
-            cwd=cwd,
-            env=python_env(cwd),
+            list(launch.argv),
+            cwd=launch.cwd,
+            env=dict(launch.env),
             capture_output=True,
             text=True,
             timeout=spec.verify_timeout_s,
@@ -93,26 +145,31 @@ def _run(argv: list[str], cwd: Path, spec: FlowSpec) -> tuple[int, str]:
 
 
 def pytest_check(
-    argv: list[str], checkout: Worktree, head: Worktree, spec: FlowSpec, *, trail: Trail, name: str
+    argv: list[str],
+    checkout: Worktree,
+    head: Worktree,
+    spec: FlowSpec,
+    *,
+    trail: Trail,
+    name: str,
+    sandbox: Confinement,
 ) -> tuple[int, str, list[str], CheckReport]:
-    """pytest in the patched worktree writing its report outside it, the head's tests collected beside
-    it: (exit code, output, reasons it fails, what the report held)."""
-    leases = current_book()
-    scratch = Path(tempfile.mkdtemp(prefix="acklab-junit-"))
-    lease = leases.acquire("directory", str(scratch), path=str(scratch))
+    """pytest in a sandboxed copy of the patched worktree writing its report in its scratch directory,
+    the head's tests collected beside it (in a copy of their own): (exit code, output, reasons it
+    fails, what the report held)."""
+    place = sandbox.prepare(checkout.path, label=f"check-{name}")
+    head_place = sandbox.prepare(head.path, label=f"head-{name}")
     try:
-        (scratch / "head").mkdir()
-        report_path = scratch / "report" / "junit.xml"
+        report_path = place.scratch / "report" / "junit.xml"
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The head's collection runs while the patched tests do: it costs no wall time.
-            baseline = pool.submit(collected, head.path, argv, scratch / "head", spec.verify_timeout_s)
-            code, output = _run([*argv, f"--junitxml={report_path}"], checkout.path, spec)
+            baseline = pool.submit(collected, head_place, argv, spec.verify_timeout_s)
+            code, output = _run([*argv, f"--junitxml={report_path}"], place, spec)
             expected = baseline.result()
         report = read_report(report_path)
-        if report_path.is_file() and report_path.stat().st_size <= MAX_REPORT_BYTES:
-            trail.write_text(
-                f"checks/{name}.junit.xml", report_path.read_text(encoding="utf-8", errors="replace")
-            )
+        with contextlib.suppress(OSError):
+            written = read_written(report_path)
+            trail.write_text(f"checks/{name}.junit.xml", written.decode("utf-8", errors="replace"))
         reasons = judge(code, report, expected)
         held = CheckReport(
             tests=len(report.outcomes),
@@ -122,8 +179,8 @@ def pytest_check(
         )
         return code, output, reasons, held
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        leases.release(lease)
+        head_place.close()
+        _close_untouched(place, name)
 
 
 def options_for_gaps(

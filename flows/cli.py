@@ -18,11 +18,12 @@ from .escape import hidden_count, numbered, visible
 from .proposers import make_proposer
 from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
 from .runner import FlowConfig, FlowResult, run_flow
-from .sandbox import make_sandbox
+from .sandbox import withheld
+from .scratch_repo import make_scratch_repo
 from .spec import load_spec
 from .worktree import toplevel
 
-SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY")
+SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY")
 
 
 def secrets_from_env() -> list[str]:
@@ -74,6 +75,12 @@ def _mr_iid(value: str | None) -> int | None:
     is_flag=True,
     help="Stop before the approve gate: reproduce, propose, guard, print the proposal (exit 0).",
 )
+@click.option(
+    "--unsandboxed",
+    is_flag=True,
+    help="Run the code under repair as your own user when no sandbox is possible here (no bubblewrap, "
+    "not root); the trail, the approve gate and the MR note say so.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
 def run(
     *,
@@ -87,13 +94,14 @@ def run(
     trials: int | None,
     seed: int | None,
     propose_only: bool,
+    unsandboxed: bool,
     as_json: bool,
 ) -> int:
     """Repair the handler under the flow spec SPEC (e.g. flows/repair.yaml).
 
     Exit codes: 0 published, applied or nothing to repair; 1 the patch did not hold;
     3 invalid spec or decisions; 4 the lab could not run; 5 a gate refused (scope guard,
-    approval, moved head); 6 interrupted.
+    approval, moved head, no sandbox possible, the patch rewrote itself); 6 interrupted.
     """
     iid = _mr_iid(mr)
     if local and iid is not None:
@@ -119,8 +127,11 @@ def run(
         publisher=publisher,
         secrets=secrets_from_env(),
         propose_only=propose_only,
+        unsandboxed=unsandboxed,
     )
-    result = run_flow(config)
+    # The tokens live in their clients now: nothing the flow starts can inherit them.
+    with withheld():
+        result = run_flow(config)
     _print(result, as_json=as_json)
     return result.exit_code
 
@@ -163,7 +174,7 @@ def sandbox(*, directory: Path) -> int:
 
     Then watch the flow repair it: cd DIR && acklab flow run flows/repair.yaml --local
     """
-    sha = make_sandbox(directory)
+    sha = make_scratch_repo(directory)
     click.echo(f"sandbox ready at {directory} ({sha[:12]}): app/webhooks.py is the unsafe handler")
     click.echo(f"next: cd {directory} && acklab flow run flows/repair.yaml --local")
     return int(ExitCode.OK)

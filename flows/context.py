@@ -20,6 +20,7 @@ from .escape import visible
 from .lab import LabRun, run_lab
 from .proposers import ProposalRequest, Proposer
 from .publish import Publisher
+from .sandbox import Sandbox, choose
 from .spec import FlowSpec
 from .state import Reproduced
 from .trail import Trail
@@ -44,6 +45,8 @@ class FlowConfig:
     secrets: list[str] = field(default_factory=list)
     echo: Callable[[str], None] = _stderr
     propose_only: bool = False
+    # Run the code under repair as the lab's own user when no sandbox is possible (said everywhere).
+    unsandboxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,13 +56,23 @@ class FlowContext:
     config: FlowConfig
     trail: Trail
     handler: str
+    sandbox: Sandbox
 
     @classmethod
     def of(cls, config: FlowConfig, trail: Trail) -> FlowContext:
+        """The context of one run; SandboxUnavailable (exit 5) when the code under repair could not be
+        confined here and the flow was not told --unsandboxed."""
         scoped = config.spec.scoped_files()
         if not scoped:
             raise FlowError(f"{config.spec.path}: the scope allows no single file a proposal could target")
-        return cls(config, trail, scoped[0])
+        # The evidence is closed to the sandbox user (0700) and hidden from its namespace.
+        config.out.mkdir(parents=True, exist_ok=True)
+        config.out.chmod(0o700)
+        sandbox = choose(unsandboxed=config.unsandboxed, hide=(config.out.resolve(),))
+        trail.sandboxed(sandbox.name, sandbox.describe())
+        if sandbox.unsandboxed:
+            config.echo(f"WARNING: {sandbox.describe()}")
+        return cls(config, trail, scoped[0], sandbox)
 
     @property
     def spec(self) -> FlowSpec:
@@ -73,17 +86,30 @@ class FlowContext:
         """The attempt number of checkpoint `name` about to run (1 the first time)."""
         return self.trail.attempts(name) + 1
 
-    def lab(self, checkout: Worktree, experiments: Sequence[str], why: str) -> LabRun:
-        """Attack `checkout` with `experiments` (FlowError, exit 4, when the lab could not judge them)."""
+    def lab(
+        self,
+        checkout: Worktree,
+        experiments: Sequence[str],
+        why: str,
+        *,
+        schema_from: Worktree | None = None,
+        seed: int | None = None,
+    ) -> LabRun:
+        """Attack `checkout` with `experiments`, served in the sandbox on the schema of `schema_from`'s
+        models (the expected head; default `checkout`), with the spec's seed or `seed` (FlowError,
+        exit 4, when the lab could not judge them)."""
         spec = self.spec
-        self.say(f"{why}: {', '.join(experiments)} x{spec.trials} on {checkout.path} ...")
+        seed = spec.seed if seed is None else seed
+        self.say(f"{why}: {', '.join(experiments)} x{spec.trials} (seed {seed}) on {checkout.path} ...")
         run = run_lab(
             checkout.path,
             target=spec.target,
             experiments=list(experiments),
             trials=spec.trials,
-            seed=spec.seed,
+            seed=seed,
             out=self.config.out,
+            sandbox=self.sandbox,
+            schema_from=(schema_from or checkout).path,
             secrets=self.config.secrets,
         )
         for exp in run.experiments.values():

@@ -23,7 +23,7 @@ import yaml
 from acklab.evidence.documents.trail import LabLatency, LabRunOutputs, StrikeComparison, TrailDocument
 from acklab.evidence.loading import load_evidence_json
 
-from .sandbox import make_sandbox
+from .scratch_repo import make_scratch_repo
 from .worktree import git
 
 DECISIONS = [
@@ -61,7 +61,7 @@ def run_demo(directory: Path | None, *, trials: int = 1, out: Path | None = None
     work = Path(tempfile.mkdtemp(prefix="acklab-demo-"))
     sandbox = directory or work / "sandbox"
     _say(f"$ acklab flow sandbox {sandbox}")
-    make_sandbox(sandbox)
+    make_scratch_repo(sandbox)
     decisions = work / "decisions.yaml"
     decisions.write_text(yaml.safe_dump(DECISIONS, sort_keys=False), encoding="utf-8")
     _say(f"decisions ({decisions}), each naming its actor and who delegated it:")

@@ -10,7 +10,10 @@ AcklabError (evidence.exitcodes)
         ├── ScopeRefused       exit 5: the scope guard rejected the proposal twice
         ├── NoDecision         exit 5: an approval gate has no decision source or no decision left
         ├── DecisionRejected   exit 5: an approver rejected
-        └── HeadMoved          exit 5: the branch head (or the scoped file) moved during the flow
+        ├── HeadMoved          exit 5: the branch head (or the scoped file) moved during the flow
+        ├── SandboxUnavailable exit 5: untrusted code cannot be confined here (and no --unsandboxed)
+        └── PatchTampered      exit 5: the patched code changed files while it ran, or what was
+                                       verified is not what the approved diff makes
 
 A handler that still fails after a patch is not an error of the flow: it is a verdict, and
 the flow ends with exit 1 (recorded as outcome "failed").
@@ -75,3 +78,11 @@ class DecisionRejected(GateRefused):
 
 class HeadMoved(GateRefused):
     """The merge request head or the scoped file changed since the flow started."""
+
+
+class SandboxUnavailable(GateRefused):
+    """Code of a checkout under repair cannot be confined on this machine; nothing untrusted ran."""
+
+
+class PatchTampered(GateRefused):
+    """The patched code rewrote files while it ran, or the verified file is not the approved diff's."""

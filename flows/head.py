@@ -84,7 +84,9 @@ def judge(ctx: FlowContext, state: Reproduced, proposed: Proposed, proposal_id: 
         diff=proposed.diff,
         diff_sha256=sha256_text(proposed.diff),
         files=verdict.files,
-        guard=Guard(allowed=verdict.allowed, reasons=list(verdict.reasons)),
+        guard=Guard(
+            allowed=verdict.allowed, reasons=list(verdict.reasons), warnings=list(verdict.warnings) or None
+        ),
         llm_calls=[
             LlmCall(
                 model=one_line(call.model),

@@ -7,6 +7,10 @@ effects back from their database itself. The verdicts are computed by the flow's
 harness, which no handler can reach: a patch that rewrites the verdict code through
 `sys.modules`, or exits early, does so in a process whose word the lab never takes.
 `run_lab` checks after every run that no module of the checkout was imported here.
+
+Every served checkout runs in the flow's sandbox (`flows.sandbox`), on a schema the lab creates
+from the expected head's models (`schema_from`) and pins; a served copy whose code rewrote its
+own files while it ran ends the flow refused (exit 5).
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.latency import Latency
 from acklab.evidence.documents.records import Violation
 from acklab.evidence.documents.trail import LabExperiment, LabLatency, LabRunOutputs
+from acklab.evidence.documents.verdicts import PRECEDENCE, combine, rank
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunOptions, RunResult
 from acklab.harness.engine.runner import run as harness_run
 from acklab.harness.errors import RunInterrupted
+from acklab.harness.procs.confinement import Confinement
 
-from .errors import FlowError, FlowSpecInvalid
+from .errors import FlowError, FlowSpecInvalid, PatchTampered
+from .sandbox.watch import Watched
 
 # The file the served fixture imports as its live handler; its launcher refuses any other.
 HANDLER_FILE = Path("app", "webhooks.py")
@@ -114,12 +121,18 @@ def run_lab(
     trials: int,
     seed: int,
     out: Path,
+    sandbox: Confinement,
+    schema_from: Path | None = None,
     secrets: Sequence[str] = (),
+    db: str | None = None,
 ) -> LabRun:
-    """Attack the fixture of `checkout` with `experiments`; FlowError (exit 4) when the lab could not run.
+    """Attack the fixture of `checkout` with `experiments`, served in `sandbox` on a schema made from
+    the models of `schema_from`; FlowError (exit 4) when the lab could not run, PatchTampered (exit 5)
+    when the served code rewrote its own files.
 
     `secrets` (the flow's tokens) are refused in everything the run writes, like its own.
     """
+    watch = Watched(sandbox)
     options = RunOptions(
         target=target,
         checkout=checkout,
@@ -128,6 +141,9 @@ def run_lab(
         seed=seed,
         out=out.resolve(),
         secrets=tuple(secrets),
+        confinement=watch,
+        schema_from=schema_from,
+        db=db,
     )
     try:
         result = harness_run(options)
@@ -137,6 +153,11 @@ def run_lab(
         if exc.exit_code == ExitCode.INVALID_INPUT:
             raise FlowSpecInvalid(f"the lab refused the flow's input: {exc}") from exc
         raise FlowError(f"the lab could not run on {checkout}: {exc}") from exc
+    if watch.tampered:
+        raise PatchTampered(
+            f"the code served from {checkout} rewrote its own files while the lab attacked it: "
+            f"{', '.join(watch.tampered[:5])}; what ran is not what was approved"
+        )
     leaked = imported_from(checkout)
     if leaked:
         raise FlowError(
@@ -144,6 +165,39 @@ def run_lab(
             "its verdicts cannot be trusted"
         )
     return lab_run(result, module=str(checkout.resolve() / HANDLER_FILE))
+
+
+def merged(runs: Sequence[LabRun]) -> LabRun:
+    """Runs of the same experiments under several seeds as one: an experiment passes only if it
+    passed in every run (`combine`), with every violation and trial counted; the first run's
+    identity, bundle and latency."""
+    first = runs[0]
+    experiments = {}
+    for name, result in first.experiments.items():
+        every = [run.experiments[name] for run in runs if name in run.experiments]
+        worst = min(every, key=lambda e: rank(e.verdict) if e.verdict != "skipped" else len(PRECEDENCE) + 1)
+        experiments[name] = ExperimentResult(
+            name=name,
+            verdict=combine(e.verdict for e in every)
+            if any(e.verdict != "skipped" for e in every)
+            else "skipped",
+            trials=sum(e.trials for e in every),
+            violations=tuple(v for e in every for v in e.violations),
+            incident=worst.incident,
+            reason="; ".join(dict.fromkeys(e.reason for e in every if e.reason)) or None,
+            latency=result.latency,
+        )
+    verdict = combine(run.verdict for run in runs)
+    return LabRun(
+        run_id=first.run_id,
+        verdict=verdict,
+        target=first.target,
+        bundle=first.bundle,
+        experiments=experiments,
+        exit_code=max(run.exit_code for run in runs),
+        handler_module=first.handler_module,
+        error="; ".join(run.error for run in runs if run.error) or None,
+    )
 
 
 def lab_run(result: RunResult, *, module: str) -> LabRun:

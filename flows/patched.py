@@ -6,15 +6,25 @@ ended; `after_approval` runs them in order for one approved proposal.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+
 from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.core.plan import derive
 
 from . import report
 from .checks import options_for_gaps, run_checks
 from .context import FlowContext
-from .errors import GateRefused
+from .errors import GateRefused, PatchTampered
 from .gates import gate
+from .lab import LabRun, merged
 from .state import Applied, Ended, Proposed, Revise, Struck, Verified, guarded
-from .worktree import Worktree
+from .worktree import Worktree, worktree
+
+
+def second_seed(seed: int) -> int:
+    """The other seed strike-again attacks with: other ids, amounts, currencies, field orders."""
+    return int(derive(seed, "strike-again")[:8], 16)
 
 
 def after_approval(ctx: FlowContext, approved: Proposed, patched: Worktree) -> Ended | Revise:
@@ -66,8 +76,8 @@ def verify(ctx: FlowContext, state: Applied) -> Verified | Ended:
     with ctx.trail.checkpoint(
         "verify", inputs={ctx.handler: state.patched_source}, attempt=ctx.attempt("verify")
     ) as cp:
-        run = ctx.lab(state.patched, state.failing, "verify")
-        checks = run_checks(ctx.spec, state.patched, ctx.trail, ctx.say, head=state.head)
+        run = ctx.lab(state.patched, state.failing, "verify", schema_from=state.head)
+        checks = run_checks(ctx.spec, state.patched, ctx.trail, ctx.say, head=state.head, sandbox=ctx.sandbox)
         still = run.failing()
         bad = [c.name for c in checks if c.status != "ok"]
         cp.outputs = report.run_outputs(run, ctx.config.out).dump() | {
@@ -102,8 +112,22 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
     with ctx.trail.checkpoint(
         "strike-again", inputs={ctx.handler: state.patched_source}, attempt=ctx.attempt("strike-again")
     ) as cp:
-        before = ctx.lab(state.head, spec.strike_again, "strike-again (head)")
-        after = ctx.lab(state.patched, spec.strike_again, "strike-again (patched)")
+        seeds = (spec.seed, second_seed(spec.seed))
+        befores: list[LabRun] = []
+        afters: list[LabRun] = []
+        for seed in seeds:
+            befores.append(ctx.lab(state.head, spec.strike_again, "strike-again (head)", seed=seed))
+            afters.append(
+                ctx.lab(
+                    state.patched,
+                    spec.strike_again,
+                    "strike-again (patched)",
+                    schema_from=state.head,
+                    seed=seed,
+                )
+            )
+        # An experiment holds only when it holds under both seeds.
+        before, after = merged(befores), merged(afters)
         comparisons = report.compare(before, after)
         gaps = [c.experiment for c in comparisons if c.status != "held"]
         cp.outputs = {
@@ -115,8 +139,13 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
                 for n in state.failing
             ],
             "gaps": gaps,
-            "before": report.run_outputs(before, ctx.config.out).dump(),
-            "after": report.run_outputs(after, ctx.config.out).dump(),
+            "before": report.run_outputs(befores[0], ctx.config.out).dump(),
+            "after": report.run_outputs(afters[0], ctx.config.out).dump(),
+            "seeds": list(seeds),
+            "second_seed": {
+                "before": report.run_outputs(befores[1], ctx.config.out).dump(),
+                "after": report.run_outputs(afters[1], ctx.config.out).dump(),
+            },
         }
         options: list[dict[str, object]] = []
         if gaps:
@@ -129,7 +158,7 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
                 proposal=state.candidate,
                 baseline={**state.repro.experiments, **before.experiments},
                 current={**state.verify_run.experiments, **{c.experiment: c.after for c in comparisons}},
-                lab=ctx.lab,
+                lab=lambda checkout, names, why: ctx.lab(checkout, names, why, schema_from=state.head),
             )
             cp.outputs["options"] = options
     summary = list(state.summary)
@@ -153,6 +182,7 @@ def publish(ctx: FlowContext, state: Struck) -> Ended:
     bundle_rel = report.relative(ctx.trail.bundle, ctx.config.repo)
     decisions = [(gate_name, d.as_trail()) for gate_name, d in ctx.trail.decisions()]
     note = report.mr_note(
+        sandbox=ctx.sandbox.describe() if ctx.sandbox.unsandboxed else None,
         run_id=ctx.trail.run_id,
         proposal=proposal,
         decisions=decisions,
@@ -174,19 +204,45 @@ def publish(ctx: FlowContext, state: Struck) -> Ended:
     with ctx.trail.checkpoint(
         "publish", inputs={ctx.handler: state.patched_source, "diff": proposal.diff}
     ) as cp:
-        try:
-            published = ctx.config.publisher.publish(
-                state.patched,
-                run_id=ctx.trail.run_id,
-                expected_sha=state.expected,
-                paths=proposal.files,
-                message=message,
-                note=note,
-            )
-        except GateRefused as exc:  # the merge request's head moved: nothing was published
-            cp.refuse(str(exc))
-            return Ended("refused", str(exc), int(ExitCode.REFUSED), proposal, summary=state.summary)
+        # Exactly the approved diff: applied anew to the expected head in a clean worktree, never
+        # the verified worktree's file (which must still be what that makes).
+        with worktree(ctx.config.repo, state.expected, label="publish") as clean:
+            try:
+                clean.apply(proposal.diff)
+                digests = exactly_approved(clean, state.patched, proposal.files)
+                published = ctx.config.publisher.publish(
+                    clean,
+                    run_id=ctx.trail.run_id,
+                    expected_sha=state.expected,
+                    paths=proposal.files,
+                    message=message,
+                    note=note,
+                )
+            except GateRefused as exc:  # the head moved, or the verified file is not the approved one
+                cp.refuse(str(exc))
+                return Ended("refused", str(exc), int(ExitCode.REFUSED), proposal, summary=state.summary)
+        published = {**published, "sha256": digests}
         cp.outputs = dict(published)
     where = published.get("branch")
     detail = f"published {proposal.id} to {where} as {published['commit'][:12]}"
     return Ended("published", detail, 0, proposal, published, state.summary)
+
+
+def exactly_approved(clean: Worktree, verified: Worktree, paths: Sequence[str]) -> dict[str, str]:
+    """The sha256 of each file the approved diff makes at the expected head (`clean`); PatchTampered
+    (exit 5) when the verified worktree's file is not byte for byte the same."""
+    if clean.changed_files() != sorted(paths):
+        raise PatchTampered(
+            f"the approved diff, applied anew at {clean.commit[:12]}, changes {clean.changed_files()}, "
+            f"not {sorted(paths)}; nothing was published"
+        )
+    digests = {}
+    for path in paths:
+        made = (clean.path / path).read_bytes()
+        if (verified.path / path).read_bytes() != made:
+            raise PatchTampered(
+                f"{path} in the verified worktree is not what the approved diff makes at {clean.commit[:12]} "
+                "(it changed after it was applied); nothing was published"
+            )
+        digests[path] = hashlib.sha256(made).hexdigest()
+    return digests

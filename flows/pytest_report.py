@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import subprocess  # nosec B404
 
 # Bounded size, no DTD (read_report): the standard parser is safe on what it is given.
@@ -28,9 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acklab.harness.procs.confinement import Confined, Launch
+
 from .errors import FlowError
 from .escape import one_line
-from .worktree import python_env
 
 MAX_REPORT_BYTES = 32 * 1024 * 1024
 _DTD = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -74,15 +76,34 @@ class Report:
         return sum(1 for o in self.outcomes.values() if o == outcome)
 
 
+def read_written(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
+    """A file the code under test wrote, read as a regular file at exactly `path`: never through a
+    link (a report that points at the lab's own files would be copied into the evidence), at most
+    `limit` bytes (OSError otherwise)."""
+    if os.path.realpath(path) != str(path):
+        raise OSError(f"{path} is reached through a symbolic link")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise OSError(f"{path} is {info.st_size} bytes, over {limit}")
+        return fh.read(limit + 1)[:limit]
+
+
 def read_report(path: Path) -> Report:
-    """Parse the report at `path` (bounded, no DTD); its problems when it is missing or incomplete."""
+    """Parse the report at `path` (bounded, no DTD, never through a link); its problems when it is
+    missing or incomplete."""
     try:
-        size = path.stat().st_size
+        size = path.lstat().st_size
         if size > MAX_REPORT_BYTES:
             return Report(problems=[f"the JUnit report is {size} bytes, over {MAX_REPORT_BYTES}"])
-        data = path.read_bytes()
+        data = read_written(path)
     except OSError:
-        return Report(problems=["pytest wrote no JUnit report (it ended before writing one)"])
+        return Report(
+            problems=["pytest wrote no JUnit report (it ended before writing one, or not as a file)"]
+        )
     if _DTD.search(data):
         return Report(problems=["the JUnit report declares a DTD or entities; refused"])
     try:
@@ -148,18 +169,21 @@ def judge(exit_code: int, report: Report, expected: list[str]) -> list[str]:
     return reasons
 
 
-def collected(head: Path, argv: Sequence[str], scratch: Path, timeout_s: float) -> list[str]:
-    """The node ids `argv` collects in the head's worktree (FlowError when it cannot collect)."""
-    (scratch / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
-    out = scratch / "collected.json"
-    env = python_env(head, {"ACKLAB_COLLECTED": str(out)})
-    env["PYTHONPATH"] = os.pathsep.join([str(scratch), env["PYTHONPATH"]])
+def collected(head: Confined, argv: Sequence[str], timeout_s: float) -> list[str]:
+    """The node ids `argv` collects in the sandboxed copy `head` of the expected head (FlowError when it
+    cannot collect)."""
+    plugins = head.scratch / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
+    out = head.scratch / "collected.json"
+    own = {"ACKLAB_COLLECTED": str(out), "PYTHONPATH": os.pathsep.join([str(plugins), str(head.root)])}
+    launch = head.launch(Launch((*argv, "--collect-only", "-p", PLUGIN), own, head.root), network="loopback")
     try:
         # Our interpreter and the spec's argv, never a shell.
         done = subprocess.run(  # nosec B603
-            [*argv, "--collect-only", "-p", PLUGIN],
-            cwd=head,
-            env=env,
+            list(launch.argv),
+            cwd=launch.cwd,
+            env=dict(launch.env),
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -168,7 +192,7 @@ def collected(head: Path, argv: Sequence[str], scratch: Path, timeout_s: float) 
     except subprocess.TimeoutExpired as exc:
         raise FlowError(f"collecting the tests at the expected head took over {timeout_s}s") from exc
     try:
-        nodeids = json.loads(out.read_text(encoding="utf-8"))
+        nodeids = json.loads(read_written(out).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise FlowError(
             f"cannot collect the tests at the expected head (pytest exit {done.returncode}): "

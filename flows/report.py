@@ -170,12 +170,17 @@ def mr_note(
     checks: list[CheckRecord],
     comparisons: list[Comparison],
     bundle_rel: str,
+    sandbox: str | None = None,
 ) -> str:
-    """The MR note: what was repaired, by whom approved, every verdict, and where the evidence is."""
+    """The MR note: what was repaired, by whom approved, every verdict, and where the evidence is.
+
+    `sandbox`: said in bold when the code under repair ran unsandboxed (its description).
+    """
     who = proposal.recipe or "llm"
     lines = [
         f"### acklab repair flow `{run_id}`",
         "",
+        *([f"**Warning: {sandbox}.**", ""] if sandbox else []),
         f"Patch to {', '.join(f'`{f}`' for f in proposal.files)} proposed by "
         f"**{proposal.proposer}** (`{who}`), diff sha256 `{proposal.diff_sha256[:12]}`.",
         "",
@@ -216,8 +221,11 @@ def mr_note(
     return "\n".join(lines)
 
 
-def approve_question(proposal: Candidate, failing: list[str], expected: str) -> str:
-    """What the approve gate shows: who proposed what, why, what the guard checked, and the diff.
+def approve_question(
+    proposal: Candidate, failing: list[str], expected: str, *, sandbox: str = "", unsandboxed: bool = False
+) -> str:
+    """What the approve gate shows: who proposed what, why, what the guard checked and warns of, how
+    the patch will run (`sandbox`), and the diff.
 
     Everything the proposal or the model wrote is escaped; the diff has a number on every line.
     """
@@ -239,8 +247,10 @@ def approve_question(proposal: Candidate, failing: list[str], expected: str) -> 
         f"{proposal.changed_lines} changed lines in {', '.join(proposal.files)}{calls}\n"
         f"why: {rationale}\n"
         f"it aims at: {', '.join(failing)} failing at {expected[:12]}\n"
-        f"guard: {'; '.join(one_line(r) for r in proposal.guard_reasons)}\n{warning}\n"
-        f"{numbered(proposal.diff)}"
+        f"guard: {'; '.join(one_line(r) for r in proposal.guard_reasons)}\n{warning}"
+        + "".join(f"WARNING: {one_line(w, limit=300)}\n" for w in proposal.guard_warnings)
+        + (f"WARNING: {sandbox}\n" if unsandboxed else f"sandbox: {sandbox}\n" if sandbox else "")
+        + f"\n{numbered(proposal.diff)}"
     )
 
 

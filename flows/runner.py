@@ -114,7 +114,13 @@ def _rounds(ctx: FlowContext, reproduced: Reproduced) -> Ended:
             )
             ctx.skip_rest("propose", "--propose-only: stopped before the approve gate")
             return Ended("proposed", detail, 0, candidate)
-        question = report.approve_question(candidate, list(reproduced.failing), reproduced.expected)
+        question = report.approve_question(
+            candidate,
+            list(reproduced.failing),
+            reproduced.expected,
+            sandbox=ctx.sandbox.describe(),
+            unsandboxed=ctx.sandbox.unsandboxed,
+        )
         decided = guarded(proposed, gate, ctx, "approve", candidate, question)
         if isinstance(decided, Ended):
             return decided

@@ -29,27 +29,29 @@ CHECKPOINTS: tuple[str, ...] = (
     "publish",
 )
 OPTIONAL_CHECKPOINTS = frozenset({"strike-again"})
-# What a handler may import when the spec says nothing (capabilities.imports).
+# What a handler may import when the spec says nothing (capabilities.imports): the names the
+# fixture's handlers import, and the standard library's data modules.
 DEFAULT_IMPORTS: tuple[str, ...] = (
-    "__future__",
-    "acklab.app.contract",
-    "acklab.app.db",
-    "acklab.app.models",
-    "sqlalchemy",
-    "collections",
-    "dataclasses",
-    "datetime",
-    "decimal",
-    "enum",
-    "functools",
-    "hashlib",
-    "hmac",
-    "itertools",
-    "json",
-    "math",
-    "re",
-    "typing",
-    "uuid",
+    "from __future__ import annotations",
+    "from acklab.app.contract import CHECKOUT_RETURN, FULFILLING, ORDER_STATUS, CheckoutReturn, Delivery,"
+    " HandlerResult, OrderEventData, OrderPaidData, ack",
+    "from acklab.app.db import insert_for, write_session",
+    "from acklab.app.models import Fulfillment, FulfillmentClaim, Order, Receipt, utcnow",
+    "from sqlalchemy import and_, delete, exists, func, insert, or_, select, text, update",
+    "from sqlalchemy.exc import IntegrityError",
+    "from sqlalchemy.orm import Session",
+    "import json",
+    "import hashlib",
+    "import hmac",
+    "import datetime",
+    "import decimal",
+    "import uuid",
+    "import re",
+    "import math",
+    "from dataclasses import dataclass",
+    "from datetime import UTC, datetime, timedelta",
+    "from decimal import Decimal",
+    "from typing import Any",
 )
 
 
@@ -199,11 +201,23 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
             max_tokens=int(llm.get("max_tokens", 4096)),
             temperature=float(llm.get("temperature", 0)),
         ),
-        imports=tuple(doc.get("capabilities", {}).get("imports", DEFAULT_IMPORTS)),
+        imports=_imports(doc, what),
         branch_prefix=doc.get("publish", {}).get("branch_prefix", "acklab/repair-"),
         sha256=sha256,
         path=what,
     )
+
+
+def _imports(doc: dict[str, Any], what: str) -> tuple[str, ...]:
+    """``capabilities.imports``, checked now: an entry in the old format (a bare module) is exit 3."""
+    from .capabilities import Allowlist, AllowlistError
+
+    entries = tuple(doc.get("capabilities", {}).get("imports", DEFAULT_IMPORTS))
+    try:
+        Allowlist.parse(entries)
+    except AllowlistError as exc:
+        raise FlowSpecInvalid(f"{what}: {exc}") from exc
+    return entries
 
 
 def _check_order(checkpoints: tuple[str, ...], what: str) -> None:

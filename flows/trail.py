@@ -26,6 +26,7 @@ from acklab.evidence.documents.trail import (
     Proposal,
     Scope,
     TrailDocument,
+    TrailSandbox,
 )
 from acklab.evidence.journal import Journal, journal_path
 
@@ -141,6 +142,10 @@ class Trail:
     def expect_head(self, sha: str) -> None:
         """The head the flow starts from: publishing is refused unless it still is the head."""
         self._set(expected_head_sha=sha)
+
+    def sandboxed(self, mode: str, description: str) -> None:
+        """How the code under repair runs (mode ``none``: --unsandboxed, stated plainly)."""
+        self._set(sandbox=TrailSandbox.model_validate({"mode": mode, "description": description}))
 
     def publishing_to(self, merge_request: Mapping[str, Any]) -> None:
         """The merge request the flow will publish to."""

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess  # nosec B404
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +26,6 @@ from acklab.harness.procs.leases import current_book
 from .errors import FlowError
 
 GIT_TIMEOUT_S = 120
-# Credentials of the flow that code under test (verify's checks) never sees.
-WITHHELD = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "CI_JOB_JWT", "CI_JOB_JWT_V2")
 # A fixed identity for commits the flow makes, used only when the repository has none.
 FLOW_IDENTITY = {
     "GIT_AUTHOR_NAME": "acklab repair flow",
@@ -146,22 +144,3 @@ def worktree(repo: Path, commit: str, *, label: str = "wt") -> Iterator[Worktree
         git(repo, "worktree", "prune", check=False)
         if not tmp.exists():  # what could not be removed stays leased, for the janitor
             leases.release(lease)
-
-
-def python_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment whose imports of app/harness/evidence resolve into `checkout`, not the install.
-
-    The code it runs is under test: the flow's own credentials (`WITHHELD`) stay behind.
-
-    The project is installed editable; its finder sits after the path-based finder, so a
-    PYTHONPATH entry wins (tests/flows/test_worktree.py checks that it does).
-    """
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONHOME", "PYTHONSAFEPATH", *WITHHELD}}
-    env["PYTHONPATH"] = os.pathsep.join([str(checkout), *_other_paths(env.get("PYTHONPATH", ""), checkout)])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def _other_paths(pythonpath: str, checkout: Path) -> Sequence[str]:
-    return [p for p in pythonpath.split(os.pathsep) if p and Path(p) != checkout]

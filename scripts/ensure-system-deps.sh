@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs, when they are missing:
 #   PostgreSQL server (Debian postgresql), Chromium (Debian chromium), rsync, Node.js + npm,
+#   bubblewrap and setpriv (the repair flow's sandbox, docs/sandbox.md),
 #   and gitlab-ci-local 4.64.1 (npm, into .tools/ of this checkout).
 # As root it installs with apt-get/npm; otherwise it stops and names the package to install.
 set -euo pipefail
@@ -14,6 +15,8 @@ command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -192,7 +192,7 @@ def kill_a_lab_mid_run_then_janitor(sweep: Sweep, target: Path, env: dict[str, s
 
 def flow_and_pull(sweep: Sweep, planted: Planted, env: dict[str, str]) -> None:
     """The repair flow publishes to MR !1 (LLM proposer); then the pipeline's evidence is pulled."""
-    from acklab.flows.sandbox import make_sandbox
+    from acklab.flows.scratch_repo import make_scratch_repo
     from tests.doubles.gitlab import merge_requests
     from tests.doubles.gitlab.object_storage import serve_storage
     from tests.doubles.gitlab.server import create_app, serve
@@ -203,7 +203,7 @@ def flow_and_pull(sweep: Sweep, planted: Planted, env: dict[str, str]) -> None:
 
     root = sweep.root
     seed = root / "seed"
-    make_sandbox(seed)
+    make_scratch_repo(seed)
     run_git(seed, "checkout", "--quiet", "-b", "feature/orders")
     bare = root / "project.git"
     run_git(root, "clone", "--quiet", "--bare", str(seed), str(bare))

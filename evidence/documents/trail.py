@@ -66,6 +66,7 @@ class Guard(Document):
 
     allowed: bool
     reasons: list[str]
+    warnings: Omit[list[str]] = None
 
 
 class LlmCall(Document):
@@ -114,6 +115,13 @@ class MergeRequest(Document):
     web_url: Omit[str] = None
 
 
+class TrailSandbox(Document):
+    """How code of the checkouts under repair ran (`flows.sandbox`); mode ``none`` is --unsandboxed."""
+
+    mode: Literal["bubblewrap+user", "bubblewrap", "user", "none"]
+    description: str
+
+
 class TrailDocument(Document):
     """``trail.json``: one flow run, rewritten after every checkpoint (outcome "interrupted" until it ends)."""
 
@@ -134,6 +142,7 @@ class TrailDocument(Document):
     spec_sha256: Omit[Sha256] = None
     merge_request: MergeRequest | None = None
     outcome_detail: Omit[str] = None
+    sandbox: Omit[TrailSandbox] = None
 
 
 # -- what the repair flow records in a checkpoint's outputs ------------------------------

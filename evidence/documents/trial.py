@@ -45,6 +45,8 @@ class Trial(Document):
     fault: Omit[FaultProof] = None
     late_read: Omit[LateRead] = None
     objects: Omit[list[ObjectCase]] = None  # beyond one event: the objects the trial played
+    # The pinned schema's change seen by a count of this trial or at the end of the run.
+    schema_change: Omit[str] = None
 
     def observation(self, event_id: str, note: str) -> Observation | None:
         """The last observation of `event_id` with `note` (``before``, ``final``, ``late`` ...)."""

@@ -23,6 +23,7 @@ Invariant = Literal[
     "newest-state-wins",
     "state-never-regresses",
     "at-most-once-per-object",
+    "schema-unchanged",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).

@@ -99,7 +99,13 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             metavar="DIR",
             help="Fixture targets: serve the fixture of this checkout (a clone or worktree) in processes "
-            "of its own, over a loopback socket; the lab never imports its code.",
+            "of its own, over a loopback socket, in a sandbox; the lab never imports its code.",
+        ),
+        click.option(
+            "--unsandboxed",
+            is_flag=True,
+            help="With --checkout: serve it as your own user when no sandbox is possible here "
+            "(bubblewrap missing and not root); it is said on stderr.",
         ),
         click.option(
             "--shard",
@@ -196,6 +202,7 @@ def _run_options(kwargs: dict[str, Any]) -> RunOptions:
         shard=kwargs["shard"],
         settings=resolved.settings,
         checkout=kwargs["checkout"],
+        unsandboxed=kwargs.get("unsandboxed", False),
         deadline_s=kwargs["deadline"],
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from acklab.harness.errors import SpecError
 from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
+from acklab.harness.wire.variation import varied_ids
 
 # The range of every knob (inclusive; the same bounds as the experiment spec's schema and the
 # CLI's options). Outside it a run would not end (a compression of 1e-300 stretches a retry
@@ -174,9 +175,14 @@ def derive(seed: int, *parts: object) -> str:
 
 
 def event_ids(
-    seed: int, experiment: str, index: int, count: int, salt: str = ""
+    seed: int, experiment: str, index: int, count: int, salt: str = "", *, vary: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The events' ids and order ids; `vary`: in formats and lengths drawn from the seed
+    (`harness.wire.variation`), for targets whose template the lab owns."""
     digests = [derive(seed, experiment, index, k, salt) for k in range(count)]
+    if vary:
+        pairs = [varied_ids(d) for d in digests]
+        return tuple(e for e, _ in pairs), tuple(o for _, o in pairs)
     return tuple(f"evt_{d[:24]}" for d in digests), tuple(f"ord_{d[24:40]}" for d in digests)
 
 

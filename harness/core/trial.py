@@ -68,14 +68,17 @@ class TrialContext:
     def event(self, k: int) -> WebhookEvent:
         """The trial's k-th event, rendered once (so every retry resends the same bytes)."""
         if k not in self._events:
+            target = self.lab.target
             self._events[k] = self.remember(
                 render(
-                    self.lab.target.template,
+                    target.template,
                     event_id=self.plan.event_ids[k],
                     order_id=self.plan.order_ids[k],
                     seq=self.plan.index * 100 + k,
                     created=datetime.now(UTC),
-                    object_template=self.lab.target.objects.object,
+                    object_template=target.objects.object,
+                    vary=target.varies,
+                    avoid_amounts=tuple(v for v in target.conflict_set.values() if isinstance(v, int)),
                 )
             )
         return self._events[k]

@@ -19,6 +19,10 @@ Invariants:
   ``after-fault`` observation must have committed — that observation may not read 0.
 * ``newest-state-wins``, ``state-never-regresses``, ``at-most-once-per-object``: beyond one
   event, judged per object in `harness.core.object_verdicts`.
+* ``schema-unchanged`` (a checkout served by the lab, `harness.targets.schema_pin`): the
+  schema the lab created and pinned before the handler started is the schema every count read
+  and the one left at the end of the run. A renamed table, a view, a trigger is a violation:
+  a count the handler could redefine proves nothing.
 
 What makes a verdict trustworthy:
 
@@ -154,6 +158,15 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
         result.errors.append(
             f"the fault {fault.name!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
             f"on fresh events ({whys}); these deliveries are no evidence of how the handler survives it"
+        )
+    if trial.schema_change:
+        result.violate(
+            "schema-unchanged",
+            trial.event_ids[0] if trial.event_ids else "-",
+            trial.schema_change[:500],
+            "the schema the lab created",
+            f"the database schema the lab created and pinned changed while the handler ran "
+            f"({trial.schema_change[:500]}); what the counts read is no longer what the lab counts",
         )
     late = trial.late_read
     if late is not None and late.error:

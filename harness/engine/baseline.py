@@ -32,6 +32,7 @@ from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.comparison import ComparisonResult, bundle_comparison, check_options
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.procs.confinement import provide
 from acklab.harness.procs.worktrees import leased_worktree, resolve_commit, toplevel
 from acklab.harness.targets import Target, resolve_target
 from acklab.harness.targets.provenance import Revision
@@ -84,7 +85,12 @@ def _check_spec(spec: Path) -> None:
 def _baseline_target(options: RunOptions, repo: Path, worktree: Path, commit: str) -> Target:
     """The target as REF serves it, with REF's commit pinned as its revision."""
     if options.target.startswith("fixture:"):
-        target = resolve_target(options.target, db_url=options.db, checkout=worktree)
+        # REF's fixture is served from its worktree like any checkout: confined, on a pinned schema.
+        options.out.mkdir(parents=True, exist_ok=True)
+        confinement = options.confinement or provide(
+            unsandboxed=options.unsandboxed, hide=(options.out.resolve(),)
+        )
+        target = resolve_target(options.target, db_url=options.db, checkout=worktree, confinement=confinement)
     else:
         from acklab.harness.targets.spec import load_target
 

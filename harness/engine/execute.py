@@ -69,6 +69,7 @@ def trial_record(
         lab_errors=[redact(e) for e in ([error] if error else []) + (ctx.errors if ctx else [])],
         fault=ctx.fault(experiment.fault_name) if ctx else None,
         objects=(ctx.objects or None) if ctx else None,
+        schema_change=target.schema_change(),
     )
     return rejudge(record)
 

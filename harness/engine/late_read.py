@@ -13,6 +13,7 @@ and makes a trial without a proven violation an error — never a silent pass.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 
 from acklab.evidence.bundle import utcnow
@@ -85,9 +86,22 @@ async def reread(target: Target, records: Iterable[Trial]) -> list[Trial]:
     try:
         async with target.serve(Needs()) as endpoint:
             read = list(await asyncio.gather(*(_reread_one(endpoint, r, gate) for r in records)))
+            recheck = getattr(endpoint.probe, "recheck", None)
+            if recheck is not None:  # a pinned schema: checked once more, after every read
+                with contextlib.suppress(HarnessError):  # a change is remembered by the pin
+                    await asyncio.to_thread(recheck)
     except HarnessError as exc:
-        if read is not None:  # every event was read; only letting go of the target failed
-            return read
-        why = redact(f"the effects could not be read: {exc}")
-        return [rejudge(r.but(late_read=LateRead(at=utcnow(), error=why))) for r in records]
-    return read
+        if read is None:
+            why = redact(f"the effects could not be read: {exc}")
+            read = [rejudge(r.but(late_read=LateRead(at=utcnow(), error=why))) for r in records]
+        # else: every event was read; only letting go of the target failed
+    return _with_schema_change(target, read)
+
+
+def _with_schema_change(target: Target, records: list[Trial]) -> list[Trial]:
+    """Every record judged again with the pinned schema's change, once one was seen: no count of
+    the run can be trusted after the handler could redefine it."""
+    change = target.schema_change()
+    if change is None:
+        return records
+    return [rejudge(r.but(schema_change=r.schema_change or change)) for r in records]

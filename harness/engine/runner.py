@@ -49,6 +49,7 @@ from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.run_bundle import RunState, load_resume
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
 from acklab.harness.experiments import EXPERIMENTS, Experiment, by_name
+from acklab.harness.procs.confinement import Confinement, provide
 from acklab.harness.procs.leases import leasing
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, url_secrets
 from acklab.harness.targets import Target, resolve_target
@@ -72,8 +73,13 @@ class RunOptions:
     # Stop after this many seconds (finished trials kept, resumable, exit 6); None: no deadline.
     deadline_s: float | None = None
     journal: bool = True
-    # Fixture targets: serve the fixture of this checkout in processes of its own (never imported).
+    # Fixture targets: serve the fixture of this checkout in processes of its own (never imported),
+    # confined by `confinement` (default: the installed sandbox; `unsandboxed`: the lab's own user),
+    # on a schema the lab creates from the models of `schema_from` (default: the checkout).
     checkout: Path | None = None
+    confinement: Confinement | None = field(default=None, repr=False)
+    unsandboxed: bool = False
+    schema_from: Path | None = None
     # What no written byte may contain, besides what the run derives itself (the signing
     # secret, the --db password in every spelling); kept out of repr so it is never logged.
     secrets: tuple[str, ...] = field(default=(), repr=False)
@@ -108,7 +114,7 @@ def build_plan(
         for index in range(trials):
             tid = trial_id(experiment.name, index)
             salt = (salt_for or {}).get(tid, "")
-            ids, orders = event_ids(seed, experiment.name, index, count, salt)
+            ids, orders = event_ids(seed, experiment.name, index, count, salt, vary=target.varies)
             everything.append(TrialPlan(tid, experiment.name, index, ids, orders, planned, salt))
     listed = [Skipped(name, why) for name, why in (skipped or {}).items()]
     listed += [
@@ -166,12 +172,21 @@ def prepare(
     """Resolve target (unless given, e.g. an app served in-process), experiments and plan;
     nothing is sent (exit 3/5 errors surface here)."""
     if target is None:
+        confinement = options.confinement
+        if options.checkout is not None:
+            # The evidence directory is closed to the served code's user and hidden from its namespace.
+            options.out.mkdir(parents=True, exist_ok=True)
+            options.out.chmod(0o700)
+        if options.checkout is not None and confinement is None:
+            confinement = provide(unsandboxed=options.unsandboxed, hide=(options.out.resolve(),))
         target = resolve_target(
             options.target,
             db_url=options.db,
             allow_remote=options.allow_remote,
             checkout=options.checkout,
             allow_foreign_service=options.allow_foreign_service,
+            confinement=confinement,
+            schema_from=options.schema_from,
         )
     # The handler's commit is read now, before the run writes anything into a checkout.
     _ = target.revision

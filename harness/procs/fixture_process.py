@@ -11,6 +11,8 @@ patched worktree): ``python -I`` ignores PYTHONPATH and the working directory, t
 puts DIR first on ``sys.path`` itself and refuses to serve when the handler would be
 imported from anywhere else. The process gets a minimal environment: the code it runs is
 under test, and the lab's tokens (GitLab, the model's API key) are none of its business.
+With ``confined=PLACE`` (`harness.procs.confinement`) it serves the place's private copy of
+the checkout, confined by it: the environment is then the place's allowlist and the settings.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from acklab.harness.errors import HarnessError
+from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
@@ -73,9 +76,11 @@ class FixtureProcess(LeasedProcess):
         leases: LeaseBook = NO_LEASES,
         log_dir: Path | None = None,
         checkout: Path | None = None,
+        confined: Confined | None = None,
     ) -> None:
         self.handler, self.database_url, self.scheme = handler, database_url, scheme
-        self.checkout = checkout
+        self.confined = confined
+        self.checkout = confined.root if confined is not None else checkout
         self._secret = secret
         self.port = free_port()
         super().__init__(
@@ -106,10 +111,17 @@ class FixtureProcess(LeasedProcess):
             # -I: no PYTHONPATH, no working directory, no user site; -B: nothing written into
             # the checkout; -u: the log says at once where the handler came from.
             argv = [sys.executable, "-I", "-B", "-u", "-c", CHECKOUT_LAUNCHER, str(self.checkout), *args[1:]]
-            env = {k: v for k, v in os.environ.items() if k in CHECKOUT_ENV} | settings
+            env = (
+                settings
+                if self.confined
+                else {k: v for k, v in os.environ.items() if k in CHECKOUT_ENV} | settings
+            )
         where = f" from {self.checkout}" if self.checkout else ""
         self._spawn(
-            argv, env, lease_what=f"acklab serve fixture --handler {self.handler} --port {self.port}{where}"
+            argv,
+            env,
+            lease_what=f"acklab serve fixture --handler {self.handler} --port {self.port}{where}",
+            confined=self.confined,
         )
         self._wait_ready()
 

@@ -4,7 +4,9 @@ The fixture run as a process (crash experiments) and a target's own service (``c
 both need the same life cycle: start with argv (never a shell) in a new session so that a
 crash and the janitor end the whole process group, write its output to a log whose tail
 explains a failed start, and hold a lease in the journal from start to end. Subclasses
-say what they start and how they know it is ready.
+say what they start and how they know it is ready. Given a `Confined` place
+(`harness.procs.confinement`), the process is started confined in it: the place turns the
+launch into its sandboxed argv, environment and working directory.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from acklab.harness.errors import HarnessError
+from acklab.harness.procs.confinement import Confined, Launch, Network
 from acklab.harness.procs.leases import NO_LEASES, Lease, LeaseBook, start_ticks
 
 GROUP_GONE_S = 10.0
@@ -89,9 +92,22 @@ class LeasedProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def _spawn(
-        self, argv: Sequence[str], env: Mapping[str, str], *, lease_what: str, cwd: Path | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        lease_what: str,
+        cwd: Path | None = None,
+        confined: Confined | None = None,
+        network: Network = "host",
     ) -> None:
-        """Start `argv` (a list, no shell) with its output in a fresh log, and lease it."""
+        """Start `argv` (a list, no shell) with its output in a fresh log, and lease it.
+
+        With `confined`, `env` is the process's own variables and the place confines the launch.
+        """
+        if confined is not None:
+            launch = confined.launch(Launch(tuple(argv), dict(env), cwd), network=network)
+            argv, env, cwd = launch.argv, launch.env, launch.cwd
         if self.running():
             raise HarnessError(f"the {self.what} (pid {self.pid}) is still running; kill it first")
         self._finish()

@@ -4,9 +4,13 @@ from another checkout by processes of its own (``--checkout DIR``), or a spec fi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acklab.harness.errors import SpecError
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, check_local, is_loopback
+
+if TYPE_CHECKING:
+    from acklab.harness.procs.confinement import Confinement
 
 __all__ = ["Endpoint", "Expect", "Needs", "Target", "check_local", "is_loopback", "resolve_target"]
 
@@ -18,8 +22,11 @@ def resolve_target(
     allow_remote: bool = False,
     checkout: Path | None = None,
     allow_foreign_service: bool = False,
+    confinement: Confinement | None = None,
+    schema_from: Path | None = None,
 ) -> Target:
-    """``fixture:live|fixture:unsafe`` (of `checkout` when given) or the path of a ``kind: target`` spec file."""
+    """``fixture:live|fixture:unsafe`` (of `checkout` when given, confined by `confinement`, its schema
+    from `schema_from`) or the path of a ``kind: target`` spec file."""
     if checkout is not None:
         if not ref.startswith("fixture:"):
             raise SpecError(
@@ -28,7 +35,7 @@ def resolve_target(
             )
         from acklab.harness.targets.checkout import checkout_target
 
-        return checkout_target(ref, checkout, db_url=db_url)
+        return checkout_target(ref, checkout, db_url=db_url, confinement=confinement, schema_from=schema_from)
     if ref.startswith("fixture:"):
         # Imported here: only the fixture target needs the app (and its import cost).
         from acklab.harness.targets.fixture import fixture_target

@@ -123,6 +123,9 @@ class Target(ABC):
     # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
     # refused with it); None: the endpoint is asked when a run needs HTTP/2.
     http2_refusal: ClassVar[str | None] = None
+    # Ids in varied formats and bodies with their fields in a drawn order (`harness.wire.variation`):
+    # for a template the lab owns (the fixture), not a provider's shape a spec reproduces.
+    varies: ClassVar[bool] = False
 
     def event_type_of(self, document: Mapping[str, Any], own: str | None = None) -> str:
         """The provider's event-type header value for one event's body (`own`: the type a lifecycle
@@ -184,6 +187,11 @@ class Target(ABC):
         shared = (*self.headers.values(), *(competitor.headers.values() if competitor is not None else ()))
         found = {s for s in (self.secret, *shared) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
+
+    def schema_change(self) -> str | None:
+        """How the schema the lab pinned for this target changed (`harness.targets.schema_pin`);
+        None when it did not, or when the lab pins none."""
+        return None
 
     def attachments(self) -> dict[str, bytes]:
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""

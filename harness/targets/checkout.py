@@ -8,6 +8,13 @@ here: each is served by ``acklab serve fixture`` started from DIR (`FixtureProce
 The lab talks to it over a loopback socket and counts effects itself, with a read-only
 connection to the database the process writes. Nothing the served code does at import or
 request time reaches the lab's memory; what it answers is only ever an observation.
+
+The served code is confined (`harness.procs.confinement`): it runs in a private copy of DIR
+with a scratch directory (its SQLite database lives there), under the sandbox the caller
+gives (``--unsandboxed`` only when asked). Before any server starts, the lab creates the
+database's schema itself from the models of `schema_from` (the expected head, in a flow;
+DIR itself otherwise) and pins it (`harness.targets.schema_pin`); every count checks the pin,
+and on PostgreSQL the server connects as a role with row privileges only.
 """
 
 from __future__ import annotations
@@ -24,11 +31,21 @@ from pathlib import Path
 from typing import ClassVar
 
 from acklab.harness.errors import SpecError
+from acklab.harness.procs.confinement import Confined, Confinement
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.targets.base import Endpoint, Needs
-from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.effects import database_kind
 from acklab.harness.targets.fixture import FixtureTarget, fixture_target
+from acklab.harness.targets.schema_pin import (
+    PinnedSqlProbe,
+    SchemaPin,
+    ServedRole,
+    create_schema,
+    hand_over,
+    models_of,
+    served_role,
+)
 from acklab.harness.targets.state import SqlState
 from acklab.harness.wire.transports import socket_transport
 
@@ -73,22 +90,86 @@ class Servers:
 
 @dataclass
 class CheckoutTarget(FixtureTarget):
-    """The fixture (``live`` or ``unsafe`` handler) of `checkout`, served by its own processes."""
+    """The fixture (``live`` or ``unsafe`` handler) of `checkout`, served confined by its own processes."""
 
     socket_only: ClassVar[bool] = True
     checkout: Path = field(default_factory=Path)
+    confinement: Confinement | None = field(default=None, repr=False)
+    # The checkout whose models the lab creates the schema from (the expected head); None: `checkout`.
+    schema_from: Path | None = None
     servers: Servers = field(default_factory=Servers, repr=False, compare=False)
     _logs: Path | None = field(default=None, repr=False)
     _logs_lease: Lease | None = field(default=None, repr=False)
+    _place: Confined | None = field(default=None, repr=False)
+    _pin: SchemaPin | None = field(default=None, repr=False)
+    _role: ServedRole | None = field(default=None, repr=False)
+    _ready: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def source_dir(self) -> Path | None:
         return self.checkout / "app"
+
+    @property
+    def place(self) -> Confined:
+        """The private copy the checkout is served from (prepared on first use)."""
+        if self._place is None:
+            if self.confinement is None:
+                raise SpecError("--checkout: no confinement was given for the checkout's code")
+            self._place = self.confinement.prepare(self.checkout, label="served")
+        return self._place
+
+    @property
+    def database_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        return f"sqlite:///{self.place.scratch / 'fixture.db'}"
+
+    @property
+    def served_url(self) -> str:
+        """The URL the served checkout connects with: its own role on PostgreSQL."""
+        return self._role.url if self._role is not None else self.database_url
+
+    def pinned(self) -> SchemaPin:
+        """The schema created and pinned (once, before the first server starts)."""
+        with self._ready:
+            if self._pin is None:
+                place = self.place  # refused without a confinement
+                if self.confinement is None:
+                    raise SpecError("--checkout: no confinement was given for the checkout's code")
+                doc = models_of(self.schema_from or self.checkout, self.confinement)
+                fingerprint = create_schema(self.database_url, doc)
+                file = None
+                if self.database_url.startswith("sqlite"):
+                    file = hand_over(place.scratch / "fixture.db", place)
+                else:
+                    self._role = served_role(self.database_url)
+                self._pin = SchemaPin(fingerprint, file=file)
+            return self._pin
+
+    def schema_change(self) -> str | None:
+        return self._pin.change if self._pin is not None else None
+
+    def probe(self) -> PinnedSqlProbe:
+        """A read-only count of the fixture's effects, checking the pinned schema first."""
+        return PinnedSqlProbe(self.database_url, FIXTURE_EFFECTS_SQL, self.pinned())
 
     def _log_dir(self) -> Path:
         if self._logs is None:
             self._logs = Path(tempfile.mkdtemp(prefix="acklab-served-"))
             self._logs_lease = current_book().acquire("directory", str(self._logs), path=str(self._logs))
         return self._logs
+
+    def new_process(self) -> FixtureProcess:
+        """A (not yet started) confined process serving the checkout on the pinned schema."""
+        self.pinned()
+        return FixtureProcess(
+            handler=str(self.handler),
+            database_url=self.served_url,
+            secret=self.secret,
+            scheme=self.scheme,
+            leases=current_book(),
+            log_dir=self._log_dir(),
+            confined=self.place,
+        )
 
     def server(self, processing_delay_ms: int) -> FixtureProcess:
         """The process serving the checkout with this processing delay (started on first use)."""
@@ -97,28 +178,20 @@ class CheckoutTarget(FixtureTarget):
             process = self.servers.processes.get(key)
             if process is not None and process.running():
                 return process
-            process = FixtureProcess(
-                handler=str(self.handler),
-                database_url=self.database_url,
-                secret=self.secret,
-                scheme=self.scheme,
-                leases=current_book(),
-                log_dir=self._log_dir(),
-                checkout=self.checkout,
-            )
+            process = self.new_process()
             process.start(processing_delay_ms=processing_delay_ms)
             self.servers.processes[key] = process
             return process
 
     async def preflight(self) -> None:
-        # The first server starts here, before any trial: a checkout that cannot serve is exit 4.
+        # The schema is pinned and the first server starts here, before any trial: exit 4 if not.
         await asyncio.to_thread(self.server, 0)
 
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
         process = await asyncio.to_thread(self.server, needs.processing_delay_ms)
-        # SqlProbe opens the database read-only: the lab reads effects, it never changes them.
-        probe = SqlProbe(self.database_url, FIXTURE_EFFECTS_SQL)
+        # Read-only, and only once the pinned schema is checked: the lab reads effects, it never changes them.
+        probe = self.probe()
         state = SqlState(self.database_url, FIXTURE_STATE_SQL)
         transport = socket_transport()
         try:
@@ -143,12 +216,30 @@ class CheckoutTarget(FixtureTarget):
         if self._logs_lease is not None:
             current_book().release(self._logs_lease)
             self._logs_lease = None
+        if self._role is not None:
+            await asyncio.to_thread(self._role.drop)
+            self._role = None
+        if self._place is not None:
+            self._place.close()
+            self._place = None
         await super().aclose()
 
 
-def checkout_target(ref: str, checkout: Path, *, db_url: str | None) -> CheckoutTarget:
-    """``fixture:live|fixture:unsafe[@scheme]`` served from `checkout`."""
+def checkout_target(
+    ref: str,
+    checkout: Path,
+    *,
+    db_url: str | None,
+    confinement: Confinement | None = None,
+    schema_from: Path | None = None,
+) -> CheckoutTarget:
+    """``fixture:live|fixture:unsafe[@scheme]`` served from `checkout`, confined by `confinement`."""
     root = check_checkout(checkout)
+    if db_url and database_kind(db_url) == "sqlite":
+        raise SpecError(
+            f"--checkout with --db {db_url!r}: the served checkout's SQLite database lives in its sandbox "
+            "(a fresh one per run); --db takes a PostgreSQL URL here"
+        )
     base = fixture_target(ref, db_url=db_url)
     fields = {
         f.name: getattr(base, f.name)
@@ -156,4 +247,4 @@ def checkout_target(ref: str, checkout: Path, *, db_url: str | None) -> Checkout
         if f.init and not f.name.startswith("_")
     }
     fields["endpoint"] = f"fixture of {root} served by its own process (uvicorn on 127.0.0.1)"
-    return CheckoutTarget(**fields, checkout=root)
+    return CheckoutTarget(**fields, checkout=root, confinement=confinement, schema_from=schema_from)

@@ -8,6 +8,9 @@
   lift ``query_only``); PostgreSQL sessions default to read-only
   (``default_transaction_read_only``) and every transaction is ``READ ONLY``. A query
   that tries to write is a spec error (exit 3); other backends are refused.
+  The count names base tables only: a read through a view is refused (exit 3) — SQLite's
+  authorizer names the view a read comes through, PostgreSQL locks every relation a query
+  names (views included) until the transaction ends, and the probe reads those locks.
 * `HttpProbe`: a GET to an effects endpoint, with the spec's headers (an API key), the
   count at a dotted JSON path (the fixture's ``/events/{event_id}/effects`` is one).
 
@@ -29,7 +32,7 @@ from urllib.parse import quote
 
 import httpx
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
@@ -44,7 +47,13 @@ from acklab.harness.wire.bodies import read_capped
 PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
 # What a read-only SQLite connection may do: read tables, call functions, recurse (CTEs).
 _SQLITE_READING = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+    {
+        sqlite3.SQLITE_SELECT,
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_FUNCTION,
+        sqlite3.SQLITE_RECURSIVE,
+        sqlite3.SQLITE_TRANSACTION,  # BEGIN/ROLLBACK: one snapshot for a pinned schema and its count
+    }
 )
 # A query or URL that reads an object: count and state are then the object's (lifecycle.object).
 OBJECT_PARAMETER = re.compile(r":object_id\b")
@@ -63,6 +72,8 @@ def fill_keys(template: str, event_id: str, object_id: str | None) -> str:
     return OBJECT_PLACEHOLDER.sub(filled["object_id"], template.replace("{{event_id}}", event_id))
 
 
+RELATION_KINDS = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "i": "index",
+                  "I": "index", "S": "sequence", "": "foreign table", "c": "type"}  # fmt: skip
 # How the databases say a statement tried to write (or to reach beyond the database).
 _WRITE_REFUSED = ("readonly database", "read-only transaction", "not authorized", "read_only_sql_transaction")
 
@@ -110,7 +121,17 @@ _SQLITE_READ_PRAGMAS = frozenset(
 )
 
 
-def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+class _ViewAwareConnection(sqlite3.Connection):
+    """A read-only connection that remembers the views its reads came through (refused)."""
+
+    views_read: list[str]
+
+
+def _sqlite_authorizer(
+    action: int, arg1: str | None, arg2: str | None, _db: str | None = None, source: str | None = None
+) -> int:
+    if action == sqlite3.SQLITE_READ and source is not None:
+        return sqlite3.SQLITE_DENY  # a read through a view (or a trigger): the count names base tables
     if action in _SQLITE_READING:
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_PRAGMA and arg2 is None and (arg1 or "").lower() in _SQLITE_READ_PRAGMAS:
@@ -130,10 +151,22 @@ def _read_only_sqlite(url: URL) -> Engine:
     uri = f"file:{quote(str(path))}?mode=ro"
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0)
+        conn = sqlite3.connect(
+            uri, uri=True, check_same_thread=False, timeout=5.0, factory=_ViewAwareConnection
+        )
+        conn.views_read = []
+
+        def authorize(
+            action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
+        ) -> int:
+            verdict = _sqlite_authorizer(action, arg1, arg2, db, source)
+            if verdict == sqlite3.SQLITE_DENY and action == sqlite3.SQLITE_READ and source is not None:
+                conn.views_read.append(source)
+            return verdict
+
         conn.execute("PRAGMA query_only = 1")
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        conn.set_authorizer(_sqlite_authorizer)  # last: it would refuse the pragma above
+        conn.set_authorizer(authorize)  # last: it would refuse the pragma above
         return conn
 
     # A queue of connections, not SQLAlchemy's default for "sqlite://" (SingletonThreadPool,
@@ -192,15 +225,21 @@ class SqlProbe:
     def _count(self, event_id: str, object_id: str | None) -> int:
         if self._engine is None:
             self._engine = self._make_engine()
+        views: list[str] = []
         try:
             with self._engine.connect() as conn:
-                value = conn.execute(self._query, keys(event_id, object_id)).scalar()
+                raw = conn.connection.dbapi_connection
+                views = getattr(raw, "views_read", [])
+                views.clear()
+                value = self._read(conn, event_id, object_id)
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
+            if views:
+                raise SpecError(_through_views(sorted(set(views)))) from exc
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
             if any(marker in reason.lower() for marker in _WRITE_REFUSED):
                 raise SpecError(
-                    f"effects.sql.count tried to change the database or reach beyond it, and the read-only "
+                    "effects.sql.count tried to change the database or reach beyond it, and the read-only "
                     f"connection refused it ({reason}); the count runs read-only: make it one query that "
                     "only reads, e.g. a count(*) of the effects table filtered by event_id = :event_id"
                 ) from exc
@@ -209,12 +248,39 @@ class SqlProbe:
             ) from exc
         return as_count(value, "effects.sql.count")
 
+    def _read(self, conn: Connection, event_id: str, object_id: str | None = None) -> Any:
+        """The query's value on `conn`; refused when it read through a view."""
+        value = conn.execute(self._query, keys(event_id, object_id)).scalar()
+        if conn.dialect.name == "postgresql":
+            views = pg_views_read(conn)
+            if views:
+                raise SpecError(_through_views(views))
+        return value
+
     async def count(self, event_id: str, object_id: str | None = None) -> int:
         return await asyncio.to_thread(self._count, event_id, object_id)
 
     async def aclose(self) -> None:
         if self._engine is not None:
             await asyncio.to_thread(self._engine.dispose)
+
+
+def _through_views(views: list[str]) -> str:
+    return (
+        f"effects.sql.count reads through {', '.join(views)}; a count names base tables only (a view can "
+        "show the lab other rows than the handler wrote): count the effects table itself"
+    )
+
+
+def pg_views_read(conn: Connection) -> list[str]:
+    """Relations other than tables this PostgreSQL transaction has read (views, foreign tables):
+    every relation a query names is locked by it, views included, until the transaction ends."""
+    rows = conn.exec_driver_sql(
+        "SELECT DISTINCT c.relkind, c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE l.pid = pg_backend_pid() "
+        "AND l.locktype = 'relation' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND c.relkind NOT IN ('r', 'p', 'i', 'I', 'S')"
+    )
+    return sorted(f"{RELATION_KINDS.get(str(kind), str(kind))} {name}" for kind, name in rows)
 
 
 class HttpProbe:

@@ -52,7 +52,8 @@ FIXTURE_TEMPLATE = {
     "id": "{{event_id}}",
     "type": "order.paid",
     "timestamp": "{{timestamp}}",
-    "data": {"order_id": "{{order_id}}", "amount_cents": 1200, "currency": "EUR"},
+    # Drawn per event from the seed (harness.wire.variation): no patch can single out the lab's orders.
+    "data": {"order_id": "{{order_id}}", "amount_cents": "{{amount_cents}}", "currency": "{{currency}}"},
 }
 FIXTURE_CONFLICT = {"data.amount_cents": 9900}
 # Beyond one event: the fixture's order lifecycle, the payment provider's sibling of order.paid,
@@ -86,6 +87,7 @@ class FixtureTarget(Target):
 
     db_url: str | None = None
     http2_refusal: ClassVar[str | None] = "the fixture is served by uvicorn, which speaks HTTP/1.1 only"
+    varies: ClassVar[bool] = True
     _tmpdir: Path | None = field(default=None, repr=False)
     _lease: Lease | None = field(default=None, repr=False)
 

@@ -5,9 +5,12 @@ run), ``{{timestamp}}`` (the event's creation time, ISO-8601), ``{{unix_time}}``
 ``{{unix_time_ms}}`` (the same time as Unix seconds / milliseconds, e.g. Stripe's
 ``created``), ``{{event_time}}`` (the event's creation time in integer seconds: along a
 lifecycle it increases event by event, `harness.core.objects`; in any other event it is
-``{{unix_time}}``). A value that is exactly one of the numeric placeholders (``"{{seq}}"``,
-``"{{unix_time}}"``, ``"{{unix_time_ms}}"``, ``"{{event_time}}"``) becomes a JSON integer. A body is rendered ONCE
-per event: every retry resends the identical bytes, as real senders do.
+``{{unix_time}}``), ``{{amount_cents}}`` and ``{{currency}}`` (drawn per event from the seed,
+`harness.wire.variation`). A value that is exactly one of the numeric placeholders
+(``"{{seq}}"``, ``"{{unix_time}}"``, ``"{{unix_time_ms}}"``, ``"{{event_time}}"``,
+``"{{amount_cents}}"``) becomes a JSON integer. A body is rendered ONCE per event: every retry
+resends the identical bytes, as real senders do. With ``vary``, the fields of every object come
+in a drawn order.
 
 ``conflict.set`` paths are dotted; a numeric segment indexes a list
 (``commits.0.message``, ``alerts.0.labels.severity``). A path must exist in the rendered
@@ -26,10 +29,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.wire.variation import Draw
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-KNOWN = ("event_id", "order_id", "seq", "timestamp", "unix_time", "unix_time_ms", "event_time")
-INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms", "event_time"})
+KNOWN = (
+    "event_id",
+    "order_id",
+    "seq",
+    "timestamp",
+    "unix_time",
+    "unix_time_ms",
+    "event_time",
+    "amount_cents",
+    "currency",
+)
+INTEGERS = frozenset({"seq", "unix_time", "unix_time_ms", "event_time", "amount_cents"})
 
 
 @dataclass(frozen=True)
@@ -91,9 +105,12 @@ def render(
     seq: int,
     created: datetime,
     object_template: str = "{{order_id}}",
+    vary: bool = False,
+    avoid_amounts: tuple[int, ...] = (),
 ) -> WebhookEvent:
-    """The event's body: `template` with every placeholder filled (`created` must be aware);
-    its object is `object_template` filled the same way."""
+    """The event's body: `template` with every placeholder filled (`created` must be aware); its
+    object is `object_template` filled the same way. The drawn amount is never one of
+    `avoid_amounts` (the conflict's), `vary` reorders the fields."""
     timestamp = created.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     unix_ms = int(created.timestamp() * 1000)
     values = {
@@ -104,8 +121,11 @@ def render(
         "unix_time": unix_ms // 1000,
         "unix_time_ms": unix_ms,
         "event_time": unix_ms // 1000,
+        **(draw := Draw(event_id)).values(avoid_amounts),
     }
     document = _fill(template, values)  # _fill builds new containers: the template is never shared
+    if vary:
+        document = draw.reordered(document)
     event_type = document.get("type") if isinstance(document.get("type"), str) else "webhook"
     object_id = str(_fill(object_template, values))
     return WebhookEvent(

@@ -24,37 +24,58 @@ from acklab.app.main import create_app
 from acklab.app.models import Fulfillment, Order, Receipt
 from acklab.app.settings import Settings
 from acklab.app.signing import standard_signature
+from acklab.harness.wire.variation import Draw
 
 SECRET = "whsec_" + base64.b64encode(b"acklab-test-secret-32-bytes-long").decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"some-other-secret-32-bytes-long!").decode()
 
 
+DRAWN: Any = object()  # order_event: the value the lab's generator draws for this event
+
+
 def order_event(
     event_id: str | None = None,
     *,
-    amount_cents: Any = 1200,
+    amount_cents: Any = DRAWN,
+    currency: Any = DRAWN,
     order_id: str | None = None,
     type: str = "order.paid",
+    drop: tuple[str, ...] = (),
     **extra: Any,
 ) -> bytes:
-    """The raw body of an order event, as a sender would serialise it."""
+    """The raw body of an order event, as a sender would serialise it.
+
+    Amount, currency and the order of the fields are drawn for the event id by the lab's own
+    generator (`harness.wire.variation`), as the lab draws them for its deliveries: a handler
+    that special-cases what the tests send fails the lab, and the other way round. `drop`
+    leaves fields of ``data`` out.
+    """
     event_id = event_id or new_event_id()
+    draw = Draw(event_id)
+    drawn = draw.values(avoid_amounts=(9900,))
+    data = {
+        "order_id": order_id or "ord_" + event_id[-8:],
+        "amount_cents": drawn["amount_cents"] if amount_cents is DRAWN else amount_cents,
+        "currency": drawn["currency"] if currency is DRAWN else currency,
+    }
     event: dict[str, Any] = {
         "id": event_id,
         "type": type,
         "timestamp": datetime.now(UTC).isoformat(),
-        "data": {
-            "order_id": order_id or "ord_" + event_id[-8:],
-            "amount_cents": amount_cents,
-            "currency": "EUR",
-        },
+        "data": {k: v for k, v in data.items() if k not in drop},
     }
     event.update(extra)
-    return json.dumps(event).encode()
+    return json.dumps(draw.reordered(event)).encode()
+
+
+def drawn(event_id: str) -> dict[str, Any]:
+    """The amount and currency `order_event` draws for `event_id`."""
+    return Draw(event_id).values(avoid_amounts=(9900,))
 
 
 def new_event_id() -> str:
-    return "evt_" + uuid.uuid4().hex
+    """A fresh event id in one of the formats the lab sends (the same generator)."""
+    return Draw(uuid.uuid4().hex).identifier("evt_", "event")
 
 
 def standard_headers(event_id: str, body: bytes, *, secret: str = SECRET, skew_s: int = 0) -> dict[str, str]:

@@ -12,6 +12,7 @@ from tests.app.conftest import (
     OTHER_SECRET,
     AppClient,
     MakeClient,
+    drawn,
     new_event_id,
     order_event,
     standard_headers,
@@ -34,7 +35,12 @@ def test_a_delivery_fulfills_once(client: AppClient) -> None:
     assert "idempotent-replayed" not in response.headers
     assert client.effects(event_id) == 1
     order = client.get("/orders/ord_1").json()
-    assert (order["status"], order["amount_cents"], order["currency"]) == ("paid", 1200, "EUR")
+    sent = drawn(event_id)
+    assert (order["status"], order["amount_cents"], order["currency"]) == (
+        "paid",
+        sent["amount_cents"],
+        sent["currency"],
+    )
     assert [f["event_id"] for f in order["fulfillments"]] == [event_id]
 
 
@@ -69,7 +75,7 @@ def test_a_conflicting_body_is_refused_and_changes_nothing(client: AppClient) ->
     assert event_id in response.json()["detail"]
     assert client.effects(event_id) == 1
     assert client.rows() == rows
-    assert client.get("/orders/ord_c").json()["amount_cents"] == 1200
+    assert client.get("/orders/ord_c").json()["amount_cents"] == drawn(event_id)["amount_cents"]
 
 
 def test_an_unknown_event_type_is_acknowledged_and_recorded_without_fulfillment(client: AppClient) -> None:
@@ -121,7 +127,7 @@ def test_a_bad_signature_is_refused_and_changes_nothing(
         "garbled": {**standard_headers(event_id, body), "webhook-signature": "v1,not*base64"},
     }[case]
     if case == "tampered":
-        body = body.replace(b"1200", b"1")
+        body += b" "  # still the same JSON, other bytes than were signed
     rows = client.rows()
 
     response = client.deliver(body, headers)
@@ -140,14 +146,14 @@ def test_a_bad_signature_is_refused_and_changes_nothing(
         (b"\xff\xfe not utf-8", "body"),
         (b"[1, 2]", "body"),
         (
-            order_event("evt_m", amount_cents=None).replace(b', "amount_cents": null', b""),
+            order_event("evt_m", drop=("amount_cents",)),
             "data.amount_cents",
         ),
         (order_event("evt_s", amount_cents="1200"), "data.amount_cents"),
         (order_event("evt_f", amount_cents=12.5), "data.amount_cents"),
         (order_event("evt_o", amount_cents=True), "data.amount_cents"),
         (order_event("evt_n", amount_cents=-1), "data.amount_cents"),
-        (order_event("evt_c").replace(b'"EUR"', b'"euro"'), "data.currency"),
+        (order_event("evt_c", currency="euro"), "data.currency"),
         (order_event("evt_z", order_id="ord\u0000nul"), "data.order_id"),
         (order_event("evt_t", timestamp="yesterday"), "timestamp"),
         (order_event("evt_b", amount_cents=2**63), "data.amount_cents"),

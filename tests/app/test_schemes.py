@@ -100,7 +100,7 @@ def test_a_forged_or_replayed_provider_delivery_changes_nothing(
     ts = int(time.time()) + {"stale": -900, "future": 900}.get(attack, 0)
     headers = signer(event_id, body, OTHER_SECRET if attack == "forged" else SECRET, ts)
     if attack == "tampered":
-        body = body.replace(b"1200", b"1")
+        body += b" "  # still the same JSON, other bytes than were signed
     rows = client.rows()
 
     response = client.deliver(body, headers)

@@ -68,14 +68,14 @@ def gitlab_mr(tmp_path: Path):
     The bare repository holds a sandbox of this project (unsafe handler) on main, and the
     MR's source branch adds one more commit that does not touch app/webhooks.py.
     """
-    from acklab.flows.sandbox import make_sandbox
+    from acklab.flows.scratch_repo import make_scratch_repo
     from tests.doubles.gitlab import merge_requests
     from tests.doubles.gitlab.fixtures import JOB_TOKEN, PRIVATE_TOKEN
     from tests.doubles.gitlab.server import create_app, serve
     from tests.doubles.gitlab.state import GitLabDouble
 
     seed = tmp_path / "seed"
-    make_sandbox(seed)
+    make_scratch_repo(seed)
     run_git(seed, "checkout", "--quiet", "-b", "feature/orders")
     (seed / "README.md").write_text((seed / "README.md").read_text() + "\nOrders ship on payment.\n")
     run_git(seed, "commit", "--quiet", "-am", "Document shipping")
@@ -188,10 +188,10 @@ def fast_spec(
 @pytest.fixture(scope="session")
 def sandbox_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One sandbox (unsafe handler committed) per test session; tests clone it."""
-    from acklab.flows.sandbox import make_sandbox
+    from acklab.flows.scratch_repo import make_scratch_repo
 
     template = tmp_path_factory.mktemp("template") / "sandbox"
-    make_sandbox(template)
+    make_scratch_repo(template)
     return template
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from acklab.flows.capabilities import check
-from acklab.flows.spec import DEFAULT_IMPORTS
+from acklab.flows.capabilities import check, warnings
+from acklab.flows.errors import FlowSpecInvalid
+from acklab.flows.spec import DEFAULT_IMPORTS, load_spec, parse_spec
 from tests.flows import hostile
 from tests.flows.conftest import LIVE, ROOT, UNSAFE
 
@@ -13,7 +14,22 @@ PATH = "app/webhooks.py"
 HEAD = "from __future__ import annotations\n\n"
 
 
-def findings(body: str, imports: tuple[str, ...] = DEFAULT_IMPORTS) -> list[str]:
+# A spec that lists the very names an attacker reaches for: no list can allow the machinery.
+WIDE = (
+    *DEFAULT_IMPORTS,
+    "import enum",
+    "import dataclasses",
+    "import typing",
+    "import sqlalchemy",
+    "from enum import bltns",
+    "from dataclasses import inspect",
+    "from typing import get_type_hints, types",
+    "from sqlalchemy.util.compat import inspect",
+    "from inspect import getmembers",
+)
+
+
+def findings(body: str, imports: tuple[str, ...] = WIDE) -> list[str]:
     return check(HEAD + body, path=PATH, imports=imports)
 
 
@@ -79,6 +95,38 @@ ATTACKS = {
     # identifiers are NFKC-normalised by the parser: fullwidth letters spell the same names
     "fullwidth exec": ("\uff45\uff58\uff45\uff43('1')\n", "machinery-name"),
     "fullwidth sys": ("import \uff53ys\n", "machinery-module"),
+    # names from allowed modules that are modules or introspection (round two's bypasses)
+    "from enum import bltns": ("from enum import bltns\nbltns.exec('1')\n", "module-attribute"),
+    "enum.bltns": ("import enum\nenum.bltns.print('x')\n", "module-attribute"),
+    "from dataclasses import inspect": ("from dataclasses import inspect\n", "module-attribute"),
+    "dataclasses.inspect.getmembers": (
+        "import dataclasses\ndataclasses.inspect.getmembers(dataclasses)\n",
+        "module-attribute",
+    ),
+    "typing.types": ("import typing\ntyping.types.FunctionType\n", "module-attribute"),
+    "from typing import types": ("from typing import types\n", "module-attribute"),
+    "sqlalchemy.util.compat.inspect": (
+        "import sqlalchemy\nsqlalchemy.util.compat.inspect\n",
+        "module-attribute",
+    ),
+    "from sqlalchemy.util.compat import inspect": (
+        "from sqlalchemy.util.compat import inspect\n",
+        "module-attribute",
+    ),
+    "getmembers through an alias": ("from inspect import getmembers\n", "machinery-module"),
+    "getattr_static": ("def f(i, o):\n    return i.getattr_static(o, 'x')\n", "machinery-attribute"),
+    "vars() subscripted with a dunder": (
+        "def f(g):\n    return vars(g)['__globals__']\n",
+        "dunder-subscript",
+    ),
+    "a dict read by a dunder key": ("def f(d):\n    return d['__builtins__']\n", "dunder-subscript"),
+    "a name not listed": ("from sqlalchemy import create_engine\n", "import"),
+    "a module not listed": ("import pickle\n", "machinery-module"),
+    "homoglyph function name": (
+        "def pr\u043ecess(session, delivery):\n    return None\n",
+        "confusable-identifier",
+    ),
+    "homoglyph variable": ("\u0455een = set()\n", "confusable-identifier"),
 }
 
 
@@ -98,13 +146,36 @@ def test_a_coding_declaration_other_than_utf8_is_refused():
     assert check("# -*- coding: utf-8 -*-\nx = 1\n", path=PATH, imports=DEFAULT_IMPORTS) == []
 
 
-def test_the_spec_lists_what_may_be_imported_but_never_the_machinery():
-    assert findings("import uuid\n", imports=("__future__",)) != []
-    assert findings("import uuid\n", imports=("__future__", "uuid")) == []
-    assert findings("from sqlalchemy.orm import Session\n", imports=("__future__", "sqlalchemy")) == []
+FUTURE = ("from __future__ import annotations",)
+
+
+def test_the_spec_lists_what_may_be_imported_name_by_name_but_never_the_machinery():
+    assert findings("import uuid\n", imports=FUTURE) != []
+    assert findings("import uuid\n", imports=(*FUTURE, "import uuid")) == []
+    allowed = (*FUTURE, "from sqlalchemy.orm import Session")
+    assert findings("from sqlalchemy.orm import Session\n", imports=allowed) == []
+    assert findings("from sqlalchemy.orm import sessionmaker\n", imports=allowed) != []
     # no list can allow sys, os or atexit
-    assert findings("import os\n", imports=("__future__", "os")) != []
-    assert findings("import sys\n", imports=("__future__", "sys")) != []
+    assert findings("import os\n", imports=(*FUTURE, "import os")) != []
+    assert findings("import sys\n", imports=(*FUTURE, "import sys")) != []
+
+
+def test_a_spec_in_the_old_format_is_refused_saying_how_to_write_it(tmp_path):
+    doc = __import__("yaml").safe_load((ROOT / "flows" / "repair.yaml").read_text())
+    doc["capabilities"]["imports"] = ["sqlalchemy", "__future__"]
+    with pytest.raises(FlowSpecInvalid, match=r"'sqlalchemy' names a module.*from sqlalchemy import NAME"):
+        parse_spec(doc, what="old.yaml")
+    assert load_spec(ROOT / "flows" / "repair.yaml").imports  # the project's own spec is migrated
+
+
+def test_a_confusable_word_in_a_string_is_a_warning_the_approver_sees():
+    source = HEAD + 'if order.currency == "\u0415UR":\n    pass\n'
+    assert check(source, path=PATH, imports=DEFAULT_IMPORTS) == []
+    [warned] = warnings(source, path=PATH)
+    assert "line 3" in warned
+    assert "\u0415UR" in warned
+    assert "mixes scripts" in warned
+    assert warnings(LIVE, path=PATH) == []
 
 
 @pytest.mark.parametrize("name", hostile.PATCHES)

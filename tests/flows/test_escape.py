@@ -106,6 +106,36 @@ def test_the_mr_note_quotes_actors_and_reasons_and_carries_no_quick_action():
     assert row.replace("\\|", "").count("|") == header.count("|")
 
 
+def test_unsandboxed_is_said_at_the_approve_gate_and_in_the_mr_note():
+    from acklab.flows.sandbox import choose
+
+    none = choose(unsandboxed=True)
+    warned = PROPOSAL.proposal.but(
+        guard=Guard(allowed=True, reasons=[], warnings=["app/webhooks.py line 3: '\u0415UR'"])
+    )
+    candidate = Candidate(warned, changed_lines=1, rationale="")
+    question = report.approve_question(
+        candidate, ["lost-ack"], "b" * 40, sandbox=none.describe(), unsandboxed=True
+    )
+    assert f"WARNING: {none.describe()}" in question
+    assert "WARNING: app/webhooks.py line 3:" in question
+    note = report.mr_note(
+        run_id="flow-1",
+        proposal=PROPOSAL,
+        decisions=[],
+        reproduce=_run("fail"),
+        verify=_run("pass"),
+        checks=[],
+        comparisons=[],
+        bundle_rel="out/flow-1",
+        sandbox=none.describe(),
+    )
+    assert f"**Warning: {none.describe()}.**" in note
+    sandboxed = report.approve_question(candidate, ["lost-ack"], "b" * 40, sandbox="bubblewrap ...")
+    assert "sandbox: bubblewrap ..." in sandboxed
+    assert "UNSANDBOXED" not in sandboxed
+
+
 def test_the_commit_message_quotes_actors_so_no_trailer_can_be_forged(tmp_path):
     decision = HOSTILE_DECISION.but(actor="bot Signed-off-by: Eve <eve@example.com>", delegated_by=None)
     message = report.commit_message(

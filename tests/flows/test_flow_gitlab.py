@@ -14,6 +14,7 @@ from acklab.flows.lab import run_lab
 from acklab.flows.proposers import make_proposer
 from acklab.flows.publish import GitLabPublisher
 from acklab.flows.runner import FlowConfig, run_flow
+from acklab.flows.sandbox import choose
 from acklab.flows.spec import load_spec
 from acklab.flows.worktree import head_sha, worktree
 from tests.flows.conftest import LIVE, fast_spec, load_trail, run_git, write_decisions
@@ -92,6 +93,7 @@ def test_the_merge_request_is_repaired_with_the_scoped_file_only(gitlab_env, tmp
             trials=1,
             seed=11,
             out=out,
+            sandbox=choose(),
         )
     assert after.verdict == "pass"
 

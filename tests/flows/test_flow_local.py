@@ -11,6 +11,7 @@ import pytest
 from acklab.evidence.bundle import verify as verify_bundle
 from acklab.evidence.journal import Journal
 from acklab.flows.lab import run_lab
+from acklab.flows.sandbox import choose
 from acklab.flows.worktree import repo_snapshot, worktree
 from tests.flows.conftest import LIVE, checkout_modules, fast_spec, load_trail, run_git, write_decisions
 
@@ -129,6 +130,7 @@ def test_a_recipe_repair_with_a_delegated_approval_lands_on_a_new_local_branch(
             trials=1,
             seed=3,
             out=out,
+            sandbox=choose(),
         )
     assert run.verdict == "pass"
 

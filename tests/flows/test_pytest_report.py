@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from acklab.flows.pytest_report import collected, is_pytest, judge, junit_id, read_report
+from acklab.flows.sandbox import choose
 
 TESTS = """
 import pytest
@@ -44,9 +45,11 @@ def pytest_in(where: Path, report: Path) -> int:
 
 def test_the_report_names_every_test_collected_at_the_head(tmp_path):
     head = project(tmp_path / "head", {"tests/sub/test_things.py": TESTS})
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    expected = collected(head, [sys.executable, "-m", "pytest", "-q", "tests"], scratch, 120)
+    place = choose().prepare(head, label="test-head")
+    try:
+        expected = collected(place, [sys.executable, "-m", "pytest", "-q", "tests"], 120)
+    finally:
+        place.close()
     assert len(expected) == 5
     assert "tests/sub/test_things.py::TestGroup::test_method" in expected
     assert pytest_in(head, tmp_path / "junit.xml") == 0
@@ -76,7 +79,9 @@ def test_a_test_that_vanished_fails_the_check(tmp_path):
 
 def test_no_report_an_incomplete_one_or_a_dtd_fails_the_check(tmp_path):
     missing = read_report(tmp_path / "none.xml")
-    assert judge(0, missing, []) == ["pytest wrote no JUnit report (it ended before writing one)"]
+    assert judge(0, missing, []) == [
+        "pytest wrote no JUnit report (it ended before writing one, or not as a file)"
+    ]
     incomplete = tmp_path / "incomplete.xml"
     incomplete.write_text(
         '<testsuites><testsuite tests="3" failures="0" errors="0" skipped="0">'
@@ -100,3 +105,18 @@ def test_pytest_commands_are_recognised():
     assert is_pytest(["python", "-m", "pytest", "-q"])
     assert is_pytest(["/usr/bin/pytest", "tests"])
     assert not is_pytest(["python", "-m", "ruff", "check"])
+
+
+def test_a_report_that_is_a_link_is_not_read(tmp_path):
+    # The code under test writes the report: a link to one of the lab's files would put that
+    # file into the evidence.
+    secret = tmp_path / "lab-secret.xml"
+    secret.write_text('<testsuite tests="0" failures="0" errors="0" skipped="0"></testsuite>')
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "junit.xml").symlink_to(secret)
+    linked_dir = tmp_path / "linked"
+    linked_dir.symlink_to(tmp_path / "report")
+    for path in (tmp_path / "report" / "junit.xml", linked_dir / "junit.xml"):
+        assert read_report(path).problems == [
+            "pytest wrote no JUnit report (it ended before writing one, or not as a file)"
+        ]

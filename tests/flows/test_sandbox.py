@@ -1,66 +1,243 @@
-"""`acklab flow sandbox DIR`: a committed copy of the project whose live handler is the unsafe one."""
+"""The sandbox untrusted code runs in (flows/sandbox/): who it runs as, what it sees, what it keeps.
+
+Each test starts a real confined process and asks it, from the inside, what it can do.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from acklab.flows.errors import FlowError, FlowSpecInvalid
-from acklab.flows.sandbox import make_sandbox, project_root
-from tests.flows.conftest import ROOT, UNSAFE, run_git
+from acklab.flows import sandbox as sandbox_package
+from acklab.flows.errors import SandboxUnavailable
+from acklab.flows.sandbox import account, choose, confined_env, environment, modes, withheld
+from acklab.harness.procs.confinement import Launch
+
+PROBE = r"""
+import json, os, sys
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+def can(action):
+    try:
+        action()
+        return True
+    except OSError:
+        return False
+evidence = sys.argv[1]
+site = [p for p in sys.path if p.endswith("site-packages")][0]
+print(json.dumps({
+    "uid": os.getuid(),
+    "caps": [status[k].strip() for k in ("CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "no_new_privs": status["NoNewPrivs"].strip(),
+    "env": sorted(os.environ),
+    "parent_environ": can(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()),
+    "pid_1_environ": can(lambda: open("/proc/1/environ", "rb").read()),
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "evidence": can(lambda: os.listdir(evidence)) and bool(os.listdir(evidence)),
+    "venv_writable": can(lambda: open(os.path.join(site, "acklab-probe.pth"), "w").close()),
+    "copy_writable": can(lambda: open("written-by-probe", "w").close()),
+    "root_home": (lambda: sorted(os.listdir(os.path.expanduser("~root"))) if can(lambda: os.listdir(os.path.expanduser("~root"))) else [])(),
+}))
+"""
 
 
-def test_the_sandbox_is_a_clean_repository_with_the_unsafe_handler_committed(tmp_path):
-    target = tmp_path / "sandbox"
-    sha = make_sandbox(target)
-    assert run_git(target, "rev-parse", "HEAD").strip() == sha
-    assert run_git(target, "status", "--porcelain") == ""
-    assert (target / "app/webhooks.py").read_text() == UNSAFE
-    assert (target / "flows/repair.yaml").is_file()
-    tracked = set(run_git(target, "ls-files").split())
-    assert tracked <= set(run_git(ROOT, "ls-files").split()) | {"app/webhooks.py"}
-    assert "Sandbox: the live handler is the unsafe one" in run_git(target, "log", "-1", "--format=%B")
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    where = tmp_path / "checkout"
+    (where / "app").mkdir(parents=True)
+    (where / "app" / "webhooks.py").write_text("x = 1\n")
+    (where / ".git").mkdir()  # never copied
+    return where
 
 
-def test_an_empty_directory_is_fine(tmp_path):
-    (tmp_path / "empty").mkdir()
-    make_sandbox(tmp_path / "empty")
-    assert (tmp_path / "empty" / ".git").is_dir()
+def probe(checkout: Path, evidence: Path, *, network: str = "host") -> tuple[dict[str, object], list[str]]:
+    sandbox = choose(hide=(evidence,))
+    place = sandbox.prepare(checkout, label="probe")
+    try:
+        own = {"ACKLAB_WEBHOOK_SECRET": "its-own", "GITLAB_TOKEN": "glpat-passed-by-mistake"}
+        launch = place.launch(
+            Launch((sys.executable, "-I", "-c", PROBE, str(evidence)), own), network=network
+        )  # type: ignore[arg-type]
+        done = subprocess.run(
+            list(launch.argv),
+            env=dict(launch.env),
+            cwd=launch.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), place.changed()
+    finally:
+        place.close()
 
 
-def test_a_non_empty_directory_is_refused_and_left_alone(tmp_path):
-    target = tmp_path / "busy"
-    target.mkdir()
-    (target / "keep.txt").write_text("mine\n")
-    with pytest.raises(FlowSpecInvalid) as info:
-        make_sandbox(target)
-    assert int(info.value.exit_code) == 3
-    assert "not an empty directory" in str(info.value)
-    assert [p.name for p in target.iterdir()] == ["keep.txt"]
-    assert (target / "keep.txt").read_text() == "mine\n"
+def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, tmp_path):
+    evidence = tmp_path / "out"
+    evidence.mkdir(mode=0o700)
+    (evidence / "journal.sqlite").write_text("the lab's evidence")
+    seen, changed = probe(checkout, evidence)
+    mode = choose().name
+    if mode in ("bubblewrap+user", "user"):
+        assert seen["uid"] == account.lookup().uid  # type: ignore[union-attr]
+        assert seen["caps"] == ["0000000000000000"] * 4
+        assert seen["no_new_privs"] == "1"
+    assert seen["parent_environ"] is False
+    assert seen["evidence"] is False
+    assert seen["venv_writable"] is False
+    # the lab's home shows at most the folder its interpreter is bound back from, nothing of its own
+    needed = {
+        p.relative_to(Path.home()).parts[0]
+        for p in modes.interpreter_paths()
+        if p.is_relative_to(Path.home())
+    }
+    assert set(seen["root_home"]) <= needed or os.geteuid() != 0  # type: ignore[arg-type]
+    assert seen["copy_writable"] is True  # its own copy: written, and noticed
+    assert changed == []  # a new file is not a rewritten one
+    env = set(seen["env"])  # type: ignore[arg-type]
+    assert "ACKLAB_WEBHOOK_SECRET" in env
+    assert not env & environment.CREDENTIALS
+    if mode.startswith("bubblewrap"):
+        assert seen["pid_1_environ"] is False
+        assert len(seen["processes"]) <= 3  # its own PID namespace: bwrap's init and itself  # type: ignore[arg-type]
 
 
-def test_the_cli_refuses_with_exit_3(tmp_path, capsys):
-    from acklab.cli import main
+def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):
+    place = choose().prepare(checkout, label="rewrite")
+    try:
+        assert not (place.root / ".git").exists()
+        assert (place.root / "app" / "webhooks.py").read_text() == "x = 1\n"
+        launch = place.launch(
+            Launch((sys.executable, "-I", "-c", "open('app/webhooks.py', 'w').write('x = 2\\n')"), {}),
+            network="loopback",
+        )
+        subprocess.run(list(launch.argv), env=dict(launch.env), cwd=launch.cwd, check=True, timeout=60)
+        assert place.changed() == ["app/webhooks.py"]
+        assert (checkout / "app" / "webhooks.py").read_text() == "x = 1\n"  # the checkout is untouched
+    finally:
+        place.close()
+    assert not place.top.exists()
 
-    (tmp_path / "busy").mkdir()
-    (tmp_path / "busy" / "x").write_text("x")
-    with pytest.raises(SystemExit) as info:
-        main(["flow", "sandbox", str(tmp_path / "busy")])
-    assert info.value.code == 3
-    assert "not an empty directory" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as info:
-        main(["flow", "sandbox", str(tmp_path / "new")])
-    assert info.value.code == 0
-    assert "acklab flow run flows/repair.yaml --local" in capsys.readouterr().out
+
+def test_checks_have_loopback_only_and_served_code_the_hosts_loopback(checkout, tmp_path):
+    assert choose().name.startswith("bubblewrap"), (
+        "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    )
+    script = "import socket; print(sorted(i[1] for i in socket.if_nameindex()))"
+    place = choose().prepare(checkout, label="net")
+    try:
+        for network, expected in (("loopback", ["lo"]),):
+            launch = place.launch(Launch((sys.executable, "-I", "-c", script), {}), network=network)  # type: ignore[arg-type]
+            done = subprocess.run(
+                list(launch.argv),
+                env=dict(launch.env),
+                cwd=launch.cwd,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            assert json.loads(done.stdout.replace("'", '"')) == expected
+    finally:
+        place.close()
 
 
-def test_outside_a_checkout_it_says_it_needs_one(tmp_path):
-    # An installed acklab: the flows package sits in site-packages, no fixture tests nor spec beside it.
-    package = tmp_path / "site-packages" / "acklab" / "flows"
-    package.mkdir(parents=True)
-    with pytest.raises(FlowError) as info:
-        project_root(package)
-    assert int(info.value.exit_code) == 4
-    assert str(package.parent) in str(info.value)
-    assert "Clone the acklab repository" in str(info.value)
-    assert project_root() == ROOT
+def test_a_daemon_dies_with_the_sandbox(checkout, tmp_path):
+    assert choose().name.startswith("bubblewrap"), (
+        "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
+    )
+    mark = str(os.getpid()) + "424242"
+    daemon = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    os.execv('/bin/sleep', ['sleep', '300.{mark}'])\n"
+    )
+    place = choose().prepare(checkout, label="daemon")
+    try:
+        launch = place.launch(Launch((sys.executable, "-I", "-c", daemon), {}), network="loopback")
+        subprocess.run(list(launch.argv), env=dict(launch.env), cwd=launch.cwd, check=True, timeout=60)
+    finally:
+        place.close()
+    alive = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).find(f"300.{mark}".encode()) >= 0]
+    assert alive == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_without_a_sandbox_the_flow_refuses_and_says_what_to_install(monkeypatch):
+    modes.usable_bwrap.cache_clear()
+    monkeypatch.setattr(sandbox_package, "usable_bwrap", lambda as_root: None)
+    monkeypatch.setattr(sandbox_package, "is_root", lambda: False)
+    with pytest.raises(SandboxUnavailable, match=r"apt-get install bubblewrap.*--unsandboxed") as info:
+        choose()
+    assert info.value.exit_code == 5
+    assert choose(unsandboxed=True).name == "none"
+    assert "UNSANDBOXED" in choose(unsandboxed=True).describe()
+
+
+def test_root_without_bubblewrap_drops_to_the_user_or_names_the_unreachable_interpreter(monkeypatch):
+    monkeypatch.setattr(sandbox_package, "usable_bwrap", lambda as_root: None)
+    monkeypatch.setattr(sandbox_package, "is_root", lambda: True)
+    if os.geteuid() != 0:  # only root can be the sandbox user's root
+        monkeypatch.setattr(account, "ensure", lambda: account.Account("acklab-sandbox", 64000, 64000))
+    blocked = [p for p in modes.interpreter_paths() if modes.blocked_ancestor(p, account.ensure())]
+    if blocked:  # this machine's Python lives under /root (0700): only bubblewrap can bind it in
+        with pytest.raises(SandboxUnavailable, match=r"cannot reach the interpreter .*install bubblewrap"):
+            choose()
+    else:
+        assert choose().name == "user"
+
+
+def test_the_environment_is_an_allowlist_and_the_flow_withholds_its_credentials(monkeypatch, tmp_path):
+    for name in (
+        "GITLAB_TOKEN",
+        "CI_JOB_TOKEN",
+        "ACKLAB_LLM_API_KEY",
+        "ACKLAB_MANIFEST_KEY",
+        "SOMETHING_ELSE",
+    ):
+        monkeypatch.setenv(name, f"value-of-{name}")
+    env = confined_env({"ACKLAB_DATABASE_URL": "sqlite:///x", "CI_JOB_TOKEN": "passed"}, tmp_path)
+    assert "SOMETHING_ELSE" not in env
+    assert not set(env) & environment.CREDENTIALS
+    assert env["HOME"] == str(tmp_path / "home")
+    assert env["ACKLAB_DATABASE_URL"] == "sqlite:///x"
+    from acklab.evidence import manifest_signature
+
+    with withheld():
+        assert not {"GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY"} & set(
+            os.environ
+        )
+        assert manifest_signature.signing_key() == b"value-of-ACKLAB_MANIFEST_KEY"  # still signs
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; print(sorted(os.environ))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "GITLAB_TOKEN" not in child.stdout
+        assert "ACKLAB_MANIFEST_KEY" not in child.stdout
+    assert os.environ["GITLAB_TOKEN"] == "value-of-GITLAB_TOKEN"
+
+
+def test_the_sandbox_user_is_made_once_and_is_unprivileged():
+    if os.geteuid() != 0 and account.lookup() is None:
+        with pytest.raises(SandboxUnavailable, match=r"only root can create it; .*useradd --system"):
+            account.ensure()
+        return
+    first, second = account.ensure(), account.ensure()
+    assert first == second
+    assert first.name == account.USER
+    assert first.uid != 0
+    assert first.gid != 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from acklab.flows.errors import FlowError
-from acklab.flows.worktree import head_sha, python_env, repo_snapshot, worktree
+from acklab.flows.worktree import head_sha, repo_snapshot, worktree
 from tests.flows.conftest import ROOT, make_repo
 
 
@@ -49,7 +50,7 @@ def test_the_patched_module_is_the_one_a_check_imports(tmp_path):
         done = subprocess.run(
             [sys.executable, "-c", "import acklab.app.webhooks as m; print(m.__file__, m.MARKER)"],
             cwd=tmp_path,  # not the worktree: PYTHONPATH alone must be enough
-            env=python_env(wt.path),
+            env={**os.environ, "PYTHONPATH": str(wt.path), "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True,
             text=True,
             check=True,

@@ -22,3 +22,17 @@ def main() -> None:
     from acklab.cli import main as acklab
 
     acklab(sys.argv[1:])
+
+
+def no_python_rules(wt: object, path: str, spec: object) -> list[str]:
+    """The guard without its rules on the patched Python file (capabilities, ruff): what decides then
+    is the sandbox, the pinned schema and publishing from the approved diff."""
+    return []
+
+
+def main_without_rules() -> None:
+    """`main`, with every rule on the patched file switched off."""
+    from acklab.flows import guard
+
+    guard._python_rules = no_python_rules  # type: ignore[assignment]
+    main()

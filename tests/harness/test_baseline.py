@@ -151,12 +151,14 @@ def test_a_spec_counting_in_a_fixed_database_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_fixture_baseline_serves_ref_from_a_worktree_of_this_checkout(tmp_path: Path) -> None:
+    from acklab.flows.sandbox import choose
     from acklab.harness.engine.baseline import run_baseline
     from acklab.harness.engine.runner import RunOptions
 
-    result = run_baseline(
-        RunOptions(target="fixture:live", experiments=("lost-ack",), trials=1, out=tmp_path / "out"), "HEAD"
+    options = RunOptions(
+        target="fixture:live", experiments=("lost-ack",), trials=1, out=tmp_path / "out", confinement=choose()
     )
+    result = run_baseline(options, "HEAD")  # REF's fixture is served from a worktree: confined
     assert [r.verdict for r in result.runs] == ["pass", "pass"]
     served = [r.document.target for r in result.runs]
     assert served == ["fixture:live", "fixture:live"]

@@ -16,6 +16,7 @@ import pytest
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.flows.lab import imported_from
+from acklab.flows.sandbox import choose
 from acklab.harness.core.verdicts import Judgement
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
@@ -35,9 +36,34 @@ for _name, _module in list(_sys.modules.items()):
     if _name.endswith("harness.core.verdicts"):
         _module.Judgement.violate = lambda *_args, **_kwargs: None
 _Path(__file__).with_name("ran-in.json").write_text(
-    _json.dumps({"pid": _os.getpid(), "env": sorted(_os.environ), "harness": any("harness" in n for n in _sys.modules)})
+    _json.dumps({"pid": _os.getpid(), "uid": _os.getuid(), "file": __file__, "env": sorted(_os.environ),
+                 "harness": any("harness" in n for n in _sys.modules)})
 )
 """
+
+
+class Keeping:
+    """The sandbox, keeping what the served code wrote beside its handler before each copy goes."""
+
+    def __init__(self, into: Path) -> None:
+        self.inner, self.into = choose(), into
+        self.name = self.inner.name
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def prepare(self, checkout: Path, *, label: str):
+        place = self.inner.prepare(checkout, label=label)
+        close, into = place.close, self.into
+
+        def keep() -> None:
+            written = place.root / "app" / "ran-in.json"
+            if written.is_file():
+                into.write_bytes(written.read_bytes())
+            close()
+
+        place.close = keep
+        return place
 
 
 def checkout(where: Path, handler: str) -> Path:
@@ -57,8 +83,16 @@ def test_a_hostile_handler_served_from_its_checkout_cannot_reach_the_verdicts(tm
     violate = Judgement.violate
     unsafe = (ROOT / "app" / "unsafe.py").read_text()
     copy = checkout(tmp_path / "hostile", unsafe + HOSTILE)
+    kept = tmp_path / "ran-in.json"
     result = run(
-        RunOptions(target="fixture:live", checkout=copy, experiments=FLOW_EXPERIMENTS, trials=1, out=tmp_path)
+        RunOptions(
+            target="fixture:live",
+            checkout=copy,
+            experiments=FLOW_EXPERIMENTS,
+            trials=1,
+            out=tmp_path / "out",
+            confinement=Keeping(kept),  # type: ignore[arg-type]
+        )
     )
     verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}
     assert verdicts == dict.fromkeys(FLOW_EXPERIMENTS, "fail")
@@ -66,8 +100,11 @@ def test_a_hostile_handler_served_from_its_checkout_cannot_reach_the_verdicts(tm
     # the lab never imported the checkout, and its verdict code is untouched
     assert imported_from(copy) == []
     assert Judgement.violate is violate
-    # the hostile code did run: in a process of its own, without the lab's harness or tokens
-    ran = json.loads((copy / "app" / "ran-in.json").read_text())
+    # the hostile code did run: in a process of its own, in a private copy of the checkout (never
+    # the checkout itself), without the lab's harness or tokens
+    assert not (copy / "app" / "ran-in.json").exists()
+    ran = json.loads(kept.read_text())
+    assert not ran["file"].startswith(str(copy))
     assert ran["harness"] is False
     assert "GITLAB_TOKEN" not in ran["env"]
     assert "ACKLAB_WEBHOOK_SECRET" in ran["env"]
@@ -79,7 +116,14 @@ def test_a_hostile_handler_served_from_its_checkout_cannot_reach_the_verdicts(tm
 def test_the_live_handler_served_from_a_checkout_passes_the_flows_experiments(tmp_path):
     copy = checkout(tmp_path / "live", (ROOT / "app" / "webhooks.py").read_text())
     result = run(
-        RunOptions(target="fixture:live", checkout=copy, experiments=FLOW_EXPERIMENTS, trials=1, out=tmp_path)
+        RunOptions(
+            target="fixture:live",
+            checkout=copy,
+            experiments=FLOW_EXPERIMENTS,
+            trials=1,
+            out=tmp_path / "out",
+            confinement=choose(),
+        )
     )
     verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}
     assert verdicts == dict.fromkeys(FLOW_EXPERIMENTS, "pass")
@@ -92,10 +136,15 @@ def test_a_checkout_whose_handler_would_come_from_elsewhere_is_not_served(tmp_pa
     copy = checkout(tmp_path / "elsewhere", (ROOT / "app" / "webhooks.py").read_text())
     # Without the checkout's own acklab/__init__.py, `acklab.app` would be the installed one.
     (copy / "acklab" / "__init__.py").write_text("")
-    with pytest.raises(HarnessError, match="refused: the live handler would come from") as info:
+    with pytest.raises(HarnessError, match=r"refused: the (live handler|models) would come from") as info:
         run(
             RunOptions(
-                target="fixture:live", checkout=copy, experiments=("lost-ack",), trials=1, out=tmp_path
+                target="fixture:live",
+                checkout=copy,
+                experiments=("lost-ack",),
+                trials=1,
+                out=tmp_path / "out",
+                confinement=choose(),
             )
         )
     assert info.value.exit_code == ExitCode.LAB_ERROR
@@ -106,3 +155,21 @@ def test_checkout_needs_a_fixture_target_and_an_acklab_checkout(tmp_path):
         resolve_target("fixture:live", checkout=tmp_path)
     with pytest.raises(SpecError, match="expected fixture:live or fixture:unsafe"):
         resolve_target(str(tmp_path / "shop.yaml"), checkout=ROOT)
+
+
+def test_a_checkout_is_not_served_without_a_confinement(tmp_path, monkeypatch):
+    from acklab.harness.procs import confinement
+
+    monkeypatch.setattr(confinement, "_PROVIDER", [])
+    copy = checkout(tmp_path / "live", (ROOT / "app" / "webhooks.py").read_text())
+    with pytest.raises(confinement.ConfinementUnavailable, match="no confinement is installed") as info:
+        run(
+            RunOptions(
+                target="fixture:live",
+                checkout=copy,
+                experiments=("lost-ack",),
+                trials=1,
+                out=tmp_path / "out",
+            )
+        )
+    assert info.value.exit_code == ExitCode.REFUSED

@@ -1,5 +1,8 @@
 """`acklab flow sandbox DIR`: a scratch repository in which anyone can watch the flow repair a handler.
 
+Not the sandbox untrusted code runs in (that is `flows.sandbox`): this module only makes the
+repository the demo and the tests repair.
+
 DIR becomes a git repository holding a copy of the project (every file `git ls-files` lists
 in the current checkout, as committed at its HEAD: a consistent snapshot, not half-edited
 work) whose `app/webhooks.py` is the reference unsafe handler, committed.
@@ -45,7 +48,7 @@ def project_root(package: Path | None = None) -> Path:
     return toplevel(package)
 
 
-def make_sandbox(target: Path, *, source: Path | None = None) -> str:
+def make_scratch_repo(target: Path, *, source: Path | None = None) -> str:
     """Create the sandbox at `target` (absent or empty); return the sandbox's head sha."""
     target = Path(target)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):

@@ -1,0 +1,107 @@
+"""The seam through which the lab starts untrusted code confined: what a sandbox must offer.
+
+Code of a checkout under repair (a served fixture, a user's ``command:`` service, a test run)
+is hostile until proven otherwise. The harness does not know how to confine it; it asks a
+`Confinement` to prepare a `Confined` place for one checkout — a private copy of it and a
+scratch directory, both writable by the confined process only — and to turn each launch
+(argv, environment, working directory) into the confined one. `LeasedProcess._spawn` applies
+it when given one. The implementation lives outside the harness (``acklab.flows.sandbox``:
+an unprivileged user, bubblewrap); the CLI installs it as the provider (`install_provider`),
+so that ``acklab run --checkout DIR`` confines what it serves as the repair flow does.
+
+A launch's ``env`` holds the process's *own* variables only (its database URL, its signing
+secret, a spec's ``command.env``): the confinement adds its base (PATH, locale, a private
+HOME and TMPDIR) and never passes the lab's credentials, whatever the caller put there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import HarnessError
+
+Network = Literal["host", "loopback"]  # host: reachable by the lab over loopback; loopback: its own
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start: argv (never a shell), its own environment, where it runs."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    cwd: Path | None = None
+
+
+class Confined(Protocol):
+    """A place prepared for one checkout: its private copy and scratch directory."""
+
+    @property
+    def root(self) -> Path:
+        """The private copy of the checkout (what the confined process runs and may write)."""
+        ...
+
+    @property
+    def scratch(self) -> Path:
+        """A fresh private directory (HOME and TMPDIR of the process, its SQLite database)."""
+        ...
+
+    def launch(self, launch: Launch, *, network: Network = "host") -> Launch:
+        """The confined form of `launch` (a sandbox's argv around it, the allowlisted env)."""
+        ...
+
+    def changed(self) -> list[str]:
+        """Files of the copy that no longer hold what was copied (the confined code rewrote them)."""
+        ...
+
+    def close(self) -> None:
+        """Remove the copy and the scratch directory."""
+        ...
+
+
+class Confinement(Protocol):
+    """How untrusted processes are confined; `name` is recorded wherever a run says how it ran."""
+
+    @property
+    def name(self) -> str:
+        """The mode (``bubblewrap+user``, ``none``...)."""
+        ...
+
+    def prepare(self, checkout: Path, *, label: str) -> Confined:
+        """A private copy of `checkout` and a scratch directory for it."""
+        ...
+
+    def describe(self) -> str:
+        """One line: what this confinement keeps the code from (and what it does not)."""
+        ...
+
+
+class ConfinementUnavailable(HarnessError):
+    """Untrusted code would run unconfined: refused (exit 5) unless the caller said --unsandboxed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=ExitCode.REFUSED)
+
+
+# (unsandboxed, directories the confined code must not see: the evidence) -> the confinement
+Provider = Callable[[bool, tuple[Path, ...]], Confinement]
+_PROVIDER: list[Provider] = []
+
+
+def install_provider(provider: Provider) -> None:
+    """Make `provider` the one `provide` asks (the CLI installs the sandbox's)."""
+    _PROVIDER[:] = [provider]
+
+
+def provide(*, unsandboxed: bool = False, hide: tuple[Path, ...] = ()) -> Confinement:
+    """The installed provider's confinement; ConfinementUnavailable (exit 5) when none is installed."""
+    if not _PROVIDER:
+        raise ConfinementUnavailable(
+            "--checkout serves code under test, which runs confined; no confinement is installed in this "
+            "process (the acklab command installs its sandbox; from Python pass "
+            "RunOptions(confinement=acklab.flows.sandbox.choose()))"
+        )
+    return _PROVIDER[0](unsandboxed, hide)
