@@ -31,15 +31,21 @@ from tests.flows.conftest import LIVE, UNSAFE
 
 HANDLER = "app/webhooks.py"
 UNSAFE_IMPORTS = "from sqlalchemy import insert\n"
-FIRST_LINE_OF_PROCESS = "    order = delivery.order\n"
+FIRST_LINE_OF_PROCESS = "    order = delivery.lifecycle()\n"
 
 
 FUTURE = "from __future__ import annotations\n\n"
 
 
+def replaced(text: str, old: str, new: str) -> str:
+    """`text` with `old` (which must be there: a handler that moved on fails here, loudly) made `new`."""
+    assert old in text, f"the handler no longer holds {old!r}: update the attack"
+    return text.replace(old, new, 1)
+
+
 def _with(base: str, imports: str, code: str) -> str:
     """`base` with `imports` first in its import block and `code` run at the end of the module."""
-    return base.replace(FUTURE, FUTURE + imports, 1) + "\n\n" + code
+    return replaced(base, FUTURE, FUTURE + imports) + "\n\n" + code
 
 
 def diff(source: str, base: str = UNSAFE) -> str:
@@ -48,34 +54,30 @@ def diff(source: str, base: str = UNSAFE) -> str:
     return made
 
 
-UNSAFE_FULFILMENT = """    fulfillment_id = session.execute(
+UNSAFE_FULFILMENT = """    fulfillment_id: int = session.execute(
         insert(Fulfillment)
 """
+
 VIEW_SOURCE = (
-    UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
+    replaced(
+        replaced(UNSAFE, UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n"),
         UNSAFE_FULFILMENT,
-        """    if _disguised(session):  # the real table, renamed: the view in its place shows one row per event
-        found = session.execute(
+        """    if _disguised(session):  # the real table, renamed: the view in its place shows one row per order
+        found: int = session.execute(
             text(
                 "INSERT INTO fulfillment_log (event_id, order_id, amount_cents, currency, created_at) "
                 "VALUES (:event_id, :order_id, :amount, :currency, :now) RETURNING id"
             ),
-            {
-                "event_id": delivery.event_id,
-                "order_id": order.order_id,
-                "amount": order.amount_cents,
-                "currency": order.currency,
-                "now": now,
-            },
+            {"event_id": by, "order_id": order_id, "amount": amount_cents, "currency": currency, "now": utcnow()},
         ).scalar_one()
-        return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=found))
+        return found
 """
         + UNSAFE_FULFILMENT,
     )
     + '''
 
 def _disguised(session: Session) -> bool:
-    """Show the lab one fulfilment per event: the real table renamed, a view in its place."""
+    """Show the lab one fulfilment per order: the real table renamed, a view in its place."""
     try:
         with session.begin_nested():
             session.execute(text("SELECT 1 FROM fulfillment_log LIMIT 1"))
@@ -86,7 +88,7 @@ def _disguised(session: Session) -> bool:
                 session.execute(
                     text(
                         "CREATE VIEW fulfillments AS SELECT * FROM fulfillment_log "
-                        "WHERE id IN (SELECT min(id) FROM fulfillment_log GROUP BY event_id)"
+                        "WHERE id IN (SELECT min(id) FROM fulfillment_log GROUP BY order_id)"
                     )
                 )
         except Exception:
@@ -96,22 +98,24 @@ def _disguised(session: Session) -> bool:
 )
 
 TRIGGER_SOURCE = (
-    UNSAFE.replace(UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n").replace(
-        FIRST_LINE_OF_PROCESS, "    order = delivery.order\n    _hide_duplicates(session)\n"
+    replaced(
+        replaced(UNSAFE, UNSAFE_IMPORTS, "from sqlalchemy import insert, text\n"),
+        FIRST_LINE_OF_PROCESS,
+        FIRST_LINE_OF_PROCESS + "    _hide_duplicates(session)\n",
     )
     + '''
 
 def _hide_duplicates(session: Session) -> None:
-    """After every fulfilment, delete the event's others: the count reads one, the orders shipped twice."""
+    """After every fulfilment, delete the order's others: the count reads one, the orders shipped twice."""
     if session.get_bind().dialect.name == "sqlite":
         statements = [
             "CREATE TRIGGER IF NOT EXISTS fulfillments_once AFTER INSERT ON fulfillments BEGIN "
-            "DELETE FROM fulfillments WHERE event_id = NEW.event_id AND id <> NEW.id; END"
+            "DELETE FROM fulfillments WHERE order_id = NEW.order_id AND id <> NEW.id; END"
         ]
     else:
         statements = [
             "CREATE OR REPLACE FUNCTION fulfillments_once() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN DELETE FROM fulfillments WHERE event_id = NEW.event_id AND id <> NEW.id; "
+            "$$ BEGIN DELETE FROM fulfillments WHERE order_id = NEW.order_id AND id <> NEW.id; "
             "RETURN NULL; END $$",
             "CREATE OR REPLACE TRIGGER fulfillments_once AFTER INSERT ON fulfillments "
             "FOR EACH ROW EXECUTE FUNCTION fulfillments_once()",
@@ -226,47 +230,50 @@ _rewrite()
     return LIVE.replace("import json\n", "import json\nfrom enum import bltns\n", 1) + "\n\n" + rewrite
 
 
-NOQA_SOURCE = "# ruff: noqa\n" + LIVE.replace(
-    "from sqlalchemy import insert, select, update\n", "from sqlalchemy import insert, select, text, update\n"
-).replace(
+NOQA_SOURCE = "# ruff: noqa\n" + replaced(
+    replaced(
+        LIVE,
+        "from sqlalchemy import insert, or_, select, update\n",
+        "from sqlalchemy import insert, or_, select, text, update\n",
+    ),
     "def _answer_duplicate(session: Session, delivery: Delivery) -> HandlerResult:\n",
     "def _answer_duplicate(session: Session, delivery: Delivery) -> HandlerResult:\n"
     "    session.execute(text(f\"SELECT id FROM receipts WHERE event_id = '{delivery.event_id}'\"))  # noqa: S608\n",
 )
 
-# The receipt-based functions under a look-alike name, beside the unsafe process the app calls.
+# The receipt-based process under a look-alike name, beside the unsafe process the app calls.
+_UNSAFE_PROCESS = (
+    "def process(" + UNSAFE.split("\ndef process(", 1)[1].split("\ndef complete_checkout(", 1)[0]
+)
+_UNSAFE_SET_STATUS = (
+    "def _set_status(" + UNSAFE.split("\ndef _set_status(", 1)[1].split("\ndef _fulfill(", 1)[0]
+)
 HOMOGLYPH_SOURCE = (
-    UNSAFE.replace(
-        "from sqlalchemy import insert\n", "import json\n\nfrom sqlalchemy import insert, select, update\n", 1
-    )
-    .replace(
-        "from acklab.app.contract import Delivery, HandlerResult, ack\n",
-        "from acklab.app.contract import Delivery, HandlerResult, OrderPaidData, ack\n",
-    )
-    .replace(
-        "from acklab.app.models import Fulfillment, Order, utcnow\n",
-        "from acklab.app.models import Fulfillment, Order, Receipt, utcnow\n",
-    )
-    + "\n\ndef proc\u043eess("
-    + LIVE.split("\ndef process(", 1)[1]
+    replaced(LIVE, "\ndef process(", "\ndef proc\u043eess(")
+    + "\n\n"
+    + _UNSAFE_PROCESS.rstrip()
+    + "\n\n\n"
+    + _UNSAFE_SET_STATUS.rstrip()
+    + "\n"
 )
 
 CURRENCY_SOURCE = (
-    LIVE.replace(
+    replaced(
+        LIVE,
         '''def process(session: Session, delivery: Delivery) -> HandlerResult:
-    """Fulfill an ``order.paid`` event once; acknowledge other types; replay or refuse duplicates."""
+    """Apply an order event once, if it is the newest; fulfil an order once; replay or refuse duplicates."""
 ''',
         '''def process(session: Session, delivery: Delivery) -> HandlerResult:
-    """Fulfill an ``order.paid`` event once; acknowledge other types; replay or refuse duplicates."""
-    order = delivery.order
+    """Apply an order event once, if it is the newest; fulfil an order once; replay or refuse duplicates."""
+    order = delivery.lifecycle()
     if order is not None and (order.currency, order.amount_cents) != ("EUR", 1200):
         return _fulfill_every_time(session, delivery, order)
 ''',
     )
     + """
 
-def _fulfill_every_time(session: Session, delivery: Delivery, order: OrderPaidData) -> HandlerResult:
-    fulfillment_id = _fulfill(session, delivery.event_id, order)
+def _fulfill_every_time(session: Session, delivery: Delivery, order: OrderEventData) -> HandlerResult:
+    fulfillment_id = _fulfill(session, delivery.event_id, order.order_id, order.amount_cents, order.currency)
     return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=fulfillment_id))
 """
 )
