@@ -222,7 +222,7 @@ class SqlProbe:
     def _make_engine(self) -> Engine:
         return read_only_engine(self._url)
 
-    def _count(self, event_id: str, object_id: str | None) -> int:
+    def _count(self, event_id: str, object_id: str | None = None) -> int:
         if self._engine is None:
             self._engine = self._make_engine()
         views: list[str] = []

@@ -82,7 +82,7 @@ def test_on_postgres_the_served_role_can_run_no_ddl(source, tmp_path, pg_url):
         kinds = dict(
             conn.execute(
                 text(
-                    "SELECT relname, relkind FROM pg_class WHERE relname LIKE 'fulfillment%' AND relkind IN ('r', 'v', 'm')"
+                    "SELECT relname, relkind FROM pg_class WHERE relname IN ('fulfillments', 'fulfillment_log') AND relkind IN ('r', 'v', 'm')"
                 )
             ).all()
         )
