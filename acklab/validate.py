@@ -16,7 +16,9 @@ from acklab.harness.cli.run import validate as harness_validate
 from acklab.harness.specs.load import all_problems, load_spec
 
 
-@click.command("validate", context_settings={"help_option_names": ["-h", "--help"]}, params=harness_validate.params)
+@click.command(
+    "validate", context_settings={"help_option_names": ["-h", "--help"]}, params=harness_validate.params
+)
 def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
     """Check a target, experiment or flow spec file (the kind is read from its `kind:`).
 
@@ -26,7 +28,8 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
     spec file, that file is checked as the flow serves it (command: and {{port}}).
     """
     if not all_problems(file) and load_spec(file)[0] == "flow":
-        from acklab.flows.spec import check_target_file, load_spec as load_flow_spec
+        from acklab.flows.spec import check_target_file
+        from acklab.flows.spec import load_spec as load_flow_spec
         from acklab.flows.worktree import toplevel
 
         spec = load_flow_spec(file)

@@ -122,7 +122,9 @@ def run(
                 "(database: and {{database_url}} in its spec)"
             )
         if not db.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
-            raise click.UsageError(f"--db {db!r}: expected a PostgreSQL URL, e.g. postgresql://acklab@127.0.0.1/acklab")
+            raise click.UsageError(
+                f"--db {db!r}: expected a PostgreSQL URL, e.g. postgresql://acklab@127.0.0.1/acklab"
+            )
         remember(*url_credentials_of(db))
     if trials is not None:
         spec = dataclasses.replace(spec, trials=trials)

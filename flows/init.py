@@ -26,11 +26,11 @@ from typing import Any
 
 import yaml
 
-from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
 
 from .capabilities import machinery
-from .errors import FlowSpecInvalid
+from .errors import FlowError, FlowSpecInvalid
 
 STRIKE_AGAIN = ("concurrent-duplicates", "conflicting-payload")
 DENIED = (
@@ -48,6 +48,12 @@ DENIED = (
 )
 
 
+class FlowUsageError(FlowError):
+    """`flow init` was asked to overwrite a file without --force (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
+
 @dataclass(frozen=True)
 class Written:
     """What `init` wrote, and what the user should know about it."""
@@ -61,21 +67,29 @@ def handler_imports(source: str, *, path: str) -> tuple[list[str], list[str]]:
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
-        raise FlowSpecInvalid(f"--scope {path}: does not parse as Python ({exc.msg}, line {exc.lineno})") from exc
+        raise FlowSpecInvalid(
+            f"--scope {path}: does not parse as Python ({exc.msg}, line {exc.lineno})"
+        ) from exc
     lines: list[str] = []
     notes: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if machinery(alias.name):
-                    notes.append(f"{path}: 'import {alias.name}' left out: the interpreter's machinery is refused")
+                    notes.append(
+                        f"{path}: 'import {alias.name}' left out: the interpreter's machinery is refused"
+                    )
                 elif alias.asname:
-                    notes.append(f"{path}: 'import {alias.name} as {alias.asname}' left out: aliases are not listed")
+                    notes.append(
+                        f"{path}: 'import {alias.name} as {alias.asname}' left out: aliases are not listed"
+                    )
                 else:
                     lines.append(f"import {alias.name}")
         elif isinstance(node, ast.ImportFrom):
             if node.level or node.module is None:
-                notes.append(f"{path} line {node.lineno}: a relative import is left out; import it absolutely")
+                notes.append(
+                    f"{path} line {node.lineno}: a relative import is left out; import it absolutely"
+                )
                 continue
             if machinery(node.module):
                 notes.append(f"{path}: 'from {node.module} import ...' left out: the interpreter's machinery")
@@ -136,7 +150,9 @@ def init_flow(
     from acklab.harness.targets.spec import load_target
 
     if output.exists() and not force:
-        raise AcklabError(f"{output} exists; pass --force to replace it, or --output another path", ExitCode.USAGE)
+        raise AcklabError(
+            f"{output} exists; pass --force to replace it, or --output another path", ExitCode.USAGE
+        )
     relative_target = _relative(repo, target, "--target")
     try:
         spec = load_target(repo / relative_target, allow_remote=False, workdir=repo)
@@ -180,8 +196,12 @@ def init_flow(
     strike = [n for n in dict.fromkeys([*passed, *STRIKE_AGAIN]) if n not in failing]
     verify: list[dict[str, Any]] = []
     if paths:
-        verify.append({"name": "pytest", "argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]})
-    verify.append({"name": "ruff", "argv": ["python", "-m", "ruff", "check", "--no-cache", "--ignore-noqa", *files]})
+        verify.append(
+            {"name": "pytest", "argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]}
+        )
+    verify.append(
+        {"name": "ruff", "argv": ["python", "-m", "ruff", "check", "--no-cache", "--ignore-noqa", *files]}
+    )
     flow_path = _relative(repo, str(output), "--output")
     doc = {
         "apiVersion": "acklab/v1",

@@ -104,9 +104,13 @@ class LLMProposer:
             f"The handler, {request.handler_path}, at the expected head:\n```python\n{request.handler_source}```",
         ]
         if request.target_brief:
-            parts.append(f"How the lab counts effects and what it expects (the target spec):\n{request.target_brief}")
+            parts.append(
+                f"How the lab counts effects and what it expects (the target spec):\n{request.target_brief}"
+            )
         if request.imports:
-            parts.append("The patched file may import only:\n" + "\n".join(f"- {line}" for line in request.imports))
+            parts.append(
+                "The patched file may import only:\n" + "\n".join(f"- {line}" for line in request.imports)
+            )
         if request.rejection_reasons:
             reasons = "\n".join(f"- {r}" for r in request.rejection_reasons)
             parts.append(f"Your previous proposal was rejected by the scope guard:\n{reasons}\nFix that.")

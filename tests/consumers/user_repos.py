@@ -99,6 +99,7 @@ def handle(session: Session, event: dict) -> tuple[int, dict]:
     if order is None:
         order = Order(order_id=data["order_id"], status="new")
         session.add(order)
+        session.flush()  # the order row first: the fulfilment's foreign key names it
     session.add(Fulfillment(event_id=event["id"], order_id=order.order_id, amount_cents=data["amount_cents"]))
     order.status = "paid"
     try:
