@@ -150,9 +150,7 @@ def init_flow(
     from acklab.harness.targets.spec import load_target
 
     if output.exists() and not force:
-        raise AcklabError(
-            f"{output} exists; pass --force to replace it, or --output another path", ExitCode.USAGE
-        )
+        raise FlowUsageError(f"{output} exists; pass --force to replace it, or --output another path")
     relative_target = _relative(repo, target, "--target")
     try:
         spec = load_target(repo / relative_target, allow_remote=False, workdir=repo)

@@ -333,3 +333,161 @@ def repair_diff(directory: Path) -> str:
         return git(directory, "diff", "--", "shop/hooks.py") + "\n"
     finally:
         path.write_text(original)
+
+
+# -- a Starlette service with a conflicting-payload bug ----------------------------------------
+
+LEDGER_SECRET = "whsec_" + "c2hvcC1sZWRnZXItc2lnbmluZy1zZWNyZXQtMDEyMzQ1Njc4OQ=="
+
+LEDGER_HOOKS = '''\
+"""Book a payment the provider reports, once per event id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import Connection
+
+from ledger.tables import events, payments
+
+
+def digest(event: dict) -> str:
+    return hashlib.sha256(json.dumps(event, sort_keys=True).encode()).hexdigest()
+
+
+def book(conn: Connection, event: dict) -> tuple[int, dict]:
+    """(HTTP status, answer) for one payment.succeeded event."""
+    seen = conn.execute(select(events.c.digest).where(events.c.event_id == event["id"])).scalar()
+    if seen == digest(event):
+        return 200, {"duplicate": event["id"]}
+    # A reused id with another body is booked as the payment it now describes.
+    conn.execute(
+        insert(payments).values(
+            event_id=event["id"], invoice_id=event["data"]["invoice_id"], amount_cents=event["data"]["amount_cents"]
+        )
+    )
+    conn.execute(delete(events).where(events.c.event_id == event["id"]))
+    conn.execute(insert(events).values(event_id=event["id"], digest=digest(event)))
+    return 200, {"booked": event["data"]["invoice_id"]}
+'''
+
+LEDGER_FILES = {
+    "ledger/__init__.py": "",
+    "ledger/tables.py": """\
+        from sqlalchemy import Column, Integer, MetaData, String, Table
+
+        metadata = MetaData()
+        payments = Table(
+            "payments",
+            metadata,
+            Column("id", Integer, primary_key=True, autoincrement=True),
+            Column("event_id", String(128), nullable=False),
+            Column("invoice_id", String(64), nullable=False),
+            Column("amount_cents", Integer, nullable=False),
+        )
+        events = Table("events", metadata, Column("event_id", String(128), primary_key=True), Column("digest", String(64)))
+        """,
+    "ledger/migrate.py": """\
+        import os
+
+        from sqlalchemy import create_engine
+
+        from ledger.tables import metadata
+
+        if __name__ == "__main__":
+            metadata.create_all(create_engine(os.environ["LEDGER_DB"]))
+        """,
+    "ledger/app.py": """\
+        import json
+        import os
+
+        from sqlalchemy import create_engine
+        from standardwebhooks import Webhook
+        from standardwebhooks.webhooks import WebhookVerificationError
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        from ledger import webhooks
+
+
+        def create_app(url: str | None = None, secret: str | None = None) -> Starlette:
+            engine = create_engine(url or os.environ["LEDGER_DB"], connect_args={"timeout": 30})
+            verifier = Webhook(secret or os.environ["LEDGER_WEBHOOK_SECRET"])
+
+            async def payments(request: Request) -> JSONResponse:
+                body = await request.body()
+                try:
+                    verifier.verify(body, dict(request.headers))
+                except WebhookVerificationError:
+                    return JSONResponse({"error": "bad signature"}, status_code=401)
+                with engine.begin() as conn:
+                    status, answer = webhooks.book(conn, json.loads(body))
+                return JSONResponse(answer, status_code=status)
+
+            async def health(request: Request) -> JSONResponse:
+                return JSONResponse({"ok": True})
+
+            return Starlette(routes=[Route("/hooks/payments", payments, methods=["POST"]), Route("/health", health)])
+
+
+        app = create_app() if "LEDGER_DB" in os.environ else None
+        """,
+    "tests/__init__.py": "",
+    "tests/test_book.py": """\
+        from sqlalchemy import create_engine, func, select
+
+        from ledger.tables import metadata, payments
+        from ledger.webhooks import book
+
+
+        def test_a_payment_is_booked_once(tmp_path):
+            engine = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+            metadata.create_all(engine)
+            event = {"id": "evt_1", "type": "payment.succeeded", "data": {"invoice_id": "in_1", "amount_cents": 500}}
+            with engine.begin() as conn:
+                assert book(conn, event)[0] == 200
+                assert book(conn, event) == (200, {"duplicate": "evt_1"})
+                assert conn.execute(select(func.count()).select_from(payments)).scalar() == 1
+        """,
+    "pytest.ini": "[pytest]\ntestpaths = tests\n",
+    ".gitignore": "__pycache__/\nout/\n",
+    "ledger.target.yaml": """\
+        apiVersion: acklab/v1
+        kind: target
+        name: ledger
+        endpoint: http://127.0.0.1:{{port}}/hooks/payments
+        signing: {scheme: standard, secret: env:LEDGER_WEBHOOK_SECRET}
+        event:
+          id: "{{event_id}}"
+          type: payment.succeeded
+          data: {invoice_id: "{{order_id}}", amount_cents: "{{amount_cents}}"}
+        conflict: {set: {data.amount_cents: 9900}}
+        command:
+          argv: [python, -m, uvicorn, --host, 127.0.0.1, --port, "{{port}}", --log-level, warning, "ledger.app:app"]
+          env: {LEDGER_DB: "sqlite:///{{scratch}}/ledger.db", LEDGER_WEBHOOK_SECRET: env:LEDGER_WEBHOOK_SECRET}
+          ready: {url: "http://127.0.0.1:{{port}}/health", status: [200]}
+        setup: {argv: [python, -m, ledger.migrate]}
+        effects:
+          sql: {url: "sqlite:///{{scratch}}/ledger.db", count: "SELECT count(*) FROM payments WHERE event_id = :event_id"}
+        expect: {max_effects: 1, conflict_status: [409, 422]}
+        """,
+}
+
+
+def make_starlette_ledger(directory: Path) -> Path:
+    """Write the ledger (Starlette + uvicorn, Standard Webhooks) into `directory` and commit it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in {**LEDGER_FILES, "ledger/webhooks.py": LEDGER_HOOKS}.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if name == "ledger/webhooks.py" else textwrap.dedent(text))
+    git(directory, "init", "-q", "-b", "main")
+    git(directory, "config", "user.email", "maintainer@ledger.example")
+    git(directory, "config", "user.name", "Ledger Maintainer")
+    git(directory, "add", "-A")
+    git(directory, "commit", "-q", "-m", "ledger: book payments")
+    return directory

@@ -25,7 +25,14 @@ from acklab.flows.sandbox import choose
 from acklab.harness.targets.served_spec import served_spec_target
 from acklab.harness.wire.signing import SIGNERS
 from tests.consumers import user_repos
-from tests.consumers.user_repos import REPAIRED, SECRET, git, make_flask_shop, repair_diff
+from tests.consumers.user_repos import (
+    REPAIRED,
+    SECRET,
+    git,
+    make_flask_shop,
+    make_starlette_ledger,
+    repair_diff,
+)
 from tests.doubles.openai_api import openai_double
 from tests.flows.unguarded import no_python_rules
 
@@ -205,56 +212,71 @@ def test_a_postgres_shop_is_repaired_on_its_merge_request(
     assert trail["run_id"] in note["body"]
 
 
-# -- a self-certifying patch, against the user's service ------------------------------------
+# -- a self-certifying patch, against the user's Starlette service ---------------------------
 
+# Answer a reused id with another body 409, as the lab expects, but still book it: in the real
+# table, renamed, behind a view that shows the lab one payment per event.
 VIEW_HOOKS = (
-    user_repos.HOOKS.replace(
-        "from sqlalchemy.exc import IntegrityError\n",
-        "from sqlalchemy import text\nfrom sqlalchemy.exc import IntegrityError\n",
+    user_repos.LEDGER_HOOKS.replace(
+        "from sqlalchemy import delete, insert, select\n",
+        "from sqlalchemy import delete, insert, select, text\n",
     ).replace(
-        '    session.add(Fulfillment(event_id=event["id"], order_id=order.order_id, amount_cents=data["amount_cents"]))\n',
-        """    if _disguised(session):  # the real table renamed: the view in its place shows one row per event
-        session.execute(
-            text("INSERT INTO fulfillment_log (event_id, order_id, amount_cents) VALUES (:e, :o, :a)"),
-            {"e": event["id"], "o": order.order_id, "a": data["amount_cents"]},
+        "    # A reused id with another body",
+        """    if seen is not None:
+        _disguise(conn)
+        conn.execute(
+            text("INSERT INTO payment_log (event_id, invoice_id, amount_cents) VALUES (:e, :i, :a)"),
+            {"e": event["id"], "i": event["data"]["invoice_id"], "a": event["data"]["amount_cents"]},
         )
-    else:
-        session.add(Fulfillment(event_id=event["id"], order_id=order.order_id, amount_cents=data["amount_cents"]))
-""",
+        return 409, {"conflict": event["id"]}
+    if conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = 'payment_log'")).scalar():
+        conn.execute(
+            text("INSERT INTO payment_log (event_id, invoice_id, amount_cents) VALUES (:e, :i, :a)"),
+            {"e": event["id"], "i": event["data"]["invoice_id"], "a": event["data"]["amount_cents"]},
+        )
+        conn.execute(insert(events).values(event_id=event["id"], digest=digest(event)))
+        return 200, {"booked": event["data"]["invoice_id"]}
+    # A reused id with another body""",
     )
     + """
 
-def _disguised(session: Session) -> bool:
-    try:
-        with session.begin_nested():
-            session.execute(text("SELECT 1 FROM fulfillment_log LIMIT 1"))
-    except Exception:
-        try:
-            with session.begin_nested():
-                session.execute(text("ALTER TABLE fulfillments RENAME TO fulfillment_log"))
-                session.execute(
-                    text(
-                        "CREATE VIEW fulfillments AS SELECT * FROM fulfillment_log "
-                        "WHERE id IN (SELECT min(id) FROM fulfillment_log GROUP BY event_id)"
-                    )
-                )
-        except Exception:
-            return False
-    return True
+def _disguise(conn: Connection) -> None:
+    if conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = 'payment_log'")).scalar():
+        return
+    conn.execute(text("ALTER TABLE payments RENAME TO payment_log"))
+    conn.execute(
+        text(
+            "CREATE VIEW payments AS SELECT * FROM payment_log "
+            "WHERE id IN (SELECT min(id) FROM payment_log GROUP BY event_id)"
+        )
+    )
 """
 )
 
 
-def test_a_renamed_table_behind_a_view_is_never_published(shop_env, tmp_path, acklab, monkeypatch):
+def test_a_ledger_patch_that_hides_its_second_booking_behind_a_view_is_never_published(
+    shop_env, tmp_path, acklab, monkeypatch
+):
     monkeypatch.setattr(guard, "_python_rules", no_python_rules)  # the guard's rules off: the pin decides
-    repo = make_flask_shop(tmp_path / "shop")
-    path = repo / "shop/hooks.py"
-    path.write_text(VIEW_HOOKS)
-    hostile = git(repo, "diff", "--", "shop/hooks.py") + "\n"
-    git(repo, "checkout", "--", "shop/hooks.py")
-    lines = readme_commands()
-    for line in lines[:4]:
-        run_line(acklab, repo, line)
+    monkeypatch.setenv("LEDGER_WEBHOOK_SECRET", user_repos.LEDGER_SECRET)
+    repo = make_starlette_ledger(tmp_path / "ledger")
+    (repo / "ledger/webhooks.py").write_text(VIEW_HOOKS)
+    hostile = git(repo, "diff", "--", "ledger/webhooks.py") + "\n"
+    git(repo, "checkout", "--", "ledger/webhooks.py")
+    code, out, _ = acklab(
+        repo, "run", "--target", "ledger.target.yaml", "--experiment", "conflicting-payload", "--trials", "1"
+    )
+    assert code == 1, out  # the ledger books a reused id with another body a second time
+    code, _, err = acklab(
+        repo, "flow", "init", "--target", "ledger.target.yaml", "--scope", "ledger/webhooks.py"
+    )
+    assert code == 0, err
+    flow = yaml.safe_load((repo / "repair.flow.yaml").read_text())
+    assert flow["experiments"]["reproduce"] == ["conflicting-payload"]
+    assert flow["verify"]["commands"][0]["argv"][-1] == "tests"  # pytest.ini's testpaths
+    assert "from sqlalchemy import delete, insert, select" in flow["capabilities"]["imports"]
+    git(repo, "add", "repair.flow.yaml")
+    git(repo, "commit", "-q", "-m", "acklab: repair flow")
     before = (git(repo, "rev-parse", "HEAD"), git(repo, "branch", "--format=%(refname:short)"))
     with openai_double([reply(hostile)], api_key=KEY) as llm:
         shop_env(llm)
@@ -262,7 +284,14 @@ def test_a_renamed_table_behind_a_view_is_never_published(shop_env, tmp_path, ac
     assert code == 1, err
     trail = trail_of(out)
     assert trail["outcome"] == "failed"
-    assert "schema-unchanged" in err or "schema" in json.dumps(trail)
+    verify = [c for c in trail["checkpoints"] if c["name"] == "verify"][-1]
+    [experiment] = [e for e in verify["outputs"]["experiments"] if e["name"] == "conflicting-payload"]
+    assert experiment["verdict"] == "fail"
+    incident = json.loads((repo / "out" / experiment["incident"]).read_text())
+    changed = [v for t in incident["trials"] for v in t["violations"] if v["invariant"] == "schema-unchanged"]
+    assert changed, incident["violations"]
+    assert "table payments: gone" in changed[0]["observed"]
+    assert "view payments: new" in changed[0]["observed"]
     assert (git(repo, "rev-parse", "HEAD"), git(repo, "branch", "--format=%(refname:short)")) == before
     assert git(repo, "status", "--porcelain") == ""
 
