@@ -102,7 +102,7 @@ def handler_imports(source: str, *, path: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(lines)), notes
 
 
-def testpaths(repo: Path) -> list[str] | None:
+def pytest_testpaths(repo: Path) -> list[str] | None:
     """The project's pytest ``testpaths`` (None: no pytest configuration names any)."""
     pyproject = repo / "pyproject.toml"
     if pyproject.is_file():
@@ -171,7 +171,7 @@ def init_flow(
         found, left_out = handler_imports(path.read_text(encoding="utf-8"), path=file)
         imports += found
         notes += left_out
-    paths = testpaths(repo)
+    paths = pytest_testpaths(repo)
     if paths is None:
         paths = ["tests"] if (repo / "tests").is_dir() else []
         notes.append(
