@@ -120,8 +120,33 @@ def test_validate_checks_a_flow_specs_target_file(shop, acklab):
     code, out, _ = acklab(shop, "validate", "repair.flow.yaml")
     assert code == 0
     assert "a valid flow spec" in out
+    code, _, err = acklab(shop, "flow", "run", "repair.flow.yaml", "--db", "postgresql://lab@127.0.0.1/x")
+    assert code == 2
+    assert "names its own database" in err
     (shop / "shop.target.yaml").write_text(TARGET_SQLITE.replace("{{port}}", "9000"))
     git(shop, "add", "-A")
     code, _, err = acklab(shop, "validate", "repair.flow.yaml")
     assert code == 3
     assert "{{port}}" in err
+
+
+def test_the_fixture_flow_reproduces_on_postgresql_with_db(sandbox, tmp_path, acklab, pg_url):
+    from tests.flows.conftest import fast_spec, load_trail
+
+    spec = fast_spec(tmp_path, strike_again=(), checks=("ruff",))
+    out = tmp_path / "out"
+    code, stdout, err = acklab(
+        sandbox, "flow", "run", spec, "--db", pg_url, "--propose-only", "--out", out, "--json"
+    )
+    assert code == 0, err
+    trail = load_trail(stdout)
+    [reproduce] = [c for c in trail["checkpoints"] if c["name"] == "reproduce"]
+    assert reproduce["outputs"]["failing"] == ["lost-ack"]
+    run = json.loads((out / reproduce["outputs"]["lab_bundle"] / "run.json").read_text())
+    incident = json.loads(
+        (out / reproduce["outputs"]["lab_bundle"] / run["experiments"][0]["incident"]).read_text()
+    )
+    assert incident["target"]["database"].startswith("postgresql")
+    code, _, err = acklab(sandbox, "flow", "run", spec, "--db", "sqlite:////tmp/x.db", "--propose-only")
+    assert code == 2
+    assert "expected a PostgreSQL URL" in err
