@@ -175,9 +175,20 @@ def test_a_postgres_shop_is_repaired_on_its_merge_request(
     diff = repair_diff(seed)
     lines = readme_commands()
     [mr_line] = [line for line in lines if "--mr" in line]
-    for line in lines[:4]:  # run, init, validate, commit: the maintainer's branch holds the flow spec
+    for line in lines[:2]:  # run, init
         for code, out, err in run_line(acklab, seed, line):
             assert code in (0, 1), out + err
+    # This test is about PostgreSQL and the merge request; the README's test strikes again.
+    flow = seed / "repair.flow.yaml"
+    flow.write_text(
+        flow.read_text().replace(
+            "  strike_again:\n  - concurrent-duplicates\n  - conflicting-payload\n", "  strike_again: []\n"
+        )
+    )
+    assert "strike_again: []" in flow.read_text()
+    for line in lines[2:4]:  # validate, commit: the maintainer's branch holds the flow spec
+        for code, out, err in run_line(acklab, seed, line):
+            assert code == 0, out + err
     git(seed, "checkout", "--quiet", "-b", "feature/orders")
     bare = tmp_path / "shop.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(bare))
