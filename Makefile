@@ -33,10 +33,14 @@ typecheck: install
 
 # Two workers (pytest-xdist), a test file to each at a time: most tests wait on servers and
 # subprocesses, so two cores run the suite in about half the time. PYTEST_WORKERS=0: serial.
+# The suite in two parts, no test twice: the unit tier with PostgreSQL, Chromium, Node and
+# gitlab-ci-local hidden (what `make unit` runs: proof that it needs none of them), then every
+# other test (--tier=rest) with them there.
 PYTEST_WORKERS ?= 2
 pytest: install system-deps
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing \
-		-n $(PYTEST_WORKERS) --dist loadfile
+		-n $(PYTEST_WORKERS) --dist loadfile --tier=rest
 
 ## test: everything CI runs; non-zero on any failure
 test: install system-deps lint typecheck pytest
