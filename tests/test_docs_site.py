@@ -1,0 +1,100 @@
+"""The docs: the README is the adopter's path, the reference is the MkDocs site over docs/.
+
+`mkdocs build --strict` with every link and anchor validated (mkdocs.yml's `validation:`)
+is what `make test` runs here; acklab's own pages job publishes the same build under docs/.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def build(project: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(project / "mkdocs.yml"),
+            "-d",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def nav_pages(nav: list[object]) -> list[str]:
+    pages: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [str(value)]
+    return pages
+
+
+def test_the_docs_site_builds_strict_with_every_page_in_its_nav(tmp_path: Path) -> None:
+    done = build(ROOT, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    pages = nav_pages(config["nav"])
+    assert sorted(pages) == sorted(p.name for p in (ROOT / "docs").glob("*.md")), "a page outside the nav"
+    for page in pages:
+        html = (tmp_path / "site" / page.replace(".md", ".html")).read_text(encoding="utf-8")
+        assert "<h1" in html, page
+    # bench/readme.py writes the performance table here; the built page carries it
+    assert "make test wall time" in (tmp_path / "site" / "performance.html").read_text(encoding="utf-8")
+
+
+def test_a_broken_anchor_or_link_fails_the_strict_build(tmp_path: Path) -> None:
+    for mistake, expected in (
+        ("[x](cli.md#no-such-heading)", "no-such-heading"),
+        ("[x](gone.md)", "gone.md"),
+    ):
+        project = tmp_path / mistake[4:8].replace(".", "_").replace("#", "_")
+        shutil.copytree(ROOT / "docs", project / "docs")
+        shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+        index = project / "docs" / "index.md"
+        index.write_text(index.read_text(encoding="utf-8") + f"\n{mistake}\n", encoding="utf-8")
+        done = build(project, project / "site")
+        assert done.returncode != 0, f"--strict accepted {mistake}"
+        assert expected in done.stderr
+
+
+def test_the_readme_is_the_short_path_and_its_links_resolve() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) < 250, f"the README has {len(lines)} lines; move reference into docs/"
+    commands = [line.split("#", 1)[0].strip() for line in lines[2:5] if line.startswith("make ")]
+    assert commands == ["make demo", "make test"], lines[:5]
+    anchors: dict[Path, set[str]] = {}
+    for target in re.findall(r"\]\(((?!https?:)[^)\s]+)\)", text):
+        path, _, anchor = target.partition("#")
+        where = (ROOT / path).resolve()
+        assert where.exists(), f"README links {target}, which does not exist"
+        if anchor:
+            headings = anchors.setdefault(where, set(slugs(where)))
+            assert anchor in headings, f"README links {target}: no such heading"
+
+
+def slugs(doc: Path) -> list[str]:
+    """The anchors MkDocs (Python-Markdown's toc) gives a page's headings."""
+    found = []
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = re.sub(r"[`*]", "", line.lstrip("#").strip()).lower()
+            found.append(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title)).strip("-"))
+    return found
