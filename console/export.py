@@ -64,14 +64,21 @@ def check_output(evidence: Path, out: Path) -> None:
 
 
 def site_for(snapshot: Snapshot, evidence: Path, env: Mapping[str, str]) -> Site:
-    """The banner: CI variables when building in a pipeline, else the newest manifest's."""
+    """The banner: CI variables when building in a pipeline, else the newest manifest's CI
+    metadata, else the commit the newest bundle's incidents were run at (a run outside CI)."""
     newest = next((b.ci for b in snapshot.bundles if b.ci), {})
+    recorded = (
+        i.commit
+        for b in snapshot.bundles  # newest first
+        for i in b.incidents
+        if i.commit
+    )
     return Site(
         static=True,
         evidence=evidence.name,
         generated_at=utcnow(),
         pipeline=env.get("CI_PIPELINE_ID") or newest.get("pipeline_id"),
-        commit=env.get("CI_COMMIT_SHA") or newest.get("commit_sha"),
+        commit=env.get("CI_COMMIT_SHA") or newest.get("commit_sha") or next(recorded, None),
     )
 
 
@@ -155,6 +162,10 @@ def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, sit
         left = index.model(snapshot.by_key[pair.left.bundle], pair.left.path or "", Incident)
         right = index.model(snapshot.by_key[pair.right.bundle], pair.right.path or "", Incident)
         events = build(pair, left, right, event=None, step=None).events or [EventPair(None, None)]
+        rel = StaticLinks.compare_entry_file(pair.slug)
+        writer.page(
+            rel, details.compare(_ctx(index, snapshot, site, rel), pair.left_ref, pair.right_ref, None, None)
+        )
         for n, event in enumerate(events):
             rel = StaticLinks.compare_file(pair.slug, n)
             ctx = _ctx(index, snapshot, site, rel)
