@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from acklab.evidence.bundle import utcnow
@@ -61,6 +61,27 @@ def check_output(evidence: Path, out: Path) -> None:
             f"--out {str(out)!r} is not empty and was not written by `acklab pages` (no {MARKER}); "
             "remove it or choose an empty directory"
         )
+
+
+def check_docs(docs: Path) -> None:
+    """A documentation site to publish must be a built one: a directory with an index.html."""
+    if not (docs / "index.html").is_file() or docs.is_symlink():
+        raise OutputRefused(
+            f"--docs {str(docs)!r} is not a built site (no index.html in it); "
+            "build it first, e.g. `mkdocs build --strict -d site`, then pass --docs site"
+        )
+
+
+def _copy_docs(writer: Writer, docs: Path) -> None:
+    """Every regular file of the built site under docs/ (symlinks are never followed)."""
+    root = docs.resolve()
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not Path(directory, d).is_symlink()]
+        for name in files:
+            path = Path(directory, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            shutil.copyfile(path, writer.target("docs/" + path.relative_to(root).as_posix()))
 
 
 def site_for(snapshot: Snapshot, evidence: Path, env: Mapping[str, str]) -> Site:
@@ -172,14 +193,19 @@ def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, sit
             writer.page(rel, details.compare(ctx, pair.left_ref, pair.right_ref, event.key or None, None))
 
 
-def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None = None) -> SnapshotResult:
-    """Render every view of the evidence directory into `out` as a static site."""
+def build_snapshot(
+    evidence: Path, out: Path, *, env: Mapping[str, str] | None = None, docs: Path | None = None
+) -> SnapshotResult:
+    """Render every view of the evidence directory into `out` as a static site; `docs`, a
+    built documentation site, is published beside it under docs/ (the header links it)."""
     started = time.perf_counter()
     env = os.environ if env is None else env
     index = EvidenceIndex(evidence, frozen=True)
     check_output(evidence, out)
+    if docs is not None:
+        check_docs(docs)
     snapshot = index.snapshot()
-    site = site_for(snapshot, evidence, env)
+    site = replace(site_for(snapshot, evidence, env), docs=docs is not None)
     if out.is_dir():
         shutil.rmtree(out)  # only a directory an earlier snapshot wrote (check_output saw its marker)
     out.mkdir(parents=True)
@@ -205,5 +231,7 @@ def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None =
         "bundles": len(snapshot.bundles),
         "pages": writer.pages,
     }
+    if docs is not None:
+        _copy_docs(writer, docs)
     writer.target(MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     return SnapshotResult(out, writer.pages, writer.raw, time.perf_counter() - started)

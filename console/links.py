@@ -182,6 +182,10 @@ class StaticLinks:
     def raw(self, key: str, rel: str) -> str:
         return self._to(self.raw_file(key, rel))
 
+    def docs(self) -> str:
+        """The documentation site published beside the snapshot (`acklab pages --docs`)."""
+        return self._to("docs/index.html")
+
     def static(self, name: str) -> str:
         return self._to(f"static/{name}")
 
