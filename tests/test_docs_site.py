@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+from acklab.cli import main
+from acklab.evidence.exitcodes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -46,17 +50,24 @@ def nav_pages(nav: list[object]) -> list[str]:
     return pages
 
 
-def test_the_docs_site_builds_strict_with_every_page_in_its_nav(tmp_path: Path) -> None:
-    done = build(ROOT, tmp_path / "site")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as `make test` and the pages job build it."""
+    where = tmp_path_factory.mktemp("docs") / "site"
+    done = build(ROOT, where)
     assert done.returncode == 0, done.stderr
+    return where
+
+
+def test_the_docs_site_builds_strict_with_every_page_in_its_nav(site: Path) -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     pages = nav_pages(config["nav"])
     assert sorted(pages) == sorted(p.name for p in (ROOT / "docs").glob("*.md")), "a page outside the nav"
     for page in pages:
-        html = (tmp_path / "site" / page.replace(".md", ".html")).read_text(encoding="utf-8")
+        html = (site / page.replace(".md", ".html")).read_text(encoding="utf-8")
         assert "<h1" in html, page
     # bench/readme.py writes the performance table here; the built page carries it
-    assert "make test wall time" in (tmp_path / "site" / "performance.html").read_text(encoding="utf-8")
+    assert "make test wall time" in (site / "performance.html").read_text(encoding="utf-8")
 
 
 def test_a_broken_anchor_or_link_fails_the_strict_build(tmp_path: Path) -> None:
@@ -98,3 +109,34 @@ def slugs(doc: Path) -> list[str]:
             title = re.sub(r"[`*]", "", line.lstrip("#").strip()).lower()
             found.append(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title)).strip("-"))
     return found
+
+
+def test_pages_publishes_the_docs_beside_the_console(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`acklab pages --docs site`, as acklab's own pages job runs it: the reference under
+    docs/, linked from every page's header; a directory that is not a built site is refused."""
+    evidence = tmp_path / "out"
+    evidence.mkdir()
+    public = tmp_path / "public"
+    with pytest.raises(SystemExit) as done:
+        main(["pages", "--evidence", str(evidence), "--out", str(public), "--docs", str(site)])
+    assert done.value.code == 0
+    assert (public / "docs" / "index.html").read_bytes() == (site / "index.html").read_bytes()
+    assert (public / "docs" / "cli.html").is_file()
+    overview = (public / "index.html").read_text(encoding="utf-8")
+    assert '<a href="docs/index.html">Docs</a>' in overview
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                "pages",
+                "--evidence",
+                str(evidence),
+                "--out",
+                str(tmp_path / "p2"),
+                "--docs",
+                str(ROOT / "docs"),
+            ]
+        )
+    assert done.value.code == ExitCode.REFUSED
+    assert "is not a built site (no index.html in it)" in capsys.readouterr().err
