@@ -7,9 +7,11 @@ is what `make test` runs here; acklab's own pages job publishes the same build u
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,51 @@ def test_pages_publishes_the_docs_beside_the_console(
         )
     assert done.value.code == ExitCode.REFUSED
     assert "is not a built site (no index.html in it)" in capsys.readouterr().err
+
+
+def shell_commands(doc: Path) -> list[str]:
+    """Every `acklab ...` command of a doc's ```sh blocks, continuation lines joined, comments cut."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            for part in line.split("#", 1)[0].split("&&"):
+                if part.strip().startswith("acklab "):
+                    found.append(part.strip())
+    return found
+
+
+def parse(argv: list[str]) -> None:
+    """Resolve and parse argv as the CLI would, down to the subcommand, without running it."""
+    import click
+
+    from acklab.cli import cli
+
+    command: click.Command = cli
+    ctx = command.make_context("acklab", list(argv), resilient_parsing=False)
+    while isinstance(command, click.Group):
+        with warnings.catch_warnings():  # click 8.2 deprecates the name, 8.1 has only it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            args = [*ctx.protected_args, *ctx.args]
+        name, sub, rest = command.resolve_command(ctx, args)
+        assert sub is not None, argv
+        command, ctx = sub, sub.make_context(name or "", rest, parent=ctx)
+
+
+def test_every_acklab_command_in_the_readme_and_docs_parses_as_written() -> None:
+    """The commands a reader copies use options and subcommands that exist, with values the
+    CLI accepts (a file of the reader's own project may be missing here: not a parse error)."""
+    import click
+
+    commands = [c for doc in (README, *sorted((ROOT / "docs").glob("*.md"))) for c in shell_commands(doc)]
+    assert len(commands) >= 15, commands
+    refused = []
+    for line in commands:
+        try:
+            parse(shlex.split(line)[1:])
+        except click.BadParameter as exc:  # a path of the reader's project, e.g. acklab/shop.target.yaml
+            if "does not exist" not in str(exc):
+                refused.append(f"{line}: {exc}")
+        except click.UsageError as exc:
+            refused.append(f"{line}: {exc}")
+    assert refused == []
