@@ -234,3 +234,20 @@ def test_planted_script_never_runs_in_the_snapshot(browser, hostile_evidence, tm
         w.open(site.url + "bundles/run-0000-unsafe/incidents/run-0000-unsafe-fixture-unsafe-lost-ack.html")
         assert XSS_SCRIPT in w.page.inner_text("main")
         w.shot("static-hostile-incident")
+
+
+def test_the_live_console_shows_a_new_run_on_the_first_reload(browser, evidence):
+    """A run that lands while the console is open is on the very next page load, never one
+    load late (the first request after a write rescans at once)."""
+    from tests.console.conftest import LiveServer
+    from tests.console.samples import make_run_bundle
+
+    with LiveServer(evidence) as server, watched(browser) as w:
+        w.open(f"{server.url}/pipelines")
+        assert "run-late-live" not in w.page.content()
+        make_run_bundle(
+            evidence, run_id="run-late-live", target="fixture:live", experiments=("replay",), trials=1
+        )
+        w.page.reload()
+        assert "run-late-live" in w.page.content()
+        w.assert_clean()
