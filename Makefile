@@ -53,7 +53,7 @@ unit: install
 pipeline: install system-deps
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh $(PIPELINE_ARGS)
 
-## bench: measure every figure beside its baseline, write bench/results.json and the README table
+## bench: measure every figure beside its baseline, write bench/results.json and the table in docs/performance.md
 ## (BENCH_ARGS="--quick", "--only journal_writes", "--make-test")
 bench: install system-deps
 	$(BIN)/python -m bench $(BENCH_ARGS)
