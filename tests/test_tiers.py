@@ -176,7 +176,9 @@ def test_make_test_runs_the_unit_tier_hidden_and_then_every_other_test() -> None
     complement (`--tier=rest`), in that order, both stopping `make` when they fail."""
     dry = subprocess.run(["make", "-n", "pytest"], cwd=ROOT, capture_output=True, text=True, check=False)
     shown = dry.stdout
-    assert dry.returncode == 0 and "\nscripts/unit.sh " in shown and "--tier=rest" in shown, shown
+    assert dry.returncode == 0, dry.stderr
+    assert "\nscripts/unit.sh " in shown, shown
+    assert "--tier=rest" in shown, shown
     assert shown.index("\nscripts/unit.sh ") < shown.index("--tier=rest"), shown
 
 
@@ -188,6 +190,7 @@ def test_the_unit_tier_and_the_rest_split_the_suite(inner: pytest.Pytester) -> N
     def ids(result: pytest.RunResult) -> set[str]:
         return {line for line in result.outlines if "::" in line}
 
-    assert ids(unit_run) and ids(rest_run)
+    assert ids(unit_run)
+    assert ids(rest_run)
     assert ids(unit_run) | ids(rest_run) == ids(whole)
     assert not ids(unit_run) & ids(rest_run)
