@@ -36,7 +36,7 @@ class SinkTally:
     emails: int | None  # None: no SMTP sink
     calls: int | None  # None: no outbound sink; distinct idempotency keys (a keyless call is one)
     call_keys: tuple[str | None, ...]  # per effect call, in arrival order (None: no key sent)
-    before_commit: int  # messages and effect calls that arrived while the event had no row
+    before_commit: int  # emails and call effects (per key) that arrived while the event had no row
 
     def total(self) -> tuple[int, int, int]:
         return (self.emails or 0, len(self.call_keys), self.before_commit)
@@ -75,6 +75,12 @@ def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, Outboun
         header = doc.get("idempotency_header")
         outbound = OutboundConfig(host, port, routes, str(header) if header else None)
     return smtp, outbound
+
+
+def _effects_of(calls: list[SinkRecord]) -> int:
+    """The downstream effects of `calls`: one per idempotency key, one per call without a key."""
+    keys = [c.idempotency_key for c in calls]
+    return len({k for k in keys if k is not None}) + keys.count(None)
 
 
 class Sinks:
@@ -126,8 +132,10 @@ class Sinks:
         emails = [r for r in records if r.kind == "email"]
         calls = [r for r in records if r.kind == "call" and (r.method or "").upper() not in READS]
         keys = tuple(c.idempotency_key for c in calls)
-        distinct = len({k for k in keys if k is not None}) + sum(1 for k in keys if k is None)
-        before = sum(1 for r in (*emails, *calls) if r.rows_at_arrival.get(event_id) == 0)
+        distinct = _effects_of(calls)
+        early = [c for c in calls if c.rows_at_arrival.get(event_id) == 0]
+        # Calls with one key are one effect downstream, before the commit too (a retried call).
+        before = sum(1 for r in emails if r.rows_at_arrival.get(event_id) == 0) + _effects_of(early)
         return SinkTally(
             emails=len(emails) if self.smtp is not None else None,
             calls=distinct if self.outbound is not None else None,

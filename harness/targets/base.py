@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from acklab.evidence.documents.incident import IncidentTarget
+from acklab.evidence.documents.sinks import SinkLog
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
@@ -204,6 +205,17 @@ class Target(ABC):
     def attachments(self) -> dict[str, bytes]:
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
         return {}
+
+    def sink_logs(self) -> dict[str, SinkLog]:
+        """The sinks' logs by name (``smtp``, ``outbound``): the bundle's ``sinks/<name>.json``."""
+        sinks = self.sinks_of()
+        if sinks is None:
+            return {}
+        return {name: SinkLog.model_validate(doc) for name, doc in sinks.documents().items()}
+
+    def sinks_of(self) -> Sinks | None:
+        """The sinks this target runs for the whole run (None: none)."""
+        return None
 
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""

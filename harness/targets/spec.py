@@ -290,6 +290,9 @@ class SpecTarget(Target):
                 await state.aclose()
             await transport.aclose()
 
+    def sinks_of(self) -> Sinks | None:
+        return self.sinks
+
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
         log = self.service.log_bytes() if self.service is not None else b""
