@@ -15,6 +15,7 @@ no committed row. `Sinks.documents` is the bundle's ``sinks/*.json``.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,12 @@ class SinkTally:
 
     def total(self) -> tuple[int, int, int]:
         return (self.emails or 0, len(self.call_keys), self.before_commit)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _listen(value: str, field_name: str) -> tuple[str, int]:
@@ -84,7 +91,28 @@ def _effects_of(calls: list[SinkRecord]) -> int:
 
 
 class Sinks:
-    """The run's sinks (either may be absent), started once and stopped after the final re-read."""
+    """The run's sinks (either may be absent), started once and stopped after the final re-read.
+
+    A target spec's are started by the lab (`SpecTarget.start_sinks`); an app attacked in the
+    test's process gets them from ``webhook_lab.sinks(...)`` (`for_test`) before it is built."""
+
+    @classmethod
+    def for_test(
+        cls, *, smtp: bool | Mapping[str, Any] = True, outbound: Mapping[str, Any] | None = None
+    ) -> Sinks:
+        """Started sinks on free loopback ports: ``smtp`` (True, or ``{"match": ...}``) and
+        ``outbound`` (``{"routes": [...], "idempotency_header": ...}``, as a spec's)."""
+        doc: dict[str, Any] = {}
+        if smtp:
+            doc["smtp"] = {
+                **(smtp if isinstance(smtp, Mapping) else {}),
+                "listen": f"127.0.0.1:{free_port()}",
+            }
+        if outbound is not None:
+            doc["outbound"] = {**outbound, "listen": f"127.0.0.1:{free_port()}"}
+        sinks = cls(*sink_configs(doc))
+        sinks.start()
+        return sinks
 
     def __init__(
         self,
@@ -99,6 +127,20 @@ class Sinks:
         self.outbound = OutboundSink(outbound, self.ledger) if outbound is not None else None
         self.idempotency_header = outbound.idempotency_header if outbound is not None else None
         self._started = False
+
+    @property
+    def smtp_port(self) -> int | None:
+        """Where the SMTP sink listens on 127.0.0.1 (None: no SMTP sink)."""
+        return self.smtp.config.port if self.smtp is not None else None
+
+    @property
+    def outbound_url(self) -> str | None:
+        """The outbound sink's base URL, ``http://127.0.0.1:PORT`` (None: no outbound sink)."""
+        return (
+            f"http://{self.outbound.config.host}:{self.outbound.config.port}"
+            if self.outbound is not None
+            else None
+        )
 
     @property
     def sources(self) -> tuple[str, ...]:

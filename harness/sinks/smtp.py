@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.parser
 import email.policy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AnyStr
 
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.extras import require
@@ -103,13 +103,14 @@ class SmtpSink:
         handler = _Handler(self.config, self.ledger)
         limit = self.ledger.limits.max_bytes
 
-        class _CappingSMTP(SMTP):  # type: ignore[misc]
-            async def push(self, status: str) -> None:
-                if status.startswith("552"):  # too much mail data, or a SIZE= past the limit
+        class _CappingSMTP(SMTP):
+            async def push(self, status: AnyStr) -> None:
+                text = status.decode("ascii", "replace") if isinstance(status, bytes) else str(status)
+                if text.startswith("552"):  # too much mail data, or a SIZE= past the limit
                     handler.capped(self.envelope)
                 await super().push(status)
 
-        class _Controller(Controller):  # type: ignore[misc]
+        class _Controller(Controller):
             def factory(self) -> Any:
                 return _CappingSMTP(
                     handler,
