@@ -159,6 +159,7 @@ class Target(ABC):
             endpoint=self.endpoint,
             database=redact(self.database) if self.database else None,
             provider=self.scheme,
+            sinks=list(sinks.sources) if (sinks := self.sinks_of()) is not None else None,  # type: ignore[arg-type]
             **self.revision.describe(),
         )
 
