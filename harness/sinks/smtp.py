@@ -12,6 +12,7 @@ rest), and recorded as ``capped`` with no event: its text is gone.
 from __future__ import annotations
 
 import email.parser
+import logging
 import email.policy
 from dataclasses import dataclass
 from typing import Any, AnyStr
@@ -100,6 +101,9 @@ class SmtpSink:
         from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import SMTP
 
+        # aiosmtpd warns on every AUTH that it sets its own deprecated Session.login_data: noise
+        # on the lab's stderr for each email a consumer sends, about no code of ours or theirs.
+        logging.getLogger("mail.log").setLevel(logging.ERROR)
         handler = _Handler(self.config, self.ledger)
         limit = self.ledger.limits.max_bytes
 
