@@ -12,8 +12,8 @@ rest), and recorded as ``capped`` with no event: its text is gone.
 from __future__ import annotations
 
 import email.parser
-import logging
 import email.policy
+import logging
 from dataclasses import dataclass
 from typing import Any, AnyStr
 
