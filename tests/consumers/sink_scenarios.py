@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.consumers.scenarios import ROOT, STANDARD_EVENT, Scenario, write
+from tests.consumers.scenarios import ROOT, SECRETS, STANDARD_EVENT, Scenario, write
+
+__all__ = ["SECRETS"]
 
 SMTP_USER = "shop-relay-user"
 SMTP_PASSWORD = "smtp-relay-password-4f1c9a7e"

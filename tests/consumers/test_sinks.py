@@ -85,3 +85,51 @@ def test_refunds_with_a_fresh_key_per_attempt_fail_idempotent_outbound_and_the_e
     assert good.exit_code == 0
     for result in (bad, good):
         assert sink_scenarios.API_KEY.encode() not in every_byte(result.bundle)
+
+
+LAUNCHER = "import sys; from acklab.cli import main; main(sys.argv[1:])"
+
+
+def test_the_credentials_a_consumer_sends_the_sinks_are_in_no_byte_acklab_writes_or_prints(tmp_path):
+    """The consumer's SMTP login and API key reach it from its own environment, never from the
+    spec: the lab first meets them when the consumer sends them to its sinks."""
+    import base64
+    import os
+    import subprocess
+    import sys
+    from urllib.parse import quote, quote_plus
+
+    import yaml
+
+    scenarios = [
+        sink_scenarios.django_receipts(tmp_path, "every-delivery", ("lost-ack",), {}),
+        sink_scenarios.refunds(tmp_path, "fresh-key", ("lost-ack",), {}),
+    ]
+    env = {**os.environ, **sink_scenarios.SECRETS, "SMTP_PASSWORD": sink_scenarios.SMTP_PASSWORD,
+           "REFUNDS_API_KEY": sink_scenarios.API_KEY}  # fmt: skip
+    printed = []
+    for scenario in scenarios:
+        doc = yaml.safe_load(scenario.spec.read_text())
+        for where in (doc["command"]["env"], doc.get("setup", {}).get("env", {})):
+            where.pop("SMTP_PASSWORD", None)
+            where.pop("REFUNDS_API_KEY", None)
+        scenario.spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+        done = subprocess.run(
+            [sys.executable, "-c", LAUNCHER, "run", "--target", str(scenario.spec), "--experiment", "lost-ack",
+             "--trials", "1", "--out", str(tmp_path / "out"), "--json"],
+            env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr[-2000:]  # each fails (emails; calls): the sinks were used
+        printed.append(done.stdout + done.stderr)
+    written = every_byte(tmp_path / "out")
+    assert b'"sinks/smtp.json"' in written
+    assert b'"sinks/outbound.json"' in written  # both logs are in a manifest
+    for secret in sink_scenarios.CONSUMER_CREDENTIALS:
+        for spelling in {
+            secret,
+            quote(secret, safe=""),
+            quote_plus(secret),
+            base64.b64encode(secret.encode()).decode(),
+        }:
+            assert spelling.encode() not in written, spelling
+            assert all(spelling not in text for text in printed), spelling
