@@ -49,7 +49,8 @@ def receipt_mailer(tmp: Path, mode: str, experiments: tuple[str, ...], expected:
     db = tmp / f"receipts-{mode}.sqlite"
     argv = [sys.executable, "-m", "tests.consumers.receipt_mailer", "--port", "{{port}}", "--db", str(db),
             "--mode", mode]  # fmt: skip
-    expect = {"effects_within_s": 1.0} if mode == "worker" else {}
+    # It dedupes by the event id and keeps the first body: a conflicting one is acknowledged, unchanged.
+    expect: dict[str, Any] = {"conflict": "ignore"} | ({"effects_within_s": 1.0} if mode == "worker" else {})
     spec = _spec(f"receipts-{mode}", argv, db, effects=SMTP_SINK, expect=expect, env=SMTP_ENV)
     return Scenario(
         f"receipt mailer ({mode})", write(tmp / f"receipts-{mode}.yaml", spec), experiments, expected

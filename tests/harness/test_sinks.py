@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import smtplib
 from email.message import EmailMessage
 
@@ -121,3 +122,31 @@ def test_a_message_or_call_past_the_limits_is_capped_and_recorded_so():
 def test_a_sink_listens_on_loopback_only():
     with pytest.raises(SpecError, match="loopback"):
         sink_configs({"smtp": {"listen": "0.0.0.0:2525"}})
+
+
+@pytest.mark.slow
+def test_the_fixture_tells_the_world_once_after_the_commit_and_the_unsafe_handler_before_it_unkeyed(tmp_path):
+    from acklab.harness.engine.runner import RunOptions, run
+    from acklab.harness.targets.fixture import fixture_target
+
+    verdicts = {}
+    for handler in ("unsafe", "live"):
+        target = fixture_target(f"fixture:{handler}", db_url=None)
+        target.start_sinks()
+        result = run(
+            RunOptions(target=target.name, experiments=("lost-ack",), trials=1, seed=7, out=tmp_path / handler,
+                       journal=False),
+            target=target,
+        )  # fmt: skip
+        (entry,) = result.document.experiments
+        verdicts[handler] = {(v.invariant, v.source) for v in entry.violations}
+        trial = json.loads(next((result.bundle / "trials").glob("*.json")).read_text())
+        final = next(o for o in trial["observations"] if o["note"] == "final")
+        if handler == "live":
+            assert (final["effects"], final["emails"], final["calls"], final["call_keys"]) == (
+                1, 1, 1, [trial["event_ids"][0]],
+            )  # fmt: skip
+            assert final["sent_before_commit"] == 0
+    assert verdicts["live"] == set()
+    assert {("at-most-once-effect", "emails"), ("at-most-once-effect", "calls"),
+            ("idempotent-outbound", None)} <= verdicts["unsafe"]  # fmt: skip
