@@ -18,6 +18,7 @@ answered 404 and recorded for no event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -222,7 +223,13 @@ class OutboundSink:
             lifespan="off",
         )
         self._server = server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=server.run, name="acklab-outbound-sink", daemon=True)
+
+        def serve() -> None:
+            # uvicorn exits (SystemExit) when it cannot bind: the thread ends, start() says why.
+            with contextlib.suppress(SystemExit, OSError):
+                server.run()
+
+        self._thread = threading.Thread(target=serve, name="acklab-outbound-sink", daemon=True)
         self._thread.start()
         deadline = now_mono() + START_TIMEOUT_S
         while not server.started:

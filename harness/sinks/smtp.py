@@ -11,6 +11,7 @@ rest), and recorded as ``capped`` with no event: its text is gone.
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import logging
@@ -20,6 +21,7 @@ from typing import Any, AnyStr
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.extras import require
 from acklab.evidence.redaction import remember
+from acklab.harness.errors import HarnessError
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 
 DEFAULT_MATCH = "{{order_id}}"
@@ -125,7 +127,17 @@ class SmtpSink:
                 )
 
         self._controller = _Controller(handler, hostname=self.config.host, port=self.config.port)
-        self._controller.start()
+        try:
+            self._controller.start()
+        except (OSError, RuntimeError, TimeoutError) as exc:  # aiosmtpd: bind or readiness failed
+            controller, self._controller = self._controller, None
+            with contextlib.suppress(Exception):  # its thread is gone; the loop it made is not
+                controller.stop(no_assert=True)
+            controller.loop.close()
+            raise HarnessError(
+                f"effects.smtp: the SMTP sink could not listen on {self.config.host}:{self.config.port} "
+                f"({type(exc).__name__}: {exc}); is the port taken? use {{{{smtp_port}}}}"
+            ) from exc
 
     def stop(self) -> None:
         if self._controller is not None:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import smtplib
+import socket
 from email.message import EmailMessage
 
 import httpx
 import pytest
 
 from acklab.evidence.redaction import redact
-from acklab.harness.errors import SpecError
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.sinks import SinkLimits, Sinks, sink_configs
+from acklab.harness.targets.fixture import fixture_target
 from acklab.harness.targets.isolation import free_port
 
 
@@ -119,16 +122,22 @@ def test_a_message_or_call_past_the_limits_is_capped_and_recorded_so():
         sinks.stop()
 
 
-def test_a_sink_listens_on_loopback_only():
+def test_a_sink_listens_on_loopback_only_and_a_taken_port_is_a_lab_error():
     with pytest.raises(SpecError, match="loopback"):
         sink_configs({"smtp": {"listen": "0.0.0.0:2525"}})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for doc in ({"smtp": {"listen": f"127.0.0.1:{port}"}},
+                    {"outbound": {"listen": f"127.0.0.1:{port}", "routes": [{"path": "/"}]}}):  # fmt: skip
+            sinks = Sinks(*sink_configs(doc))
+            with pytest.raises(HarnessError, match="could not listen"):
+                sinks.start()
 
 
 @pytest.mark.slow
 def test_the_fixture_tells_the_world_once_after_the_commit_and_the_unsafe_handler_before_it_unkeyed(tmp_path):
-    from acklab.harness.engine.runner import RunOptions, run
-    from acklab.harness.targets.fixture import fixture_target
-
     verdicts = {}
     for handler in ("unsafe", "live"):
         target = fixture_target(f"fixture:{handler}", db_url=None)
