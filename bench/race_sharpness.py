@@ -56,9 +56,13 @@ BURST = 16
 SPREAD_BURSTS = 24  # per release, alternated
 SPREAD_TARGET = 3.0
 FLOOR_TARGET = 1.5
-WINDOWS_MS = (5.0, 1.0, 0.2, 0.0)
+WINDOWS_MS = (1.0, 0.2, 0.0)
 TARGET_WINDOW_MS = 1.0
-TARGET_RATE = 0.90
+TARGET_RATE = 0.90  # race-with-request
+# Detection: the worst of 5 independent rounds of 20 trials per release must reach these (1 miss
+# in 20 is 95 %); at 0.2 ms only "never below the naive release in a round".
+DETECTION_ROUNDS, DETECTION_TRIALS = 5, 20
+TARGET_RATES = {1.0: 0.95, 0.0: 0.90}
 MODES = ("none", "last-byte")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -228,65 +232,118 @@ def _caught(result: Any) -> tuple[int, int, list[float]]:
     return len(caught), entry["trials"], [spread["p50"]] if "p50" in spread else []
 
 
-def _detection(db_url: str, out: Path, *, window_ms: float, rounds: int, per_round: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Round:
+    """One independent detection round: (caught, trials) per release, and its spreads (p50, ms)."""
+
+    synced: tuple[int, int]
+    naive: tuple[int, int]
+    synced_spread: float | None = None
+    naive_spread: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.synced[0] / self.synced[1] if self.synced[1] else 0.0
+
+    @property
+    def naive_rate(self) -> float:
+        return self.naive[0] / self.naive[1] if self.naive[1] else 0.0
+
+    @property
+    def lost(self) -> bool:
+        """The synchronised sender caught fewer races than the naive release did in this round."""
+        return self.rate < self.naive_rate
+
+    def describe(self, k: int) -> str:
+        return (
+            f"round {k + 1}: last-byte {self.synced[0]}/{self.synced[1]} (spread p50 {_ms(self.synced_spread)}), "
+            f"naive {self.naive[0]}/{self.naive[1]} ({_ms(self.naive_spread)})"
+        )
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.2f} ms" if value is not None else "—"
+
+
+def detection_figure(name: str, rounds: list[Round], target_rate: float | None) -> Figure:
+    """The worst round as the figure, the median beside it; a round the synchronised sender lost to the
+    naive release misses the target (`target_rate` None: only that), and the note prints it."""
+    worst = min(range(len(rounds)), key=lambda k: rounds[k].rate)
+    rate, naive = rounds[worst].rate, min(r.naive_rate for r in rounds)
+    lost = [k for k, r in enumerate(rounds) if r.lost]
+    target = (
+        f"worst of {len(rounds)} rounds >= {target_rate:.0%} (last-byte); " if target_rate is not None else ""
+    )
+    met = not lost and (target_rate is None or rate >= target_rate)
+    shown = lost or [worst]
+    return Figure(
+        name,
+        round(rate * 100, 1),
+        "%",
+        baseline=round(naive * 100, 1),
+        ratio=round(rate / naive, 2) if naive else None,
+        target=f"{target}never below naive in a round",
+        met=met,
+        median=round(statistics.median(r.rate for r in rounds) * 100, 1),
+        rounds=len(rounds),
+        note=(
+            f"worst of {len(rounds)} independent rounds (each its own handler process and database, the two "
+            f"releases alternated), naive's worst round as the baseline; median naive "
+            f"{statistics.median(r.naive_rate for r in rounds):.0%}; "
+            + ("lost to naive: " if lost else "worst: ")
+            + "; ".join(rounds[k].describe(k) for k in shown)
+        ),
+    )
+
+
+def _detection_round(db_url: str, out: Path, *, window_ms: float, k: int, per_round: int) -> Round:
+    """One round: a fresh racy handler on a fresh database, both releases, in the order `k` gives."""
     from bench.racy_handler import RacyHandler
 
-    tally: dict[str, list[Any]] = {mode: [0, 0, []] for mode in MODES}
+    found: dict[str, tuple[tuple[int, int], float | None]] = {}
     with RacyHandler(db_url, out / "racy.yaml", work_ms=window_ms) as spec:
-        for k in range(rounds):
-            for mode in MODES if k % 2 == 0 else MODES[::-1]:
-                result = run(
-                    RunOptions(
-                        target=str(spec),
-                        experiments=("concurrent-duplicates",),
-                        trials=per_round,
-                        out=out / "evidence",
-                        journal=False,
-                        settings=RunSettings(burst=BURST, burst_sync=mode),
-                    )
+        for mode in MODES if k % 2 == 0 else MODES[::-1]:
+            result = run(
+                RunOptions(
+                    target=str(spec),
+                    experiments=("concurrent-duplicates",),
+                    trials=per_round,
+                    out=out / f"evidence-{mode}",
+                    journal=False,
+                    settings=RunSettings(burst=BURST, burst_sync=mode),
                 )
-                caught, trials, spreads = _caught(result)
-                tally[mode][0] += caught
-                tally[mode][1] += trials
-                tally[mode][2] += spreads
-    return tally
+            )
+            caught, trials, spreads = _caught(result)
+            found[mode] = ((caught, trials), spreads[0] if spreads else None)
+    (naive, naive_spread), (synced, synced_spread) = (found[m] for m in MODES)
+    return Round(synced, naive, synced_spread, naive_spread)
 
 
 def _detection_figures(quick: bool) -> list[Figure]:
-    windows = (TARGET_WINDOW_MS, 0.0) if quick else WINDOWS_MS
-    rounds, per_round = (1, 3) if quick else (4, 5)
+    rounds, per_round = (2, 3) if quick else (DETECTION_ROUNDS, DETECTION_TRIALS)
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="acklab-bench-race-") as tmp:
         root = Path(tmp)
         for label, databases in (("SQLite", sqlite_databases(root)), ("PostgreSQL", postgres_databases())):
             with databases as fresh:
-                for window in windows:
+                for window in WINDOWS_MS:
                     name = f"w{str(window).replace('.', '_')}"
-                    tally = _detection(
-                        fresh(name),
-                        root / f"{label}-{name}",
-                        window_ms=window,
-                        rounds=rounds,
-                        per_round=per_round,
-                    )
-                    (n_caught, n_trials, n_spread), (s_caught, s_trials, s_spread) = (tally[m] for m in MODES)
-                    rate, baseline = s_caught / s_trials, n_caught / n_trials
-                    at_target = window == TARGET_WINDOW_MS and not quick
+                    measured = [
+                        _detection_round(
+                            fresh(f"{name}-r{k}"),
+                            root / f"{label}-{name}-{k}",
+                            window_ms=window,
+                            k=k,
+                            per_round=per_round,
+                        )
+                        for k in range(rounds)
+                    ]
                     found.append(
-                        Figure(
+                        detection_figure(
                             f"concurrent-duplicates detection, {label}, window {window:g} ms, burst {BURST}: "
                             "last-byte vs naive",
-                            round(rate * 100, 1),
-                            "%",
-                            baseline=round(baseline * 100, 1),
-                            ratio=round(rate / baseline, 2) if baseline else None,
-                            target=f">= {TARGET_RATE:.0%} (last-byte)" if at_target else None,
-                            met=rate >= TARGET_RATE if at_target else None,
-                            note=(
-                                f"last-byte caught {s_caught}/{s_trials}, naive {n_caught}/{n_trials} "
-                                f"(alternating rounds of {per_round}); handler arrival spread p50 "
-                                f"{_median(s_spread)} ms last-byte, {_median(n_spread)} ms naive"
-                            ),
+                            measured,
+                            None if quick else TARGET_RATES.get(window),
                         )
                     )
     return found

@@ -3,11 +3,14 @@ worst of independent rounds. Plain numbers in, plain numbers out: nothing here i
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from acklab.harness.core.bursts import Burst
 from acklab.harness.wire.records import DeliveryRecord
-from bench.race_sharpness import Stages, floor_ms, shares
+from bench.race_sharpness import Round, Stages, detection_figure, floor_ms, shares
+from bench.readme import table
 
 
 def record(seq: int, *, written: float, received: int | None, entered: int | None) -> DeliveryRecord:
@@ -47,3 +50,32 @@ def test_stage_shares_split_the_median_handler_spread() -> None:
     assert shares(stages) == {"release": 0.025, "server": 0.25, "handler": 0.725}
     # No server-side reading: the server's share is folded into the handoff, never invented.
     assert shares([Stages(0.5, None, 2.0, 1.0)]) == {"release": 0.25, "server": 0.0, "handler": 0.75}
+
+
+def test_detection_reports_the_worst_of_its_rounds_and_the_median_beside_it() -> None:
+    rounds = [
+        Round((20, 20), (18, 20), 3.0, 20.0),
+        Round((19, 20), (20, 20), 4.0, 22.0),
+        Round((20, 20), (15, 20)),
+    ]
+    figure = detection_figure("detection", rounds, 0.95)
+    assert (figure.value, figure.median, figure.rounds, figure.baseline) == (95.0, 100.0, 3, 75.0)
+    # 95 % in the worst round reaches the rate, but round 2 lost to the naive release: missed, and shown.
+    assert figure.met is False
+    assert (
+        "lost to naive: round 2: last-byte 19/20 (spread p50 4.00 ms), naive 20/20 (22.00 ms)" in figure.note
+    )
+    tied = detection_figure("detection", [Round((19, 20), (19, 20)), Round((20, 20), (12, 20))], 0.95)
+    assert tied.met is True
+    assert "worst: round 1: last-byte 19/20" in tied.note
+    assert detection_figure("detection", [Round((18, 20), (10, 20))], 0.95).met is False  # 90 % < 95 %
+    # No rate asked for (0.2 ms): only never below naive.
+    assert detection_figure("detection", [Round((1, 20), (0, 20))], None).met is True
+
+
+def test_the_readme_shows_a_figure_of_rounds_as_its_worst_round_with_the_median() -> None:
+    figure = detection_figure("detection", [Round((19, 20), (18, 20)), Round((20, 20), (17, 20))], 0.95)
+    row = next(
+        line for line in table({"figures": [asdict(figure)]}).splitlines() if line.startswith("| detection")
+    )
+    assert row.startswith("| detection | 95.0 % (worst of 2 rounds; median 97.5 %) | 85.0 % | 1.12x |")
