@@ -71,6 +71,8 @@ def test_detection_reports_the_worst_of_its_rounds_and_the_median_beside_it() ->
     assert detection_figure("detection", [Round((18, 20), (10, 20))], 0.95).met is False  # 90 % < 95 %
     # No rate asked for (0.2 ms): only never below naive.
     assert detection_figure("detection", [Round((1, 20), (0, 20))], None).met is True
+    quick = detection_figure("detection", rounds, 0.95, judged=False)
+    assert (quick.target, quick.met, quick.value) == (None, None, 95.0)
 
 
 def test_the_readme_shows_a_figure_of_rounds_as_its_worst_round_with_the_median() -> None:
@@ -79,3 +81,8 @@ def test_the_readme_shows_a_figure_of_rounds_as_its_worst_round_with_the_median(
         line for line in table({"figures": [asdict(figure)]}).splitlines() if line.startswith("| detection")
     )
     assert row.startswith("| detection | 95.0 % (worst of 2 rounds; median 97.5 %) | 85.0 % | 1.12x |")
+
+
+def test_shares_sum_to_one_when_the_server_spread_exceeds_the_handler_spread() -> None:
+    # The first request's handoff was the slow one: the server spread is wider than the handler's.
+    assert shares([Stages(1.0, 20.0, 15.0, 12.0)]) == {"release": 0.067, "server": 0.933, "handler": 0.0}
