@@ -1,4 +1,4 @@
-"""``python -m bench.readme``: rewrite README.md's performance table from bench/results.json.
+"""``python -m bench.readme``: rewrite docs/performance.md's table from bench/results.json.
 
 The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``; everything
 outside the markers is left byte for byte. ``--check`` exits 1 when the README's table is
@@ -16,7 +16,8 @@ from typing import Any
 
 from bench.figures import RESULTS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+# The table is reference, so it lives in the docs site (the README links it).
+README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
