@@ -29,7 +29,7 @@ from acklab.evidence.documents.trail import TrailDocument
 from acklab.evidence.loading import DocumentError, load_evidence_json
 
 from .coerce import as_dict, as_str
-from .identity import revision_of, trail_runs
+from .identity import commit_of, revision_of, trail_runs
 from .outline import Outline, OutlineError, outline
 
 # Directories inside a bundle that only hold documents: never descend into them looking
@@ -67,6 +67,9 @@ class IncidentSummary:
     error: str | None = None
     database: str | None = None  # the incident's target.database: sqlite, postgresql, ...
     revision: str | None = None  # the handler's revision (`console.identity`): with target, its identity
+    commit: str | None = (
+        None  # the commit the lab ran at (target.commit_sha), even where the revision is a handler hash
+    )
     # effects outside the database (effects.smtp, effects.outbound): source -> violations of it
     sinks: tuple[tuple[str, int], ...] = ()
 
@@ -290,6 +293,7 @@ def summarise_incident(
         clean=Latency.of(clean),
         database=doc.target.database,
         revision=revision_of(doc.target),
+        commit=commit_of(doc.target),
         sinks=tuple((source, _sink_violations(doc.violations, source)) for source in doc.target.sinks or ()),
     )
     return summary, []
