@@ -45,6 +45,14 @@ def _met(met: bool | None, value: float | None) -> str:
     return {True: "yes", False: "**no**", None: "—"}[met]
 
 
+def _value(figure: dict[str, Any], unit: str) -> str:
+    """The value cell; a figure measured in independent rounds shows its worst round and the median."""
+    shown = number(figure["value"], unit)
+    if figure.get("rounds") and figure["value"] is not None:
+        shown += f" (worst of {figure['rounds']} rounds; median {number(figure.get('median'), unit)})"
+    return shown
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -65,7 +73,7 @@ def table(doc: dict[str, Any]) -> str:
                 _cell(c)
                 for c in (
                     f["name"],
-                    number(f["value"], unit),
+                    _value(f, unit),
                     number(f.get("baseline"), unit),
                     ratio,
                     f.get("target") or "—",

@@ -22,6 +22,7 @@ from acklab.evidence.documents.base import Document
 from acklab.evidence.documents.comparison import ComparisonDocument
 from acklab.evidence.documents.incident import IncidentHead
 from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.records import Violation
 from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.documents.sweep import SweepDocument
 from acklab.evidence.documents.trail import TrailDocument
@@ -69,6 +70,8 @@ class IncidentSummary:
     commit: str | None = (
         None  # the commit the lab ran at (target.commit_sha), even where the revision is a handler hash
     )
+    # effects outside the database (effects.smtp, effects.outbound): source -> violations of it
+    sinks: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -291,8 +294,20 @@ def summarise_incident(
         database=doc.target.database,
         revision=revision_of(doc.target),
         commit=commit_of(doc.target),
+        sinks=tuple((source, _sink_violations(doc.violations, source)) for source in doc.target.sinks or ()),
     )
     return summary, []
+
+
+# Beside at-most-once-effect with its source: the invariants only the sinks can break.
+_SINK_INVARIANTS = {
+    "emails": ("no-effect-without-commit",),
+    "calls": ("idempotent-outbound", "no-effect-without-commit"),
+}
+
+
+def _sink_violations(violations: list[Violation], source: str) -> int:
+    return sum(1 for v in violations if v.source == source or v.invariant in _SINK_INVARIANTS[source])
 
 
 def summarise_run(run: RunDocument) -> RunSummary:

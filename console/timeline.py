@@ -62,6 +62,7 @@ class Row:
     confirmation: CommitConfirmation | None
     limit: int | None = None  # the recorded at-most-once limit of the event, where it was violated
     state_after: str | None = None  # beyond one event: the object's state read right after it
+    sinks_after: str | None = None  # effects.smtp / effects.outbound: "2 emails · 1 call" read after it
 
     @property
     def ack_differs(self) -> bool:
@@ -227,7 +228,22 @@ def _row(
         effects_after=after,
         confirmation=next((c for c in trial.commit_confirmations if c.seq == d.seq), None),
         limit=limit,
+        sinks_after=sinks_after(trial.observations, d.event_id, d.seq),
     )
+
+
+def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str | None:
+    """What the sinks had received for `event_id` when the lab read it right after delivery `seq`."""
+    for obs in observations:
+        if (
+            obs.event_id == event_id
+            and obs.after_seq == seq
+            and (obs.emails is not None or obs.calls is not None)
+        ):
+            parts = [f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((obs.emails, "email"), (obs.calls, "call"))
+                     if n is not None]  # fmt: skip
+            return " \u00b7 ".join(parts)
+    return None
 
 
 def rows_of(trial: Trial) -> list[Row]:
