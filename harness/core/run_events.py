@@ -62,6 +62,7 @@ class TrialFinished:
     run_id: str
     record: Trial = field(repr=False)
     checkpoint: str = ""  # the trial file that was written
+    sha256: str = ""  # of that file as written (the journal keeps it: a kept trial cannot be edited)
 
     @property
     def trial_id(self) -> str:
@@ -74,6 +75,17 @@ class TrialFinished:
     @property
     def verdict(self) -> str:
         return self.record.verdict
+
+
+@dataclass(frozen=True)
+class TrialRewritten:
+    """A finished trial's file written again (the end-of-run re-read judged it once more)."""
+
+    run_id: str
+    trial_id: str
+    checkpoint: str
+    sha256: str
+    verdict: str
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,7 @@ RunEvent = (
     | DeliveryRecorded
     | ObservationRecorded
     | TrialFinished
+    | TrialRewritten
     | ExperimentFinished
     | RunFinished
 )

@@ -15,6 +15,7 @@ from acklab.harness.core.run_events import (
     RunFinished,
     RunStarted,
     TrialFinished,
+    TrialRewritten,
     TrialStarted,
 )
 
@@ -105,7 +106,15 @@ class JournalSink:
                 name=record.trial_id,
                 status="ok",
                 ended_at=record.ended_at,
-                payload={"file": event.checkpoint},
+                payload={"file": event.checkpoint, "sha256": event.sha256},
+            )
+        elif isinstance(event, TrialRewritten):
+            j.record(
+                run_id=event.run_id,
+                kind="checkpoint",
+                name=event.trial_id,
+                status="rewritten",
+                payload={"file": event.checkpoint, "sha256": event.sha256, "verdict": event.verdict},
             )
         elif isinstance(event, ExperimentFinished):
             j.record(

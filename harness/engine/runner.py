@@ -42,7 +42,14 @@ from acklab.harness.core.plan import (
     select,
     trial_id,
 )
-from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.core.run_events import (
+    Consumer,
+    EventBus,
+    ExperimentStarted,
+    RunFinished,
+    RunStarted,
+    TrialRewritten,
+)
 from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.engine.late_read import reread
 from acklab.harness.engine.results import RunResult
@@ -344,7 +351,8 @@ async def _main(
         mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
         mine = [r for r in mine if r.trial_id not in finished]
         for record in await reread(target, mine):
-            state.checkpoint(record)
+            rel, sha256 = state.checkpoint(record)
+            bus.emit(TrialRewritten(run_id, record.trial_id, rel, sha256, record.verdict))
         run_doc = state.finish(sockets, parameters)
     except asyncio.CancelledError:
         if not interrupted.is_set():
