@@ -51,7 +51,7 @@ from acklab.harness.core.run_events import (
     TrialRewritten,
 )
 from acklab.harness.engine.execute import execute_experiment
-from acklab.harness.engine.late_read import reread
+from acklab.harness.engine.late_read import reread, unreadable
 from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.run_bundle import RunState, load_resume
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
@@ -345,12 +345,15 @@ async def _main(
                 bus=bus,
                 checkpoint=state.checkpoint,
             )
-        # Late effects: every event this process judged is read again, before any service of the
-        # run is stopped. (Trials of an interrupted process were judged against a service, and
-        # maybe a temporary database, that no longer exist: a read now would read something else.)
-        mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
-        mine = [r for r in mine if r.trial_id not in finished]
-        for record in await reread(target, mine):
+        # Late effects: every event of the run is read again, before any service of the run is
+        # stopped — those of trials an interrupted process finished too, when their store
+        # outlived it; when it did not (a temporary database), those trials are errors.
+        every = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
+        earlier = [r for r in every if r.trial_id in finished]
+        lost = earlier if target.ephemeral_effects else []
+        gone = {r.trial_id for r in lost}
+        again = await reread(target, [r for r in every if r.trial_id not in gone])
+        for record in [*again, *(unreadable(r) for r in lost if r.deliveries)]:
             rel, sha256 = state.checkpoint(record)
             bus.emit(TrialRewritten(run_id, record.trial_id, rel, sha256, record.verdict))
         run_doc = state.finish(sockets, parameters)
