@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import signal
 import sys
@@ -252,6 +253,12 @@ def run(
     instead of the one `options.target` names.
     """
     resumable = target is None
+    deadline = options.deadline_s
+    if deadline is not None and not (
+        isinstance(deadline, int | float) and math.isfinite(deadline) and deadline > 0
+    ):
+        # NaN passes every comparison's range check and would end the run at once (exit 6).
+        raise SpecError(f"deadline_s: got {deadline!r}; give a finite number of seconds above 0, e.g. 600")
     target, experiments, plan, run_id, finished = prepare(options, target)
     refused = _secrets(target, options)
     # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.

@@ -94,3 +94,13 @@ def test_a_flag_that_is_not_a_finite_number_is_a_usage_error(tmp_path, capsys, f
     assert f"Invalid value for '{flag}'" in said
     assert "not a finite number" in said or "not in the range" in said
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("deadline", [float("nan"), float("inf"), 0.0])
+def test_the_api_refuses_a_deadline_that_bounds_nothing(tmp_path, deadline):
+    import acklab
+    from acklab.harness.errors import SpecError
+
+    with pytest.raises(SpecError, match="deadline_s: got"):
+        acklab.run("fixture:live", deadline_s=deadline, out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

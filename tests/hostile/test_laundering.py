@@ -56,7 +56,8 @@ def forge_pass(bundle: Path, **manifest_fields: Any) -> dict[str, Any]:
 def test_a_kept_trial_edited_before_resume_is_refused_and_verify_names_it(tmp_path):
     """Attack 12: kill -9 a run, edit a kept trial file to pass, resume."""
     out = tmp_path / "out"
-    argv = [*ACKLAB, "run", "--target", "fixture:live", "--experiment", "lost-ack", "--trials", "8"]
+    db = ("--db", f"sqlite:///{tmp_path / 'shop.db'}")  # a store the resumed run reads again
+    argv = [*ACKLAB, "run", *db, "--target", "fixture:live", "--experiment", "lost-ack", "--trials", "8"]
     process = subprocess.Popen([*argv, "--seed", "7", "--out", str(out)], stderr=subprocess.PIPE)
     from tests.harness.test_resume import wait_for_trials
 
@@ -68,7 +69,7 @@ def test_a_kept_trial_edited_before_resume_is_refused_and_verify_names_it(tmp_pa
     trial = json.loads(original)
     trial["duration_ms"] += 1  # any edit: the file is no longer the one the trial wrote
     kept.write_text(json.dumps(trial))
-    resume = [*ACKLAB, "run", "--target", "fixture:live", "--resume", bundle.name, "--out", str(out)]
+    resume = [*ACKLAB, "run", *db, "--target", "fixture:live", "--resume", bundle.name, "--out", str(out)]
     refused = subprocess.run(resume, capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode == 7, refused.stderr[-2000:]
     assert f"trials/{kept.name} is not the trial file the journal recorded" in refused.stderr
