@@ -260,6 +260,10 @@ class SqlProbe:
     async def count(self, event_id: str, object_id: str | None = None) -> int:
         return await asyncio.to_thread(self._count, event_id, object_id)
 
+    def count_now(self, event_id: str, object_id: str | None = None) -> int:
+        """The count, read in the caller's thread (a sink's, the moment a message arrives)."""
+        return self._count(event_id, object_id)
+
     async def aclose(self) -> None:
         if self._engine is not None:
             await asyncio.to_thread(self._engine.dispose)
