@@ -141,6 +141,19 @@ class BundleWriter:
             validate(kind, doc, what=relpath)
         return self._write(relpath, dump_json(doc))
 
+    def document_bytes(self, relpath: str, doc: Document) -> bytes:
+        """What `write_document` would write for `doc` (dumped, redacted, validated), unwritten."""
+        kind = doc.SCHEMA
+        if not kind or "#" in kind:
+            raise EvidenceError(f"{relpath}: a {type(doc).__name__} is part of a document, not one")
+        data = self.redactor.doc(doc.dump())
+        validate(kind, data, what=relpath)
+        return dump_json(data)
+
+    def write_prepared(self, relpath: str, data: bytes) -> Path:
+        """Write bytes `document_bytes` made (already redacted and validated), atomically."""
+        return self._write(relpath, data)
+
     def write_document(self, relpath: str, doc: Document) -> Path:
         """Write a typed document (`acklab.evidence.documents`): dumped, redacted, validated as its kind."""
         kind = doc.SCHEMA

@@ -78,14 +78,19 @@ class TrialFinished:
 
 
 @dataclass(frozen=True)
-class TrialRewritten:
-    """A finished trial's file written again (the end-of-run re-read judged it once more)."""
+class TrialCheckpointed:
+    """A trial's file is about to be written (`rewrite`: again, after the end-of-run re-read).
+
+    Emitted *before* the file is written, so the journal holds its sha256 before the file
+    exists: a process killed in between leaves a recorded hash without a file (the trial is
+    run again), never a file the journal cannot vouch for."""
 
     run_id: str
     trial_id: str
     checkpoint: str
     sha256: str
     verdict: str
+    rewrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ RunEvent = (
     | DeliveryRecorded
     | ObservationRecorded
     | TrialFinished
-    | TrialRewritten
+    | TrialCheckpointed
     | ExperimentFinished
     | RunFinished
 )

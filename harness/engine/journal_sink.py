@@ -14,8 +14,8 @@ from acklab.harness.core.run_events import (
     RunEvent,
     RunFinished,
     RunStarted,
+    TrialCheckpointed,
     TrialFinished,
-    TrialRewritten,
     TrialStarted,
 )
 
@@ -100,20 +100,12 @@ class JournalSink:
                     "experiment": record.experiment,
                 },
             )
-            j.record(
-                run_id=event.run_id,
-                kind="checkpoint",
-                name=record.trial_id,
-                status="ok",
-                ended_at=record.ended_at,
-                payload={"file": event.checkpoint, "sha256": event.sha256},
-            )
-        elif isinstance(event, TrialRewritten):
+        elif isinstance(event, TrialCheckpointed):
             j.record(
                 run_id=event.run_id,
                 kind="checkpoint",
                 name=event.trial_id,
-                status="rewritten",
+                status="rewritten" if event.rewrite else "ok",
                 payload={"file": event.checkpoint, "sha256": event.sha256, "verdict": event.verdict},
             )
         elif isinstance(event, ExperimentFinished):

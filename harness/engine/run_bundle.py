@@ -5,6 +5,7 @@ reading of an interrupted bundle for ``--resume``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from acklab.evidence.errors import EvidenceError, IntegrityError
 from acklab.evidence.journal import Journal, journal_path
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunPlan
-from acklab.harness.core.run_events import EventBus, ExperimentFinished
+from acklab.harness.core.run_events import EventBus, ExperimentFinished, TrialCheckpointed
 from acklab.harness.engine.documents import incident, run_document
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import Experiment
@@ -74,11 +75,18 @@ class RunState:
             self.writer.write_bytes(rel, before + data)
 
     def checkpoint(self, record: Trial) -> tuple[str, str]:
-        """Write the trial's file; (its bundle-relative path, the sha256 of what was written)."""
+        """Write the trial's file; (its bundle-relative path, the sha256 of what was written).
+
+        Its sha256 is announced (`TrialCheckpointed`: the journal records it) before the file is
+        written."""
         rel = f"trials/{record.trial_id}.json"
-        path = self.writer.write_document(rel, record)
+        data = self.writer.document_bytes(rel, record)
+        sha256 = hashlib.sha256(data).hexdigest()
+        rewrite = record.trial_id in self.finished
+        self.bus.emit(TrialCheckpointed(self.run_id, record.trial_id, rel, sha256, record.verdict, rewrite))
+        self.writer.write_prepared(rel, data)
         self.finished[record.trial_id] = record
-        return rel, sha256_file(path)
+        return rel, sha256
 
     def finish(self, sockets: dict[str, bool], parameters: dict[str, dict[str, Any]]) -> RunDocument:
         entries: list[RunExperiment] = []

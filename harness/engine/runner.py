@@ -49,7 +49,6 @@ from acklab.harness.core.run_events import (
     ExperimentStarted,
     RunFinished,
     RunStarted,
-    TrialRewritten,
 )
 from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.engine.late_read import reread, unreadable
@@ -361,8 +360,7 @@ async def _main(
         gone = {r.trial_id for r in lost}
         again = await reread(target, [r for r in every if r.trial_id not in gone])
         for record in [*again, *(unreadable(r) for r in lost if r.deliveries)]:
-            rel, sha256 = state.checkpoint(record)
-            bus.emit(TrialRewritten(run_id, record.trial_id, rel, sha256, record.verdict))
+            state.checkpoint(record)
         run_doc = state.finish(sockets, parameters)
     except asyncio.CancelledError:
         if not interrupted.is_set():
