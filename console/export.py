@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.bundle import MANIFEST, load_manifest, utcnow
 from acklab.evidence.documents.incident import Incident
+from acklab.evidence.errors import EvidenceError
 
 from . import details, views
 from .compare import EventPair, build, near_pairs, pair_table
@@ -132,16 +133,22 @@ class Writer:
 
 
 def _copy_bundle(writer: Writer, bundle: BundleSummary) -> None:
-    """Every regular file of the bundle (never a symlink, never anything outside it)."""
+    """Every regular file of the bundle (never a symlink, never anything outside it): of a
+    finalised bundle, its manifest and the files it lists; never a temporary file (``.*.tmp``)."""
     root = bundle.path.resolve()
+    try:
+        listed: set[str] | None = {MANIFEST, *load_manifest(root)["files"]}
+    except EvidenceError:
+        listed = None  # an interrupted bundle: what it holds, leftovers aside
     for directory, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not Path(directory, d).is_symlink()]
         for name in files:
             path = Path(directory, name)
-            if path.is_symlink() or not path.is_file():
+            if path.is_symlink() or not path.is_file() or (name.startswith(".") and name.endswith(".tmp")):
                 continue
             rel = path.relative_to(root).as_posix()
-            writer.copy(path, StaticLinks.raw_file(bundle.key, rel))
+            if listed is None or rel in listed:
+                writer.copy(path, StaticLinks.raw_file(bundle.key, rel))
 
 
 def _ctx(index: EvidenceIndex, snapshot: Snapshot, site: Site, page: str) -> views.Context:

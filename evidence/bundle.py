@@ -141,6 +141,19 @@ class BundleWriter:
             validate(kind, doc, what=relpath)
         return self._write(relpath, dump_json(doc))
 
+    def document_bytes(self, relpath: str, doc: Document) -> bytes:
+        """What `write_document` would write for `doc` (dumped, redacted, validated), unwritten."""
+        kind = doc.SCHEMA
+        if not kind or "#" in kind:
+            raise EvidenceError(f"{relpath}: a {type(doc).__name__} is part of a document, not one")
+        data = self.redactor.doc(doc.dump())
+        validate(kind, data, what=relpath)
+        return dump_json(data)
+
+    def write_prepared(self, relpath: str, data: bytes) -> Path:
+        """Write bytes `document_bytes` made (already redacted and validated), atomically."""
+        return self._write(relpath, data)
+
     def write_document(self, relpath: str, doc: Document) -> Path:
         """Write a typed document (`acklab.evidence.documents`): dumped, redacted, validated as its kind."""
         kind = doc.SCHEMA
@@ -160,6 +173,7 @@ class BundleWriter:
         """
         from .journal import JOURNAL_FILE, Journal  # the journal imports this module
 
+        remove_leftovers(self.root)
         manifest: dict[str, Any] = {
             "schema": "acklab/manifest/v1",
             "bundle_id": self.bundle_id,
@@ -202,10 +216,12 @@ class BundleWriter:
         return self.root
 
 
-def _walk(root: Path) -> tuple[list[str], list[str]]:
-    """(regular files, symbolic links) under `root` as sorted posix paths; links are never followed."""
+def _walk(root: Path) -> tuple[list[str], list[str], list[str]]:
+    """(regular files, symbolic links, anything else: FIFOs, sockets, devices) under `root` as
+    sorted posix paths; links are never followed, nothing is opened."""
     files: list[str] = []
     links: list[str] = []
+    others: list[str] = []
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -218,7 +234,9 @@ def _walk(root: Path) -> tuple[list[str], list[str]]:
                     stack.append(Path(entry.path))
                 elif entry.is_file(follow_symlinks=False):
                     files.append(rel)
-    return sorted(files), sorted(links)
+                else:
+                    others.append(rel)
+    return sorted(files), sorted(links), sorted(others)
 
 
 def _is_leftover(rel: str) -> bool:
@@ -228,13 +246,22 @@ def _is_leftover(rel: str) -> bool:
 
 def bundle_files(root: Path) -> Iterable[str]:
     """Every regular file of a bundle except its manifest and leftover temporary files, as posix paths."""
-    files, _ = _walk(Path(root))
+    files, _, _ = _walk(Path(root))
     return [rel for rel in files if rel != MANIFEST and not _is_leftover(rel)]
 
 
 def bundle_links(root: Path) -> list[str]:
     """Every symbolic link in a bundle (a bundle the lab writes holds none)."""
     return _walk(Path(root))[1]
+
+
+def remove_leftovers(root: Path) -> None:
+    """Remove the temporary files a killed writer left (``.<name>.*.tmp``, regular files only):
+    a finalised bundle holds none, and `verify` reports one as unexpected."""
+    files, _, _ = _walk(Path(root))
+    for rel in files:
+        if _is_leftover(rel):
+            (Path(root) / rel).unlink(missing_ok=True)
 
 
 def file_table(root: Path) -> dict[str, dict[str, Any]]:
@@ -258,6 +285,9 @@ class Verification:
     # Disagreements with the journal or the manifest's signature (`evidence.tamper`).
     journal: tuple[str, ...] = ()
     signature: str | None = None
+    # Entries the lab never leaves in a finished bundle: FIFOs, sockets, devices, and the
+    # temporary files of an interrupted write (``.*.tmp``) — each with why.
+    unexpected: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -269,6 +299,7 @@ class Verification:
             or self.links
             or self.journal
             or self.signature
+            or self.unexpected
         )
 
     def describe(self) -> list[str]:
@@ -276,6 +307,7 @@ class Verification:
         lines += [f"missing: {p}" for p in self.missing]
         lines += [f"extra: {p}" for p in self.extra]
         lines += [f"symlink: {p} (a bundle holds no links; acklab never follows one)" for p in self.links]
+        lines += [f"unexpected: {what}" for what in self.unexpected]
         lines += [f"journal: {why}" for why in self.journal]
         if self.signature:
             lines.append(f"signature: {self.signature}")
@@ -305,13 +337,17 @@ def verify(root: Path) -> Verification:
     if root.is_symlink():
         return Verification(bundle=root, problem=f"{root} is a symbolic link; acklab does not follow it")
     try:
-        files, links = _walk(root)
+        files, links, others = _walk(root)
     except OSError as exc:
         return Verification(bundle=root, problem=f"{root}: cannot list the bundle: {exc.strerror}")
+    unexpected = tuple(
+        [f"{rel} (not a regular file or directory; nothing reads it)" for rel in others]
+        + [f"{rel} (a temporary file: a finished bundle holds none)" for rel in files if _is_leftover(rel)]
+    )
     try:
         manifest = load_manifest(root)
     except EvidenceError as exc:
-        return Verification(bundle=root, problem=str(exc), links=tuple(links))
+        return Verification(bundle=root, problem=str(exc), links=tuple(links), unexpected=unexpected)
     expected: dict[str, dict[str, Any]] = manifest["files"]
     present = {rel for rel in files if rel != MANIFEST and not _is_leftover(rel)}
     changed = []
@@ -332,6 +368,7 @@ def verify(root: Path) -> Verification:
         extra=tuple(extra),
         links=tuple(links),
         signature=manifest_signature.check(manifest, manifest_signature.signing_key()),
+        unexpected=unexpected,
     )
 
 

@@ -101,6 +101,7 @@ def verify_command(path: Path, as_json: bool, with_journal: bool) -> int:
                         "missing": list(r.missing),
                         "extra": list(r.extra),
                         "links": list(r.links),
+                        "unexpected": list(r.unexpected),
                         "journal": list(r.journal),
                         "signature": r.signature,
                         "problem": r.problem,

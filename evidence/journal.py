@@ -423,6 +423,44 @@ class Journal:
                 found.setdefault(str(name), []).append(doc)
         return found
 
+    def bundle_entries(self, bundle_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+        """(entry id, status, payload) of every ``bundle`` entry of `bundle_id` (``finalised``,
+        ``pulled``), oldest first."""
+        found: list[tuple[int, str, dict[str, Any]]] = []
+        for entry_id, status, payload in self._query(
+            "SELECT id, status, payload FROM entries WHERE kind = 'bundle' AND name = ? ORDER BY id",
+            (bundle_id,),
+        ):
+            try:
+                doc = json.loads(payload)
+            except ValueError:
+                doc = None
+            found.append((int(entry_id), str(status), doc if isinstance(doc, dict) else {}))
+        return found
+
+    def checkpoints(self, run_id: str) -> dict[str, str]:
+        """Trial file (bundle-relative) -> the sha256 the journal recorded when it was last
+        written (``checkpoint`` entries of `run_id`; the newest entry of a file wins)."""
+        found: dict[str, str] = {}
+        for (payload,) in self._query(
+            "SELECT payload FROM entries WHERE kind = 'checkpoint' AND run_id = ? ORDER BY id", (run_id,)
+        ):
+            try:
+                doc = json.loads(payload)
+            except ValueError:
+                continue
+            if (
+                isinstance(doc, dict)
+                and isinstance(doc.get("file"), str)
+                and isinstance(doc.get("sha256"), str)
+            ):
+                found[doc["file"]] = doc["sha256"]
+        return found
+
+    def ran(self, run_id: str) -> bool:
+        """Whether this journal saw run `run_id` run (a ``run`` entry of it)."""
+        return bool(self._query("SELECT 1 FROM entries WHERE kind = 'run' AND run_id = ? LIMIT 1", (run_id,)))
+
     def runs(self) -> list[str]:
         """Every run id in the journal, in the order each first appeared."""
         return [r[0] for r in self._query("SELECT run_id FROM entries GROUP BY run_id ORDER BY MIN(id)")]

@@ -95,14 +95,32 @@ def unpack(archive: Path, into: Path, *, what: str, max_bytes: int = PullCaps.to
                     raise IntegrityError(
                         f"{what}: archive member {member.filename!r} points outside the archive"
                     )
+                # Every part a name: no `.`, no empty part (`a//b`), no member that is the root.
+                parts = (
+                    member.filename.rstrip("/").split("/") if member.is_dir() else member.filename.split("/")
+                )
+                if not member.filename or any(part in ("", ".") for part in parts):
+                    raise IntegrityError(
+                        f"{what}: archive member {member.filename!r} is not a plain relative path "
+                        "(a `.` or an empty part); refusing the archive"
+                    )
                 if stat.S_ISLNK(member.external_attr >> 16):
                     raise IntegrityError(f"{what}: archive member {member.filename!r} is a link; refusing it")
-                if member.is_dir():
-                    continue
                 target = into.joinpath(*name.parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as src, target.open("wb") as dst:
-                    shutil.copyfileobj(src, dst)
+                try:
+                    if member.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    # "x" (exclusive): a second member of the same name, or a file where a
+                    # folder already is, is the archive's clash, never an overwrite.
+                    with zf.open(member) as src, target.open("xb") as dst:
+                        shutil.copyfileobj(src, dst)
+                except OSError as exc:
+                    raise IntegrityError(
+                        f"{what}: archive member {member.filename!r} clashes with another member "
+                        f"(a file and a folder, or two files, of one name: {exc.strerror}); refusing the archive"
+                    ) from exc
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
         raise IntegrityError(f"{what}: not a sound zip archive ({exc})") from exc
     return size
@@ -231,7 +249,9 @@ def pull(
             )
         for item in found:
             _mark(item, source)
-        return _store(found, destinations)
+        stored = _store(found, destinations)
+        _record(out_dir, stored)
+        return stored
     except EvidenceError:
         raise
     except OSError as exc:
@@ -264,3 +284,27 @@ def _store(found: list[_Found], destinations: list[Path]) -> list[PulledBundle]:
         manifest = load_evidence_json(destination / MANIFEST)
         pulled.append(PulledBundle(destination, str(manifest["bundle_id"]), item.job.name, item.job.id))
     return pulled
+
+
+def _record(out_dir: Path, pulled: list[PulledBundle]) -> None:
+    """Each stored bundle in the local journal (``bundle``/``pulled``, the sha256 of its marked
+    manifest): `evidence verify --journal` skips the journal check of a ``pulled_from`` bundle
+    only when this journal says `pull` stored it, with that manifest."""
+    from acklab.evidence.journal import Journal, journal_path  # the journal imports bundle
+
+    with Journal(journal_path(out_dir)) as journal:
+        for bundle in pulled:
+            manifest = json.loads((bundle.path / MANIFEST).read_bytes())
+            journal.record(
+                run_id=bundle.bundle_id,
+                kind="bundle",
+                name=bundle.bundle_id,
+                status="pulled",
+                ended_at=manifest["pulled_from"]["pulled_at"],
+                payload={
+                    "manifest_sha256": hashlib.sha256((bundle.path / MANIFEST).read_bytes()).hexdigest(),
+                    "path": bundle.path.relative_to(out_dir).as_posix(),
+                    "pipeline": manifest["pulled_from"]["pipeline"],
+                    "job_id": bundle.job_id,
+                },
+            )

@@ -25,9 +25,18 @@ from .loading import EVIDENCE, DocumentError, parse_json, read_bounded
 
 
 def journal_for(path: Path) -> Path:
-    """The journal of the evidence directory `path` is (or holds the bundle `path`)."""
+    """The journal of the evidence directory `path` is (or holds the bundle `path`).
+
+    A pulled bundle sits three levels below the evidence directory it was pulled into
+    (``pipeline-<id>/<job>-<job id>/<bundle>``): the nearest of those directories holding a
+    journal is the one."""
     path = Path(path)
-    return path.parent / JOURNAL_FILE if (path / MANIFEST).is_file() else path / JOURNAL_FILE
+    if not (path / MANIFEST).is_file():
+        return path / JOURNAL_FILE
+    for parent in list(path.parents)[:3]:
+        if (parent / JOURNAL_FILE).is_file():
+            return parent / JOURNAL_FILE
+    return path.parent / JOURNAL_FILE
 
 
 def _manifest(bundle: Path) -> tuple[str, dict[str, Any]] | None:
@@ -41,7 +50,6 @@ def _manifest(bundle: Path) -> tuple[str, dict[str, Any]] | None:
 
 def compare(results: Iterable[Verification], journal: Journal) -> list[Verification]:
     """Each verification with what the journal says of its bundle added to it."""
-    recorded = journal.finalised_bundles()
     out = []
     for result in results:
         found = _manifest(result.bundle)
@@ -49,28 +57,85 @@ def compare(results: Iterable[Verification], journal: Journal) -> list[Verificat
             out.append(result)
             continue
         sha, manifest = found
-        bundle_id = str(manifest.get("bundle_id", ""))
-        problems: list[str] = []
-        hashes = [str(r.get("manifest_sha256")) for r in recorded.get(bundle_id, [])]
-        if "pulled_from" in manifest:
-            pass  # pulled from a pipeline: its journal stayed there; pull verified it on arrival
-        elif not hashes:
-            problems.append(
-                f"{journal.path} has no record of bundle {bundle_id!r} being finalised "
-                "(a bundle from another evidence directory, or one the lab did not write)"
-            )
-        elif sha not in hashes:
-            problems.append(
-                f"manifest.json (sha256 {sha[:12]}) is not the manifest the journal recorded when the bundle "
-                f"was finalised (sha256 {hashes[-1][:12]}): the bundle was rewritten and its manifest recomputed"
-            )
-        head = manifest.get("journal_head")
-        if isinstance(head, dict) and isinstance(head.get("entry"), int):
-            now = journal.entry_hash_of(head["entry"])
-            if now != head.get("sha256"):
-                problems.append(
-                    f"the journal no longer holds entry #{head['entry']} as it was when the bundle was finalised "
-                    "(the journal was cut short or rewritten)"
-                )
+        problems = _problems(sha, manifest, journal)
         out.append(replace(result, journal=result.journal + tuple(problems)) if problems else result)
     return out
+
+
+def _problems(sha: str, manifest: dict[str, Any], journal: Journal) -> list[str]:
+    bundle_id = str(manifest.get("bundle_id", ""))
+    entries = journal.bundle_entries(bundle_id)
+    if "pulled_from" in manifest:
+        # Pulled from a pipeline: its journal stayed there and pull verified it on arrival. That
+        # holds only for a bundle `evidence pull` stored here, as it stored it: the field itself is
+        # not signed, and anyone can write it.
+        pulled = [payload for _, status, payload in entries if status == "pulled"]
+        if not any(p.get("manifest_sha256") == sha for p in pulled):
+            return [
+                f"manifest.json says the bundle was pulled from a pipeline (pulled_from), but {journal.path} "
+                f"has no record of `acklab evidence pull` storing bundle {bundle_id!r} with this manifest "
+                f"(sha256 {sha[:12]})"
+            ]
+        return []
+    problems: list[str] = []
+    finalised = [(entry_id, payload) for entry_id, status, payload in entries if status == "finalised"]
+    head = manifest.get("journal_head")
+    if not (isinstance(head, dict) and isinstance(head.get("entry"), int)):
+        problems.append(
+            "manifest.json names no journal_head: every bundle finalised beside a journal binds its head, "
+            "so this manifest was not written by the lab"
+        )
+        head = None
+    elif journal.entry_hash_of(head["entry"]) != head.get("sha256"):
+        problems.append(
+            f"the journal no longer holds entry #{head['entry']} as it was when the bundle was finalised "
+            "(the journal was cut short or rewritten)"
+        )
+    if not finalised:
+        problems.append(
+            f"{journal.path} has no record of bundle {bundle_id!r} being finalised "
+            "(a bundle from another evidence directory, or one the lab did not write)"
+        )
+        return problems
+    if len(finalised) > 1:
+        ids = ", ".join(f"#{entry_id}" for entry_id, _ in finalised)
+        problems.append(
+            f"{journal.path} records bundle {bundle_id!r} finalised {len(finalised)} times (entries {ids}); "
+            "a bundle is finalised once, so a second finalisation is refused (an entry appended to vouch "
+            "for a rewritten bundle)"
+        )
+    # Only the finalisation that follows the manifest's journal_head counts.
+    after = [(entry_id, p) for entry_id, p in finalised if head is None or entry_id > head["entry"]]
+    counted = after[0] if after else None
+    if counted is None:
+        problems.append(
+            f"no finalisation of bundle {bundle_id!r} follows the manifest's journal_head "
+            f"(entry #{head['entry'] if head else '?'}): the manifest was not the one finalised"
+        )
+    elif counted[1].get("manifest_sha256") != sha:
+        recorded = str(counted[1].get("manifest_sha256"))
+        problems.append(
+            f"manifest.json (sha256 {sha[:12]}) is not the manifest the journal recorded when the bundle "
+            f"was finalised (sha256 {recorded[:12]}): the bundle was rewritten and its manifest recomputed"
+        )
+    if manifest.get("kind") == "run" and journal.ran(bundle_id):
+        problems += _trial_problems(manifest, journal.checkpoints(bundle_id))
+    return problems
+
+
+def _trial_problems(manifest: dict[str, Any], recorded: dict[str, str]) -> list[str]:
+    """Every trial file of the manifest against the sha256 the journal recorded when it was
+    written (a run this journal saw; a merge's trials were journalled where their shards ran)."""
+    problems = []
+    files = manifest.get("files")
+    for rel, entry in sorted(files.items() if isinstance(files, dict) else []):
+        if not rel.startswith("trials/") or not isinstance(entry, dict):
+            continue
+        if rel not in recorded:
+            problems.append(f"{rel}: the journal has no record of this trial file being written")
+        elif entry.get("sha256") != recorded[rel]:
+            problems.append(
+                f"{rel} (sha256 {str(entry.get('sha256'))[:12]}) is not the trial file the journal recorded "
+                f"when the trial finished (sha256 {recorded[rel][:12]})"
+            )
+    return problems

@@ -15,6 +15,7 @@ import click
 from acklab.evidence.bundle import acklab_version
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
+from acklab.harness.cli.params import Finite
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover
 from acklab.harness.init.examples import PROVIDERS, Example, example
@@ -187,7 +188,7 @@ def _expect(discovery: Discovery | None) -> dict[str, Any]:
 )
 @click.option(
     "--wait",
-    type=click.FloatRange(0.5, 120),
+    type=Finite(0.5, 120),
     default=10.0,
     show_default=True,
     help="Seconds to wait for an effect.",

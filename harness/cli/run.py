@@ -21,6 +21,7 @@ from rich.table import Table
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 from acklab.evidence.redaction import known
+from acklab.harness.cli.params import Finite
 from acklab.harness.cli.progress import ProgressDisplay, output_console, shown
 from acklab.harness.core.experiment_specs import DEFAULT_TRIALS, resolve
 from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSettings
@@ -134,14 +135,14 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--time-compression",
-            type=click.FloatRange(*BOUNDS["time_compression"]),
+            type=Finite(*BOUNDS["time_compression"]),
             default=DEFAULT_TIME_COMPRESSION,
             show_default=True,
             help="Retry schedules are divided by this factor (order and count kept; 1 is real time).",
         ),
         click.option(
             "--handler-timeout",
-            type=click.FloatRange(*BOUNDS["handler_timeout_s"]),
+            type=Finite(*BOUNDS["handler_timeout_s"]),
             default=RunSettings.handler_timeout_s,
             show_default=True,
             metavar="SECONDS",
@@ -150,14 +151,14 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--deadline",
-            type=click.FloatRange(min=1),
+            type=Finite(min=1),
             default=None,
             metavar="SECONDS",
             help="Stop the run after this long: finished trials are kept, exit 6, resumable with --resume.",
         ),
         click.option(
             "--settle-ms",
-            type=click.FloatRange(*BOUNDS["settle_ms"]),
+            type=Finite(*BOUNDS["settle_ms"]),
             default=RunSettings.settle_ms,
             show_default=True,
             help="Effects count as settled once they read the same over this window (after the "

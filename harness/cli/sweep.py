@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from acklab.evidence.documents.sweep import SweepDocument
+from acklab.harness.cli.params import Finite
 from acklab.harness.cli.progress import STYLE, ProgressDisplay, shown
 from acklab.harness.core.plan import BOUNDS, RunSettings
 from acklab.harness.core.run_events import ExperimentFinished, RunFinished, RunStarted, TrialFinished
@@ -175,7 +176,7 @@ def report(result: SweepResult, console: Console) -> None:
 @click.option("--allow-remote", is_flag=True, help="Allow a target endpoint off the loopback range.")
 @click.option(
     "--time-compression",
-    type=click.FloatRange(*BOUNDS["time_compression"]),
+    type=Finite(*BOUNDS["time_compression"]),
     default=DEFAULT_TIME_COMPRESSION,
     show_default=True,
     help="Retry schedules are divided by this factor (order and count kept).",

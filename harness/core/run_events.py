@@ -62,6 +62,7 @@ class TrialFinished:
     run_id: str
     record: Trial = field(repr=False)
     checkpoint: str = ""  # the trial file that was written
+    sha256: str = ""  # of that file as written (the journal keeps it: a kept trial cannot be edited)
 
     @property
     def trial_id(self) -> str:
@@ -74,6 +75,22 @@ class TrialFinished:
     @property
     def verdict(self) -> str:
         return self.record.verdict
+
+
+@dataclass(frozen=True)
+class TrialCheckpointed:
+    """A trial's file is about to be written (`rewrite`: again, after the end-of-run re-read).
+
+    Emitted *before* the file is written, so the journal holds its sha256 before the file
+    exists: a process killed in between leaves a recorded hash without a file (the trial is
+    run again), never a file the journal cannot vouch for."""
+
+    run_id: str
+    trial_id: str
+    checkpoint: str
+    sha256: str
+    verdict: str
+    rewrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +121,7 @@ RunEvent = (
     | DeliveryRecorded
     | ObservationRecorded
     | TrialFinished
+    | TrialCheckpointed
     | ExperimentFinished
     | RunFinished
 )

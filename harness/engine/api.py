@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from acklab.harness.core import self_check
 from acklab.harness.core.plan import MAX_TRIALS, RunSettings
 from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.results import RunResult
@@ -190,8 +191,13 @@ def attack(
         journal=journal,
         skip_inapplicable=True,
     )
+    # The app runs in this process: the verdict code checks itself before (an earlier app of the
+    # process) and after (this one) the attack (harness.core.self_check).
+    self_check.check("before this attack: an earlier in-process app or test")
     try:
-        return _interruptible(lambda: run_options(options, consumers, target=target))
+        result = _interruptible(lambda: run_options(options, consumers, target=target))
     finally:
         if target.close is not None:  # the run stopped before it released the app (bad options)
             target.close()
+    self_check.check(f"during the attack of {target.name}; its bundle {result.bundle} is not evidence")
+    return result

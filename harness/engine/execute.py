@@ -98,7 +98,7 @@ async def execute_experiment(
     todo: Sequence[TrialPlan],
     run_id: str,
     bus: EventBus,
-    checkpoint: Callable[[Trial], str],
+    checkpoint: Callable[[Trial], tuple[str, str]],
 ) -> None:
     """Run `todo` (the unfinished trials of `experiment`); each finished trial is checkpointed."""
     if not todo:
@@ -135,10 +135,10 @@ def _finish(
     run_id: str,
     trial: TrialPlan,
     record: Trial,
-    checkpoint: Callable[[Trial], str],
+    checkpoint: Callable[[Trial], tuple[str, str]],
 ) -> None:
-    rel = checkpoint(record)
-    bus.emit(TrialFinished(run_id, record, rel))
+    rel, sha256 = checkpoint(record)
+    bus.emit(TrialFinished(run_id, record, rel, sha256))
 
 
 async def _one(
@@ -149,7 +149,7 @@ async def _one(
     trial: TrialPlan,
     run_id: str,
     bus: EventBus,
-    checkpoint: Callable[[Trial], str],
+    checkpoint: Callable[[Trial], tuple[str, str]],
 ) -> None:
     started_at, started = utcnow(), time.monotonic()
     bus.emit(TrialStarted(run_id, trial.trial_id, trial.experiment, started_at))

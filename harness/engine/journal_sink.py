@@ -14,6 +14,7 @@ from acklab.harness.core.run_events import (
     RunEvent,
     RunFinished,
     RunStarted,
+    TrialCheckpointed,
     TrialFinished,
     TrialStarted,
 )
@@ -99,13 +100,13 @@ class JournalSink:
                     "experiment": record.experiment,
                 },
             )
+        elif isinstance(event, TrialCheckpointed):
             j.record(
                 run_id=event.run_id,
                 kind="checkpoint",
-                name=record.trial_id,
-                status="ok",
-                ended_at=record.ended_at,
-                payload={"file": event.checkpoint},
+                name=event.trial_id,
+                status="rewritten" if event.rewrite else "ok",
+                payload={"file": event.checkpoint, "sha256": event.sha256, "verdict": event.verdict},
             )
         elif isinstance(event, ExperimentFinished):
             j.record(

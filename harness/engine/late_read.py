@@ -109,6 +109,20 @@ async def reread(target: Target, records: Iterable[Trial]) -> list[Trial]:
     return _with_schema_change(target, read)
 
 
+# Why a trial an interrupted process finished cannot be read again by the resumed one.
+LOST_STORE = (
+    "finished before the run was interrupted, against a store made for that process (a temporary "
+    "database, {{scratch}} or {{database_url}}) that ended with it: the end-of-run re-read cannot read "
+    "its events, so no late effect could be ruled out; run again without --resume, or give the target a "
+    "store that outlives the process (--db, a database the spec names)"
+)
+
+
+def unreadable(record: Trial) -> Trial:
+    """A trial of an interrupted process whose effects store is gone: its re-read failed."""
+    return rejudge(record.but(late_read=LateRead(at=utcnow(), error=LOST_STORE)))
+
+
 def _with_schema_change(target: Target, records: list[Trial]) -> list[Trial]:
     """Every record judged again with the pinned schema's change, once one was seen: no count of
     the run can be trusted after the handler could redefine it."""

@@ -5,18 +5,20 @@ reading of an interrupted bundle for ``--resume``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.bundle import BundleWriter, sha256_file
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.documents.trial import Trial
-from acklab.evidence.errors import EvidenceError
+from acklab.evidence.errors import EvidenceError, IntegrityError
+from acklab.evidence.journal import Journal, journal_path
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunPlan
-from acklab.harness.core.run_events import EventBus, ExperimentFinished
+from acklab.harness.core.run_events import EventBus, ExperimentFinished, TrialCheckpointed
 from acklab.harness.engine.documents import incident, run_document
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import Experiment
@@ -72,11 +74,19 @@ class RunState:
             )
             self.writer.write_bytes(rel, before + data)
 
-    def checkpoint(self, record: Trial) -> str:
+    def checkpoint(self, record: Trial) -> tuple[str, str]:
+        """Write the trial's file; (its bundle-relative path, the sha256 of what was written).
+
+        Its sha256 is announced (`TrialCheckpointed`: the journal records it) before the file is
+        written."""
         rel = f"trials/{record.trial_id}.json"
-        self.writer.write_document(rel, record)
+        data = self.writer.document_bytes(rel, record)
+        sha256 = hashlib.sha256(data).hexdigest()
+        rewrite = record.trial_id in self.finished
+        self.bus.emit(TrialCheckpointed(self.run_id, record.trial_id, rel, sha256, record.verdict, rewrite))
+        self.writer.write_prepared(rel, data)
         self.finished[record.trial_id] = record
-        return rel
+        return rel, sha256
 
     def finish(self, sockets: dict[str, bool], parameters: dict[str, dict[str, Any]]) -> RunDocument:
         entries: list[RunExperiment] = []
@@ -141,11 +151,42 @@ def load_resume(out: Path, run_id: str, target: Target) -> tuple[RunDocument, di
         raise SpecError(
             f"--resume {run_id!r}: the run's target is {run.target!r}, got --target {target.name!r}; pass the same target"
         )
+    recorded = _recorded_checkpoints(out, run_id)
     finished = {}
     for trial_file in sorted((bundle / "trials").glob("*.json")):
+        rel = trial_file.relative_to(bundle).as_posix()
+        if recorded is not None:
+            if rel not in recorded:
+                continue  # written, but killed before the journal recorded it: rerun (and overwritten)
+            try:
+                sha = sha256_file(trial_file)
+            except OSError as exc:
+                raise IntegrityError(f"--resume {run_id!r}: {trial_file} cannot be read: {exc}") from exc
+            if sha != recorded[rel]:
+                raise IntegrityError(
+                    f"--resume {run_id!r}: {trial_file} is not the trial file the journal recorded when the "
+                    f"trial finished (sha256 {sha[:12]}, recorded {recorded[rel][:12]}): it was changed "
+                    "after the trial ended, so the run is not resumed; start a new run"
+                )
         try:
             record = Trial.read(load_evidence_json(trial_file), what=str(trial_file))
         except (OSError, ValueError, EvidenceError):
             continue  # a torn or foreign file is not a finished trial; it is rerun
         finished[record.trial_id] = record
     return run, finished
+
+
+def _recorded_checkpoints(out: Path, run_id: str) -> dict[str, str] | None:
+    """What the journal recorded of the run's trial files (None: the run kept no journal).
+
+    The chain is checked first: rows forged into the journal do not vouch for a trial file."""
+    path = journal_path(out)
+    if not path.is_file():
+        return None
+    with Journal(path, readonly=True) as journal:
+        report = journal.verify_chain()
+        if not report.ok and report.broken is not None:
+            raise IntegrityError(f"--resume {run_id!r}: {path}: {report.broken.describe()}")
+        recorded = journal.checkpoints(run_id)
+        started = any(e.kind == "run" for e in journal.history(run_id)) if not recorded else True
+    return recorded if started else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import signal
 import sys
@@ -42,9 +43,15 @@ from acklab.harness.core.plan import (
     select,
     trial_id,
 )
-from acklab.harness.core.run_events import Consumer, EventBus, ExperimentStarted, RunFinished, RunStarted
+from acklab.harness.core.run_events import (
+    Consumer,
+    EventBus,
+    ExperimentStarted,
+    RunFinished,
+    RunStarted,
+)
 from acklab.harness.engine.execute import execute_experiment
-from acklab.harness.engine.late_read import reread
+from acklab.harness.engine.late_read import reread, unreadable
 from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.run_bundle import RunState, load_resume
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
@@ -245,6 +252,12 @@ def run(
     instead of the one `options.target` names.
     """
     resumable = target is None
+    deadline = options.deadline_s
+    if deadline is not None and not (
+        isinstance(deadline, int | float) and math.isfinite(deadline) and deadline > 0
+    ):
+        # NaN passes every comparison's range check and would end the run at once (exit 6).
+        raise SpecError(f"deadline_s: got {deadline!r}; give a finite number of seconds above 0, e.g. 600")
     target, experiments, plan, run_id, finished = prepare(options, target)
     refused = _secrets(target, options)
     # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
@@ -338,12 +351,15 @@ async def _main(
                 bus=bus,
                 checkpoint=state.checkpoint,
             )
-        # Late effects: every event this process judged is read again, before any service of the
-        # run is stopped. (Trials of an interrupted process were judged against a service, and
-        # maybe a temporary database, that no longer exist: a read now would read something else.)
-        mine = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
-        mine = [r for r in mine if r.trial_id not in finished]
-        for record in await reread(target, mine):
+        # Late effects: every event of the run is read again, before any service of the run is
+        # stopped — those of trials an interrupted process finished too, when their store
+        # outlived it; when it did not (a temporary database), those trials are errors.
+        every = [state.finished[t.trial_id] for t in plan.trials if t.trial_id in state.finished]
+        earlier = [r for r in every if r.trial_id in finished]
+        lost = earlier if target.ephemeral_effects else []
+        gone = {r.trial_id for r in lost}
+        again = await reread(target, [r for r in every if r.trial_id not in gone])
+        for record in [*again, *(unreadable(r) for r in lost if r.deliveries)]:
             state.checkpoint(record)
         run_doc = state.finish(sockets, parameters)
     except asyncio.CancelledError:

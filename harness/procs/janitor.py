@@ -10,7 +10,8 @@ left alone; one whose owner is gone is cleaned according to what it names:
 * ``directory``: removed (a temporary SQLite database and its files);
 * ``database``: dropped on its server (``DROP DATABASE ... WITH (FORCE)``);
 * ``worktree``: a git worktree of the repair flow, removed with ``git worktree remove`` and
-  pruned from the repository's list (no hook or fsmonitor of that repository runs);
+  its own entry taken from the repository's list — never ``git worktree prune``, and nothing of
+  the repository when the worktree is gone and so cannot prove it (no hook or fsmonitor runs);
 * ``proxy``: a proxy runs inside the lab's own process, so it ended with its owner.
 
 The journal can be forged, so a lease is only believed when the resource proves it
@@ -25,6 +26,7 @@ Exit 0 when nothing is left, 4 when something could not be cleaned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -181,20 +183,46 @@ def _end_worktree(detail: dict[str, Any], token: Any = None) -> tuple[str, bool]
     path, tmp, repo = (Path(str(detail.get(k, ""))) for k in ("path", "tmp", "repo"))
     if not (path.is_absolute() and tmp.is_absolute() and repo.is_absolute()):
         return _refused(repr(str(path)), "the lease names a relative path")
-    if os.path.lexists(tmp):
-        why = _proof("worktree", token, detail)
-        if why is not None:
-            return _refused(f"worktree {path}", why)
-        _git(repo, "worktree", "remove", "--force", str(path))
-        shutil.rmtree(tmp, ignore_errors=True)
-    # Whether we removed it now or its owner did before dying: the repository forgets it.
-    _git(repo, "worktree", "prune")
+    if not os.path.lexists(tmp):
+        # Nothing carries the token any more, so nothing proves the repository's list entry is
+        # the lab's: the repository (a lease may name any) is left alone, its list included.
+        return (
+            f"worktree {path} was already removed; {repo}'s worktree list is left alone "
+            f"(nothing left proves the entry is the lab's; `git -C {repo} worktree prune` forgets it)",
+            True,
+        )
+    why = _proof("worktree", token, detail)
+    if why is not None:
+        return _refused(f"worktree {path}", why)
+    _git(repo, "worktree", "remove", "--force", str(path))
+    shutil.rmtree(tmp, ignore_errors=True)
+    # Only this worktree's entry, never `git worktree prune` (which forgets every missing
+    # worktree of the repository, the lab's or not).
+    _forget(repo, path)
     if tmp.exists():
         return f"could not remove {tmp}", False
     listed = _git(repo, "worktree", "list", "--porcelain")
     if listed is not None and f"worktree {path}\n" in listed.stdout + "\n":
         return f"removed {tmp}, but {repo} still lists the worktree {path}", False
     return f"removed worktree {path} (and from {repo}'s worktree list)", True
+
+
+def _forget(repo: Path, path: Path) -> None:
+    """Remove the repository's administrative entry of the worktree at `path` (proven the lab's),
+    when `git worktree remove` left it: the one whose ``gitdir`` points at ``path/.git``."""
+    common = _git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    if common is None or common.returncode != 0:
+        return
+    admin = Path(common.stdout.strip()) / "worktrees"
+    with contextlib.suppress(OSError):
+        for entry in admin.iterdir():
+            gitdir = entry / "gitdir"
+            if (
+                not entry.is_symlink()
+                and gitdir.is_file()
+                and Path(gitdir.read_text().strip()) == path / ".git"
+            ):
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def _unmark(entry: JournalEntry) -> None:

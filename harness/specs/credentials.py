@@ -63,6 +63,31 @@ def resolve_env(value: str, *, field_name: str, secret: bool = True) -> str:
     return resolved
 
 
+# A URL or header value longer than this is refused: servers cap a request line and a header
+# at about 8 KiB, so a longer one is a mistake (a file pasted into a variable), never a target.
+MAX_WIRE_CHARS = 8192
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_wire_value(value: str, *, field_name: str, shown: str = "the value") -> str:
+    """Refuse (exit 3 naming the field) a value that becomes a URL or a header when it holds a
+    control character (CR, LF, NUL: a header split into two, a request line cut) or is longer
+    than `MAX_WIRE_CHARS`. `shown` names the value (``env:NAME`` when it came from there)."""
+    found = _CONTROL.search(value)
+    if found is not None:
+        raise SpecError(
+            f"{field_name}: {shown} holds the control character {found.group()!r} at position {found.start()}; "
+            "a URL or header value is one line of printable text (a trailing newline from `echo` is a "
+            "common cause: use `printf %s`)"
+        )
+    if len(value) > MAX_WIRE_CHARS:
+        raise SpecError(
+            f"{field_name}: {shown} is {len(value):,} characters long, more than a URL or header takes "
+            f"({MAX_WIRE_CHARS:,}); check what was put in it"
+        )
+    return value
+
+
 def url_credentials_of(value: str) -> list[str]:
     """The password and credential-named query values of `value` when it is a URL."""
     return url_credentials(value) if "://" in value else []

@@ -8,6 +8,7 @@ error names the field, the value and the fix.
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,33 @@ def check(kind: str, doc: Any, *, source: str) -> None:
         raise SpecError(f"{source}: invalid {kind} spec: {describe(worst)}{more}")
 
 
+def _non_finite(doc: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number of `doc` that is NaN or infinite (YAML's ``.nan``, ``.inf``), with its field."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return where or "(the document)", doc
+    if isinstance(doc, dict):
+        items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in doc.items())
+    elif isinstance(doc, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(doc))
+    else:
+        return None
+    for field_name, value in items:
+        found = _non_finite(value, field_name)
+        if found is not None:
+            return found
+    return None
+
+
+def check_finite(doc: Any, *, source: str) -> None:
+    """Refuse (exit 3 naming the field) NaN and infinities: every comparison with NaN is false, so
+    a bound like ``timeout_s: .nan`` would pass every range check and bound nothing."""
+    found = _non_finite(doc)
+    if found is not None:
+        raise SpecError(
+            f"{source}: {found[0]}: got {found[1]!r}; a number in a spec is finite (not NaN, not infinite)"
+        )
+
+
 def load_spec(path: Path, *, expected_kind: str | None = None) -> tuple[str, dict[str, Any]]:
     """Load a spec file and validate it against the schema named by its ``kind``."""
     doc = load_yaml(path)
@@ -119,6 +147,7 @@ def load_spec(path: Path, *, expected_kind: str | None = None) -> tuple[str, dic
         raise SpecError(f"{path}: kind: got {kind!r}; {hint}expected one of: {', '.join(kinds)}")
     if expected_kind is not None and kind != expected_kind:
         raise SpecError(f"{path}: kind: got {kind!r}; this option takes a spec of kind {expected_kind!r}")
+    check_finite(doc, source=str(path))
     check(kind, doc, source=str(path))
     return kind, doc
 
@@ -132,7 +161,13 @@ def all_problems(path: Path) -> list[str]:
         except SpecError as exc:
             return [str(exc)]
     kind = doc["kind"]
-    return [
+    found = _non_finite(doc)
+    finite = (
+        []
+        if found is None
+        else [f"{found[0]}: got {found[1]!r}; a number in a spec is finite (not NaN, not infinite)"]
+    )
+    return finite + [
         describe(e)
         for e in sorted(validator(kind).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     ]

@@ -186,6 +186,13 @@ class Target(ABC):
         """The content hash of the handler's own module, where the lab knows it (the fixture)."""
         return None
 
+    @property
+    def ephemeral_effects(self) -> bool:
+        """Whether the effects live in a store made for this process, gone when it ends (a
+        temporary database): a resumed run cannot re-read what an interrupted process counted.
+        True unless the target shows otherwise."""
+        return True
+
     def database_urls(self) -> tuple[str, ...]:
         """The database URLs the lab holds for this target (never written: they may carry a password)."""
         return ()

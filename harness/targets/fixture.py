@@ -98,6 +98,11 @@ class FixtureTarget(Target):
     sinks: Sinks | None = field(default=None, repr=False)
 
     @property
+    def ephemeral_effects(self) -> bool:
+        """Without --db the fixture's SQLite database is a temporary file of this process."""
+        return not self.db_url
+
+    @property
     def database_url(self) -> str:
         if self.db_url:
             return self.db_url

@@ -29,7 +29,7 @@ from acklab.harness.procs.service_process import (
 )
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs import placeholders
-from acklab.harness.specs.credentials import resolve_env, url_secrets
+from acklab.harness.specs.credentials import check_wire_value, resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
 from acklab.harness.targets.effects import (
@@ -62,6 +62,9 @@ def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str,
     """A spec's headers with ``env:NAME`` values read; every value becomes a secret (literal too)."""
     resolved = {str(k): resolve_env(str(v), field_name=f"{field_name}.{k}") for k, v in headers.items()}
     remember(*resolved.values())
+    for name, value in resolved.items():
+        check_wire_value(name, field_name=f"{field_name}.{name}", shown="the header's name")
+        check_wire_value(value, field_name=f"{field_name}.{name}", shown="the header's value")
     return resolved
 
 
@@ -369,6 +372,7 @@ def load_target(
     scheme = doc["signing"]["scheme"]
     secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
     remember(secret)
+    check_wire_value(secret, field_name="signing.secret", shown="the secret")  # a header, or a header's key
     SIGNERS[scheme].check_secret(secret)
     headers = resolve_headers(doc.get("headers", {}), field_name="headers")
     parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
@@ -419,7 +423,9 @@ def _served_parts(
     command = doc.get("command")
     competitor = doc.get("competitor") or {}
     return {
-        "competitor_url": resolve_env(competitor["url"], field_name="competitor.url")
+        "competitor_url": check_wire_value(
+            resolve_env(competitor["url"], field_name="competitor.url"), field_name="competitor.url"
+        )
         if "url" in competitor
         else None,
         "endpoint": endpoint,

@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from acklab.harness.errors import RemoteRefused, SpecError
-from acklab.harness.specs.credentials import ENV_REF, resolve_env
+from acklab.harness.specs.credentials import ENV_REF, check_wire_value, resolve_env
 from acklab.harness.targets.base import check_local, is_loopback
 from acklab.harness.targets.objects import check_objects
 from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict
@@ -138,7 +139,13 @@ def shown(value: str, resolved: str) -> str:
 def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id: bool = False) -> str:
     """Resolve an http(s) URL of the spec (``env:NAME`` or literal) and hold it to the loopback rule."""
     resolved = resolve_env(value, field_name=field_name)
+    check_wire_value(resolved, field_name=field_name, shown=shown(value, "the URL"))
     check_local(resolved, field_name=field_name, allow_remote=allow_remote, shown=shown(value, resolved))
+    try:
+        port = urlsplit(resolved).port
+    except ValueError:
+        port = -1
+    check_port(port, field_name=field_name, shown=shown(value, "the URL"))
     if needs_event_id and not PROBE_KEY.search(resolved):
         raise SpecError(
             f"{field_name}: {shown(value, '<the URL>')} has no {{{{event_id}}}} (or {{{{object_id}}}}); the probe "
@@ -147,17 +154,28 @@ def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id
     return resolved
 
 
+def check_port(port: int | None, *, field_name: str, shown: str) -> None:
+    """A URL's port, when it names one, is 1-65535 (exit 3 naming the field); -1: unreadable."""
+    if port is not None and not 1 <= port <= 65535:
+        raise SpecError(
+            f"{field_name}: {shown} names a port outside 1-65535; give the port the service listens on "
+            "(or {{port}} for one the lab picks)"
+        )
+
+
 def check_database_url(value: str, *, allow_remote: bool, field_name: str = "effects.sql.url") -> str:
     """Resolve ``effects.sql.url`` (or `field_name`) and hold its server to the loopback rule
     (SQLite files are local)."""
     resolved = resolve_env(value, field_name=field_name)
+    check_wire_value(resolved, field_name=field_name, shown=shown(value, "the URL"))
     try:
         url = make_url(resolved)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
         raise SpecError(
             f"{field_name}: {shown(value, 'the value')} is not a SQLAlchemy URL; expected e.g. "
             "sqlite:////tmp/shop.db or postgresql://user:pass@127.0.0.1:5432/shop"
         ) from exc
+    check_port(url.port, field_name=field_name, shown=shown(value, "the URL"))
     backend = url.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise SpecError(
@@ -173,6 +191,27 @@ def check_database_url(value: str, *, allow_remote: bool, field_name: str = "eff
             "range; acklab reads only local databases. Pass --allow-remote if you own it."
         )
     return resolved
+
+
+def check_wire_fields(doc: Mapping[str, Any]) -> None:
+    """The signing secret and every header the spec sends, resolved and held to the one-line,
+    bounded rule (`check_wire_value`, exit 3); the URLs are `check_reach`'s. Values naming an unset
+    variable are left out of `doc` by the caller."""
+    secret = doc.get("signing", {}).get("secret")
+    if isinstance(secret, str):
+        check_wire_value(
+            resolve_env(secret, field_name="signing.secret"), field_name="signing.secret", shown="the secret"
+        )
+    competitor = doc.get("competitor")
+    for where, headers in (
+        ("headers", doc.get("headers", {})),
+        ("effects.http.headers", doc.get("effects", {}).get("http", {}).get("headers", {})),
+        ("competitor.headers", competitor.get("headers", {}) if isinstance(competitor, Mapping) else {}),
+    ):
+        for name, value in headers.items():
+            resolved = resolve_env(str(value), field_name=f"{where}.{name}")
+            check_wire_value(str(name), field_name=f"{where}.{name}", shown="the header's name")
+            check_wire_value(resolved, field_name=f"{where}.{name}", shown="the header's value")
 
 
 def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:

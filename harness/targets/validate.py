@@ -16,7 +16,7 @@ from acklab.evidence.redaction import MIN_SECRET_CHARS
 from acklab.harness.errors import SpecError
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
-from acklab.harness.targets.spec_checks import check_reach, check_target_doc, sample_event
+from acklab.harness.targets.spec_checks import check_reach, check_target_doc, check_wire_fields, sample_event
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import SIGNERS
 
@@ -76,6 +76,7 @@ def validate_target(
     scheme = doc["signing"]["scheme"]
     if "secret" in checked.get("signing", {}):
         SIGNERS[scheme].check_secret(resolve_env(checked["signing"]["secret"], field_name="signing.secret"))
+    check_wire_fields(checked)
     check_reach(checked, allow_remote=allow_remote)
     short = _short_secrets(checked)
     if short:

@@ -148,3 +148,20 @@ def write_run_bundle(
     writer.write_json("run.json", run, kind="run")
     writer.write_bytes("reports/junit.xml", b"<testsuites/>\n")
     return writer.finalize(env=env or {})
+
+
+def journal_checkpoints(bundle: Path) -> None:
+    """Record each trial file of `bundle` in its evidence directory's journal, as the run's
+    journal consumer does when each trial finishes (``checkpoint`` with the file's sha256)."""
+    from acklab.evidence.bundle import sha256_file
+    from acklab.evidence.journal import Journal, journal_path
+
+    with Journal(journal_path(bundle.parent)) as journal:
+        for path in sorted((bundle / "trials").glob("*.json")):
+            journal.record(
+                run_id=bundle.name,
+                kind="checkpoint",
+                name=path.stem,
+                status="ok",
+                payload={"file": f"trials/{path.name}", "sha256": sha256_file(path)},
+            )

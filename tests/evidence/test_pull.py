@@ -83,7 +83,11 @@ def test_a_good_pipeline_is_pulled_verified_and_marked(tmp_path, gitlab_double, 
         assert pulled["pipeline_url"].endswith(f"/acme/shop/-/pipelines/{pipe.id}")
         assert manifest["ci"]["pipeline_id"] == str(pipe.id)
     assert not list(out.glob(".pull-*"))  # the staging area is gone
-    assert not list(out.rglob("journal.sqlite"))  # only bundles are kept
+    # Only bundles are kept (no job's journal), and the local journal records each one pulled:
+    # `verify --journal` believes a pulled_from only for a bundle this journal says pull stored.
+    assert list(out.rglob("journal.sqlite")) == [out / "journal.sqlite"]
+    code, stdout, _ = acklab("evidence", "verify", out, "--journal")
+    assert code == 0, stdout
     token = gitlab_double.private_token.encode()
     assert token not in all_bytes(out)
     assert token.decode() not in stdout + stderr

@@ -87,8 +87,9 @@ def test_the_last_pipelines_are_pulled_each_verified_on_its_own(
     ]
     assert f"pipeline(s) {evidence[2]} failed verification" in stderr
     assert "changed: run.json" in rows[3]["detail"]
+    # the pipelines that verified, and the local journal that records each bundle pulled
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"pipeline-{p}" for p in (0, 1, 3, 4) for p in [evidence[p]]
+        ["journal.sqlite", *(f"pipeline-{p}" for p in (0, 1, 3, 4) for p in [evidence[p]])]
     )
     listing = [r for r in gitlab_double.state.requests if r.path.endswith("/pipelines")]
     assert listing, [r.path for r in gitlab_double.state.requests][:5]

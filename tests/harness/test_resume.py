@@ -7,10 +7,12 @@ import hashlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +22,10 @@ ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(s
 TRIALS = 12
 
 
-def start(out: Path) -> subprocess.Popen[bytes]:
+def start(out: Path, *db: str) -> subprocess.Popen[bytes]:
     args = [
         "run",
+        *db,
         "--target",
         "fixture:live",
         "--experiment",
@@ -56,9 +59,9 @@ def snapshot(bundle: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def resume(out: Path, run_id: str) -> subprocess.CompletedProcess[str]:
+def resume(out: Path, run_id: str, *db: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*ACKLAB, "run", "--target", "fixture:live", "--resume", run_id, "--out", str(out), "--json"],
+        [*ACKLAB, "run", *db, "--target", "fixture:live", "--resume", run_id, "--out", str(out), "--json"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -66,29 +69,35 @@ def resume(out: Path, run_id: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def finish_and_check(out: Path, bundle: Path, before: dict[str, tuple[str, str]]) -> None:
-    done = resume(out, bundle.name)
-    assert done.returncode == 0, done.stderr[-2000:]
+def finish_and_check(
+    out: Path, bundle: Path, before: dict[str, tuple[str, str]], *db: str
+) -> subprocess.CompletedProcess[str]:
+    done = resume(out, bundle.name, *db)
     result = json.loads(done.stdout)
     assert result["run_id"] == bundle.name
     assert result["experiments"][0]["trials"] == TRIALS
     after = snapshot(bundle)
     assert len(after) == TRIALS
-    # Every trial finished before the interruption is untouched: same start, same bytes (the
-    # final re-read is for the trials this process judged, against the service it still runs).
-    assert {tid: after[tid] for tid in before} == before
+    # No trial finished before the interruption is run again: each keeps its start (its file
+    # gains the end-of-run re-read, as every trial's does).
+    assert {tid: after[tid][0] for tid in before} == {tid: start for tid, (start, _) in before.items()}
     for path in (bundle / "trials").glob("*.json"):
-        record = json.loads(path.read_text())
-        assert ("late_read" in record) == (record["trial_id"] not in before)
+        assert "late_read" in json.loads(path.read_text())
     run = json.loads((bundle / "run.json").read_text())
     assert run["status"] == "complete"
     assert verify(bundle).ok
+    return done
+
+
+def trial_file(bundle: Path, trial_id: str) -> dict[str, Any]:
+    return json.loads((bundle / "trials" / f"{trial_id}.json").read_text())
 
 
 @pytest.mark.slow
-def test_a_run_killed_with_sigkill_resumes_without_repeating_a_finished_trial(tmp_path):
-    out = tmp_path / "out"
-    process = start(out)
+def test_a_run_killed_with_sigkill_resumes_and_rereads_the_earlier_trials_in_their_store(tmp_path):
+    """Issue 25, item 4: a late effect of a trial finished before the interruption is found."""
+    out, db = tmp_path / "out", ("--db", f"sqlite:///{tmp_path / 'shop.db'}")
+    process = start(out, *db)
     bundle = wait_for_trials(out, 3)
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=30)
@@ -97,11 +106,32 @@ def test_a_run_killed_with_sigkill_resumes_without_repeating_a_finished_trial(tm
     preliminary = json.loads((bundle / "run.json").read_text())
     assert preliminary["status"] == "interrupted"
     assert not (bundle / "manifest.json").exists()
-    finish_and_check(out, bundle, before)
+    # The consumer's background work lands a second effect of an earlier trial's event, late.
+    victim = sorted(before)[0]
+    [event_id, *_] = trial_file(bundle, victim)["event_ids"]
+    shop = sqlite3.connect(tmp_path / "shop.db")
+    shop.execute(
+        "INSERT INTO fulfillments (event_id, order_id, amount_cents, currency, created_at)"
+        " SELECT event_id, order_id, amount_cents, currency, created_at FROM fulfillments"
+        " WHERE event_id = ? LIMIT 1",
+        (event_id,),
+    )
+    shop.commit()
+    shop.close()
+    done = finish_and_check(out, bundle, before, *db)
+    assert done.returncode == 1, done.stderr[-2000:]
+    record = trial_file(bundle, victim)
+    assert record["verdict"] == "fail"
+    assert record["late_read"]["grew"] == [event_id]
+    assert {trial_file(bundle, t)["verdict"] for t in after_ids(bundle) if t != victim} == {"pass"}
+
+
+def after_ids(bundle: Path) -> list[str]:
+    return sorted(p.stem for p in (bundle / "trials").glob("*.json"))
 
 
 @pytest.mark.slow
-def test_sigterm_exits_6_keeps_the_finished_trials_and_the_run_resumes(tmp_path):
+def test_sigterm_exits_6_and_a_resume_without_the_earlier_store_marks_those_trials_error(tmp_path):
     out = tmp_path / "out"
     process = start(out)
     bundle = wait_for_trials(out, 2)
@@ -111,7 +141,16 @@ def test_sigterm_exits_6_keeps_the_finished_trials_and_the_run_resumes(tmp_path)
     assert f"--resume {bundle.name}" in stderr.decode()
     before = snapshot(bundle)
     assert json.loads((bundle / "run.json").read_text())["status"] == "interrupted"
-    finish_and_check(out, bundle, before)
+    # The fixture's SQLite database was a temporary file of the interrupted process.
+    done = finish_and_check(out, bundle, before)
+    assert done.returncode == 4, done.stderr[-2000:]
+    for trial_id in after_ids(bundle):
+        record = trial_file(bundle, trial_id)
+        if trial_id in before:
+            assert record["verdict"] == "error"
+            assert "finished before the run was interrupted" in record["late_read"]["error"]
+        else:
+            assert record["verdict"] == "pass", record["error"]
 
 
 def test_resuming_an_unknown_run_is_invalid_input(tmp_path):

@@ -104,7 +104,19 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
     done = run_cli("sweep", "--resume", root.name, "--out", str(out), "--json")
     assert done.returncode == 1, done.stderr[-3000:]
     after = trials_under(out)
-    assert {key: after[key] for key in before} == before  # untouched: same start, same bytes
+    # No finished trial was run again: each keeps its start. The complete run's are untouched;
+    # the interrupted run's were judged against its process's temporary database, gone since:
+    # the end-of-run re-read cannot read them, and says so (issue 25, item 4).
+    assert {key: after[key][0] for key in before} == {key: start for key, (start, _) in before.items()}
+    earlier = [key for key in before if key[0] == second]
+    assert earlier
+    assert {key: after[key] for key in before if key[0] != second} == {
+        key: value for key, value in before.items() if key[0] != second
+    }
+    for run_id, trial_id in earlier:
+        record = read(next(out.rglob(f"{run_id}/trials/{trial_id}.json")))
+        assert "finished before the run was interrupted" in record["late_read"]["error"]
+        assert record["verdict"] in ("error", "fail")  # fail: a violation proven when it ran
     assert len(after) == len(TARGETS) * TRIALS
     doc = read(root / "sweep.json")
     assert doc["status"] == "complete"
@@ -114,6 +126,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
     assert verify(root).ok
     unsafe = cell(doc["cells"], "fixture:unsafe", "sqlite", "lost-ack")
     assert (unsafe["verdict"], unsafe["trials"], unsafe["failed"]) == ("fail", TRIALS, TRIALS)
+    # The interrupted run (fixture:unsafe) lost only passes it never had; the others are whole.
     assert cell(doc["cells"], "fixture:live@stripe", "sqlite", "lost-ack")["passed"] == TRIALS
 
     again = run_cli("sweep", "--resume", root.name, "--out", str(out))

@@ -21,7 +21,7 @@ import pytest
 from acklab.evidence.bundle import atomic_write, dump_json, file_table
 from acklab.evidence.chain import COLUMNS
 from acklab.evidence.journal import _SELECT_CHAIN, _SELECT_ROWS, Journal, journal_path
-from tests.evidence.factories import write_run_bundle
+from tests.evidence.factories import journal_checkpoints, write_run_bundle
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def recorded(tmp_path: Path) -> Path:
     with Journal(journal_path(out)) as journal:
         journal.record(run_id="r1", kind="run", name="fixture:live", status="started")
         journal.record(run_id="r1", kind="trial", name="lost-ack-0000", status="pass", payload={"n": 1})
-    write_run_bundle(out / "r1", "r1", {"lost-ack": [(0, "fail")]})
+    journal_checkpoints(write_run_bundle(out / "r1", "r1", {"lost-ack": [(0, "fail")]}))
     write_run_bundle(out / "r2", "r2", {"replay": [(0, "pass")]})
     return out
 
