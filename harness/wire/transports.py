@@ -22,6 +22,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -178,6 +179,18 @@ class Exchange:
         )
 
 
+@asynccontextmanager
+async def _bounded(timeout_s: float, request: httpx.Request) -> AsyncIterator[None]:
+    """`timeout_s` for everything inside, ended as the httpx timeout a sender would see."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError as exc:
+        raise httpx.ReadTimeout(
+            f"no answer within the lab's {timeout_s:g} s per delivery", request=request
+        ) from exc
+
+
 class FaultTransport(httpx.AsyncBaseTransport):
     """Wraps an inner transport; applies each delivery's fault and records the handler's answer."""
 
@@ -219,18 +232,21 @@ class FaultTransport(httpx.AsyncBaseTransport):
     ) -> HandlerAnswer:
         started = time.monotonic()
         try:
-            if wire is None:
-                response = await self._inner.handle_async_request(request)
-            else:
-                response = await wire.response(request, self._horizon_s)
-                # A burst's latency runs from the release of its last byte, not from the arming.
-                started = wire.released_mono if wire.released_mono is not None else started
-            record.handler_entered_ns = entered_ns(response.headers)
-            try:
-                # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
-                body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
-            finally:
-                await response.aclose()
+            # The horizon bounds the whole answer, not each read: a handler that trickles a
+            # byte a second is cut off like one that hangs.
+            async with _bounded(self._horizon_s, request):
+                if wire is None:
+                    response = await self._inner.handle_async_request(request)
+                else:
+                    response = await wire.response(request, self._horizon_s)
+                    # A burst's latency runs from the release of its last byte, not from the arming.
+                    started = wire.released_mono if wire.released_mono is not None else started
+                record.handler_entered_ns = entered_ns(response.headers)
+                try:
+                    # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
+                    body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
+                finally:
+                    await response.aclose()
         except httpx.HTTPError as exc:
             record.finish_handler(
                 status=None,
