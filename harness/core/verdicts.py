@@ -47,6 +47,7 @@ A missing observation, or a target that never accepted a valid delivery, is a la
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -467,20 +468,23 @@ def _judge_conflict(
                 )
             result.violate("conflict-rejected", event_id, status, wanted, detail, delivery=delivery)
     culprit = conflicts[-1] if conflicts else None
+    late = trial.observation(event_id, "late")
+    final = trial.observation(event_id, "final")
+    last_state = next((o.state for o in (late, final) if o is not None and o.state is not None), None)
+    original_late = _originals_late_effect(trial, last_state, expect)
     if counts.last != mid.effects:
         result.violate(
             "conflict-rejected",
             event_id,
             counts.last,
             f"== {mid.effects}",
-            f"the conflicting body changed the effect count from {mid.effects} to {counts.last}{counts.note()}",
+            f"the conflicting body changed the effect count from {mid.effects} to {counts.last}{counts.note()}"
+            + original_late,
             delivery=culprit,
         )
     before_state = mid.state
     if before_state is None:
         return
-    late = trial.observation(event_id, "late")
-    final = trial.observation(event_id, "final")
     for seen in (final, late):
         if seen is not None and seen.state is not None and seen.state != before_state:
             when = "by the end of the run" if seen is late else "once settled"
@@ -490,10 +494,71 @@ def _judge_conflict(
                 seen.state,
                 f"== {before_state}",
                 f"the conflicting body changed the committed state {when}: {before_state} before it, "
-                f"{seen.state} after (effects.sql.state / effects.http.state_path)",
+                f"{seen.state} after (effects.sql.state / effects.http.state_path)" + original_late,
                 delivery=culprit,
             )
             return
+
+
+def _state_values(state: str) -> list[object]:
+    """Every scalar of a recorded state (canonical JSON; a state cut at its length limit: none)."""
+    try:
+        doc = json.loads(state)
+    except ValueError:
+        return []
+    found: list[object] = []
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        else:
+            found.append(node)
+    return found
+
+
+def _same(a: object, b: object) -> bool:
+    numbers = (int, float)
+    if (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
+        return float(a) == float(b)
+    return a == b
+
+
+def _originals_late_effect(trial: Trial, state: str | None, expect: Expect) -> str:
+    """When the state read last still shows the original body's values (and none the conflicting
+    body changed them to), the effect that came is the original's, late: say so, and what to set."""
+    if state is None:
+        return ""
+    fields = [
+        f
+        for t in (trial.fault.tries if trial.fault is not None else [])
+        for f in ((t.facts or {}).get("conflict_fields") or [])
+        if isinstance(f, dict) and "missing" not in f
+    ]
+    values = _state_values(state)
+    original = [f for f in fields if any(_same(v, f.get("original")) for v in values)]
+    conflicting = [f for f in fields if any(_same(v, f.get("conflicting")) for v in values)]
+    if not original or conflicting:
+        return ""
+    shown = ", ".join(
+        f"{f['path']} {f['original']} (the conflict sets {f['conflicting']})" for f in original[:3]
+    )
+    wait = (
+        f"raise expect.effects_within_s (now {expect.effects_within_s:g} s)"
+        if expect.effects_within_s
+        else "set expect.effects_within_s to how long its work may take"
+    )
+    return (
+        f"; but the state still shows the original body ({shown}): this is the original's effect, arriving "
+        f"after the trial read it — if this consumer acknowledges first and works afterwards, {wait}"
+    )
 
 
 def _judge_replay(result: Judgement, event_id: str, mine: Sequence[Delivery], counts: Counts) -> None:

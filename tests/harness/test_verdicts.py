@@ -292,3 +292,24 @@ def test_a_connection_the_lab_could_not_open_is_the_labs_error():
     )
     assert (result.verdict, result.violations) == ("error", [])
     assert "could not connect" in result.errors[0]
+
+
+def test_a_conflict_violation_whose_state_still_shows_the_original_names_the_originals_late_effect():
+    observations = [
+        observation(0, "before"),
+        observation(0, "before-conflict") | {"state": "[]"},
+        observation(1, "final") | {"state": "[[1200.0]]"},  # the original's amount, read with its count
+    ]
+    record = trial([delivery(0, 200), delivery(1, 409, "conflict")], observations)
+    record["fault"] = _fault("conflicting-payload", ("evt_1", True))
+    changed = [{"path": "data.amount_cents", "original": 1200, "conflicting": 9900}]
+    record["fault"]["tries"][0]["facts"] = {"conflict_fields": changed}
+    result = judge(record, EXPECT)
+    details = [v.detail for v in result.violations if v.invariant == "conflict-rejected"]
+    assert details  # the count moved: still a violation of the trial as read
+    assert all("this is the original's effect" in d for d in details)
+    assert all("set expect.effects_within_s" in d for d in details)
+    # The conflict's own amount in the state: the conflicting body did it, and no hint is given.
+    observations[2]["state"] = "[[9900]]"
+    blamed = judge(record, EXPECT)
+    assert not any("original's effect" in v.detail for v in blamed.violations)
