@@ -157,6 +157,8 @@ def choose_experiments(
     if strict and names and skipped:
         name, why = next(iter(skipped.items()))
         raise SpecError(f"--experiment {name}: {why}")
+    # What the target's own spec says makes pointless (not what it cannot serve): skipped, even when named.
+    skipped |= {e.name: why for e in chosen if e.name not in skipped and (why := e.skipped_for(target))}
     return [e for e in chosen if e.name not in skipped], skipped
 
 

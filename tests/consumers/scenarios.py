@@ -490,3 +490,69 @@ def async_orders(
         ),
         settings=settings or RunSettings(handler_timeout_s=3.0, burst=8),
     )
+
+
+def fast_ledger(tmp: Path, mode: str, *, workers: int = 2, trials: int = 2) -> Scenario:
+    """A fast gunicorn service (`tests.consumers.fast_ledger`) counted over its own HTTP endpoint;
+    the lab starts, kills and restarts it for crash-after-commit."""
+    port = free_port()
+    db = tmp / f"ledger-{mode}.sqlite"
+    spec = target_spec(
+        f"fast-ledger-{mode}",
+        f"http://127.0.0.1:{port}/hooks",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={"http": {"url": f"http://127.0.0.1:{port}/ledger/{{{{event_id}}}}", "json_path": "count"}},
+        command={
+            "argv": [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                *("--workers", str(workers), "--bind", f"127.0.0.1:{port}"),
+                *("--graceful-timeout", "1", "--log-level", "warning"),
+                "tests.consumers.fast_ledger:create_app()",
+            ],
+            "env": {"ACKLAB_TEST_DB_PATH": str(db), "ACKLAB_TEST_LEDGER_MODE": mode, "PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+        },
+    )
+    return Scenario(
+        f"fast ledger ({mode}) under gunicorn --workers {workers}",
+        write(tmp / f"ledger-{mode}.yaml", spec),
+        ("crash-after-commit",),
+        {"crash-after-commit": "pass" if mode == "durable" else "fail"},
+        trials=trials,
+    )
+
+
+def answers_first(tmp: Path, mode: str) -> Scenario:
+    """202 first, the work in a worker thread (`tests.consumers.answers_first`): kept in memory
+    (``memory``) or in a durable inbox table (``durable``); the lab starts, kills and restarts it."""
+    port = free_port()
+    db = tmp / f"inbox-{mode}.sqlite"
+    spec = target_spec(
+        f"answers-first-{mode}",
+        f"http://127.0.0.1:{port}/shipments",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={
+            "sql": {
+                "url": sqlite_url(db),
+                "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id",
+            }
+        },
+        expect={"max_effects": 1, "effects_within_s": 1.5},
+        command={
+            "argv": module("answers_first", "--port", str(port), "--db", str(db), "--mode", mode),
+            "env": {"PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+        },
+    )
+    return Scenario(
+        f"answers first ({mode})",
+        write(tmp / f"inbox-{mode}.yaml", spec),
+        ("crash-after-ack", "crash-after-commit"),
+        {"crash-after-ack": "pass" if mode == "durable" else "fail", "crash-after-commit": "skipped"},
+    )
