@@ -556,3 +556,28 @@ def answers_first(tmp: Path, mode: str) -> Scenario:
         ("crash-after-ack", "crash-after-commit"),
         {"crash-after-ack": "pass" if mode == "durable" else "fail", "crash-after-commit": "skipped"},
     )
+
+
+def late_routes(tmp: Path, *, ready: Mapping[str, Any], routes_after_s: float = 2.0) -> Scenario:
+    """Health first, webhook routes `routes_after_s` later (`tests.consumers.late_routes`), started by the lab."""
+    port = free_port()
+    db = tmp / "late.sqlite"
+    spec = target_spec(
+        "late-routes",
+        f"http://127.0.0.1:{port}/hooks",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={
+            "sql": {"url": sqlite_url(db), "count": "SELECT count(*) FROM runs WHERE event_id = :event_id"}
+        },
+        command={
+            "argv": module(
+                "late_routes", "--port", str(port), "--db", str(db), "--routes-after", str(routes_after_s)
+            ),
+            "env": {"PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+            "ready": {"url": f"http://127.0.0.1:{port}/health", **ready},
+        },
+    )
+    return Scenario("late routes", write(tmp / "late.yaml", spec), ("lost-ack",), {"lost-ack": "pass"})
