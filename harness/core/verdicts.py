@@ -314,6 +314,12 @@ def _seen(delivery: Delivery) -> str:
     return f"seq {delivery.seq} ({delivery.kind}): {handler}, the sender got {sender}{via}"
 
 
+def _hung(delivery: Delivery) -> bool:
+    """The handler never answered within the lab's per-delivery bound: its failure, whatever
+    fault the lab meant to apply to its answer (there was none to lose, reset or cut short)."""
+    return delivery.status is None and "handler: ReadTimeout" in (delivery.error or "")
+
+
 def _unreachable(delivery: Delivery) -> bool:
     """The lab could not open a connection to the endpoint at all (its problem, not the handler's)."""
     error = delivery.error or ""
@@ -347,6 +353,7 @@ def _judge_unacknowledged(
         and (
             (d.sender_status is not None and d.sender_status == d.status)
             or (not d.faulted and (d.sender_timed_out or (d.status is None and bool(d.error))))
+            or _hung(d)
         )
     ]
     unreachable = [d for d in delivered if _unreachable(d) and d not in booting]
