@@ -33,10 +33,14 @@ typecheck: install
 
 # Two workers (pytest-xdist), a test file to each at a time: most tests wait on servers and
 # subprocesses, so two cores run the suite in about half the time. PYTEST_WORKERS=0: serial.
+# The suite in two parts, no test twice: the unit tier with PostgreSQL, Chromium, Node and
+# gitlab-ci-local hidden (what `make unit` runs: proof that it needs none of them), then every
+# other test (--tier=rest) with them there.
 PYTEST_WORKERS ?= 2
 pytest: install system-deps
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing \
-		-n $(PYTEST_WORKERS) --dist loadfile
+		-n $(PYTEST_WORKERS) --dist loadfile --tier=rest
 
 ## test: everything CI runs; non-zero on any failure
 test: install system-deps lint typecheck pytest
@@ -49,7 +53,7 @@ unit: install
 pipeline: install system-deps
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" scripts/pipeline.sh $(PIPELINE_ARGS)
 
-## bench: measure every figure beside its baseline, write bench/results.json and the README table
+## bench: measure every figure beside its baseline, write bench/results.json and the table in docs/performance.md
 ## (BENCH_ARGS="--quick", "--only journal_writes", "--make-test")
 bench: install system-deps
 	$(BIN)/python -m bench $(BENCH_ARGS)

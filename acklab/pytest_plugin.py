@@ -197,6 +197,7 @@ class WebhookLab:
     def __init__(self, request: pytest.FixtureRequest, out: Path) -> None:
         self._request, self.out = request, out
         self._isolation: Any = None
+        self._sinks: Any = None
 
     @property
     def placeholders(self) -> dict[str, str]:
@@ -212,10 +213,25 @@ class WebhookLab:
             self._isolation = Isolation.allocate(frozenset({"port", "scratch"}), label="pytest")
         return dict(self._isolation.values)
 
+    def sinks(self, *, smtp: bool | dict[str, Any] = True, outbound: dict[str, Any] | None = None) -> Any:
+        """The lab's SMTP and outbound API sinks, started on free loopback ports for this test
+        (stopped after it): point the app at ``.smtp_port`` / ``.outbound_url`` before
+        ``attack``, which then counts its emails and calls beside the rows (``expect.max_emails``,
+        ``max_calls``; docs/sinks.md). `outbound`: ``{"routes": [...], "idempotency_header": ...}``
+        as in a spec's ``effects.outbound``."""
+        if self._sinks is None:
+            from acklab.harness.sinks import Sinks
+
+            self._sinks = Sinks.for_test(smtp=smtp, outbound=outbound)
+        return self._sinks
+
     def close(self) -> None:
         if self._isolation is not None:
             self._isolation.release()
             self._isolation = None
+        if self._sinks is not None:
+            self._sinks.stop()
+            self._sinks = None
 
     def _marked(self) -> tuple[Any, str | None]:
         """The spec of the test's marker (a path, relative to the test file) and its experiment."""
@@ -253,6 +269,8 @@ class WebhookLab:
         options.setdefault("out", self.out)
         options.setdefault("where", self._request.path.parent)
         options.setdefault("placeholders", self.placeholders)
+        if self._sinks is not None:
+            options.setdefault("sinks", self._sinks)
         if "name" not in options and "spec" not in options:
             options["name"] = target_name(
                 getattr(self._request.node, "originalname", self._request.node.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
@@ -156,6 +157,8 @@ def dedupe_key(
 async def read_delivery(request: Request, fixture: FixtureDep) -> Delivery:
     """Turn the request into a verified, parsed ``Delivery`` or refuse it (``Rejection``)."""
     body = await read_body(request, fixture.settings.max_body_bytes)
+    # The server has the whole request (the route answers it as X-Acklab-Received-Ns).
+    request.state.received_ns = time.monotonic_ns()
     headers = {name.lower(): value for name, value in request.headers.items()}
     check_signature(fixture, headers, body)
     event = parse_event(body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import func, select, text
 from starlette.concurrency import run_in_threadpool
 
@@ -32,6 +32,9 @@ router = APIRouter(
 # CLOCK_MONOTONIC is one clock for every process of a machine: a lab on the same host can
 # compare these readings across deliveries (it never reads anything else into them).
 ENTERED_HEADER = "X-Acklab-Entered-Ns"
+# When the server had the whole request (its last body byte read, the route about to verify
+# it): the server's side of a burst's arrival spread, before the handoff to the handler.
+RECEIVED_HEADER = "X-Acklab-Received-Ns"
 
 REPLAYED_HEADER = {
     "Idempotent-Replayed": {
@@ -40,6 +43,10 @@ REPLAYED_HEADER = {
     },
     ENTERED_HEADER: {
         "description": "When the delivery entered the handler: CLOCK_MONOTONIC in nanoseconds.",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    },
+    RECEIVED_HEADER: {
+        "description": "When the server had read the whole request: CLOCK_MONOTONIC in nanoseconds.",
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
     },
 }
@@ -73,19 +80,24 @@ WEBHOOK_RESPONSES: dict[int | str, dict[str, Any]] = {
         }
     },
 )
-async def receive_order_event(delivery: DeliveryDep, fixture: FixtureDep) -> Response:
+async def receive_order_event(request: Request, delivery: DeliveryDep, fixture: FixtureDep) -> Response:
     """Verify, parse and hand the delivery to the configured handler; answer what it returns.
 
     Other event types than ``order.paid`` are accepted with any object as ``data``. The
     ``X-Acklab-Entered-Ns`` header says when the delivery entered the handler (the
     monotonic clock in nanoseconds): a lab measures how close together a burst arrived.
+    ``X-Acklab-Received-Ns`` says when the server had read the whole request.
     """
     entered, result = await run_in_threadpool(_timed_delivery, fixture, delivery)
     # The handler's JSON text goes out as is, so a replay is byte-identical to the original.
     return Response(
         content=result.body_json(),
         status_code=result.status_code,
-        headers={**result.headers, ENTERED_HEADER: str(entered)},
+        headers={
+            **result.headers,
+            ENTERED_HEADER: str(entered),
+            RECEIVED_HEADER: str(request.state.received_ns),
+        },
         media_type="application/json",
     )
 

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from acklab.app.contract import CheckoutReturn, Delivery, Handler, HandlerResult
 from acklab.app.db import write_session
 from acklab.app.errors import ConfigError
+from acklab.app.notify import NOTIFIER, Notifier
 from acklab.app.settings import Settings
 
 HANDLER_MODULES = {"live": "acklab.app.webhooks", "unsafe": "acklab.app.unsafe"}
@@ -39,6 +40,11 @@ class Fixture:
     engine: Engine
     handler: Handler
 
+    @property
+    def notifier(self) -> Notifier:
+        """Where the handler's fulfilments are told (`acklab.app.notify`; none unless configured)."""
+        return Notifier(self.settings.smtp_port, self.settings.warehouse_url)
+
     def deliver(self, delivery: Delivery) -> HandlerResult:
         """Run the handler in one write transaction and commit it (blocking: call from a thread).
 
@@ -46,6 +52,7 @@ class Fixture:
         so that a repair of ``app/webhooks.py`` can neither remove nor depend on them.
         """
         with write_session(self.engine) as session:
+            session.info[NOTIFIER] = self.notifier
             result = self.handler.process(session, delivery)
             if self.settings.processing_delay_ms:
                 time.sleep(self.settings.processing_delay_ms / 1000)
@@ -61,6 +68,7 @@ class Fixture:
         if not callable(complete):
             return None
         with write_session(self.engine) as session:
+            session.info[NOTIFIER] = self.notifier
             result: HandlerResult = complete(session, checkout)
             session.commit()
         return result

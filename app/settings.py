@@ -55,6 +55,16 @@ class Settings(BaseSettings):
             "to make a sender time out while the handler still works."
         ),
     )
+    smtp_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Where fulfilments are emailed (SMTP on 127.0.0.1); unset: no email is sent.",
+    )
+    warehouse_url: str | None = Field(
+        default=None,
+        description="The warehouse API asked to ship each fulfilment (http://127.0.0.1:PORT); unset: no call.",
+    )
     crash_after_commit: bool = Field(
         default=False,
         description=(

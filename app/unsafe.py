@@ -4,7 +4,8 @@ It exists so the lab can show what it catches: a retry, a lost acknowledgement o
 of concurrent duplicates each add another fulfillment; an order's events are applied in the
 order they arrive (a late ``order.created`` takes a refunded order back to ``created``); the
 sibling ``payment.succeeded`` fulfils the order again; and the customer's browser returning
-from checkout fulfils it once more. Same interface as ``app.webhooks`` (see
+from checkout fulfils it once more. It emails the customer and asks the warehouse to ship
+(``app.notify``) before its transaction commits, and without an idempotency key. Same interface as ``app.webhooks`` (see
 ``app.contract``), so either file can be copied over the other.
 """
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 from acklab.app.contract import CHECKOUT_RETURN, ORDER_STATUS, CheckoutReturn, Delivery, HandlerResult, ack
 from acklab.app.db import insert_for
 from acklab.app.models import Fulfillment, Order, utcnow
+from acklab.app.notify import confirm_fulfillment
 
 
 def process(session: Session, delivery: Delivery) -> HandlerResult:
@@ -29,6 +31,7 @@ def process(session: Session, delivery: Delivery) -> HandlerResult:
     if delivery.order is None:  # not a fulfilling event
         return HandlerResult(200, ack(delivery, status="applied"))
     fulfillment_id = _fulfill(session, delivery.event_id, order.order_id, order.amount_cents, order.currency)
+    confirm_fulfillment(session, order.order_id, idempotency_key=None)  # before the commit, and unkeyed
     return HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=fulfillment_id))
 
 

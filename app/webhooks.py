@@ -20,6 +20,8 @@ How it keeps the invariants:
 * One order, one fulfillment: ``order.paid``, its sibling ``payment.succeeded`` and the
   customer's browser returning from checkout each fulfil only after claiming the order
   (``FulfillmentClaim``, keyed by order id) in the same transaction as the fulfillment.
+* One confirmation: a fulfilling event's email and warehouse request (``app.notify``) go out
+  after the commit, the request keyed by the event's id.
 
 Everything happens in the caller's one transaction.
 """
@@ -44,6 +46,7 @@ from acklab.app.contract import (
 )
 from acklab.app.db import insert_for
 from acklab.app.models import Fulfillment, FulfillmentClaim, Order, Receipt, utcnow
+from acklab.app.notify import after_commit, confirm_fulfillment
 
 
 def process(session: Session, delivery: Delivery) -> HandlerResult:
@@ -73,6 +76,8 @@ def process(session: Session, delivery: Delivery) -> HandlerResult:
         fulfillment_id = _fulfill(
             session, delivery.event_id, order.order_id, order.amount_cents, order.currency
         )
+        # Told once committed, with the event's id as the warehouse's idempotency key.
+        after_commit(session, confirm_fulfillment, order.order_id, idempotency_key=delivery.event_id)
         result = HandlerResult(200, ack(delivery, status="fulfilled", fulfillment_id=fulfillment_id))
     else:
         result = HandlerResult(200, ack(delivery, status="applied"))

@@ -34,6 +34,7 @@ SUITE = (
     "detection",
     "race_sharpness",
     "verdict_trust",
+    "sinks",
     "explorer",
     "console_scale",
     "hostile_inputs",

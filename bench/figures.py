@@ -31,6 +31,9 @@ class Figure:
     target: str | None = None
     met: bool | None = None
     note: str = ""
+    # A figure measured in independent rounds: `value` is the worst round, `median` the median one.
+    median: float | None = None
+    rounds: int | None = None
 
 
 def machine() -> dict[str, Any]:
@@ -69,5 +72,7 @@ def print_figure(figure: Figure) -> None:
     ratio = f" (ratio {figure.ratio:.2f})" if figure.ratio is not None else ""
     target = f" target {figure.target}" if figure.target else ""
     value = f"{figure.value:.3f} {figure.unit}" if figure.value is not None else "not measured"
+    if figure.rounds is not None and figure.value is not None:
+        value = f"{value} (worst of {figure.rounds} rounds; median {figure.median:g} {figure.unit})"
     note = f"  [{figure.note}]" if figure.note else ""
     print(f"{figure.name}: {value}{ratio}{target}{status}{note}", flush=True)

@@ -8,7 +8,9 @@ under its own key of ``bench/.test-timing.json``:
   -k, -m, --lf, -x, no path arguments, nothing deselected), with how many tests each tier
   marker holds (tests/tiers.py);
 * ``unit``: the same with ``--tier=unit`` (``make unit``), the unit tier whole, and whether
-  the system dependencies were hidden from it (scripts/unit.sh).
+  the system dependencies were hidden from it (scripts/unit.sh);
+* ``rest``: the same with ``--tier=rest``, every test outside the unit tier, with its counts
+  per tier. ``make test`` runs ``unit`` then ``rest``: together they are the suite.
 
 Any other session (a quick local run) writes nothing, so it never replaces a real figure.
 Under pytest-xdist (``make test`` runs two workers) every worker collects the whole suite:
@@ -49,7 +51,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def _kind(session: pytest.Session) -> str | None:
-    """ "pytest" for the whole suite, "unit" for the whole unit tier, None for anything less."""
+    """ "pytest" for the whole suite, "unit" / "rest" for a whole tier, None for anything less."""
     from tests.tiers import TIER_DESELECTED
 
     config, option = session.config, session.config.option
@@ -66,8 +68,8 @@ def _kind(session: pytest.Session) -> str | None:
     tier = getattr(option, "tier", None)
     if tier is None:
         return "pytest" if deselected == 0 else None
-    if tier == "unit" and deselected == config.stash.get(TIER_DESELECTED, -1):
-        return "unit"
+    if tier in ("unit", "rest") and deselected == config.stash.get(TIER_DESELECTED, -1):
+        return str(tier)
     return None
 
 
@@ -85,7 +87,7 @@ def _held(session: pytest.Session, kind: str) -> dict[str, Any]:
     return {
         "kind": kind,
         "tests": session.testscollected,  # after deselection: what ran
-        "tiers": counts(session.items) if kind == "pytest" else None,
+        "tiers": counts(session.items) if kind in ("pytest", "rest") else None,
     }
 
 
@@ -119,9 +121,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "cpus": os.cpu_count(),
         "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
-    if kind == "pytest":
+    if kind in ("pytest", "rest"):
         entry["tiers"] = held["tiers"]
-    else:
+    if kind == "unit":
         entry["hidden"] = os.environ.get("ACKLAB_UNIT_HIDING") == "1"
     previous: dict[str, Any] = {}
     if TIMING.exists():

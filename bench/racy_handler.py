@@ -17,7 +17,9 @@ decide when the handler's threads get to run, which measures the benchmark, not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -60,6 +62,20 @@ class RacyCheckThenInsert:
         return 200, {"status": "fulfilled"}
 
 
+def wal(path: Path) -> None:
+    """Put the SQLite database at `path` in WAL mode (kept in the file: every connection after uses it).
+
+    As the fixture does, and most SQLite apps serving concurrent requests: with the default rollback
+    journal a reader's check can meet a writer's commit, get SQLITE_BUSY and sleep in SQLite's busy
+    handler (1 ms, then 2, 5...) until the row is there — the race then loses to the back-off, not
+    to the handler's code, and the lab measures SQLite's locking instead of the sender."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise RuntimeError(f"SQLite at {path} refused WAL mode (journal_mode is {mode!r})")
+
+
 class RacyHandler:
     """``with RacyHandler(db_url, spec_path) as spec:`` — the handler served and described."""
 
@@ -72,6 +88,8 @@ class RacyHandler:
         from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
         os.environ[SECRET_ENV] = SECRET
+        if self.db_url.startswith("sqlite:///"):
+            wal(Path(self.db_url.removeprefix("sqlite:///")))
         port = free_port()
         root = Path(__file__).resolve().parent.parent
         self._proc = subprocess.Popen(

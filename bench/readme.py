@@ -1,4 +1,4 @@
-"""``python -m bench.readme``: rewrite README.md's performance table from bench/results.json.
+"""``python -m bench.readme``: rewrite docs/performance.md's table from bench/results.json.
 
 The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``; everything
 outside the markers is left byte for byte. ``--check`` exits 1 when the README's table is
@@ -16,7 +16,8 @@ from typing import Any
 
 from bench.figures import RESULTS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+# The table is reference, so it lives in the docs site (the README links it).
+README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -44,6 +45,14 @@ def _met(met: bool | None, value: float | None) -> str:
     return {True: "yes", False: "**no**", None: "—"}[met]
 
 
+def _value(figure: dict[str, Any], unit: str) -> str:
+    """The value cell; a figure measured in independent rounds shows its worst round and the median."""
+    shown = number(figure["value"], unit)
+    if figure.get("rounds") and figure["value"] is not None:
+        shown += f" (worst of {figure['rounds']} rounds; median {number(figure.get('median'), unit)})"
+    return shown
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -64,7 +73,7 @@ def table(doc: dict[str, Any]) -> str:
                 _cell(c)
                 for c in (
                     f["name"],
-                    number(f["value"], unit),
+                    _value(f, unit),
                     number(f.get("baseline"), unit),
                     ratio,
                     f.get("target") or "—",

@@ -6,7 +6,8 @@ The suite is far too slow to run inside the benchmark, so this figure is read fr
 
 * ``make_test``: a real ``make test``, timed end to end by ``python -m bench --make-test``
   (install, system deps, lint, typecheck, pytest);
-* ``pytest``: a full pytest session, written by the ``bench.pytest_timing`` plugin.
+* ``pytest``: a full pytest session, written by the ``bench.pytest_timing`` plugin (or the
+  ``unit`` and ``rest`` sessions that ``make test`` runs one after the other, added up).
 
 The figure is the ``make test`` timing when there is one, else the pytest session's (which
 leaves out lint and typecheck, and says so). The unit tier's figure is its last whole run
@@ -100,6 +101,29 @@ def unit_figure(recorded: dict[str, Any]) -> Figure:
     )
 
 
+def suite_session(recorded: dict[str, Any]) -> dict[str, Any] | None:
+    """The whole suite's session: a plain `pytest` run, or — when newer — the unit tier and the
+    rest that `make test` runs one after the other (the rest recorded after the unit tier)."""
+    whole: dict[str, Any] | None = recorded.get("pytest")
+    unit, rest = recorded.get("unit"), recorded.get("rest")
+    if not (unit and rest) or rest["at"] < unit["at"] or (whole and whole["at"] > rest["at"]):
+        return whole
+    outcomes: dict[str, int] = {}
+    for part in (unit, rest):
+        for kind, n in part.get("outcomes", {}).items():
+            outcomes[kind] = outcomes.get(kind, 0) + n
+    statuses = [unit["exit_status"], rest["exit_status"]]
+    return {
+        "wall_s": round(unit["wall_s"] + rest["wall_s"], 1),
+        "exit_status": max(statuses),
+        "tests": unit["tests"] + rest["tests"],
+        "outcomes": outcomes,
+        "cpus": rest.get("cpus"),
+        "at": rest["at"],
+        "tiers": {**rest.get("tiers", {}), "unit": unit["tests"]},
+    }
+
+
 def figures(quick: bool = False) -> list[Figure]:
     recorded = _recorded()
     return [*_make_test_figures(recorded), unit_figure(recorded)]
@@ -107,7 +131,7 @@ def figures(quick: bool = False) -> list[Figure]:
 
 def _make_test_figures(recorded: dict[str, Any]) -> list[Figure]:
     make: dict[str, Any] | None = recorded.get("make_test")
-    session: dict[str, Any] | None = recorded.get("pytest")
+    session = suite_session(recorded)
     if not make and not session:
         return [
             not_measured(

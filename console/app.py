@@ -115,7 +115,8 @@ def create_app(
     ) -> HTMLResponse:
         if not left and not right:
             return HTMLResponse(details.compare_index(ctx(), _int(page)))
-        body = details.compare(ctx(), left, right, event, _int(step))
+        # no step given: the comparison opens where the handlers first differ
+        body = details.compare(ctx(), left, right, event, None if step is None else _int(step))
         return html(body, "left= and right= must each name an incident as bundle:incident_id")
 
     @app.api_route("/history", methods=GET_HEAD, response_class=HTMLResponse)

@@ -21,7 +21,7 @@ from acklab.evidence.documents.incident import Incident
 from .identity import Identity
 from .index import Snapshot
 from .scan import IncidentSummary
-from .timeline import Row, event_rows, events_of
+from .timeline import Row, TrialView, event_rows, events_of, trial_views
 
 NEAR_CANDIDATES = 20  # the newest incidents of each target searched for the nearest pair
 
@@ -252,6 +252,13 @@ def event_pairs(left_doc: Incident | None, right_doc: Incident | None, *, same_p
     return [EventPair(a, b) for a, b in zip_longest(left, right)]
 
 
+def _steps(views: tuple[list[TrialView], list[TrialView]], chosen: EventPair) -> list[Step]:
+    """Delivery by delivery, one event's rows on each side (None where a side has fewer)."""
+    left_rows = event_rows(None, chosen.left, views[0]) if chosen.left else []
+    right_rows = event_rows(None, chosen.right, views[1]) if chosen.right else []
+    return [Step(n + 1, a, b) for n, (a, b) in enumerate(zip_longest(left_rows, right_rows))]
+
+
 def build(
     pair: Pair,
     left: tuple[Incident | None, str | None],
@@ -260,23 +267,23 @@ def build(
     event: str | None,
     step: int | None,
 ) -> Comparison:
-    """The comparison of a pair for one event (default: the first) and step (clamped to the range)."""
+    """The comparison of a pair for one event and step (clamped to the range). Without an event
+    it opens at the first event where the two handlers differ, and without a step at that
+    event's first delivery where they differ (else the first): the page starts where it matters."""
     left_doc, right_doc = left[0], right[0]
     events = event_pairs(left_doc, right_doc, same_plan=pair.same_plan)
-    index = next((n for n, e in enumerate(events) if event in (e.left, e.right)), 0)
+    views = (trial_views(left_doc), trial_views(right_doc))
+    every = [_steps(views, e) for e in events]
+    if event is None:
+        index = next((n for n, steps in enumerate(every) if any(s.diverges for s in steps)), 0)
+    else:
+        index = next((n for n, e in enumerate(events) if event in (e.left, e.right)), 0)
     chosen = events[index] if events else EventPair(None, None)
-    left_rows = event_rows(left_doc, chosen.left) if chosen.left else []
-    right_rows = event_rows(right_doc, chosen.right) if chosen.right else []
-    count = max(len(left_rows), len(right_rows))
-    steps = [
-        Step(
-            n + 1,
-            left_rows[n] if n < len(left_rows) else None,
-            right_rows[n] if n < len(right_rows) else None,
-        )
-        for n in range(count)
-    ]
-    current = min(max(step or 1, 1), max(count, 1))
+    steps = every[index] if events else []
+    count = len(steps)
+    if step is None:
+        step = next((s.index for s in steps if s.diverges), 1)
+    current = min(max(step, 1), max(count, 1))
     return Comparison(
         pair=pair,
         events=events,

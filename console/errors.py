@@ -3,7 +3,8 @@
 AcklabError (evidence.exitcodes)
 └── ConsoleError                  exit 4: the console or the snapshot could not be served or built
     ├── EvidenceDirError          exit 3: --evidence names no readable directory
-    └── OutputRefused             exit 5: --out would overwrite or contain the evidence it reads
+    ├── OutputRefused             exit 5: --out would overwrite or contain the evidence it reads
+    └── PortBusy                  exit 5: the console's --port is taken by another listener
 
 A bundle that fails verification is not an error here: the console shows it under a
 warning, because reviewers need to see what was tampered with.
@@ -28,5 +29,11 @@ class EvidenceDirError(ConsoleError):
 
 class OutputRefused(ConsoleError):
     """The snapshot's output directory is unsafe (it equals or contains the evidence directory)."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class PortBusy(ConsoleError):
+    """The address the console would listen on is in use (another console, another server)."""
 
     exit_code = ExitCode.REFUSED

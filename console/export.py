@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from acklab.evidence.bundle import utcnow
@@ -63,15 +63,43 @@ def check_output(evidence: Path, out: Path) -> None:
         )
 
 
+def check_docs(docs: Path) -> None:
+    """A documentation site to publish must be a built one: a directory with an index.html."""
+    if not (docs / "index.html").is_file() or docs.is_symlink():
+        raise OutputRefused(
+            f"--docs {str(docs)!r} is not a built site (no index.html in it); "
+            "build it first, e.g. `mkdocs build --strict -d site`, then pass --docs site"
+        )
+
+
+def _copy_docs(writer: Writer, docs: Path) -> None:
+    """Every regular file of the built site under docs/ (symlinks are never followed)."""
+    root = docs.resolve()
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not Path(directory, d).is_symlink()]
+        for name in files:
+            path = Path(directory, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            shutil.copyfile(path, writer.target("docs/" + path.relative_to(root).as_posix()))
+
+
 def site_for(snapshot: Snapshot, evidence: Path, env: Mapping[str, str]) -> Site:
-    """The banner: CI variables when building in a pipeline, else the newest manifest's."""
+    """The banner: CI variables when building in a pipeline, else the newest manifest's CI
+    metadata, else the commit the newest bundle's incidents were run at (a run outside CI)."""
     newest = next((b.ci for b in snapshot.bundles if b.ci), {})
+    recorded = (
+        i.commit
+        for b in snapshot.bundles  # newest first
+        for i in b.incidents
+        if i.commit
+    )
     return Site(
         static=True,
         evidence=evidence.name,
         generated_at=utcnow(),
         pipeline=env.get("CI_PIPELINE_ID") or newest.get("pipeline_id"),
-        commit=env.get("CI_COMMIT_SHA") or newest.get("commit_sha"),
+        commit=env.get("CI_COMMIT_SHA") or newest.get("commit_sha") or next(recorded, None),
     )
 
 
@@ -155,20 +183,29 @@ def _compare_pages(writer: Writer, index: EvidenceIndex, snapshot: Snapshot, sit
         left = index.model(snapshot.by_key[pair.left.bundle], pair.left.path or "", Incident)
         right = index.model(snapshot.by_key[pair.right.bundle], pair.right.path or "", Incident)
         events = build(pair, left, right, event=None, step=None).events or [EventPair(None, None)]
+        rel = StaticLinks.compare_entry_file(pair.slug)
+        writer.page(
+            rel, details.compare(_ctx(index, snapshot, site, rel), pair.left_ref, pair.right_ref, None, None)
+        )
         for n, event in enumerate(events):
             rel = StaticLinks.compare_file(pair.slug, n)
             ctx = _ctx(index, snapshot, site, rel)
             writer.page(rel, details.compare(ctx, pair.left_ref, pair.right_ref, event.key or None, None))
 
 
-def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None = None) -> SnapshotResult:
-    """Render every view of the evidence directory into `out` as a static site."""
+def build_snapshot(
+    evidence: Path, out: Path, *, env: Mapping[str, str] | None = None, docs: Path | None = None
+) -> SnapshotResult:
+    """Render every view of the evidence directory into `out` as a static site; `docs`, a
+    built documentation site, is published beside it under docs/ (the header links it)."""
     started = time.perf_counter()
     env = os.environ if env is None else env
     index = EvidenceIndex(evidence, frozen=True)
     check_output(evidence, out)
+    if docs is not None:
+        check_docs(docs)
     snapshot = index.snapshot()
-    site = site_for(snapshot, evidence, env)
+    site = replace(site_for(snapshot, evidence, env), docs=docs is not None)
     if out.is_dir():
         shutil.rmtree(out)  # only a directory an earlier snapshot wrote (check_output saw its marker)
     out.mkdir(parents=True)
@@ -194,5 +231,7 @@ def build_snapshot(evidence: Path, out: Path, *, env: Mapping[str, str] | None =
         "bundles": len(snapshot.bundles),
         "pages": writer.pages,
     }
+    if docs is not None:
+        _copy_docs(writer, docs)
     writer.target(MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     return SnapshotResult(out, writer.pages, writer.raw, time.perf_counter() - started)

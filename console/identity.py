@@ -46,6 +46,11 @@ def revision_of(target: IncidentTarget) -> str | None:
     return f"{commit}+{changes}" if changes else commit + DIRTY_SUFFIX
 
 
+def commit_of(target: IncidentTarget) -> str | None:
+    """The commit an incident's run was made at (``commit_sha``), or None when it does not say."""
+    return _hex(target.commit_sha, 7, 64)
+
+
 def short_revision(revision: str | None) -> str:
     """What a row shows: ``handler 1d5cb188``, ``commit 89abcdef+3fa1c2`` (the hash of its
     uncommitted changes), ``commit 89abcdef+dirty`` or ``revision unknown``."""

@@ -131,18 +131,28 @@ class EvidenceIndex:
         self._checked_at = 0.0
         self._refresh_lock = threading.Lock()
         self._refreshing = False
+        self._stamp: tuple[tuple[int, int] | None, ...] | None = None
 
     def snapshot(self, *, force: bool = False) -> Snapshot:
         """The current snapshot; when older than `refresh_interval`, a rescan starts in the background.
 
         A request never waits for the periodic rescan (about 0.1 s per 2,000 bundles): it is
         answered from the previous snapshot while a thread builds the next one. The first
-        build, a forced one and `refresh_interval=0` (tests) rescan synchronously.
+        build, a forced one and `refresh_interval=0` (tests) rescan synchronously, and so does
+        the first request after a run wrote to the directory (a new bundle, a journal entry:
+        `stamp()`), which would otherwise be answered once with what was there before it.
         """
+        stamp = None if self.frozen else self.stamp()
         with self._lock:
             current = self._snapshot
-            due = current is None or force or time.monotonic() - self._checked_at >= self.refresh_interval
-            background = current is not None and not force and self.refresh_interval > 0
+            written = stamp is not None and stamp != self._stamp
+            due = (
+                current is None
+                or force
+                or written
+                or time.monotonic() - self._checked_at >= self.refresh_interval
+            )
+            background = current is not None and not force and self.refresh_interval > 0 and not written
             if due and background and not self._refreshing:
                 self._refreshing = True
                 self._checked_at = time.monotonic()
@@ -168,7 +178,22 @@ class EvidenceIndex:
                 self._checked_at = time.monotonic()
             return snapshot
 
+    def stamp(self) -> tuple[tuple[int, int] | None, ...]:
+        """(mtime_ns, size) of what every run changes: the evidence directory (a new bundle)
+        and its journal (every run, flow and sweep appends to it). Three stat calls."""
+        out: list[tuple[int, int] | None] = []
+        for path in (self.root, self.root / "journal.sqlite", self.root / "journal.sqlite-wal"):
+            try:
+                st = path.stat()
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
     def _rescan(self) -> Snapshot:
+        if not self.frozen:
+            self._stamp = self.stamp()  # before the scan: a write during it is seen next time
         previous = self._snapshot
         changed = previous is None
         seen: dict[Path, tuple[tuple[Any, ...], BundleSummary]] = {}

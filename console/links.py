@@ -124,6 +124,10 @@ class StaticLinks:
         return f"compare/{slug}/event-{event_index + 1}.html"
 
     @staticmethod
+    def compare_entry_file(slug: str) -> str:
+        return f"compare/{slug}/index.html"
+
+    @staticmethod
     def raw_file(key: str, rel: str) -> str:
         """Where a bundle's file is published: as inert data, never as active content.
 
@@ -169,12 +173,18 @@ class StaticLinks:
         slug: str = "",
         event_index: int = 0,
     ) -> str:
-        """A pre-rendered comparison page; the step is an anchor that works without JavaScript."""
-        url = self._to(self.compare_file(slug, event_index))
+        """A pre-rendered comparison page; the step is an anchor that works without JavaScript.
+        Without an event: the pair's entry page, opened where the handlers first differ."""
+        rel = self.compare_entry_file(slug) if event is None else self.compare_file(slug, event_index)
+        url = self._to(rel)
         return f"{url}#step-{step}" if step else url
 
     def raw(self, key: str, rel: str) -> str:
         return self._to(self.raw_file(key, rel))
+
+    def docs(self) -> str:
+        """The documentation site published beside the snapshot (`acklab pages --docs`)."""
+        return self._to("docs/index.html")
 
     def static(self, name: str) -> str:
         return self._to(f"static/{name}")

@@ -39,8 +39,30 @@ PAGE_SIZE = 25
 T = TypeVar("T")
 
 
+# Beside the experiments, a column per source of effects the lab's sinks counted (issue 28):
+# the row's worst incident for that source, across its experiments.
+SOURCE_COLUMNS = ("emails", "calls")
+
+
 def experiment_key(name: str) -> tuple[int, str]:
+    if name in SOURCE_COLUMNS:
+        return (len(EXPERIMENT_ORDER) + 1 + SOURCE_COLUMNS.index(name), name)
     return (EXPERIMENT_ORDER.index(name) if name in EXPERIMENT_ORDER else len(EXPERIMENT_ORDER), name)
+
+
+def _source_cells(
+    newest: dict[tuple[HeatRow, str], IncidentSummary],
+) -> dict[tuple[HeatRow, str], IncidentSummary]:
+    """Per row, per source its sinks counted: the incident with the most violations of that source,
+    shown as that source's verdict (fail when any experiment's emails or calls broke an invariant)."""
+    cells: dict[tuple[HeatRow, str], IncidentSummary] = {}
+    for (row, _), incident in newest.items():
+        for source, broken in incident.sinks:
+            seen = cells.get((row, source))
+            if seen is None or broken > seen.violations:
+                verdict = "fail" if broken else ("pass" if incident.verdict != "error" else "error")
+                cells[row, source] = replace(incident, experiment=source, verdict=verdict, violations=broken)
+    return cells
 
 
 def target_key(name: str) -> tuple[int, str]:
@@ -154,6 +176,7 @@ def flow_runs(snapshot: Snapshot) -> dict[str, FlowRun]:
 
 
 def _grid(newest: dict[tuple[HeatRow, str], IncidentSummary], order: Callable[[HeatRow], Any]) -> Heatmap:
+    newest = {**newest, **_source_cells(newest)}
     return Heatmap(
         rows=sorted({row for row, _ in newest}, key=order),
         experiments=sorted({e for _, e in newest}, key=experiment_key),
@@ -227,7 +250,7 @@ def latency_table(snapshot: Snapshot) -> dict[str, list[LatencyRow]]:
     """Per experiment, per heatmap row: latency of faulted and of clean deliveries (latest incidents)."""
     grid = heatmap(snapshot)
     table: dict[str, list[LatencyRow]] = {}
-    for experiment in grid.experiments:
+    for experiment in (e for e in grid.experiments if e not in SOURCE_COLUMNS):
         rows = []
         for row in grid.rows:
             incident = grid.by_row.get((row, experiment))

@@ -31,6 +31,7 @@ class Site:
     generated_at: str | None = None
     pipeline: str | None = None
     commit: str | None = None
+    docs: bool = False  # a documentation site was published beside the snapshot (docs/)
 
 
 def fmt_time(value: Any) -> str:

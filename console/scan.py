@@ -22,13 +22,14 @@ from acklab.evidence.documents.base import Document
 from acklab.evidence.documents.comparison import ComparisonDocument
 from acklab.evidence.documents.incident import IncidentHead
 from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.records import Violation
 from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.documents.sweep import SweepDocument
 from acklab.evidence.documents.trail import TrailDocument
 from acklab.evidence.loading import DocumentError, load_evidence_json
 
 from .coerce import as_dict, as_str
-from .identity import revision_of, trail_runs
+from .identity import commit_of, revision_of, trail_runs
 from .outline import Outline, OutlineError, outline
 
 # Directories inside a bundle that only hold documents: never descend into them looking
@@ -66,6 +67,11 @@ class IncidentSummary:
     error: str | None = None
     database: str | None = None  # the incident's target.database: sqlite, postgresql, ...
     revision: str | None = None  # the handler's revision (`console.identity`): with target, its identity
+    commit: str | None = (
+        None  # the commit the lab ran at (target.commit_sha), even where the revision is a handler hash
+    )
+    # effects outside the database (effects.smtp, effects.outbound): source -> violations of it
+    sinks: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -287,8 +293,21 @@ def summarise_incident(
         clean=Latency.of(clean),
         database=doc.target.database,
         revision=revision_of(doc.target),
+        commit=commit_of(doc.target),
+        sinks=tuple((source, _sink_violations(doc.violations, source)) for source in doc.target.sinks or ()),
     )
     return summary, []
+
+
+# Beside at-most-once-effect with its source: the invariants only the sinks can break.
+_SINK_INVARIANTS = {
+    "emails": ("no-effect-without-commit",),
+    "calls": ("idempotent-outbound", "no-effect-without-commit"),
+}
+
+
+def _sink_violations(violations: list[Violation], source: str) -> int:
+    return sum(1 for v in violations if v.source == source or v.invariant in _SINK_INVARIANTS[source])
 
 
 def summarise_run(run: RunDocument) -> RunSummary:

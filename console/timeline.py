@@ -62,6 +62,7 @@ class Row:
     confirmation: CommitConfirmation | None
     limit: int | None = None  # the recorded at-most-once limit of the event, where it was violated
     state_after: str | None = None  # beyond one event: the object's state read right after it
+    sinks_after: str | None = None  # effects.smtp / effects.outbound: "2 emails · 1 call" read after it
 
     @property
     def ack_differs(self) -> bool:
@@ -183,14 +184,39 @@ def tries_of(trial: Trial) -> list[ProofTry]:
     ]
 
 
-def _row(d: Delivery, trial: Trial, before: int | None, after: int | None, limit: int | None) -> Row:
+def bursts_landed(trial: Trial) -> dict[str, str]:
+    """event id -> the label of the burst its duplicates were released in, where the trial's
+    fault proof says that burst landed. A burst's fault is the release of all its deliveries
+    together: no single delivery record carries it, so each would otherwise read "none"."""
+    labels: dict[str, str] = {}
+    for t in trial.fault.tries if trial.fault is not None else []:
+        facts = t.facts or {}
+        if t.landed and "burst" in facts:
+            label = f"burst of {facts['burst']} released together"
+            if facts.get("burst_sync"):
+                label += f" ({facts['burst_sync']})"
+            for event_id in t.event_ids or []:
+                labels.setdefault(event_id, label)
+    return labels
+
+
+def _row(
+    d: Delivery,
+    trial: Trial,
+    before: int | None,
+    after: int | None,
+    limit: int | None,
+    *,
+    burst: str | None = None,
+) -> Row:
+    in_burst = burst is not None and d.kind == "duplicate" and not d.faulted
     return Row(
         seq=d.seq,
         event_id=d.event_id,
         attempt=d.attempt,
         kind=d.kind,
-        fault=d.fault,
-        faulted=d.faulted,
+        fault=burst if in_burst and burst else d.fault,
+        faulted=in_burst or d.faulted,
         sent_at=d.sent_at,
         latency_ms=d.latency_ms,
         status=d.status,
@@ -202,18 +228,34 @@ def _row(d: Delivery, trial: Trial, before: int | None, after: int | None, limit
         effects_after=after,
         confirmation=next((c for c in trial.commit_confirmations if c.seq == d.seq), None),
         limit=limit,
+        sinks_after=sinks_after(trial.observations, d.event_id, d.seq),
     )
+
+
+def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str | None:
+    """What the sinks had received for `event_id` when the lab read it right after delivery `seq`."""
+    for obs in observations:
+        if (
+            obs.event_id == event_id
+            and obs.after_seq == seq
+            and (obs.emails is not None or obs.calls is not None)
+        ):
+            parts = [f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((obs.emails, "email"), (obs.calls, "call"))
+                     if n is not None]  # fmt: skip
+            return " \u00b7 ".join(parts)
+    return None
 
 
 def rows_of(trial: Trial) -> list[Row]:
     """The trial's deliveries in seq order, joined with observations and commit confirmations."""
     over = limits(trial.violations)
+    bursts = bursts_landed(trial)
     rows = []
     last_seq: dict[str, int] = {}
     for d in sorted(trial.deliveries, key=lambda d: d.seq):
         before, after = effects_around(trial.observations, d.event_id, d.seq, last_seq.get(d.event_id))
         last_seq[d.event_id] = d.seq
-        rows.append(_row(d, trial, before, after, over.get(d.event_id)))
+        rows.append(_row(d, trial, before, after, over.get(d.event_id), burst=bursts.get(d.event_id)))
     return rows
 
 
@@ -284,10 +326,11 @@ def object_rows(view: TrialView, obj: ObjectView) -> list[Row]:
     return rows
 
 
-def event_rows(incident: Incident | None, event_id: str) -> list[Row]:
+def event_rows(incident: Incident | None, event_id: str, views: list[TrialView] | None = None) -> list[Row]:
     """Every delivery of one event across the incident's trials, in seq order; for an object's id,
-    its deliveries in arrival order with the state read after each."""
-    views = trial_views(incident)
+    its deliveries in arrival order with the state read after each (`views`: the incident's
+    trial views when the caller has them already)."""
+    views = trial_views(incident) if views is None else views
     for view in views:
         for obj in view.objects:
             if obj.object_id == event_id:

@@ -24,6 +24,7 @@ EXTRAS: dict[str, str] = {
     "gitlab": "GitLab's API: acklab evidence pull, the repair flow's publishing",
     "explore": "the schedule explorer (acklab explore, acklab replay, webhook_lab.explore)",
     "h2": "the single-packet burst over HTTP/2 (--burst-sync single-packet)",
+    "sinks": "the SMTP and outbound API sinks (effects.smtp, effects.outbound)",
     "flow": "the scoped repair flow (acklab flow)",
 }
 
@@ -44,6 +45,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "fastapi": ("fastapi", "fixture"),
     "starlette": ("fastapi", "fixture"),
     "pydantic_settings": ("pydantic-settings", "fixture"),
+    "aiosmtpd": ("aiosmtpd", "sinks"),
     "jinja2": ("Jinja2", "console"),
     "markupsafe": ("Jinja2", "console"),
     "psycopg": ("psycopg[binary]", "postgres"),

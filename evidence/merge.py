@@ -36,7 +36,7 @@ from acklab.evidence.loading import load_evidence_json
 from acklab.evidence.reports.junit import experiments_junit
 
 JUNIT = "reports/junit.xml"
-PER_SHARD = frozenset({"service.log"})  # files every shard has its own of
+PER_SHARD = frozenset({"service.log"})  # files every shard has its own of (and sinks/*.json)
 
 
 @dataclass
@@ -108,7 +108,9 @@ def _copy_plain_files(shards: list[Shard], out: dict[str, tuple[bytes, str]]) ->
             if rel in ("run.json", JUNIT) or rel.startswith("incidents/"):
                 continue
             data = (shard.root / rel).read_bytes()
-            if rel in PER_SHARD:  # each shard's own witness (its service's log): kept beside its manifest
+            if rel in PER_SHARD or rel.startswith(
+                "sinks/"
+            ):  # each shard's own witness (its service's log): kept beside its manifest
                 out[f"sources/{shard.bundle_id}.{rel}"] = (data, shard.bundle_id)
                 continue
             if rel in out and out[rel][0] != data:

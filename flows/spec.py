@@ -37,6 +37,7 @@ DEFAULT_IMPORTS: tuple[str, ...] = (
     " HandlerResult, OrderEventData, OrderPaidData, ack",
     "from acklab.app.db import insert_for, write_session",
     "from acklab.app.models import Fulfillment, FulfillmentClaim, Order, Receipt, utcnow",
+    "from acklab.app.notify import after_commit, confirm_fulfillment",
     "from sqlalchemy import and_, delete, exists, func, insert, or_, select, text, update",
     "from sqlalchemy.exc import IntegrityError",
     "from sqlalchemy.orm import Session",

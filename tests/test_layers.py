@@ -96,7 +96,7 @@ HARNESS_RANKS: tuple[frozenset[str], ...] = (
     frozenset({"errors"}),
     frozenset({"specs"}),
     frozenset({"wire"}),
-    frozenset({"procs", "netfaults"}),
+    frozenset({"procs", "netfaults", "sinks"}),
     frozenset({"targets"}),
     frozenset({"core"}),
     frozenset({"experiments"}),

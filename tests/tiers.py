@@ -8,7 +8,8 @@
 
 A test with none of them is in the unit tier: ``pytest --tier=unit`` runs only those, and
 ``make unit`` runs that with PostgreSQL, Chromium, Node and gitlab-ci-local hidden
-(scripts/unit.sh). ``make test`` runs every tier.
+(scripts/unit.sh). ``make test`` runs every tier: the unit tier that way, then ``--tier=rest``
+(the tests that carry a marker), so no test runs twice.
 
 Marking is automatic wherever collection can see the need: a test that uses a need's
 fixture, directly or through other fixtures, gets its marker, wherever its module lives or
@@ -171,9 +172,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--tier",
-        choices=("unit",),
+        choices=("unit", "rest"),
         default=None,
-        help=f"run one tier only (write --tier=unit); unit: the tests marked none of {', '.join(MARKERS)}",
+        help=f"run one part only: unit, the tests marked none of {', '.join(MARKERS)}; rest, every other "
+        "test (`make test` runs the unit tier hidden, then the rest)",
     )
 
 
@@ -184,11 +186,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             need = _BY_FIXTURE.get(fixture)
             if need is not None and not item.get_closest_marker(need.marker):
                 item.add_marker(need.marker)
-    if config.getoption("tier") == "unit":
-        kept = [item for item in items if unit(item)]
-        config.stash[TIER_DESELECTED] = len(items) - len(kept)
-        if len(kept) < len(items):
-            config.hook.pytest_deselected(items=[item for item in items if not unit(item)])
+    tier = config.getoption("tier")
+    if tier in ("unit", "rest"):
+        kept = [item for item in items if unit(item) == (tier == "unit")]
+        left = [item for item in items if unit(item) != (tier == "unit")]
+        config.stash[TIER_DESELECTED] = len(left)
+        if left:
+            config.hook.pytest_deselected(items=left)
             items[:] = kept
 
 

@@ -61,6 +61,7 @@ class IncidentTarget(Document):
     listener: Omit[dict[str, Any]] = None
     handler_sha256: Omit[Sha256] = None
     provider: Omit[str] = None
+    sinks: Omit[list[Literal["emails", "calls"]]] = None  # effects.smtp / effects.outbound
 
 
 class IncidentExperiment(Document):

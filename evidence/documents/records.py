@@ -29,6 +29,7 @@ DeliveryKind = Literal[
     "competitor",  # the app's own request (race-with-request), not a webhook
 ]
 ObservationSource = Literal["sql", "http", "fixture", "callable"]
+EffectSource = Literal["rows", "emails", "calls"]  # where an effect is seen: the database, the sinks
 # Deliveries that bring the event itself (not a conflicting body, not a forged replay).
 DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
 
@@ -101,6 +102,13 @@ class Observation(Document):
     note: Omit[str] = None
     state: Omit[Annotated[str, Field(max_length=500)]] = None
     object_id: Omit[str] = None  # the object read (:object_id), beyond one event
+    # Effects outside the database (harness.sinks), read with the rows.
+    emails: Omit[Count] = None
+    calls: Omit[Count] = None
+    call_keys: Omit[Annotated[list[Annotated[str, Field(max_length=200)] | None], Field(max_length=20)]] = (
+        None
+    )
+    sent_before_commit: Omit[Count] = None
 
 
 class CommitConfirmation(Document):
@@ -131,6 +139,7 @@ class Violation(Document):
     SCHEMA = "common#/$defs/violation"
 
     invariant: Invariant
+    source: Omit[EffectSource] = None  # at-most-once-effect: rows, emails or calls
     event_id: str
     observed: int | str | None
     expected: str

@@ -24,6 +24,9 @@ Invariant = Literal[
     "state-never-regresses",
     "at-most-once-per-object",
     "schema-unchanged",
+    # effects outside the database (harness.sinks)
+    "idempotent-outbound",
+    "no-effect-without-commit",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).

@@ -42,6 +42,8 @@ BEYOND = ("out-of-order", "sibling-events", "race-with-request")
 async def _by_hand(db_url: str | None) -> None:
     target = fixture_target("fixture:live", db_url=db_url)
     try:
+        # The lab's SMTP and warehouse sinks: the fixture emails and ships each fulfilment.
+        sinks = await asyncio.to_thread(target.start_sinks)
         async with target.serve(Needs(socket=True)) as endpoint:
             event = render(
                 target.template,
@@ -50,6 +52,7 @@ async def _by_hand(db_url: str | None) -> None:
                 seq=1,
                 created=datetime.now(UTC),
             )
+            sinks.register(event.event_id, event.order_id, event.object_id)
             signer = SIGNERS[target.scheme]
             async with httpx.AsyncClient(transport=endpoint.transport, timeout=10.0) as client:
 
@@ -69,8 +72,11 @@ async def _by_hand(db_url: str | None) -> None:
                     "same id, amount changed (a conflict)", conflicting(event, target.conflict_set).body
                 )
             effects = await endpoint.probe.count(event.event_id, event.object_id)
+            told = sinks.tally(event.event_id)
             console.print(
-                f"  fulfillments for {event.event_id}: [bold]{effects}[/] (one event, one side effect)\n"
+                f"  fulfillments for {event.event_id}: [bold]{effects}[/] · emails: [bold]{told.emails}[/] · "
+                f"warehouse requests: [bold]{told.calls}[/] (one event, one side effect — in the database "
+                "and outside it)\n"
             )
     finally:
         await target.aclose()

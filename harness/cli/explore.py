@@ -57,11 +57,16 @@ def _report(
             _say(f"  {n}. {step}")
         for v in violations:
             _say(f"  violated {v.invariant} on {v.event_id}: {v.detail}")
+    elif what == "explore":
+        tried = f"{extra['examples']} schedule(s) of a budget of {extra['budget']}, seed {extra['seed']}"
+        _say(f"acklab explore: {target.name}: no invariant broken in {tried}")
     else:
         _say(f"acklab {what}: {target.name}: no invariant broken")
     incident_path = str(bundle / incident) if incident else None
     if violations and incident_path:
         _say(f"  incident: {incident_path}\n  replay:   acklab replay {incident_path}")
+    # passing or not, where the evidence is (acklab evidence verify / console read it)
+    _say(f"  bundle:   {bundle.resolve()}")
     return {
         "verdict": "fail" if violations else "pass",
         "target": target.name,

@@ -14,7 +14,8 @@ Either way every delivery goes through the lab's `FaultTransport` (its record, i
 its bounded answer), so the rest of the lab does not know how it travelled. `Burst` says
 how it went: the sender's release spread (first to last final byte written) and, where
 the handler says when each request entered it (``x-acklab-entered-ns``: the fixture, the
-bench's racy handler), the handler's arrival spread.
+bench's racy handler), the handler's arrival spread; where the server says when it had read
+each request whole (``x-acklab-received-ns``: the fixture), the server's spread.
 """
 
 from __future__ import annotations
@@ -82,6 +83,16 @@ class Burst:
         return round((written[-1] - written[0]) * 1000, 3) if len(written) >= 2 else None
 
     @property
+    def server_received(self) -> list[int]:
+        return sorted(n for r in self.records if (n := r.server_received_ns) is not None)
+
+    @property
+    def server_spread_ms(self) -> float | None:
+        """First to last request read whole by the server, where it says so (the fixture)."""
+        received = self.server_received
+        return round((received[-1] - received[0]) / 1e6, 3) if len(received) >= 2 else None
+
+    @property
     def handler_entered(self) -> list[int]:
         return sorted(n for r in self.records if (n := r.handler_entered_ns) is not None)
 
@@ -97,6 +108,8 @@ class Burst:
         if (spread := self.handler_spread_ms) is not None:
             facts["handler_spread_ms"] = spread
             facts["handler_reported"] = len(self.handler_entered)
+        if (server := self.server_spread_ms) is not None:
+            facts["server_spread_ms"] = server
         if self.closed_half_sent:
             facts["closed_half_sent"] = self.closed_half_sent
         return facts
@@ -106,6 +119,8 @@ class Burst:
         parts = [f"released {self.sync}"]
         if self.release_spread_ms is not None:
             parts.append(f"sender spread {self.release_spread_ms:.3f} ms")
+        if self.server_spread_ms is not None:
+            parts.append(f"server spread {self.server_spread_ms:.3f} ms")
         if self.handler_spread_ms is not None:
             parts.append(f"handler arrival spread {self.handler_spread_ms:.3f} ms")
         return ", ".join(parts)

@@ -29,6 +29,7 @@ from acklab.evidence.documents.records import CommitConfirmation, FaultProof, Fa
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import TrialPlan
 from acklab.harness.core.proofs import Proof, try_record
+from acklab.harness.sinks import Sinks
 from acklab.harness.targets.state import read_together
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
@@ -85,8 +86,12 @@ class TrialContext:
         return self._events[k]
 
     def remember(self, event: WebhookEvent) -> WebhookEvent:
-        """Note `event`'s object, so every read of its effects gets it as ``:object_id``."""
+        """Note `event`'s object, so every read of its effects gets it as ``:object_id`` (and tell
+        the sinks, so a message or call naming it counts for it)."""
         self._objects[event.event_id] = event.object_id
+        sinks = self.lab.endpoint.sinks
+        if sinks is not None:
+            sinks.register(event.event_id, event.order_id, event.object_id)
         return event
 
     def object_of(self, event_id: str) -> str | None:
@@ -268,15 +273,18 @@ class TrialContext:
         at: str | None = None,
         state: str | None = None,
     ) -> Observation:
-        return Observation(
-            at=at or utcnow(),
-            event_id=event_id,
-            effects=effects,
-            source=self.lab.endpoint.probe.source,
-            after_seq=after_seq,
-            note=note,
-            state=state,
-            object_id=self.object_of(event_id),
+        return with_sinks(
+            Observation(
+                at=at or utcnow(),
+                event_id=event_id,
+                effects=effects,
+                source=self.lab.endpoint.probe.source,
+                after_seq=after_seq,
+                note=note,
+                state=state,
+                object_id=self.object_of(event_id),
+            ),
+            self.lab.endpoint.sinks,
         )
 
     async def observe(
@@ -307,14 +315,21 @@ class TrialContext:
             await asyncio.sleep(wait)
         deadline = time.monotonic() + self.lab.horizon_s
         object_id = self.object_of(event_id)
-        reads = [await self.lab.endpoint.probe.count(event_id, object_id)]
+        sinks = self.lab.endpoint.sinks
+
+        async def read() -> tuple[int, tuple[int, int, int]]:
+            # The sinks settle with the rows: a worker's email a moment later still counts.
+            rows = await self.lab.endpoint.probe.count(event_id, object_id)
+            return rows, (sinks.tally(event_id).total() if sinks is not None else (0, 0, 0))
+
+        reads = [await read()]
         while len(reads) < 3 or len(set(reads[-3:])) > 1:
             if time.monotonic() > deadline:
-                self.errors.append(f"effects of {event_id} never settled: read {reads[-3:]}")
+                self.errors.append(f"effects of {event_id} never settled: read {[r[0] for r in reads[-3:]]}")
                 break
             await asyncio.sleep(step)
-            reads.append(await self.lab.endpoint.probe.count(event_id, object_id))
-        return reads[-1]
+            reads.append(await read())
+        return reads[-1][0]
 
     async def settle(self, events: Iterable[WebhookEvent], note: str = "final") -> None:
         """Quiescence: wait until no delivery is in flight and the effects stop moving; then observe."""
@@ -353,3 +368,17 @@ class TrialContext:
     def fault(self, name: str) -> FaultProof | None:
         """The trial record's ``fault`` (None when the experiment proved nothing, e.g. it never ran)."""
         return FaultProof.of(name, self.tries) if self.tries else None
+
+
+def with_sinks(observation: Observation, sinks: Sinks | None) -> Observation:
+    """`observation` with what the sinks received for its event so far (unchanged without sinks)."""
+    if sinks is None:
+        return observation
+    tally = sinks.tally(observation.event_id)
+    return observation.but(
+        emails=tally.emails,
+        calls=tally.calls,
+        # keys only where the API names its header: without one, idempotent-outbound is not judged
+        call_keys=list(tally.call_keys) if tally.calls is not None and sinks.idempotency_header else None,
+        sent_before_commit=tally.before_commit,
+    )

@@ -23,6 +23,9 @@ Invariants:
   ``after-fault`` observation must have committed — that observation may not read 0.
 * ``newest-state-wins``, ``state-never-regresses``, ``at-most-once-per-object``: beyond one
   event, judged per object in `harness.core.object_verdicts`.
+* Effects outside the database (``effects.smtp``, ``effects.outbound``): ``at-most-once-effect``
+  per source (``emails``, ``calls``), ``idempotent-outbound``, ``no-effect-without-commit``;
+  judged in `harness.core.sink_verdicts`.
 * ``schema-unchanged`` (a checkout served by the lab, `harness.targets.schema_pin`): the
   schema the lab created and pinned before the handler started is the schema every count read
   and the one left at the end of the run. A renamed table, a view, a trigger is a violation:
@@ -54,6 +57,7 @@ from dataclasses import dataclass, field
 from acklab.evidence.documents.records import (
     DELIVERED_KINDS,
     Delivery,
+    EffectSource,
     Observation,
     Violation,
     ViolationDelivery,
@@ -61,6 +65,7 @@ from acklab.evidence.documents.records import (
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.documents.verdicts import INVARIANTS, Invariant, Verdict, combine
 from acklab.harness.core.object_verdicts import judge_objects
+from acklab.harness.core.sink_verdicts import judge_sinks
 from acklab.harness.targets import Expect
 
 BOOTING_STATUSES = frozenset({502, 503, 504})  # what a booting service or its proxy answers
@@ -90,6 +95,7 @@ class Judgement:
         detail: str,
         *,
         delivery: Delivery | None = None,
+        source: EffectSource | None = None,
     ) -> None:
         cause = None
         if delivery is not None:
@@ -103,6 +109,7 @@ class Judgement:
                 detail=detail,
                 trial=self.trial_id,
                 delivery=cause,
+                source=source,
             )
         )
 
@@ -218,6 +225,12 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
     if any(d.kind == "conflict" for d in mine):
         _judge_conflict(result, event_id, trial=trial, mine=mine, counts=counts, expect=expect)
     _judge_fault_window(result, event_id, mine, trial.observation(event_id, "after-fault"))
+    judge_sinks(result, event_id, mine=mine, final=final, late=late, rows=counts.last, expect=expect)
+
+
+def sinks_seen(trial: Trial, event_id: str) -> bool:
+    final = trial.observation(event_id, "final")
+    return final is not None and (final.emails is not None or final.calls is not None)
 
 
 def _extra_cause(mine: Sequence[Delivery], trial: Trial) -> tuple[Delivery, str] | None:
@@ -266,6 +279,8 @@ def _judge_delivered(
             f"{role}{len(mine)} deliveries of one event left {counts.last} side effects "
             f"(handler statuses: {statuses}){blame}{counts.note()}",
             delivery=cause[0] if cause else None,
+            # beside the sinks' emails and calls, the database's count is the source "rows"
+            source="rows" if sinks_seen(trial, event_id) else None,
         )
     if acked and counts.judged == 0:
         first = acked[0]

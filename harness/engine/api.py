@@ -27,6 +27,7 @@ from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as run_options
 from acklab.harness.errors import RunInterrupted, SpecError
+from acklab.harness.sinks import Sinks
 from acklab.harness.targets.app_spec import app_target
 from acklab.harness.targets.callables import Reader
 
@@ -118,6 +119,7 @@ def attack(
     consumers: Sequence[Consumer] = (),
     where: str | os.PathLike[str] | None = None,
     placeholders: Mapping[str, str] | None = None,
+    sinks: Sinks | None = None,
 ) -> RunResult:
     """Attack an ASGI app (FastAPI, Starlette) or a WSGI app (Flask, Django) inside this process.
 
@@ -143,7 +145,9 @@ def attack(
     database-link faults) are listed as skipped with why. `interface`: ``auto``, ``asgi``
     or ``wsgi``. `lifespan`: run the app's startup and shutdown around each experiment.
     `placeholders`: the values of a spec's run placeholders (``{"scratch": ..., "port": ...}``;
-    ``webhook_lab.placeholders`` allocates them for a test).
+    ``webhook_lab.placeholders`` allocates them for a test). `sinks`: started SMTP / outbound
+    sinks (`acklab.harness.sinks.Sinks`, ``webhook_lab.sinks(...)``) the app sends to; their
+    emails and calls are counted beside the rows (``expect.max_emails``, ``max_calls``).
     """
     fields = {
         "name": name,
@@ -174,6 +178,7 @@ def attack(
         where=Path(where) if where is not None else Path.cwd(),
         values=placeholders,
     )
+    target.sinks = sinks
     options = RunOptions(
         target=target.name,
         experiments=_names(experiments),

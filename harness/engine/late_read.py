@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from acklab.evidence.bundle import utcnow
 from acklab.evidence.documents.records import LateRead, Observation
 from acklab.evidence.documents.trial import Trial
+from acklab.harness.core.trial import with_sinks
 from acklab.harness.engine.execute import rejudge
 from acklab.harness.errors import HarnessError
 from acklab.harness.specs.credentials import redact
@@ -51,7 +52,7 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
         except HarnessError as exc:
             error = redact(str(exc))
             break
-        late.append(
+        seen = with_sinks(
             Observation(
                 at=utcnow(),
                 event_id=event_id,
@@ -61,16 +62,26 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
                 note="late",
                 state=state,
                 object_id=object_id,
-            )
+            ),
+            endpoint.sinks,
         )
+        late.append(seen)
         final = finals.get(event_id)
-        if final is not None and effects > final.effects:
+        if final is not None and (effects > final.effects or _sinks_grew(final, seen)):
             grew.append(event_id)
     return rejudge(
         record.but(
             observations=[*record.observations, *late],
             late_read=LateRead(at=utcnow(), error=error, grew=grew or None),
         )
+    )
+
+
+def _sinks_grew(final: Observation, late: Observation) -> bool:
+    """Whether an email or a call arrived for the event after its trial was judged."""
+    return any(
+        (getattr(late, name) or 0) > (getattr(final, name) or 0)
+        for name in ("emails", "calls", "sent_before_commit")
     )
 
 

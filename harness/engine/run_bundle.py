@@ -56,12 +56,15 @@ class RunState:
         self.writer.write_document("run.json", doc)
 
     def keep_attachments(self) -> None:
-        """Write the target's files (a spec service's ``service.log``) into the bundle.
+        """Write the target's files (a spec service's ``service.log``, the sinks' ``sinks/*.json``)
+        into the bundle.
 
         Called when the run finishes and when it is interrupted: the service that served the
         finished trials is stopped with this process, and its output would be lost with it. A
         resumed run's file follows the interrupted one's, so the log covers every process.
         """
+        for name, log in self.target.sink_logs().items():  # effects.smtp / effects.outbound
+            self.writer.write_document(f"sinks/{name}.json", log)
         for rel, data in self.target.attachments().items():
             earlier = self.writer.root / rel
             before = (

@@ -37,6 +37,7 @@ from typing import ClassVar
 
 import httpx
 
+from acklab.harness.sinks import Sinks
 from acklab.harness.targets.asgi import AsgiApp, running
 from acklab.harness.targets.base import Endpoint, Needs, Target
 from acklab.harness.targets.callables import (
@@ -120,6 +121,11 @@ class AppTarget(Target):
     _server: ThreadedServer | None = field(default=None, repr=False)  # the one taking deliveries
     _parked: list[ThreadedServer] = field(default_factory=list, repr=False)  # kept until the run ends
     _thread: CallableThread | None = field(default=None, repr=False)  # the callables' (`callables`)
+    # effects.smtp / effects.outbound, started by the caller (webhook_lab.sinks) for the whole run
+    sinks: Sinks | None = field(default=None, repr=False)
+
+    def sinks_of(self) -> Sinks | None:
+        return self.sinks
 
     @property
     def host(self) -> str:
@@ -216,7 +222,7 @@ class AppTarget(Target):
         probe, state = self._probes(base, transport)
         deliveries = transport()
         try:
-            yield Endpoint(base + self.path, deliveries, probe, socket, state=state)
+            yield Endpoint(base + self.path, deliveries, probe, socket, state=state, sinks=self.sinks)
         finally:
             await deliveries.aclose()
             await probe.aclose()

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from acklab.evidence.documents.incident import IncidentTarget
+from acklab.evidence.documents.sinks import SinkLog
 from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
@@ -42,6 +44,8 @@ class Expect:
     """
 
     max_effects: int = 1
+    max_emails: int = 1  # effects.smtp
+    max_calls: int = 1  # effects.outbound (calls with one idempotency key are one)
     conflict_status: tuple[int, ...] = (409, 422)
     conflict: str = "reject"
     effects_within_s: float = 0.0
@@ -49,6 +53,8 @@ class Expect:
     def as_dict(self) -> dict[str, Any]:
         return {
             "max_effects": self.max_effects,
+            "max_emails": self.max_emails,
+            "max_calls": self.max_calls,
             "conflict": self.conflict,
             "conflict_status": list(self.conflict_status),
             "effects_within_s": self.effects_within_s,
@@ -60,6 +66,8 @@ class Expect:
         inverse of `as_dict` (a trial record's ``parameters.expect``; older records lack fields)."""
         return cls(
             max_effects=int(doc.get("max_effects", 1)),
+            max_emails=int(doc.get("max_emails", 1)),
+            max_calls=int(doc.get("max_calls", 1)),
             conflict_status=tuple(doc.get("conflict_status", (409, 422))),
             conflict=str(doc.get("conflict", "reject")),
             effects_within_s=float(doc.get("effects_within_s", 0.0)),
@@ -84,6 +92,7 @@ class Endpoint:
     socket: bool
     processing_delay_ms: int = 0
     state: StateProbe | None = None  # effects.sql.state / effects.http.state_path
+    sinks: Sinks | None = None  # effects.smtp / effects.outbound (harness.sinks), run for the whole run
 
     def service_state(self) -> tuple[bool, int] | None:
         """(ready, starts) of the service process the lab runs for this endpoint; None: it runs none."""
@@ -150,6 +159,7 @@ class Target(ABC):
             endpoint=self.endpoint,
             database=redact(self.database) if self.database else None,
             provider=self.scheme,
+            sinks=list(sinks.sources) if (sinks := self.sinks_of()) is not None else None,  # type: ignore[arg-type]
             **self.revision.describe(),
         )
 
@@ -196,6 +206,17 @@ class Target(ABC):
     def attachments(self) -> dict[str, bytes]:
         """Files for the run's bundle, by bundle path (a spec service's ``service.log``)."""
         return {}
+
+    def sink_logs(self) -> dict[str, SinkLog]:
+        """The sinks' logs by name (``smtp``, ``outbound``): the bundle's ``sinks/<name>.json``."""
+        sinks = self.sinks_of()
+        if sinks is None:
+            return {}
+        return {name: SinkLog.model_validate(doc) for name, doc in sinks.documents().items()}
+
+    def sinks_of(self) -> Sinks | None:
+        """The sinks this target runs for the whole run (None: none)."""
+        return None
 
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""

@@ -282,6 +282,10 @@ class SqlProbe:
         effects, extra = await asyncio.to_thread(self._count, event_id, object_id, also)
         return effects, cast("T", extra)  # `also` ran: its value
 
+    def count_now(self, event_id: str, object_id: str | None = None) -> int:
+        """The count, read in the caller's thread (a sink's, the moment a message arrives)."""
+        return self._count(event_id, object_id)[0]
+
     async def aclose(self) -> None:
         if self._engine is not None:
             await asyncio.to_thread(self._engine.dispose)

@@ -23,15 +23,17 @@ from typing import Any, ClassVar
 import acklab.app as fixture_package
 from acklab.app.errors import FixtureError
 from acklab.app.main import create_app
+from acklab.app.notify import SHIPMENTS_PATH
 from acklab.app.runtime import HANDLER_MODULES
 from acklab.app.settings import Settings
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.procs.leases import Lease, current_book
+from acklab.harness.sinks import Sinks, free_port, sink_configs
 from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
-from acklab.harness.targets.effects import HttpProbe, database_kind
+from acklab.harness.targets.effects import HttpProbe, SqlProbe, database_kind
 from acklab.harness.targets.objects import (
     Competitor,
     LifecycleEvent,
@@ -74,6 +76,8 @@ FIXTURE_OBJECTS = ObjectEvents(
     ),
 )
 ORDER_PROBE = "/orders/{{object_id}}/effects"
+# The rows a sink reads when an email or call arrives: the order's fulfillments, as ORDER_PROBE counts.
+FULFILLMENTS_QUERY = "SELECT count(*) FROM fulfillments WHERE order_id = :object_id"
 
 
 def new_secret() -> str:
@@ -90,6 +94,8 @@ class FixtureTarget(Target):
     varies: ClassVar[bool] = True
     _tmpdir: Path | None = field(default=None, repr=False)
     _lease: Lease | None = field(default=None, repr=False)
+    # The lab's SMTP and warehouse sinks (`start_sinks`); None: the fixture tells nobody (as before).
+    sinks: Sinks | None = field(default=None, repr=False)
 
     @property
     def database_url(self) -> str:
@@ -100,7 +106,31 @@ class FixtureTarget(Target):
             self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
         return f"sqlite:///{self._tmpdir / 'fixture.db'}"
 
+    def start_sinks(self) -> Sinks:
+        """Run the lab's SMTP sink and a warehouse API sink for the fixture's fulfilments
+        (`acklab.app.notify`), counted beside its fulfillments (``acklab demo``); once."""
+        if self.sinks is None:
+            smtp, outbound = sink_configs(
+                {
+                    "smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"},
+                    "outbound": {
+                        "listen": f"127.0.0.1:{free_port()}",
+                        "idempotency_header": "Idempotency-Key",
+                        "routes": [{"method": "POST", "path": SHIPMENTS_PATH, "match": "{{order_id}}",
+                                    "respond": {"status": 201, "json": {"shipment": "sh_{{seq}}"}}}],
+                    },
+                }
+            )  # fmt: skip
+            rows = SqlProbe(self.database_url, FULFILLMENTS_QUERY)
+            self.sinks = Sinks(smtp, outbound, rows_now=rows.count_now)
+            self.sinks.start()
+        return self.sinks
+
+    def sinks_of(self) -> Sinks | None:
+        return self.sinks
+
     def _app(self, processing_delay_ms: int) -> Any:
+        sinks = self.sinks
         try:
             settings = Settings(
                 database_url=self.database_url,
@@ -108,6 +138,8 @@ class FixtureTarget(Target):
                 scheme=self.scheme,  # type: ignore[arg-type]
                 secret=self.secret,  # type: ignore[arg-type]
                 processing_delay_ms=processing_delay_ms,
+                smtp_port=sinks.smtp_port if sinks is not None else None,
+                warehouse_url=sinks.outbound_url if sinks is not None else None,
             )
             return create_app(settings)
         except FixtureError as exc:
@@ -157,6 +189,7 @@ class FixtureTarget(Target):
                     True,
                     needs.processing_delay_ms,
                     state=state,
+                    sinks=self.sinks,
                 )
             finally:
                 await transport.aclose()
@@ -171,13 +204,17 @@ class FixtureTarget(Target):
             state = HttpState(IN_PROCESS + ORDER_PROBE, "status", transport=asgi_transport(app))
             transport = asgi_transport(app)
             try:
-                yield Endpoint(f"{IN_PROCESS}/webhooks/orders", transport, probe, False, state=state)
+                yield Endpoint(
+                    f"{IN_PROCESS}/webhooks/orders", transport, probe, False, state=state, sinks=self.sinks
+                )
             finally:
                 await transport.aclose()
                 await probe.aclose()
                 await state.aclose()
 
     async def aclose(self) -> None:
+        if self.sinks is not None:
+            await asyncio.to_thread(self.sinks.stop)
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -31,6 +31,7 @@ from acklab.harness.procs.service_process import (
     host_port,
     wait_ready,
 )
+from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
@@ -112,6 +113,8 @@ class SpecTarget(Target):
     # A service the lab did not start: who listens on its endpoint (harness.procs.listener).
     allow_foreign_service: bool = False
     listener: Listener | None = field(default=None, repr=False)
+    sinks: Sinks | None = field(default=None, repr=False)  # effects.smtp / effects.outbound, the whole run
+    _sink_rows: SqlProbe | None = field(default=None, repr=False)
 
     @property
     def ephemeral_effects(self) -> bool:
@@ -140,6 +143,22 @@ class SpecTarget(Target):
         self.isolation = isolation
         self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
+
+    def start_sinks(self) -> None:
+        """Start ``effects.smtp`` / ``effects.outbound`` for the whole run (once), before the service:
+        a consumer that mails at boot finds its server. Each matched event's rows are read the
+        moment a message or call arrives (effects.sql), so a send before the commit shows."""
+        if self.sinks is not None:
+            return
+        smtp, outbound = sink_configs(self.effects)
+        if smtp is None and outbound is None:
+            return
+        rows_now = None
+        if "sql" in self.effects:
+            self._sink_rows = probe = SqlProbe(self.effects["sql"]["url"], self.effects["sql"]["count"])
+            rows_now = probe.count_now
+        self.sinks = Sinks(smtp, outbound, rows_now=rows_now)
+        self.sinks.start()
 
     def start_service(self) -> None:
         """Start the service of ``command:`` for the run (once); a no-op without one."""
@@ -229,6 +248,7 @@ class SpecTarget(Target):
 
     async def preflight(self) -> None:
         await asyncio.to_thread(self.bind)
+        await asyncio.to_thread(self.start_sinks)
         await asyncio.to_thread(self.start_service)
         parts = urlsplit(self.endpoint)
         host = parts.hostname or "127.0.0.1"
@@ -286,12 +306,16 @@ class SpecTarget(Target):
                 state=state,
                 service=self.service,
                 probe_url=self.effects["http"]["url"] if "http" in self.effects else None,
+                sinks=self.sinks,
             )
         finally:
             await probe.aclose()
             if state is not None:
                 await state.aclose()
             await transport.aclose()
+
+    def sinks_of(self) -> Sinks | None:
+        return self.sinks
 
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
@@ -302,6 +326,10 @@ class SpecTarget(Target):
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
             self.service.remove_logs()
+        if self.sinks is not None:  # after the service: what it sent on its way down still counts
+            await asyncio.to_thread(self.sinks.stop)
+        if self._sink_rows is not None:
+            await self._sink_rows.aclose()
         if self.isolation is not None:
             await asyncio.to_thread(self.isolation.release)
 
@@ -318,7 +346,14 @@ class _Unbound:
 
 
 def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
-    """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule."""
+    """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule; the
+    sinks (``smtp``, ``outbound``) as written (they listen on loopback only: `sink_configs`)."""
+    sinks = {name: doc[name] for name in ("smtp", "outbound") if name in doc}
+    sink_configs(sinks)  # refuses a sink off loopback before anything is served
+    return {**_rows_effects(doc, allow_remote=allow_remote), **sinks}
+
+
+def _rows_effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     if "sql" in doc:
         url = check_database_url(doc["sql"]["url"], allow_remote=allow_remote)
         state = {"state": doc["sql"]["state"]} if "state" in doc["sql"] else {}

@@ -81,9 +81,11 @@ class H1Wire:
         if self._reader.at_eof() or self._writer.transport.is_closing():
             self.closed_half_sent = True
             return
+        # Read before the write: a server woken by it may run before this task does again, and
+        # whatever the handler says happened after its release must not read as before it.
+        self.released_mono = time.monotonic()
         # asyncio's transport sends at once when nothing is buffered (wait_flushed saw to that).
         self._writer.write(self.last)
-        self.released_mono = time.monotonic()
         self.sent.set()
 
     def _closed(self) -> httpx.RemoteProtocolError:

@@ -59,6 +59,8 @@ class DeliveryRecord:
     # When the handler says the request entered it (its ``x-acklab-entered-ns`` answer header,
     # monotonic ns; the fixture and the bench's racy handler send it): a burst's arrival spread.
     handler_entered_ns: int | None = field(default=None, repr=False)
+    # When the server says it had read the whole request (``x-acklab-received-ns``, the fixture).
+    server_received_ns: int | None = field(default=None, repr=False)
     # The lab's own service (command:): its (ready, starts) when the attempt was prepared,
     # and how to read them again when the answer arrives. None: the lab runs no service.
     service_at_send: tuple[bool, int] | None = field(default=None, repr=False)

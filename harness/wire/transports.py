@@ -41,12 +41,15 @@ DEFAULT_HORIZON_S = 30.0
 # CLOCK_MONOTONIC in nanoseconds, shared by every process of this machine. The lab only
 # measures a burst's arrival spread with it; no verdict reads it (the handler says it).
 ENTERED_HEADER = "x-acklab-entered-ns"
+# The fixture also says when its server had read the whole request (the server's side of it).
+RECEIVED_HEADER = "x-acklab-received-ns"
 _NANOSECONDS = re.compile(r"[0-9]{1,20}")
 
 
-def entered_ns(headers: httpx.Headers) -> int | None:
-    """When the handler says the request entered it (monotonic ns), or None (absent or malformed)."""
-    value = headers.get(ENTERED_HEADER)
+def entered_ns(headers: httpx.Headers, name: str = ENTERED_HEADER) -> int | None:
+    """When the handler says the request entered it (monotonic ns), or None (absent or malformed);
+    `name` RECEIVED_HEADER: when the server had read it."""
+    value = headers.get(name)
     return int(value) if value is not None and _NANOSECONDS.fullmatch(value) else None
 
 
@@ -287,6 +290,7 @@ class FaultTransport(httpx.AsyncBaseTransport):
                     # A burst's latency runs from the release of its last byte, not from the arming.
                     started = wire.released_mono if wire.released_mono is not None else started
                 record.handler_entered_ns = entered_ns(response.headers)
+                record.server_received_ns = entered_ns(response.headers, RECEIVED_HEADER)
                 try:
                     # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
                     body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)

@@ -272,6 +272,7 @@ def test_every_answer_says_when_the_delivery_entered_the_handler(client: AppClie
 
     from acklab.app.routes import ENTERED_HEADER
     from acklab.harness.wire.transports import ENTERED_HEADER as LAB_READS
+    from acklab.harness.wire.transports import RECEIVED_HEADER as RECEIVED
     from acklab.harness.wire.transports import entered_ns
     from tests.harness.handlers import ENTERED_HEADER as RACY_HANDLER_SENDS
 
@@ -287,3 +288,6 @@ def test_every_answer_says_when_the_delivery_entered_the_handler(client: AppClie
     assert all(n is not None and before <= n <= after for n in entered), entered
     assert entered[0] < entered[1]  # type: ignore[operator]
     assert replay.headers["idempotent-replayed"] == "true"
+    # The server's side: it had the whole request before the handler's thread took it.
+    received = [entered_ns(a.headers, RECEIVED) for a in (first, replay)]
+    assert all(r is not None and before <= r <= e for r, e in zip(received, entered, strict=True)), received

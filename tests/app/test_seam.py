@@ -18,7 +18,7 @@ from tests.app.conftest import MakeClient, new_event_id, order_event, standard_h
 
 HANDLERS = {"live": Path(acklab.app.webhooks.__file__), "unsafe": Path(acklab.app.unsafe.__file__)}
 # What a handler file may import from the fixture: the contract, the models, the dialect helper.
-HANDLER_MAY_IMPORT = {"acklab.app.contract", "acklab.app.models", "acklab.app.db"}
+HANDLER_MAY_IMPORT = {"acklab.app.contract", "acklab.app.models", "acklab.app.db", "acklab.app.notify"}
 
 
 def _load_copy(path: Path, name: str) -> ModuleType:

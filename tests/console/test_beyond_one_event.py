@@ -88,8 +88,10 @@ def test_the_object_views_render_cleanly_in_a_browser(browser: Any, real_evidenc
         assert w.page.locator("div.object-fail").count() == 5
         w.shot("live-incident-objects")
         w.open(f"{live.url}/compare?left={left[0]}:{left[1]}&right={right[0]}:{right[1]}")
-        assert current_step(w.page) == "1"
-        w.page.keyboard.press("j")
+        # opened at the object's first delivery where the handlers differ: the second
         assert current_step(w.page) == "2"
+        assert "the handlers differ here" in w.page.inner_text(".step-panel.current")
+        w.page.keyboard.press("k")
+        assert current_step(w.page) == "1"
         w.shot("live-compare-object")
         w.assert_clean()

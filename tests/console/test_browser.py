@@ -95,7 +95,8 @@ def test_every_live_view_renders_cleanly(browser, live, name):
     with watched(browser) as w:
         w.open(f"{live.url}/{LIVE_VIEWS[name]}")
         assert w.page.locator("main h1").first.is_visible()
-        assert "Boundary:" in w.page.inner_text("footer")
+        # the boundary sentence once a page: the incident's own statement, else the footer's
+        assert w.page.inner_text("body").count("exactly-once delivery across systems") == 1
         w.shot(f"live-{name}")
         w.assert_clean()
 
@@ -103,9 +104,9 @@ def test_every_live_view_renders_cleanly(browser, live, name):
 def test_keyboard_steps_through_deliveries_and_keeps_the_step_in_the_url(browser, live):
     with watched(browser) as w:
         w.open(f"{live.url}/{COMPARE}&event=evt_7_lost-ack_0")
-        assert current_step(w.page) == "1"
-        for key, expected in (("j", "2"), ("j", "2"), ("k", "1"), ("ArrowRight", "2"), ("ArrowUp", "1"),
-                              ("ArrowDown", "2"), ("ArrowLeft", "1")):  # fmt: skip
+        assert current_step(w.page) == "2"  # opened at the first delivery where the handlers differ
+        for key, expected in (("k", "1"), ("k", "1"), ("j", "2"), ("ArrowLeft", "1"), ("ArrowDown", "2"),
+                              ("ArrowUp", "1"), ("ArrowRight", "2"), ("ArrowLeft", "1")):  # fmt: skip
             w.page.keyboard.press(key)
             assert current_step(w.page) == expected, key
             assert f"step={expected}" in location(w.page)
@@ -164,7 +165,11 @@ def test_static_snapshot_works_from_a_sub_path(browser, snapshot_site):
         with w.page.expect_navigation():
             w.page.click("text=Compare fixture:unsafe vs fixture:live")
         assert "/group/project/compare/" in w.page.url
+        assert current_step(w.page) == "2"  # the first delivery where the handlers differ
+        assert "the handlers differ here" in w.page.inner_text(".step-panel.current")
+        w.page.keyboard.press("k")
         assert current_step(w.page) == "1"
+        assert location(w.page).endswith("#step-1")
         w.page.keyboard.press("j")
         assert current_step(w.page) == "2"
         assert location(w.page).endswith("#step-2")
@@ -189,15 +194,16 @@ def test_static_comparison_steps_by_anchor_without_javascript(browser, snapshot_
         w.open(snapshot_site.url + "compare/index.html")
         with w.page.expect_navigation():
             w.page.click("a.button >> nth=0")
-        assert w.page.locator("#step-1").is_visible()
-        w.page.click("#step-1 a[data-rel='next']")
-        assert location(w.page).endswith("#step-2")
+        assert w.page.locator("#step-2").is_visible()  # opened where the handlers first differ
+        assert not w.page.locator("#step-1").is_visible()
+        w.page.click("#step-2 a[data-rel='prev']")
+        assert location(w.page).endswith("#step-1")
         styles = w.page.eval_on_selector_all(
             "tr.current", "rows => rows.map(r => getComputedStyle(r).outlineStyle)"
         )
-        assert set(styles) == {"none"}  # no stale highlight of step 1
-        assert w.page.locator("#step-2").is_visible()
-        assert not w.page.locator("#step-1").is_visible()
+        assert set(styles) == {"none"}  # no stale highlight of step 2
+        assert w.page.locator("#step-1").is_visible()
+        assert not w.page.locator("#step-2").is_visible()
         w.shot("static-compare-nojs")
 
 
@@ -228,3 +234,20 @@ def test_planted_script_never_runs_in_the_snapshot(browser, hostile_evidence, tm
         w.open(site.url + "bundles/run-0000-unsafe/incidents/run-0000-unsafe-fixture-unsafe-lost-ack.html")
         assert XSS_SCRIPT in w.page.inner_text("main")
         w.shot("static-hostile-incident")
+
+
+def test_the_live_console_shows_a_new_run_on_the_first_reload(browser, evidence):
+    """A run that lands while the console is open is on the very next page load, never one
+    load late (the first request after a write rescans at once)."""
+    from tests.console.conftest import LiveServer
+    from tests.console.samples import make_run_bundle
+
+    with LiveServer(evidence) as server, watched(browser) as w:
+        w.open(f"{server.url}/pipelines")
+        assert "run-late-live" not in w.page.content()
+        make_run_bundle(
+            evidence, run_id="run-late-live", target="fixture:live", experiments=("replay",), trials=1
+        )
+        w.page.reload()
+        assert "run-late-live" in w.page.content()
+        w.assert_clean()

@@ -50,3 +50,19 @@ def test_acklab_console_without_evidence_is_an_input_error(tmp_path, capsys):
         main(["console", "--evidence", str(tmp_path / "missing")])
     assert done.value.code == ExitCode.INVALID_INPUT
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_acklab_console_on_a_busy_port_names_the_fix(sample_evidence, capsys):
+    """Another listener on --port: exit 5 (a listener refused), with the --port to pass."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as done:
+            main(["console", "--evidence", str(sample_evidence), "--port", str(port)])
+    assert done.value.code == ExitCode.REFUSED
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert "--port 0" in err

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from acklab.console.export import build_snapshot
-from tests.console.conftest import LiveServer, SubPathServer
+from tests.console.conftest import SCREENSHOTS, LiveServer, SubPathServer
 from tests.console.test_browser import current_step, location, watched
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -48,8 +48,13 @@ def step_through(page: Any) -> None:
     assert row.count() == 1
     with page.expect_navigation():
         row.locator("a.button").click()
-    assert page.inner_text("h1") == "fixture:unsafe vs fixture:live"
+    # titled with both revisions: the sha256 of each handler module that ran
+    assert re.fullmatch(
+        r"fixture:unsafe handler [0-9a-f]{8} vs fixture:live handler [0-9a-f]{8}", page.inner_text("h1")
+    )
     assert "the same deliveries under the same faults" in page.inner_text(".lede")
+    assert current_step(page) == "2"  # opened at the first delivery where the handlers differ
+    page.keyboard.press("k")
     assert current_step(page) == "1"
     panel = page.locator("#step-1")
     assert panel.locator(".side-step").nth(0).inner_text().count("lost-ack") == 1
@@ -87,3 +92,34 @@ def test_the_demo_comparison_steps_in_the_static_snapshot(browser, demo_sites):
         assert location(w.page).endswith("#step-2")
         w.shot("demo-compare-static")
         w.assert_clean()
+
+
+def test_what_an_adopter_reads_first_in_the_demo_evidence(browser, demo_sites):
+    """At 1366x900 an incident's why (its violations) is on the first screen, the boundary
+    sentence is said once, and a burst's duplicates show the burst their proof says landed;
+    the Pages banner names the commit the bundles were run at."""
+    live, static = demo_sites
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(live)
+        experiment = page.locator("td:first-child", has_text=re.compile(r"^concurrent-duplicates$"))
+        with page.expect_navigation():
+            page.locator("tr", has=experiment).filter(has_text="fixture:unsafe").locator("a.button").click()
+        assert "the handlers differ here" in page.inner_text(".step-panel.current")
+        with page.expect_navigation():
+            page.locator(".side-head a").nth(0).click()
+        assert "concurrent-duplicates against fixture:unsafe" in page.inner_text("h1")
+        violations = page.locator("h2", has_text="Violations")
+        assert violations.bounding_box()["y"] < 900 - 100, "the violations start below the fold"
+        assert page.locator("main table.data").first.bounding_box()["y"] < 900
+        assert page.inner_text("body").count("exactly-once delivery across systems") == 1
+        faults = page.locator("table.timeline tbody tr td:nth-child(5)").all_inner_texts()
+        assert faults
+        assert all(f.startswith("burst of 16 released together") for f in faults), faults[:3]
+        assert "landed" in page.inner_text(".fault-proof")
+        page.screenshot(path=str(SCREENSHOTS / "adopter-incident-1366.png"))
+        page.goto(static.removesuffix("compare/index.html") + "index.html")
+        assert re.search(r"commit [0-9a-f]{12}", page.inner_text(".banner")), page.inner_text(".banner")
+    finally:
+        context.close()

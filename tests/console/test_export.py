@@ -38,7 +38,9 @@ def test_every_view_is_rendered(public):
     assert "bundles/flow-0001/trail.html" in rels
     assert "bundles/run-0001-unsafe/incidents/run-0001-unsafe-fixture-unsafe-lost-ack.html" in rels
     assert "bundles/run-tampered/pipeline.html" in rels
-    assert sum(r.startswith("compare/lost-ack-s7-") for r in rels) == 3  # one page per event
+    # one page per event, and the pair's entry page opened where the handlers first differ
+    assert sum(r.startswith("compare/lost-ack-s7-") for r in rels) == 4
+    assert sum(r.startswith("compare/lost-ack-s7-") and r.endswith("/index.html") for r in rels) == 1
     assert json.loads((public / "snapshot.json").read_text())["pipeline"] == "777"
 
 

@@ -59,11 +59,30 @@ def test_new_and_removed_bundles_appear_and_disappear(evidence):
 
 
 def test_refresh_is_throttled(evidence):
+    # a bundle that appears deep inside another leaves the directory and its journal as they
+    # were: it waits for the periodic rescan
     idx = EvidenceIndex(evidence, refresh_interval=3600)
     first = idx.snapshot()
-    make_run_bundle(evidence, run_id="late", target="fixture:live", experiments=("replay",), trials=1)
+    nested = evidence / "run-0000-live" / "more"
+    make_run_bundle(nested, run_id="late", target="fixture:live", experiments=("replay",), trials=1)
     assert idx.snapshot() is first
-    assert "late" in idx.snapshot(force=True).by_key
+    assert "run-0000-live~more~late" in idx.snapshot(force=True).by_key
+
+
+def test_the_first_request_after_a_run_sees_it(evidence):
+    """A run adds its bundle to the directory and appends to the journal: the next request
+    rescans at once, never answering once with what was there before the run."""
+    idx = EvidenceIndex(evidence, refresh_interval=3600)
+    first = idx.snapshot()
+    assert idx.snapshot() is first  # nothing written: no rescan
+    make_run_bundle(evidence, run_id="late", target="fixture:live", experiments=("replay",), trials=1)
+    assert "late" in idx.snapshot().by_key
+    after = idx.snapshot()
+    (evidence / "run-0000-live" / "again").mkdir()
+    make_run_bundle(evidence / "run-0000-live" / "again", run_id="later", target="fixture:live", trials=1)
+    assert idx.snapshot() is after  # deep inside, unseen until the journal says a run happened
+    (evidence / "journal.sqlite").write_bytes(b"one more entry")
+    assert "run-0000-live~again~later" in idx.snapshot().by_key
 
 
 def test_verification_is_cached_and_notices_an_edit_in_place(evidence, monkeypatch):

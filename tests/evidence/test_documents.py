@@ -33,6 +33,7 @@ MODULES = (
     "sweep",
     "trail",
     "latency",
+    "sinks",
 )
 JSON_TYPES = {"string", "integer", "number", "boolean", "null", "object", "array"}
 
@@ -201,7 +202,7 @@ def test_each_model_mirrors_its_schema_object(model: type[Document]):
 
 def test_every_schema_of_a_document_acklab_writes_has_its_model():
     mirrored = {m.SCHEMA for m in MIRRORS}
-    for kind in ("trial", "incident", "run", "run-result", "comparison", "sweep", "trail"):
+    for kind in ("trial", "incident", "run", "run-result", "comparison", "sweep", "trail", "sinks"):
         assert kind in mirrored, f"no model mirrors {kind}.schema.json"
 
 

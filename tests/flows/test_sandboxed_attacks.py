@@ -83,6 +83,16 @@ def violations_of(trail, tmp_path: Path) -> list[dict]:
 # -- the guard's rules on: refused before anyone is asked (exit 5) ------------------------------
 
 
+def attack_source(name: str, mark: str, tmp_path: Path, repo: Path) -> str:
+    return {
+        "bypass": lambda: hostile_two.bypass_source(mark),
+        "loot": lambda: hostile_two.loot_source(mark, str(tmp_path / "out"), str(repo)),
+        "rewrite": lambda: hostile_two.rewrite_source(mark, own_file=True),
+        "noqa": lambda: hostile_two.NOQA_SOURCE,
+        "homoglyph": lambda: hostile_two.HOMOGLYPH_SOURCE,
+    }[name]()
+
+
 @pytest.mark.parametrize(
     ("name", "rule"),
     [
@@ -93,21 +103,28 @@ def violations_of(trail, tmp_path: Path) -> list[dict]:
         ("homoglyph", "confusable-identifier"),
     ],
 )
-def test_with_the_guards_rules_each_attack_is_refused(name, rule, sandbox, tmp_path, acklab, llm_env):
-    mark = marker(tmp_path)
-    source = {
-        "bypass": lambda: hostile_two.bypass_source(mark),
-        "loot": lambda: hostile_two.loot_source(mark, str(tmp_path / "out"), str(sandbox)),
-        "rewrite": lambda: hostile_two.rewrite_source(mark, own_file=True),
-        "noqa": lambda: hostile_two.NOQA_SOURCE,
-        "homoglyph": lambda: hostile_two.HOMOGLYPH_SOURCE,
-    }[name]()
+def test_the_guard_refuses_each_attack_naming_its_rule(name, rule, sandbox, tmp_path):
+    from acklab.flows.spec import load_spec
+
     before = repo_snapshot(sandbox)
+    source = attack_source(name, marker(tmp_path), tmp_path, sandbox)
+    spec = load_spec(fast_spec(tmp_path, strike_again=()))
+    head = run_git(sandbox, "rev-parse", "HEAD").strip()
+    result = guard.check(hostile_two.diff(source), spec=spec, repo=sandbox, commit=head)
+    assert not result.allowed
+    assert rule in " ".join(result.reasons)
+    assert repo_snapshot(sandbox) == before
+
+
+def test_a_flow_refuses_a_guarded_attack_before_anyone_is_asked(sandbox, tmp_path, acklab, llm_env):
+    # The flow end to end for one of them (the guard's verdict for each is the test above).
+    before = repo_snapshot(sandbox)
+    source = attack_source("loot", marker(tmp_path), tmp_path, sandbox)
     code, trail, stderr = run_flow(acklab, llm_env, sandbox, tmp_path, hostile_two.diff(source))
     assert code == 5, stderr
     assert trail["outcome"] == "refused"
     reasons = " ".join(trail["proposals"][0]["guard"]["reasons"])
-    assert rule in reasons
+    assert "capability rule 'import': from enum import bltns" in reasons
     unpublished(sandbox, before)
 
 

@@ -45,11 +45,30 @@ def test_explore_finds_and_shrinks_the_unsafe_handlers_failure_then_replays_it(t
 
 
 def test_explore_finds_nothing_in_the_live_handler_within_budget_100(tmp_path, capsys):
-    code, found = acklab(
-        capsys, "explore", "--target", "fixture:live", "--budget", "100", "--out", str(tmp_path)
-    )
-    assert (code, found["verdict"], found["violations"]) == (0, "pass", [])
+    with pytest.raises(SystemExit) as exited:
+        main(
+            [
+                "explore",
+                "--target",
+                "fixture:live",
+                "--budget",
+                "100",
+                "--seed",
+                "3",
+                "--out",
+                str(tmp_path),
+                "--json",
+            ]
+        )
+    printed = capsys.readouterr()
+    found = json.loads(printed.out)
+    assert (exited.value.code, found["verdict"], found["violations"]) == (0, "pass", [])
     assert found["examples"] >= 100
+    # a pass says how much was searched and where its evidence is, as a failure does
+    tried = f"no invariant broken in {found['examples']} schedule(s) of a budget of 100, seed 3"
+    assert f"acklab explore: fixture:live: {tried}" in printed.err
+    assert f"bundle:   {found['bundle']}" in printed.err
+    assert verify(Path(found["bundle"])).ok
 
 
 def test_a_conflicting_body_accepted_with_200_is_a_violation():

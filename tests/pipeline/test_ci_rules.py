@@ -162,7 +162,13 @@ def test_pages_publishes_public_from_the_default_branch_only() -> None:
     assert pages["pages"] == {"publish": "public"}
     assert pages["artifacts"]["paths"] == ["public"]
     assert pages["rules"] == [{"if": "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"}]
-    assert '"${ACKLAB:-acklab}" pages --evidence out --out public' in pages["script"]
+    assert (
+        '"${ACKLAB:-acklab}" pages --evidence out --out public ${ACKLAB_DOCS:+--docs "$ACKLAB_DOCS"}'
+        in pages["script"]
+    )
+    # acklab's own pages job builds its reference and publishes it beside the console
+    assert pages["variables"]["ACKLAB_DOCS"] == "site"
+    assert "python -m mkdocs build --strict -d site" in pages["before_script"]
 
 
 def test_repair_is_manual_never_blocks_and_targets_the_mr() -> None:

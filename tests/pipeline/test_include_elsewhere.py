@@ -27,9 +27,15 @@ def git(where: Path, *args: str) -> None:
 
 
 def readme_example(marker: str) -> str:
+    """The pipeline with `marker` from the README's CI section or docs/ci.md (it links there)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Adopting acklab in your pipeline", 1)[1].split("\n## ", 1)[0]
-    (example,) = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
+    found = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
+    if not found:
+        doc = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+        section = doc.split("## With `include: project:` instead", 1)[1].split("\n## ", 1)[0]
+        found = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
+    (example,) = found
     return example
 
 

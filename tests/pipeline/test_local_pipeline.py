@@ -208,6 +208,8 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_loca
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
     assert (artifacts(workdir, "pages") / "public" / "index.html").is_file()
+    # acklab's reference, built by the pages job (mkdocs build --strict), beside the console
+    assert (artifacts(workdir, "pages") / "public" / "docs" / "cli.html").is_file()
 
     # Every lab job took the pipeline's seed, so the Pages snapshot compares the unsafe and the
     # live handler delivery by delivery: a pair per experiment, each page pre-rendered.
@@ -221,9 +223,17 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_loca
     assert len(pairs) == len(experiments), compare[-3000:]
     for href in pairs:
         page = (public / "compare" / href).read_text(encoding="utf-8")
-        assert 'fixture:unsafe <span class="muted">vs</span> fixture:live' in page
+        # titled with both revisions (each handler module's sha256)
+        assert re.search(r'fixture:unsafe <span class="rev">handler [0-9a-f]{8}</span> <span class="muted">vs</span> '
+                         r'fixture:live <span class="rev">handler [0-9a-f]{8}</span>', page)  # fmt: skip
         assert f"seed {seed}: the same deliveries under the same faults" in page
-        assert 'class="step-panel current" id="step-1"' in page
+        # opened at the first delivery where the handlers differ (the first when they never do)
+        steps = re.findall(
+            r'<section class="step-panel( current)?" id="step-(\d+)"(.*?)</section>', page, flags=re.S
+        )
+        differ = [n for _, n, body in steps if "the handlers differ here" in body]
+        current = [n for mark, n, _ in steps if mark]
+        assert current == [differ[0] if differ else "1"], href
 
 
 def seed_of(workdir: Path, job: str, slug: str) -> int:

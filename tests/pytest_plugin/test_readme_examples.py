@@ -14,6 +14,7 @@ import pytest
 from tests.pytest_plugin.conftest import FAST
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+PYTEST_DOC = README.parent / "docs" / "pytest.md"
 
 FASTAPI_SHOP = {
     "shop/__init__.py": "",
@@ -122,9 +123,18 @@ def create_app(test_config):
 }
 
 
+def section(doc: Path, heading: str) -> str:
+    return doc.read_text().split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def examples() -> list[str]:
-    section = README.read_text().split("## Test your handler with pytest", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(# tests/test_webhooks\.py\n.*?)```", section, flags=re.DOTALL)
+    """The README's FastAPI example, then docs/pytest.md's Flask one (the README links it)."""
+    found = []
+    for doc, heading in ((README, "## Test your handler with pytest"), (PYTEST_DOC, "## A Flask app")):
+        found += re.findall(
+            r"```python\n(# tests/test_webhooks\.py\n.*?)```", section(doc, heading), flags=re.DOTALL
+        )
+    return found
 
 
 def test_the_readme_has_both_examples():

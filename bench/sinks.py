@@ -1,0 +1,119 @@
+"""Issue 28: what the sinks cost, and the correct twins' verdicts over many runs.
+
+* Cost: the smtplib receipt mailer (``after-commit``: correct) attacked with the six default
+  experiments, once with ``effects.smtp`` (the lab runs aiosmtpd; the consumer mails it; every
+  count also tallies the emails) and once without (no SMTP configured: it sends nothing), the
+  two alternating, median wall time of each. Target: the sinks cost <= 1.10x.
+* Reliability: each correct twin of `tests.consumers.test_sinks` (receipts after the commit
+  on Django, the worker that mails later, refunds keyed by the event id) passes 20 of 20 runs.
+
+``python -m bench.sinks [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from bench.figures import Figure, print_figure
+from tests.consumers import sink_scenarios
+from tests.consumers.scenarios import DEFAULT_SET, Scenario
+
+COST_TARGET = 1.10
+RUNS = 20
+
+
+def _without_sinks(scenario: Scenario) -> Scenario:
+    doc = yaml.safe_load(scenario.spec.read_text())
+    del doc["effects"]["smtp"]
+    for name in ("SMTP_PORT", "SMTP_USER", "SMTP_PASSWORD"):
+        doc["command"]["env"].pop(name)
+    plain = scenario.spec.with_name(scenario.spec.stem + "-plain.yaml")
+    plain.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return Scenario(scenario.name + " (no sinks)", plain, scenario.experiments, scenario.expected)
+
+
+def cost_figure(quick: bool, root: Path) -> Figure:
+    rounds = 1 if quick else 5
+    experiments = ("lost-ack",) if quick else DEFAULT_SET
+    with_sinks = sink_scenarios.receipt_mailer(
+        root, "after-commit", experiments, dict.fromkeys(experiments, "pass")
+    )
+    plain = _without_sinks(with_sinks)
+    walls: dict[str, list[float]] = {"sinks": [], "plain": []}
+    wrong: list[str] = []
+    for n in range(rounds):
+        order = (("sinks", with_sinks), ("plain", plain))
+        for label, scenario in order if n % 2 == 0 else order[::-1]:
+            started = time.perf_counter()
+            result = scenario.run(root / f"out-{label}-{n}")
+            walls[label].append(time.perf_counter() - started)
+            wrong += scenario.mismatches(result)
+    value, baseline = statistics.median(walls["sinks"]), statistics.median(walls["plain"])
+    ratio = value / baseline
+    return Figure(
+        "sinks: a default run with effects.smtp" + (" (quick)" if quick else ""),
+        value,
+        "s",
+        baseline=baseline,
+        ratio=ratio,
+        target=None if quick else f"<= {COST_TARGET:g}x the run without sinks",
+        met=None if quick else ratio <= COST_TARGET and not wrong,
+        note=f"median of {rounds}, {len(experiments)} experiment(s) x 1 trial, the smtplib receipt mailer "
+        "(after-commit); baseline: the same consumer and spec without effects.smtp (it sends no mail)"
+        + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
+    )
+
+
+def reliability_figures(quick: bool, root: Path) -> list[Figure]:
+    runs = 1 if quick else RUNS
+    twins: dict[str, Callable[[Path], Scenario]] = {
+        "django receipts after the commit": lambda tmp: sink_scenarios.django_receipts(
+            tmp, "after-commit", ("lost-ack", "concurrent-duplicates"), {"lost-ack": "pass", "concurrent-duplicates": "pass"}
+        ),
+        "worker that mails later": lambda tmp: sink_scenarios.receipt_mailer(tmp, "worker", ("lost-ack",), {"lost-ack": "pass"}),
+        "refunds keyed by the event id": lambda tmp: sink_scenarios.refunds(tmp, "event-key", ("lost-ack",), {"lost-ack": "pass"}),
+    }  # fmt: skip
+    found = []
+    for name, make in twins.items():
+        passed = 0
+        for n in range(runs):
+            tmp = root / f"{name.replace(' ', '-')}-{n}"
+            tmp.mkdir(parents=True)
+            scenario = make(tmp)
+            passed += not scenario.mismatches(scenario.run(tmp / "out"))
+        found.append(
+            Figure(
+                f"sinks: {name} passes" + (" (quick)" if quick else ""),
+                float(passed),
+                f"of {runs} runs",
+                target=None if quick else f"{runs}/{runs}",
+                met=None if quick else passed == runs,
+                note="each run a fresh database and fresh sinks",
+            )
+        )
+    return found
+
+
+def figures(quick: bool = False) -> list[Figure]:
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-sinks-"))
+    try:
+        return [cost_figure(quick, root), *reliability_figures(quick, root)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    for figure in figures(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The sinks' logs (``sinks/smtp.json``, ``sinks/outbound.json``): every message or call received.
+
+Built by `acklab.harness.sinks.Sinks.documents`, written with the bundle; mirrors
+``sinks.schema.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .base import Document, Omit
+from .records import Count, Sha256, Timestamp
+
+
+class SinkEntry(Document):
+    """One message (``email``) or call (``call``) a sink received."""
+
+    SCHEMA = "sinks#/properties/records/items"
+
+    kind: Literal["email", "call"]
+    seq: Count
+    at: Timestamp
+    events: list[str]
+    headers: dict[str, Annotated[str, Field(max_length=500)]]
+    excerpt: Annotated[str, Field(max_length=8192)]
+    sha256: Sha256
+    bytes: Count
+    capped: bool
+    rows_at_arrival: dict[str, int | None]
+    # email
+    sender: str | None = None
+    recipients: Omit[list[str]] = None
+    # call (status null: the sink dropped the connection; idempotency_key null: none sent)
+    method: str | None = None
+    path: str | None = None
+    route: int | None = None
+    status: int | None = None
+    idempotency_key: Annotated[str, Field(max_length=200)] | None = None
+
+
+class SinkLimitsDoc(Document):
+    SCHEMA = "sinks#/properties/limits"
+
+    max_bytes: Annotated[int, Field(ge=1)]
+    max_records: Annotated[int, Field(ge=1)]
+
+
+class SinkLog(Document):
+    """One sink's log for the run."""
+
+    SCHEMA = "sinks"
+
+    sink: Literal["smtp", "outbound"]
+    records: list[SinkEntry]
+    capped: Count
+    dropped: Count
+    limits: SinkLimitsDoc

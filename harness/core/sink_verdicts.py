@@ -1,0 +1,128 @@
+"""Effects outside the database, judged per event from its observations (`harness.sinks`).
+
+* ``at-most-once-effect`` per source: at most ``expect.max_emails`` emails and
+  ``expect.max_calls`` downstream effects (calls with one idempotency key are one effect; a
+  call without a key is one of its own). The violation's ``source`` says which: ``emails`` or
+  ``calls`` (``rows`` for the database's own count, `harness.core.verdicts`).
+* ``idempotent-outbound`` (``effects.outbound.idempotency_header`` set): every effect call for
+  one event carries the header, and all carry one key. A call without it, or two keys for one
+  event, is two refunds once anything retries.
+* ``no-effect-without-commit``: an email or call for an event whose database effect never
+  committed. Each message and call is stamped with the event's rows the moment it arrived
+  (``sent_before_commit`` counts those that arrived at 0 rows); a committed row accounts for
+  at most one of them. More sends before a commit than commits — or any send with no row at
+  all once settled — means a transaction that rolled back, or a process that died, after it
+  had told the world.
+
+The sinks' counts only grow, so the last observation (``late`` when the end-of-run re-read
+ran, else ``final``) is the one judged; one that grew after the trial was judged says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from acklab.evidence.documents.records import Delivery, EffectSource, Observation
+from acklab.evidence.documents.verdicts import Invariant
+from acklab.harness.targets import Expect
+
+
+class Judged(Protocol):
+    def violate(self, invariant: Invariant, event_id: str, observed: int | str | None, expected: str,
+                detail: str, *, delivery: Delivery | None = None,
+                source: EffectSource | None = None) -> None: ...  # fmt: skip
+
+
+def _grew(final: Observation, last: Observation, name: str) -> str:
+    before, after = getattr(final, name) or 0, getattr(last, name) or 0
+    if last is final or after <= before:
+        return ""
+    return f" (read {before} when the trial was judged, {after} at the end of the run: they arrived later)"
+
+
+def judge_sinks(
+    result: Judged,
+    event_id: str,
+    *,
+    mine: Sequence[Delivery],
+    final: Observation,
+    late: Observation | None,
+    rows: int,
+    expect: Expect,
+) -> None:
+    """The sinks' invariants for one event; nothing when the target runs no sinks."""
+    if final.emails is None and final.calls is None:
+        return
+    last = late if late is not None else final
+    cause = next((d for d in mine if d.kind in ("retry", "duplicate")), None)
+    emails, calls = last.emails or 0, last.calls or 0
+    if last.emails is not None and emails > expect.max_emails:
+        result.violate(
+            "at-most-once-effect",
+            event_id,
+            emails,
+            f"<= {expect.max_emails}",
+            f"emails: {len(mine)} deliveries of one event sent {emails} emails (the database kept {rows} "
+            f"effect(s)); the customer sees every one{_grew(final, last, 'emails')}",
+            delivery=cause,
+            source="emails",
+        )
+    keys = last.call_keys
+    if last.calls is not None and calls > expect.max_calls:
+        shown = f" with idempotency keys {keys}" if keys is not None else ""
+        result.violate(
+            "at-most-once-effect",
+            event_id,
+            calls,
+            f"<= {expect.max_calls}",
+            f"calls: {len(mine)} deliveries of one event made {calls} effects downstream{shown} (the "
+            f"database kept {rows} effect(s)){_grew(final, last, 'calls')}",
+            delivery=cause,
+            source="calls",
+        )
+    if keys:
+        distinct = sorted({k for k in keys if k is not None})
+        if None in keys:
+            result.violate(
+                "idempotent-outbound",
+                event_id,
+                f"{keys.count(None)} call(s) without a key",
+                "one idempotency key per event",
+                f"{keys.count(None)} of {len(keys)} downstream call(s) for the event carried no idempotency "
+                "key: a retry of such a call is a second effect downstream (send the event's id as the key)",
+                delivery=cause,
+            )
+        elif len(distinct) > 1:
+            result.violate(
+                "idempotent-outbound",
+                event_id,
+                f"{len(distinct)} keys",
+                "one idempotency key per event",
+                f"{len(keys)} downstream calls for one event carried {len(distinct)} different idempotency "
+                f"keys {distinct[:5]}: the downstream dedupes by key, so it made {len(distinct)} effects (derive "
+                "the key from the event's id, not a fresh one per delivery)",
+                delivery=cause,
+            )
+    sent = emails + len(keys) if keys is not None else emails + calls
+    before = last.sent_before_commit or 0
+    if sent and rows == 0:
+        result.violate(
+            "no-effect-without-commit",
+            event_id,
+            sent,
+            "== 0 without a committed effect",
+            f"{sent} email(s)/call(s) went out for an event whose database effect never committed once "
+            "settled: the transaction rolled back or the process died after the consumer told the world",
+        )
+    elif before > rows:
+        result.violate(
+            "no-effect-without-commit",
+            event_id,
+            before,
+            f"<= {rows} (one per committed effect)",
+            f"{before} email(s)/call(s) arrived while the event had no committed effect, but only {rows} "
+            f"committed: {before - rows} belonged to a transaction that rolled back or a process that died "
+            "(send after the commit, or from an outbox)",
+            delivery=cause,
+        )

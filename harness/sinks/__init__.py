@@ -1,0 +1,205 @@
+"""Sinks: real servers the lab runs on loopback for the whole run, counting effects the world sees.
+
+A consumer's duplicates are often outside its database: two receipt emails, two refunds sent
+to the payment provider. ``effects.smtp`` runs an SMTP server (aiosmtpd, `smtp`) where the
+consumer's mail settings point; ``effects.outbound`` a fake of the downstream API it calls
+(Starlette on uvicorn, `outbound`). Both record into one `Ledger`: each message or call with
+the events it matched, and each matched event's database effects read the moment it arrived
+(so an email sent before the commit is told from one sent after it).
+
+`Sinks.tally` is what a trial observes of one event beside its rows: emails, calls (one per
+idempotency key: the downstream's dedupe makes calls with one key one effect; ``GET`` and
+``HEAD`` are reads, never effects), the keys, and how many of them arrived while the event had
+no committed row. `Sinks.documents` is the bundle's ``sinks/*.json``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from acklab.harness.errors import SpecError
+from acklab.harness.sinks.outbound import Answer, OutboundConfig, OutboundSink, Route
+from acklab.harness.sinks.records import EventKeys, Ledger, RowsNow, SinkLimits, SinkRecord
+from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
+
+__all__ = ["EventKeys", "SinkLimits", "SinkRecord", "SinkTally", "Sinks", "sink_configs"]
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+MAX_KEYS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class SinkTally:
+    """One event's effects in the sinks, now."""
+
+    emails: int | None  # None: no SMTP sink
+    calls: int | None  # None: no outbound sink; distinct idempotency keys (a keyless call is one)
+    call_keys: tuple[str | None, ...]  # per effect call, in arrival order (None: no key sent)
+    before_commit: int  # emails and call effects (per key) that arrived while the event had no row
+
+    def total(self) -> tuple[int, int, int]:
+        return (self.emails or 0, len(self.call_keys), self.before_commit)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listen(value: str, field_name: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "::1", "[::1]") or not port.isdigit():
+        raise SpecError(
+            f"{field_name}: got {value!r}; expected a loopback address and port, e.g. "
+            '"127.0.0.1:{{smtp_port}}" (the sinks bind loopback only)'
+        )
+    return host.strip("[]"), int(port)
+
+
+def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, OutboundConfig | None]:
+    """``effects.smtp`` and ``effects.outbound`` of a spec (run placeholders filled)."""
+    smtp = outbound = None
+    if "smtp" in effects:
+        doc = effects["smtp"]
+        host, port = _listen(str(doc["listen"]), "effects.smtp.listen")
+        smtp = SmtpConfig(host, port, str(doc.get("match", DEFAULT_MATCH)))
+    if "outbound" in effects:
+        doc = effects["outbound"]
+        host, port = _listen(str(doc["listen"]), "effects.outbound.listen")
+        routes = tuple(
+            Route(
+                method=str(r.get("method", "POST")).upper(),
+                path=str(r["path"]),
+                match=str(r["match"]) if "match" in r else None,
+                respond=Answer.from_doc(r.get("respond", {})),
+                first=Answer.from_doc(r["first"]) if "first" in r else None,
+            )
+            for r in doc.get("routes", ())
+        )
+        header = doc.get("idempotency_header")
+        outbound = OutboundConfig(host, port, routes, str(header) if header else None)
+    return smtp, outbound
+
+
+def _effects_of(calls: list[SinkRecord]) -> int:
+    """The downstream effects of `calls`: one per idempotency key, one per call without a key."""
+    keys = [c.idempotency_key for c in calls]
+    return len({k for k in keys if k is not None}) + keys.count(None)
+
+
+class Sinks:
+    """The run's sinks (either may be absent), started once and stopped after the final re-read.
+
+    A target spec's are started by the lab (`SpecTarget.start_sinks`); an app attacked in the
+    test's process gets them from ``webhook_lab.sinks(...)`` (`for_test`) before it is built."""
+
+    @classmethod
+    def for_test(
+        cls, *, smtp: bool | Mapping[str, Any] = True, outbound: Mapping[str, Any] | None = None
+    ) -> Sinks:
+        """Started sinks on free loopback ports: ``smtp`` (True, or ``{"match": ...}``) and
+        ``outbound`` (``{"routes": [...], "idempotency_header": ...}``, as a spec's)."""
+        doc: dict[str, Any] = {}
+        if smtp:
+            doc["smtp"] = {
+                **(smtp if isinstance(smtp, Mapping) else {}),
+                "listen": f"127.0.0.1:{free_port()}",
+            }
+        if outbound is not None:
+            doc["outbound"] = {**outbound, "listen": f"127.0.0.1:{free_port()}"}
+        sinks = cls(*sink_configs(doc))
+        sinks.start()
+        return sinks
+
+    def __init__(
+        self,
+        smtp: SmtpConfig | None,
+        outbound: OutboundConfig | None,
+        *,
+        rows_now: RowsNow | None = None,
+        limits: SinkLimits | None = None,
+    ) -> None:
+        self.ledger = Ledger(limits or SinkLimits(), rows_now)
+        self.smtp = SmtpSink(smtp, self.ledger) if smtp is not None else None
+        self.outbound = OutboundSink(outbound, self.ledger) if outbound is not None else None
+        self.idempotency_header = outbound.idempotency_header if outbound is not None else None
+        self._started = False
+
+    @property
+    def smtp_port(self) -> int | None:
+        """Where the SMTP sink listens on 127.0.0.1 (None: no SMTP sink)."""
+        return self.smtp.config.port if self.smtp is not None else None
+
+    @property
+    def outbound_url(self) -> str | None:
+        """The outbound sink's base URL, ``http://127.0.0.1:PORT`` (None: no outbound sink)."""
+        return (
+            f"http://{self.outbound.config.host}:{self.outbound.config.port}"
+            if self.outbound is not None
+            else None
+        )
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The sources these sinks add beside ``rows``: ``emails``, ``calls``."""
+        return tuple(name for name, sink in (("emails", self.smtp), ("calls", self.outbound)) if sink)
+
+    def start(self) -> None:
+        if self._started:
+            return
+        try:
+            if self.smtp is not None:
+                self.smtp.start()
+            if self.outbound is not None:
+                self.outbound.start()
+        except BaseException:
+            self.stop()
+            raise
+        self._started = True
+
+    def stop(self) -> None:
+        for sink in (self.smtp, self.outbound):
+            if sink is not None:
+                sink.stop()
+        self._started = False
+
+    def register(self, event_id: str, order_id: str, object_id: str) -> None:
+        self.ledger.register(EventKeys(event_id, order_id, object_id or order_id))
+
+    def tally(self, event_id: str) -> SinkTally:
+        records = self.ledger.of(event_id)
+        emails = [r for r in records if r.kind == "email"]
+        calls = [r for r in records if r.kind == "call" and (r.method or "").upper() not in READS]
+        keys = tuple(c.idempotency_key for c in calls)
+        distinct = _effects_of(calls)
+        early = [c for c in calls if c.rows_at_arrival.get(event_id) == 0]
+        # Calls with one key are one effect downstream, before the commit too (a retried call).
+        before = sum(1 for r in emails if r.rows_at_arrival.get(event_id) == 0) + _effects_of(early)
+        return SinkTally(
+            emails=len(emails) if self.smtp is not None else None,
+            calls=distinct if self.outbound is not None else None,
+            call_keys=keys[:MAX_KEYS_SHOWN],
+            before_commit=before,
+        )
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        """The bundle's ``sinks/<name>.json``: every record of each sink, and what was dropped."""
+        docs: dict[str, dict[str, Any]] = {}
+        for name, kind, sink in (("smtp", "email", self.smtp), ("outbound", "call", self.outbound)):
+            if sink is None:
+                continue
+            records = self.ledger.records(kind)  # type: ignore[arg-type]
+            docs[name] = {
+                "sink": name,
+                "records": [r.as_dict() for r in records],
+                "capped": sum(1 for r in records if r.capped),
+                "dropped": self.ledger.dropped[kind],  # type: ignore[index]
+                "limits": {
+                    "max_bytes": self.ledger.limits.max_bytes,
+                    "max_records": self.ledger.limits.max_records,
+                },
+            }
+        return docs

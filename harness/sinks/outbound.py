@@ -1,0 +1,251 @@
+"""The outbound sink: a fake of the downstream API the consumer calls (``effects.outbound``).
+
+An ASGI app (Starlette) served by uvicorn on loopback, in a thread of its own so a busy lab
+never slows its answers. Each route says which calls it takes (``method``, ``path`` — a
+template: ``/v1/subscriptions/{{object_id}}`` takes any one segment there), which events a
+call is for (``match``, filled per event, looked for in the path, query and body; by default
+the path's own placeholders) and how it answers (``respond``: ``status``, ``json`` with
+``{{seq}}`` and the event's placeholders filled, ``delay_s``). ``first`` answers the first call
+for each event differently, so the consumer's own retries are attacked too: an error
+(``status: 503``), a slow answer (``delay_s``) or ``drop: true`` — the headers are sent and the
+connection is closed before the body.
+
+Every call is recorded with its ``idempotency_header`` value. A call whose body is past
+``SinkLimits.max_bytes`` is answered 413 and recorded as ``capped``; a call no route takes is
+answered 404 and recorded for no event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.extras import require
+from acklab.harness.errors import HarnessError
+from acklab.harness.sinks.records import (
+    EventKeys,
+    Ledger,
+    SinkRecord,
+    digest,
+    excerpt_of,
+    now_mono,
+    redacted_headers,
+)
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+START_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How a route answers: status, JSON body (templated), a delay first, or a dropped connection."""
+
+    status: int = 200
+    json: Any = None
+    delay_s: float = 0.0
+    drop: bool = False
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Answer:
+        return cls(
+            status=int(doc.get("status", 200)),
+            json=doc.get("json"),
+            delay_s=float(doc.get("delay_s", 0.0)),
+            drop=bool(doc.get("drop", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    match: str | None
+    respond: Answer
+    first: Answer | None = None
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        parts = _PLACEHOLDER.split(self.path)
+        # split() alternates literal text and placeholder names
+        regex = "".join(re.escape(p) if i % 2 == 0 else "[^/]+" for i, p in enumerate(parts))
+        return re.compile(f"^{regex}$")
+
+    @property
+    def needle(self) -> str | None:
+        """What ties a call to an event: `match`, or the path's own placeholders."""
+        if self.match is not None:
+            return self.match
+        return self.path if _PLACEHOLDER.search(self.path) else None
+
+
+@dataclass(frozen=True)
+class OutboundConfig:
+    """``effects.outbound``: where the sink listens, its routes, and the idempotency header."""
+
+    host: str
+    port: int
+    routes: tuple[Route, ...] = ()
+    idempotency_header: str | None = None
+
+
+def fill_json(value: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [fill_json(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: fill_json(v, values) for k, v in value.items()}
+    return value
+
+
+class _Dropped(Exception):
+    """Raised after the headers went out: uvicorn then closes the connection mid-response."""
+
+
+@dataclass
+class _App:
+    config: OutboundConfig
+    ledger: Ledger
+    _firsts: set[tuple[int, str]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _route(self, method: str, path: str) -> tuple[int, Route] | None:
+        for index, route in enumerate(self.config.routes):
+            if route.method.upper() == method.upper() and route.pattern.match(path):
+                return index, route
+        return None
+
+    def _is_first(self, index: int, events: Sequence[str]) -> bool:
+        keys = [(index, e) for e in events] or [(index, "")]
+        with self._lock:
+            fresh = [k for k in keys if k not in self._firsts]
+            self._firsts.update(keys)
+        return bool(fresh)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        limit = self.ledger.limits.max_bytes
+        body = bytearray()
+        capped = False
+        async for chunk in request.stream():
+            if len(body) + len(chunk) > limit:
+                capped = True
+                break
+            body += chunk
+        raw = bytes(body)
+        path = request.url.path
+        found = self._route(request.method, path)
+        events: tuple[str, ...] = ()
+        if found is not None and found[1].needle is not None and not capped:
+            haystack = f"{path}?{request.url.query}\n{raw.decode('utf-8', 'replace')}"
+            events = self.ledger.matching(found[1].needle, haystack)
+        key_header = self.config.idempotency_header
+        key = request.headers.get(key_header) if key_header else None
+        answer = Answer(status=413) if capped else Answer(status=404) if found is None else found[1].respond
+        if (
+            found is not None
+            and not capped
+            and found[1].first is not None
+            and self._is_first(found[0], events)
+        ):
+            answer = found[1].first
+        seq = self.ledger.next_seq("call")
+        keep = frozenset({key_header.lower()}) if key_header else frozenset()
+        self.ledger.keep(
+            SinkRecord(
+                kind="call",
+                seq=seq,
+                at=utcnow(),
+                at_mono=now_mono(),
+                events=events,
+                headers=redacted_headers(request.headers.items(), keep=keep),
+                excerpt=excerpt_of(raw),
+                sha256=digest(raw),
+                size=len(raw),
+                capped=capped,
+                rows_at_arrival=self.ledger.rows_at(events),
+                method=request.method,
+                path=path[:500],
+                route=None if found is None else found[0],
+                status=None if answer.drop else answer.status,
+                idempotency_key=key[:200] if key is not None else None,
+            )
+        )
+        if answer.delay_s:
+            await asyncio.sleep(answer.delay_s)
+        if answer.drop:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
+            )
+            raise _Dropped
+        keys = self.ledger.keys_of(events[0]) if events else None
+        values = {"seq": str(seq)}
+        if keys is not None:
+            values |= {"event_id": keys.event_id, "order_id": keys.order_id, "object_id": keys.object_id}
+        response = (
+            Response(status_code=answer.status)
+            if answer.json is None
+            else JSONResponse(fill_json(answer.json, values), status_code=answer.status)
+        )
+        await response(scope, receive, send)
+
+
+class OutboundSink:
+    """The outbound app on uvicorn, in a thread; `start` returns once it accepts connections."""
+
+    def __init__(self, config: OutboundConfig, ledger: Ledger) -> None:
+        self.config, self.ledger = config, ledger
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        require("sinks", "starlette", "effects.outbound (the outbound API sink)")
+        import uvicorn
+
+        config = uvicorn.Config(
+            _App(self.config, self.ledger),
+            host=self.config.host,
+            port=self.config.port,
+            log_config=None,
+            log_level="critical",
+            access_log=False,
+            lifespan="off",
+        )
+        self._server = server = uvicorn.Server(config)
+
+        def serve() -> None:
+            # uvicorn exits (SystemExit) when it cannot bind: the thread ends, start() says why.
+            with contextlib.suppress(SystemExit, OSError):
+                server.run()
+
+        self._thread = threading.Thread(target=serve, name="acklab-outbound-sink", daemon=True)
+        self._thread.start()
+        deadline = now_mono() + START_TIMEOUT_S
+        while not server.started:
+            if not self._thread.is_alive() or now_mono() > deadline:
+                raise HarnessError(
+                    f"effects.outbound: the sink could not listen on {self.config.host}:{self.config.port}; "
+                    "is the port taken? use {{outbound_port}}"
+                )
+            threading.Event().wait(0.01)
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+
+def keys_for(event_id: str, order_id: str, object_id: str) -> EventKeys:
+    return EventKeys(event_id=event_id, order_id=order_id, object_id=object_id)

@@ -1,0 +1,145 @@
+"""The SMTP sink: aiosmtpd on loopback, where the consumer's mail settings point (``effects.smtp``).
+
+Every message is accepted (``250``) and recorded; a message counts for every event whose
+``match`` (filled for that event: ``{{order_id}}``, ``{{event_id}}``, ``{{object_id}}``)
+occurs in its headers or text. A consumer that logs in (``AUTH PLAIN``/``LOGIN``, as
+Django's backend does with ``EMAIL_HOST_USER``) is let in; its login and password are
+remembered as secrets and never recorded. A message past ``SinkLimits.max_bytes`` is
+refused by aiosmtpd (``552``: at ``MAIL FROM ... SIZE=``, or after it read and discarded the
+rest), and recorded as ``capped`` with no event: its text is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.parser
+import email.policy
+import logging
+from dataclasses import dataclass
+from typing import Any, AnyStr
+
+from acklab.evidence.bundle import utcnow
+from acklab.evidence.extras import require
+from acklab.evidence.redaction import remember
+from acklab.harness.errors import HarnessError
+from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
+
+DEFAULT_MATCH = "{{order_id}}"
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    """``effects.smtp``: where the sink listens, and what ties a message to an event."""
+
+    host: str
+    port: int
+    match: str = DEFAULT_MATCH
+
+
+class _Handler:
+    def __init__(self, config: SmtpConfig, ledger: Ledger) -> None:
+        self.config, self.ledger = config, ledger
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        body: bytes = envelope.original_content or b""
+        message = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(body, headersonly=True)
+        text = body.decode("utf-8", "replace")
+        events = self.ledger.matching(self.config.match, text)
+        self.ledger.keep(
+            SinkRecord(
+                kind="email",
+                seq=self.ledger.next_seq("email"),
+                at=utcnow(),
+                at_mono=now_mono(),
+                events=events,
+                headers=redacted_headers(message.items()),
+                excerpt=excerpt_of(body),
+                sha256=digest(body),
+                size=len(body),
+                capped=False,
+                rows_at_arrival=self.ledger.rows_at(events),
+                sender=str(envelope.mail_from or ""),
+                recipients=tuple(str(r) for r in envelope.rcpt_tos),
+            )
+        )
+        return "250 OK"
+
+    def capped(self, envelope: Any) -> None:
+        self.ledger.keep(
+            SinkRecord(
+                kind="email",
+                seq=self.ledger.next_seq("email"),
+                at=utcnow(),
+                at_mono=now_mono(),
+                events=(),
+                headers={},
+                excerpt="",
+                sha256=digest(b""),
+                size=self.ledger.limits.max_bytes,
+                capped=True,
+                sender=str(envelope.mail_from or "") if envelope is not None else None,
+                recipients=tuple(str(r) for r in (envelope.rcpt_tos if envelope is not None else ())),
+            )
+        )
+
+
+def _authenticate(server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> Any:
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    if isinstance(auth_data, LoginPassword):
+        remember(auth_data.login.decode("utf-8", "replace"), auth_data.password.decode("utf-8", "replace"))
+    return AuthResult(success=True)
+
+
+class SmtpSink:
+    """aiosmtpd's threaded controller on ``host:port``; `start` returns once it accepts mail."""
+
+    def __init__(self, config: SmtpConfig, ledger: Ledger) -> None:
+        self.config, self.ledger = config, ledger
+        self._controller: Any = None
+
+    def start(self) -> None:
+        require("sinks", "aiosmtpd", "effects.smtp (the SMTP sink)")
+        from aiosmtpd.controller import Controller
+        from aiosmtpd.smtp import SMTP
+
+        # aiosmtpd warns on every AUTH that it sets its own deprecated Session.login_data: noise
+        # on the lab's stderr for each email a consumer sends, about no code of ours or theirs.
+        logging.getLogger("mail.log").setLevel(logging.ERROR)
+        handler = _Handler(self.config, self.ledger)
+        limit = self.ledger.limits.max_bytes
+
+        class _CappingSMTP(SMTP):
+            async def push(self, status: AnyStr) -> None:
+                text = status.decode("ascii", "replace") if isinstance(status, bytes) else str(status)
+                if text.startswith("552"):  # too much mail data, or a SIZE= past the limit
+                    handler.capped(self.envelope)
+                await super().push(status)
+
+        class _Controller(Controller):
+            def factory(self) -> Any:
+                return _CappingSMTP(
+                    handler,
+                    data_size_limit=limit,
+                    authenticator=_authenticate,
+                    auth_require_tls=False,
+                    hostname="acklab-sink",
+                )
+
+        self._controller = _Controller(handler, hostname=self.config.host, port=self.config.port)
+        try:
+            self._controller.start()
+        except (OSError, RuntimeError, TimeoutError) as exc:  # aiosmtpd: bind or readiness failed
+            controller, self._controller = self._controller, None
+            with contextlib.suppress(Exception):  # its thread is gone; the loop it made is not
+                controller.stop(no_assert=True)
+            controller.loop.close()
+            raise HarnessError(
+                f"effects.smtp: the SMTP sink could not listen on {self.config.host}:{self.config.port} "
+                f"({type(exc).__name__}: {exc}); is the port taken? use {{{{smtp_port}}}}"
+            ) from exc
+
+    def stop(self) -> None:
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller = None

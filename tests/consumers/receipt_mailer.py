@@ -1,0 +1,142 @@
+"""A receipt mailer on the standard library: ``http.server``, ``sqlite3`` and ``smtplib``.
+
+One order row per event (``INSERT OR IGNORE``: a duplicate delivery never adds a row); the
+customer gets a receipt email by SMTP at ``SMTP_PORT`` on loopback, logged in with
+``SMTP_USER``/``SMTP_PASSWORD`` as a provider's relay asks. Where it sends the email is the
+difference between the modes:
+
+* ``every-delivery``: after the commit, on every delivery — one row, but a duplicate delivery
+  mails the customer twice (pay #612, pretix #1166);
+* ``after-commit``: after the commit, only when this delivery inserted the row (correct);
+* ``before-commit``: checks for the row, sends the email, then inserts — two deliveries racing
+  both mail the customer, and the loser's insert is rolled back;
+* ``worker``: acknowledges first and hands the event to a worker thread that writes the row
+  and mails 200 ms later (correct, with ``expect.effects_within_s``).
+
+    SMTP_PORT=2525 python -m tests.consumers.receipt_mailer --port 9000 --db /tmp/r.sqlite --mode after-commit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import smtplib
+import sqlite3
+import threading
+import time
+from email.message import EmailMessage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS orders (event_id TEXT PRIMARY KEY, order_id TEXT NOT NULL)"
+EFFECTS_QUERY = "SELECT count(*) FROM orders WHERE event_id = :event_id"
+
+
+def connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    return conn
+
+
+def send_receipt(order_id: str) -> None:
+    if "SMTP_PORT" not in os.environ:
+        return  # no mail server configured: the shop sends no receipts (the bench's baseline)
+    message = EmailMessage()
+    message["From"], message["To"] = "shop@example.test", "buyer@example.test"
+    message["Subject"] = f"Your receipt for order {order_id}"
+    message.set_content(f"Thank you for your order {order_id}.")
+    with smtplib.SMTP("127.0.0.1", int(os.environ["SMTP_PORT"]), timeout=10) as smtp:
+        smtp.login(os.environ["SMTP_USER"], os.environ["SMTP_PASSWORD"])
+        smtp.send_message(message)
+
+
+class Handler(BaseHTTPRequestHandler):
+    db_path = ""
+    mode = "after-commit"
+    webhook: Webhook
+    work: queue.Queue[tuple[str, str]]
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def answer(self, status: int) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        payload = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+            event = self.webhook.verify(payload, dict(self.headers.items()))
+        except WebhookVerificationError:
+            self.answer(400)
+            return
+        event_id, order_id = str(event["id"]), str(event["data"]["order_id"])
+        if self.mode == "worker":
+            self.work.put((event_id, order_id))
+            self.answer(202)
+            return
+        conn = connect(self.db_path)
+        try:
+            if self.mode == "before-commit":
+                if conn.execute("SELECT 1 FROM orders WHERE event_id = ?", (event_id,)).fetchone() is None:
+                    send_receipt(order_id)
+                    conn.execute("BEGIN")
+                    conn.execute(
+                        "INSERT INTO orders (event_id, order_id) VALUES (?, ?)", (event_id, order_id)
+                    )
+                    conn.execute("COMMIT")
+                self.answer(200)
+                return
+            inserted = conn.execute(
+                "INSERT OR IGNORE INTO orders (event_id, order_id) VALUES (?, ?)", (event_id, order_id)
+            ).rowcount
+        except sqlite3.Error:
+            self.answer(500)  # the losing insert of a race: rolled back (sqlite3 rolls back the statement)
+            return
+        finally:
+            conn.close()
+        if self.mode == "every-delivery" or inserted:
+            send_receipt(order_id)
+        self.answer(200)
+
+
+def worker(db_path: str, work: queue.Queue[tuple[str, str]]) -> None:
+    while True:
+        event_id, order_id = work.get()
+        time.sleep(0.2)
+        conn = connect(db_path)
+        try:
+            inserted = conn.execute(
+                "INSERT OR IGNORE INTO orders (event_id, order_id) VALUES (?, ?)", (event_id, order_id)
+            ).rowcount
+        finally:
+            conn.close()
+        if inserted:
+            send_receipt(order_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--mode", choices=("every-delivery", "after-commit", "before-commit", "worker"))
+    args = parser.parse_args()
+    conn = connect(args.db)
+    conn.execute(SCHEMA)
+    conn.close()
+    Handler.db_path, Handler.mode = args.db, args.mode
+    Handler.webhook = Webhook(os.environ["ACKLAB_TEST_WEBHOOK_SECRET"])
+    Handler.work = queue.Queue()
+    if args.mode == "worker":
+        threading.Thread(target=worker, args=(args.db, Handler.work), daemon=True).start()
+    print(json.dumps({"serving": args.port, "mode": args.mode}), flush=True)
+    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""The docs: the README is the adopter's path, the reference is the MkDocs site over docs/.
+
+`mkdocs build --strict` with every link and anchor validated (mkdocs.yml's `validation:`)
+is what `make test` runs here; acklab's own pages job publishes the same build under docs/.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from acklab.cli import main
+from acklab.evidence.exitcodes import ExitCode
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def build(project: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(project / "mkdocs.yml"),
+            "-d",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def nav_pages(nav: list[object]) -> list[str]:
+    pages: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [str(value)]
+    return pages
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as `make test` and the pages job build it."""
+    where = tmp_path_factory.mktemp("docs") / "site"
+    done = build(ROOT, where)
+    assert done.returncode == 0, done.stderr
+    return where
+
+
+def test_the_docs_site_builds_strict_with_every_page_in_its_nav(site: Path) -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    pages = nav_pages(config["nav"])
+    assert sorted(pages) == sorted(p.name for p in (ROOT / "docs").glob("*.md")), "a page outside the nav"
+    for page in pages:
+        html = (site / page.replace(".md", ".html")).read_text(encoding="utf-8")
+        assert "<h1" in html, page
+    # bench/readme.py writes the performance table here; the built page carries it
+    assert "make test wall time" in (site / "performance.html").read_text(encoding="utf-8")
+
+
+def test_a_broken_anchor_or_link_fails_the_strict_build(tmp_path: Path) -> None:
+    for mistake, expected in (
+        ("[x](cli.md#no-such-heading)", "no-such-heading"),
+        ("[x](gone.md)", "gone.md"),
+    ):
+        project = tmp_path / mistake[4:8].replace(".", "_").replace("#", "_")
+        shutil.copytree(ROOT / "docs", project / "docs")
+        shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+        index = project / "docs" / "index.md"
+        index.write_text(index.read_text(encoding="utf-8") + f"\n{mistake}\n", encoding="utf-8")
+        done = build(project, project / "site")
+        assert done.returncode != 0, f"--strict accepted {mistake}"
+        assert expected in done.stderr
+
+
+def test_the_readme_is_the_short_path_and_its_links_resolve() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) < 250, f"the README has {len(lines)} lines; move reference into docs/"
+    commands = [line.split("#", 1)[0].strip() for line in lines[2:5] if line.startswith("make ")]
+    assert commands == ["make demo", "make test"], lines[:5]
+    anchors: dict[Path, set[str]] = {}
+    for target in re.findall(r"\]\(((?!https?:)[^)\s]+)\)", text):
+        path, _, anchor = target.partition("#")
+        where = (ROOT / path).resolve()
+        assert where.exists(), f"README links {target}, which does not exist"
+        if anchor:
+            headings = anchors.setdefault(where, set(slugs(where)))
+            assert anchor in headings, f"README links {target}: no such heading"
+
+
+def slugs(doc: Path) -> list[str]:
+    """The anchors MkDocs (Python-Markdown's toc) gives a page's headings."""
+    found = []
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = re.sub(r"[`*]", "", line.lstrip("#").strip()).lower()
+            found.append(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title)).strip("-"))
+    return found
+
+
+def test_pages_publishes_the_docs_beside_the_console(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`acklab pages --docs site`, as acklab's own pages job runs it: the reference under
+    docs/, linked from every page's header; a directory that is not a built site is refused."""
+    evidence = tmp_path / "out"
+    evidence.mkdir()
+    public = tmp_path / "public"
+    with pytest.raises(SystemExit) as done:
+        main(["pages", "--evidence", str(evidence), "--out", str(public), "--docs", str(site)])
+    assert done.value.code == 0
+    assert (public / "docs" / "index.html").read_bytes() == (site / "index.html").read_bytes()
+    assert (public / "docs" / "cli.html").is_file()
+    overview = (public / "index.html").read_text(encoding="utf-8")
+    assert '<a href="docs/index.html">Docs</a>' in overview
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                "pages",
+                "--evidence",
+                str(evidence),
+                "--out",
+                str(tmp_path / "p2"),
+                "--docs",
+                str(ROOT / "docs"),
+            ]
+        )
+    assert done.value.code == ExitCode.REFUSED
+    assert "is not a built site (no index.html in it)" in capsys.readouterr().err
+
+
+def shell_commands(doc: Path) -> list[str]:
+    """Every `acklab ...` command of a doc's ```sh blocks, continuation lines joined, comments cut."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            for part in line.split("#", 1)[0].split("&&"):
+                if part.strip().startswith("acklab "):
+                    found.append(part.strip())
+    return found
+
+
+def parse(argv: list[str]) -> None:
+    """Resolve and parse argv as the CLI would, down to the subcommand, without running it."""
+    import click
+
+    from acklab.cli import cli
+
+    command: click.Command = cli
+    ctx = command.make_context("acklab", list(argv), resilient_parsing=False)
+    while isinstance(command, click.Group):
+        with warnings.catch_warnings():  # click 8.2 deprecates the name, 8.1 has only it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            args = [*ctx.protected_args, *ctx.args]
+        name, sub, rest = command.resolve_command(ctx, args)
+        assert sub is not None, argv
+        command, ctx = sub, sub.make_context(name or "", rest, parent=ctx)
+
+
+def test_every_acklab_command_in_the_readme_and_docs_parses_as_written() -> None:
+    """The commands a reader copies use options and subcommands that exist, with values the
+    CLI accepts (a file of the reader's own project may be missing here: not a parse error)."""
+    import click
+
+    commands = [c for doc in (README, *sorted((ROOT / "docs").glob("*.md"))) for c in shell_commands(doc)]
+    assert len(commands) >= 15, commands
+    refused = []
+    for line in commands:
+        try:
+            parse(shlex.split(line)[1:])
+        except click.BadParameter as exc:  # a path of the reader's project, e.g. acklab/shop.target.yaml
+            if "does not exist" not in str(exc):
+                refused.append(f"{line}: {exc}")
+        except click.UsageError as exc:
+            refused.append(f"{line}: {exc}")
+    assert refused == []
