@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("acklab.app.cli:serve", "Serve a built-in target (the webhook fixture) over HTTP."),
     "run": ("acklab.harness.cli.run:run", "Attack a target with fault experiments and give a verdict."),
     "plan": ("acklab.harness.cli.run:plan", "Print the frozen delivery plan of a run; nothing is sent."),
-    "validate": ("acklab.harness.cli.run:validate", "Check a target, experiment or flow spec file."),
+    "validate": ("acklab.validate:validate", "Check a target, experiment or flow spec file."),
     "init": (
         "acklab.harness.cli.init:init",
         "Write a target spec, a pytest test and a CI snippet for your service; find its effects.",

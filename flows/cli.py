@@ -12,6 +12,7 @@ import click
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
+from acklab.harness.specs.credentials import url_credentials_of
 
 from .approvals import choose_source
 from .escape import hidden_count, numbered, visible
@@ -20,7 +21,7 @@ from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
 from .runner import FlowConfig, FlowResult, run_flow
 from .sandbox import withheld
 from .scratch_repo import make_scratch_repo
-from .spec import load_spec
+from .spec import check_target_file, load_spec
 from .worktree import toplevel
 
 SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY")
@@ -81,6 +82,12 @@ def _mr_iid(value: str | None) -> int | None:
     help="Run the code under repair as your own user when no sandbox is possible here (no bubblewrap, "
     "not root); the trail, the approve gate and the MR note say so.",
 )
+@click.option(
+    "--db",
+    metavar="URL",
+    help="The fixture flow only: serve every checkout on this PostgreSQL server (a login that may "
+    "CREATEROLE) instead of SQLite in its sandbox; a target spec names its own database.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
 def run(
     *,
@@ -95,6 +102,7 @@ def run(
     seed: int | None,
     propose_only: bool,
     unsandboxed: bool,
+    db: str | None,
     as_json: bool,
 ) -> int:
     """Repair the handler under the flow spec SPEC (e.g. flows/repair.yaml).
@@ -107,11 +115,23 @@ def run(
     if local and iid is not None:
         raise click.UsageError("--local and --mr exclude each other; pick where the patch goes")
     spec = load_spec(spec_path)
+    if db is not None:
+        if not spec.target.startswith("fixture:"):
+            raise click.UsageError(
+                f"--db serves the fixture on PostgreSQL; target {spec.target!r} names its own database "
+                "(database: and {{database_url}} in its spec)"
+            )
+        if not db.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise click.UsageError(
+                f"--db {db!r}: expected a PostgreSQL URL, e.g. postgresql://acklab@127.0.0.1/acklab"
+            )
+        remember(*url_credentials_of(db))
     if trials is not None:
         spec = dataclasses.replace(spec, trials=trials)
     if seed is not None:
         spec = dataclasses.replace(spec, seed=seed)
     repo = toplevel(Path.cwd())
+    check_target_file(spec, repo)
     source = choose_source(decisions=decisions, auto_approve=auto_approve, interactive=sys.stdin.isatty())
     publisher: Publisher = NoPublisher()
     if local:
@@ -128,6 +148,7 @@ def run(
         secrets=secrets_from_env(),
         propose_only=propose_only,
         unsandboxed=unsandboxed,
+        db=db,
     )
     # The tokens live in their clients now: nothing the flow starts can inherit them.
     with withheld():
@@ -199,3 +220,50 @@ def demo(*, directory: Path | None, trials: int, out: Path | None) -> int:
     from .demo import run_demo
 
     return run_demo(directory, trials=trials, out=out)
+
+
+@flow.command("init")
+@click.option(
+    "--target",
+    "target",
+    required=True,
+    metavar="SPEC",
+    help="Your target spec (kind: target with command:), relative to the repository's root.",
+)
+@click.option(
+    "--scope",
+    "scope",
+    required=True,
+    multiple=True,
+    metavar="FILE",
+    help="The handler file a repair may change (repeat for more than one).",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("repair.flow.yaml"),
+    show_default=True,
+    help="Where to write the flow spec.",
+)
+@click.option(
+    "--runs",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("out"),
+    show_default=True,
+    help="The evidence directory of your last `acklab run` (its failures become reproduce).",
+)
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
+def init(*, target: str, scope: tuple[str, ...], output: Path, runs: Path, force: bool) -> int:
+    """Write a flow spec that repairs FILE of your own service (run `acklab run --target SPEC` first).
+
+    Then: acklab validate repair.flow.yaml && acklab flow run repair.flow.yaml --propose-only
+    """
+    from .init import init_flow
+
+    repo = toplevel(Path.cwd())
+    written = init_flow(repo, target=target, scope=scope, output=output, runs=runs, force=force)
+    for note in written.notes:
+        click.echo(f"note: {visible(note)}", err=True)
+    click.echo(f"wrote {written.path}")
+    click.echo(f"next: acklab validate {output} && acklab flow run {output} --propose-only")
+    return int(ExitCode.OK)

@@ -47,6 +47,8 @@ class FlowConfig:
     propose_only: bool = False
     # Run the code under repair as the lab's own user when no sandbox is possible (said everywhere).
     unsandboxed: bool = False
+    # The fixture flow's PostgreSQL server (--db); a target spec names its own database.
+    db: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ class FlowContext:
             sandbox=self.sandbox,
             schema_from=(schema_from or checkout).path,
             secrets=self.config.secrets,
+            db=self.config.db,
+            handler=self.handler,
         )
         for exp in run.experiments.values():
             self.say(f"  {exp.line()}")
@@ -137,4 +141,28 @@ class FlowContext:
             scope=self.spec.scope,
             limits=self.spec.limits,
             feedback=feedback,
+            target_brief=target_brief(self.spec.target, state.head.path),
+            imports=self.spec.imports,
         )
+
+
+def target_brief(target: str, head: Path) -> str:
+    """What a proposer is told of the target: how effects are counted and what is expected (the
+    spec file's effects: and expect: at the expected head; the fixture's own for fixture targets)."""
+    if target.startswith("fixture:"):
+        from acklab.harness.targets.checkout import FIXTURE_EFFECTS_SQL
+
+        return f"effects: sql count {FIXTURE_EFFECTS_SQL!r}\nexpect: {{max_effects: 1, conflict_status: [409, 422]}}"
+    import yaml
+
+    from acklab.evidence.loading import SPEC, DocumentError, parse_yaml, read_bounded
+
+    path = head / target
+    try:
+        doc = parse_yaml(read_bounded(path, SPEC), source=str(path), limits=SPEC)
+    except (OSError, DocumentError):
+        return ""
+    if not isinstance(doc, dict):
+        return ""
+    shown = {key: doc[key] for key in ("event", "conflict", "effects", "expect") if key in doc}
+    return yaml.safe_dump(shown, sort_keys=False, width=100)

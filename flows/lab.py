@@ -1,4 +1,5 @@
-"""The lab, as the flow sees it: `acklab run --target fixture:live --checkout DIR`, in this process.
+"""The lab, as the flow sees it: `acklab run --target fixture:live --checkout DIR` (or a user's target
+spec, `--target shop.target.yaml --checkout DIR`: its command: serves the checkout), in this process.
 
 The code under test (the head, the patched copy, an option's copy) is never imported here.
 The harness serves each checkout's fixture in processes of its own, started from the
@@ -36,7 +37,8 @@ from acklab.harness.procs.confinement import Confinement
 from .errors import FlowError, FlowSpecInvalid, PatchTampered
 from .sandbox.watch import Watched
 
-# The file the served fixture imports as its live handler; its launcher refuses any other.
+# The file the served fixture imports as its live handler; its launcher refuses any other. A user's
+# target (a spec file with command:) serves whatever its command starts; the flow's scope names the file.
 HANDLER_FILE = Path("app", "webhooks.py")
 
 
@@ -125,6 +127,7 @@ def run_lab(
     schema_from: Path | None = None,
     secrets: Sequence[str] = (),
     db: str | None = None,
+    handler: str = str(HANDLER_FILE),
 ) -> LabRun:
     """Attack the fixture of `checkout` with `experiments`, served in `sandbox` on a schema made from
     the models of `schema_from`; FlowError (exit 4) when the lab could not run, PatchTampered (exit 5)
@@ -164,7 +167,7 @@ def run_lab(
             f"the lab imported code of the checkout under test ({', '.join(leaked[:5])}); "
             "its verdicts cannot be trusted"
         )
-    return lab_run(result, module=str(checkout.resolve() / HANDLER_FILE))
+    return lab_run(result, module=str(checkout.resolve() / handler))
 
 
 def merged(runs: Sequence[LabRun]) -> LabRun:

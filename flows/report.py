@@ -29,8 +29,9 @@ BOUNDARY = (
 )
 
 
-def incident_summary(run: LabRun, *, limit: int = 12) -> str:
-    """The failing experiments and their first violations, one line each."""
+def incident_summary(run: LabRun, *, limit: int = 40) -> str:
+    """The failing experiments, their first violations (invariant, event, which delivery caused the
+    extra effect), and the deliveries of the first failing trial with the handler's answers."""
     lines: list[str] = []
     for name in run.failing():
         exp = run.experiments[name]
@@ -38,9 +39,40 @@ def incident_summary(run: LabRun, *, limit: int = 12) -> str:
         for v in exp.violations[:3]:
             lines.append(
                 f"  - {v.invariant}: event {v.event_id} observed {v.observed}, "
-                f"expected {v.expected} ({v.detail[:160]})"
+                f"expected {v.expected} ({v.detail[:300]})"
             )
-    return "\n".join(lines[:limit]) or "(no violations recorded)"
+        if exp.incident and exp.violations:
+            lines += deliveries_of(Path(exp.incident), exp.violations[0].event_id)
+    return "\n".join(visible(line) for line in lines[:limit]) or "(no violations recorded)"
+
+
+def deliveries_of(incident: Path, event_id: str, *, limit: int = 8) -> list[str]:
+    """The deliveries of `event_id` in its first failing trial of `incident`, one line each: what was
+    sent (attempt, kind, fault) and what the handler answered (status, the start of its body)."""
+    from acklab.evidence.documents.incident import Incident
+    from acklab.evidence.errors import EvidenceError
+    from acklab.evidence.loading import load_evidence_json
+
+    try:
+        doc = Incident.read(load_evidence_json(incident), what=str(incident))
+    except (OSError, EvidenceError):
+        return []
+    for trial in doc.trials:
+        if trial.verdict != "fail" or event_id not in trial.event_ids:
+            continue
+        lines = [f"  deliveries of {event_id} (trial {trial.trial_id}):"]
+        for d in [d for d in trial.deliveries if d.event_id == event_id][:limit]:
+            answer = f"answered {d.status}" if d.status is not None else f"no answer ({d.error or 'none'})"
+            excerpt = one_line(d.response_excerpt or "", limit=120)
+            sender = f", the sender saw {d.sender_status}" if d.sender_status not in (None, d.status) else ""
+            lines.append(
+                f"    attempt {d.attempt} ({d.kind}, fault {d.fault}): the handler {answer} {excerpt}{sender}"
+            )
+        counts = [f"{o.note} {o.effects}" for o in trial.observations if o.event_id == event_id][:6]
+        if counts:
+            lines.append(f"    effects counted: {', '.join(counts)}")
+        return lines
+    return []
 
 
 def _latency_text(latency: LabLatency | None) -> str:

@@ -209,6 +209,20 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
     )
 
 
+def check_target_file(spec: FlowSpec, repo: Path) -> None:
+    """A flow whose target is a spec file: FlowSpecInvalid (exit 3) unless it is a file of `repo`
+    with ``command:`` and ``{{port}}`` (the flow serves every checkout with it, each on its own port)."""
+    if spec.target.startswith("fixture:"):
+        return
+    from acklab.harness.errors import SpecError
+    from acklab.harness.targets.served_spec import served_spec_target
+
+    try:
+        served_spec_target(spec.target, repo, confinement=None)
+    except SpecError as exc:
+        raise FlowSpecInvalid(f"{spec.path}: target: {exc}") from exc
+
+
 def _imports(doc: dict[str, Any], what: str) -> tuple[str, ...]:
     """``capabilities.imports``, checked now: an entry in the old format (a bare module) is exit 3."""
     from .capabilities import Allowlist, AllowlistError

@@ -147,10 +147,14 @@ def _argv(event: str, args: tuple[Any, ...]) -> list[str]:
     return found
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event not in _SPAWNS or not _running:
+def _audit(
+    event: str, args: tuple[Any, ...], spawns: frozenset[str] = _SPAWNS, running: list[pytest.Item] = _running
+) -> None:
+    # The hook outlives the module's globals (they are None while the interpreter shuts down):
+    # what it reads it holds itself.
+    if event not in spawns or not running:
         return
-    item = _running[-1]
+    item = running[-1]
     argv = _argv(event, args)
     need = need_of(argv)
     if need is not None and not item.get_closest_marker(need.marker):

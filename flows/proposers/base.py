@@ -21,6 +21,10 @@ class ProposalRequest:
     attempt: int = 1
     rejection_reasons: tuple[str, ...] = ()
     feedback: str | None = None
+    # How the lab counts the handler's effects and what it expects (the target spec's effects: and
+    # expect:), and what the patched file may import (capabilities.imports).
+    target_brief: str = ""
+    imports: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

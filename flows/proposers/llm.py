@@ -38,6 +38,12 @@ Rules a fixed guard enforces (a violating diff is rejected):
 - at most {max_files} file(s) and {max_lines} changed lines
 - no new, deleted or renamed files, no mode changes, no binary patches
 - the result must parse as Python and be ruff-clean
+- the patched file may import only what the allowlist below lists, name by name; never the
+  interpreter's machinery (sys, os, atexit, signal, importlib, ctypes, gc, builtins,
+  subprocess, socket, inspect, threading), no exec/eval/compile/__import__, globals(), vars(),
+  setattr/delattr, open, no private or dunder attribute, no getattr with a computed name
+- the lab counts effects from a schema it pinned: do not create, rename or drop tables, views or
+  triggers; claim the event in the same transaction as its effect instead
 """
 
 
@@ -95,8 +101,16 @@ class LLMProposer:
         parts = [
             f"The lab's experiments {', '.join(request.failing_experiments)} fail on the current head.",
             f"Incident summary:\n{request.incident_summary}",
-            f"The handler, {request.handler_path}:\n```python\n{request.handler_source}```",
+            f"The handler, {request.handler_path}, at the expected head:\n```python\n{request.handler_source}```",
         ]
+        if request.target_brief:
+            parts.append(
+                f"How the lab counts effects and what it expects (the target spec):\n{request.target_brief}"
+            )
+        if request.imports:
+            parts.append(
+                "The patched file may import only:\n" + "\n".join(f"- {line}" for line in request.imports)
+            )
         if request.rejection_reasons:
             reasons = "\n".join(f"- {r}" for r in request.rejection_reasons)
             parts.append(f"Your previous proposal was rejected by the scope guard:\n{reasons}\nFix that.")

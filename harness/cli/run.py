@@ -98,8 +98,9 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(file_okay=False, path_type=Path),
             default=None,
             metavar="DIR",
-            help="Fixture targets: serve the fixture of this checkout (a clone or worktree) in processes "
-            "of its own, over a loopback socket, in a sandbox; the lab never imports its code.",
+            help="Serve the target from this checkout (a clone or worktree) in a sandbox, over a loopback "
+            "socket; the lab never imports its code. fixture:live|unsafe: its fixture; a target spec "
+            "(relative to DIR, with command: and {{port}}): started by its command: from a private copy.",
         ),
         click.option(
             "--unsandboxed",

@@ -176,8 +176,8 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
             "schema-unchanged",
             trial.event_ids[0] if trial.event_ids else "-",
             trial.schema_change[:500],
-            "the schema the lab created",
-            f"the database schema the lab created and pinned changed while the handler ran "
+            "the schema the lab pinned",
+            f"the database schema the lab pinned (created from the models, or made by the spec's setup:) changed while the handler ran "
             f"({trial.schema_change[:500]}); what the counts read is no longer what the lab counts",
         )
     late = trial.late_read

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from acklab.harness.errors import HarnessError, TargetUnreachable
+from acklab.harness.procs.confinement import Confined, Launch
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
@@ -186,9 +187,16 @@ class ServiceProcess(LeasedProcess):
         name: str,
         leases: LeaseBook = NO_LEASES,
         routes: RouteProbe | None = None,
+        confined: Confined | None = None,
+        after_setup: Callable[[], None] | None = None,
     ) -> None:
+        """`routes`: the lab's signed probe delivery, awaited not to be answered 404/405 at every start;
+        `confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
+        own variables only (`command.env`); `after_setup`: called once setup has run, before the
+        first start (the lab pins the schema the setup made)."""
         self.command, self.endpoint, self.name = command, endpoint, name
         self.routes = routes if command.ready_routes else None
+        self.confined, self._after_setup = confined, after_setup
         self.host, self.port = host_port(endpoint)
         self.ready_url = command.ready_url or endpoint
         log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
@@ -236,11 +244,18 @@ class ServiceProcess(LeasedProcess):
     def _run_setup(self, setup: Setup) -> None:
         """setup: argv once, before the first start; TargetUnreachable (exit 4) with its output when it fails."""
         cwd = setup.cwd or self.command.cwd
-        env = {**os.environ, **self.command.env, **setup.env}
+        argv: tuple[str, ...] = setup.argv
+        if self.confined is not None:
+            launch = self.confined.launch(
+                Launch(argv, {**self.command.env, **setup.env}, cwd), network="host"
+            )
+            argv, env, cwd = launch.argv, dict(launch.env), launch.cwd
+        else:
+            env = {**os.environ, **self.command.env, **setup.env}
         try:
             # The spec's own argv list, never a shell; its own session, so a timeout ends all of it.
             done = subprocess.run(  # nosec B603
-                list(setup.argv),
+                list(argv),
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -272,6 +287,8 @@ class ServiceProcess(LeasedProcess):
     def _start(self) -> None:
         if self.command.setup is not None and self._setup_output is None:
             self._run_setup(self.command.setup)
+            if self._after_setup is not None:
+                self._after_setup()
         if not self.running() and accepts(self.host, self.port):
             raise TargetUnreachable(
                 f"target {self.name!r}: something already accepts connections at {self.host}:{self.port} "
@@ -281,9 +298,10 @@ class ServiceProcess(LeasedProcess):
         try:
             self._spawn(
                 self.command.argv,
-                {**os.environ, **self.command.env},
+                dict(self.command.env) if self.confined is not None else {**os.environ, **self.command.env},
                 lease_what=f"target {self.name} command: {self.command.argv[0]} (port {self.port})",
                 cwd=self.command.cwd,
+                confined=self.confined,
             )
         except OSError as exc:
             raise TargetUnreachable(

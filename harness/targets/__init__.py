@@ -26,13 +26,18 @@ def resolve_target(
     schema_from: Path | None = None,
 ) -> Target:
     """``fixture:live|fixture:unsafe`` (of `checkout` when given, confined by `confinement`, its schema
-    from `schema_from`) or the path of a ``kind: target`` spec file."""
+    from `schema_from`) or the path of a ``kind: target`` spec file (with `checkout`: a file of that
+    checkout, served by its ``command:`` from a confined copy of it)."""
     if checkout is not None:
         if not ref.startswith("fixture:"):
-            raise SpecError(
-                f"--checkout: serves the built-in fixture of a checkout; got --target {ref!r}, "
-                "expected fixture:live or fixture:unsafe"
-            )
+            if db_url:
+                raise SpecError(
+                    f"--checkout with --target {ref!r}: --db serves the fixture on another database; a target "
+                    "spec names its own (database: and {{database_url}})"
+                )
+            from acklab.harness.targets.served_spec import served_spec_target
+
+            return served_spec_target(ref, checkout, confinement=confinement)
         from acklab.harness.targets.checkout import checkout_target
 
         return checkout_target(ref, checkout, db_url=db_url, confinement=confinement, schema_from=schema_from)

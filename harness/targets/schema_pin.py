@@ -373,7 +373,7 @@ class SchemaPin:
             if self.change is None:
                 self.change = change
         raise SchemaChanged(
-            f"{what}: the schema the lab created changed ({self.change}); no count is taken from it"
+            f"{what}: the schema the lab pinned changed ({self.change}); no count is taken from it"
         )
 
 

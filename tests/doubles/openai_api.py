@@ -11,6 +11,7 @@ a reply past the end of the script is a 500, so a test sees an unexpected extra 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -34,6 +35,7 @@ class ScriptedModel:
     api_key: str | None = None
     base_url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    delay_s: float = 0.0  # how long each answer takes (a model slower than the flow's timeout)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -69,6 +71,8 @@ def create_app(script: ScriptedModel) -> FastAPI:
                 {"error": {"message": "the script has no reply left", "type": "server_error"}}, 500
             )
         reply = script.replies[index]
+        if script.delay_s:
+            await asyncio.sleep(script.delay_s)
         prompt_tokens = sum(_words(m.get("content", "")) for m in body.get("messages", []))
         return JSONResponse(
             {
@@ -92,10 +96,10 @@ def create_app(script: ScriptedModel) -> FastAPI:
 
 @contextmanager
 def openai_double(
-    replies: list[str], *, api_key: str | None = None, model: str = "double-gpt"
+    replies: list[str], *, api_key: str | None = None, model: str = "double-gpt", delay_s: float = 0.0
 ) -> Iterator[ScriptedModel]:
     """Serve the script on 127.0.0.1; `base_url` ends in /v1, as OpenAI's does."""
-    script = ScriptedModel(replies=list(replies), model=model, api_key=api_key)
+    script = ScriptedModel(replies=list(replies), model=model, api_key=api_key, delay_s=delay_s)
     with serve(create_app(script)) as url:
         script.base_url = f"{url}/v1"
         yield script

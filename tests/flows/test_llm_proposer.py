@@ -6,8 +6,9 @@ import io
 
 import pytest
 
+from acklab.evidence.loading import INPUT
 from acklab.flows.diffs import make_diff
-from acklab.flows.errors import FlowSpecInvalid, ProposerUnavailable
+from acklab.flows.errors import FlowSpecInvalid, ModelReplyInvalid, ProposerUnavailable
 from acklab.flows.proposers.llm import LLMProposer
 from acklab.flows.spec import LLMSettings, load_spec
 from tests.doubles.openai_api import openai_double
@@ -103,3 +104,24 @@ def test_configuration_comes_from_the_environment():
         LLMSettings(), env={"ACKLAB_LLM_BASE_URL": "http://x/v1/", "ACKLAB_LLM_MODEL": "m"}
     )
     assert (made.base_url, made.model) == ("http://x/v1", "m")
+
+
+def test_a_model_slower_than_its_timeout_is_a_lab_error():
+    slow = LLMSettings(timeout_s=0.5)
+    with (
+        openai_double(["never read"], api_key=KEY, delay_s=3) as llm,
+        pytest.raises(ProposerUnavailable) as info,
+    ):
+        LLMProposer(base_url=llm.base_url, model="double-gpt", api_key=KEY, settings=slow).propose(
+            request(UNSAFE)
+        )
+    assert "ReadTimeout" in str(info.value)
+    assert int(info.value.exit_code) == 4
+
+
+def test_a_reply_larger_than_acklab_reads_is_refused():
+    huge = "x" * (INPUT.max_bytes + 10)
+    with openai_double([huge], api_key=KEY) as llm, pytest.raises(ModelReplyInvalid) as info:
+        proposer(llm).propose(request(UNSAFE))
+    assert "more than" in str(info.value)
+    assert int(info.value.exit_code) == 3

@@ -150,11 +150,14 @@ def test_a_checkout_whose_handler_would_come_from_elsewhere_is_not_served(tmp_pa
     assert info.value.exit_code == ExitCode.LAB_ERROR
 
 
-def test_checkout_needs_a_fixture_target_and_an_acklab_checkout(tmp_path):
+def test_checkout_needs_an_acklab_checkout_or_a_spec_file_of_the_checkout(tmp_path):
     with pytest.raises(SpecError, match="is not an acklab checkout"):
         resolve_target("fixture:live", checkout=tmp_path)
-    with pytest.raises(SpecError, match="expected fixture:live or fixture:unsafe"):
+    # A target spec is served from the checkout it belongs to (tests/flows/test_user_repair.py).
+    with pytest.raises(SpecError, match="the spec must be a file of the checkout"):
         resolve_target(str(tmp_path / "shop.yaml"), checkout=ROOT)
+    with pytest.raises(SpecError, match="no such file in the checkout"):
+        resolve_target("shop.yaml", checkout=tmp_path)
 
 
 def test_a_checkout_is_not_served_without_a_confinement(tmp_path, monkeypatch):

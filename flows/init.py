@@ -1,0 +1,246 @@
+"""``acklab flow init --target T --scope FILE``: a flow spec a user can start from.
+
+It reads what the repository already says and writes nothing it guessed without saying so:
+
+* ``target:`` the target spec (a file of the repository with ``command:`` and ``{{port}}``:
+  every checkout the flow serves gets a port of its own);
+* ``scope.allow`` the handler file(s); ``scope.deny`` the tests, the target spec, the flow spec
+  itself, the pipeline and the project's configuration (a patch cannot make itself green);
+* ``capabilities.imports`` the handler's current top-level imports, one line each, where the
+  interpreter's machinery (``os``, ``sys``, ``subprocess``...) is refused and left out;
+* ``verify.commands`` pytest over the project's ``testpaths`` (``pyproject.toml``,
+  ``pytest.ini``, ``setup.cfg``, ``tox.ini``), and ruff over the scoped file(s);
+* ``experiments`` from the last ``acklab run`` of that target in ``--runs`` (default ``out/``):
+  what failed there reproduces, the rest of `STRIKE_AGAIN` (and what passed) strikes again.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from acklab.evidence.exitcodes import ExitCode
+from acklab.harness.errors import SpecError
+
+from .capabilities import machinery
+from .errors import FlowError, FlowSpecInvalid
+
+STRIKE_AGAIN = ("concurrent-duplicates", "conflicting-payload")
+DENIED = (
+    "tests/",
+    "test/",
+    ".gitlab-ci.yml",
+    ".gitlab/",
+    ".github/",
+    "pyproject.toml",
+    "setup.cfg",
+    "pytest.ini",
+    "tox.ini",
+    "conftest.py",
+    "Makefile",
+)
+
+
+class FlowUsageError(FlowError):
+    """`flow init` was asked to overwrite a file without --force (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `init` wrote, and what the user should know about it."""
+
+    path: Path
+    notes: tuple[str, ...]
+
+
+def handler_imports(source: str, *, path: str) -> tuple[list[str], list[str]]:
+    """(the allowlist lines of `source`'s top-level imports, notes on what was left out)."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise FlowSpecInvalid(
+            f"--scope {path}: does not parse as Python ({exc.msg}, line {exc.lineno})"
+        ) from exc
+    lines: list[str] = []
+    notes: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if machinery(alias.name):
+                    notes.append(
+                        f"{path}: 'import {alias.name}' left out: the interpreter's machinery is refused"
+                    )
+                elif alias.asname:
+                    notes.append(
+                        f"{path}: 'import {alias.name} as {alias.asname}' left out: aliases are not listed"
+                    )
+                else:
+                    lines.append(f"import {alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module is None:
+                notes.append(
+                    f"{path} line {node.lineno}: a relative import is left out; import it absolutely"
+                )
+                continue
+            if machinery(node.module):
+                notes.append(f"{path}: 'from {node.module} import ...' left out: the interpreter's machinery")
+                continue
+            names = [a.name for a in node.names if a.asname is None and a.name != "*"]
+            if len(names) != len(node.names):
+                notes.append(f"{path} line {node.lineno}: aliased or '*' names are left out")
+            if names:
+                lines.append(f"from {node.module} import {', '.join(names)}")
+    return list(dict.fromkeys(lines)), notes
+
+
+def pytest_testpaths(repo: Path) -> list[str] | None:
+    """The project's pytest ``testpaths`` (None: no pytest configuration names any)."""
+    pyproject = repo / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise FlowSpecInvalid(f"{pyproject}: not valid TOML ({exc})") from exc
+        options = doc.get("tool", {}).get("pytest", {}).get("ini_options", {})
+        paths = options.get("testpaths")
+        if isinstance(paths, str):
+            return paths.split()
+        if isinstance(paths, list) and all(isinstance(p, str) for p in paths):
+            return list(paths)
+    for name, section in (("pytest.ini", "pytest"), ("setup.cfg", "tool:pytest"), ("tox.ini", "pytest")):
+        file = repo / name
+        if not file.is_file():
+            continue
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(file, encoding="utf-8")
+        except configparser.Error as exc:
+            raise FlowSpecInvalid(f"{file}: not valid INI ({exc})") from exc
+        if parser.has_option(section, "testpaths"):
+            return parser.get(section, "testpaths").split()
+    return None
+
+
+def last_run(runs: Path, target: str) -> dict[str, Any] | None:
+    """The newest run document in `runs` of the target named `target` (None: there is none)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for path in runs.glob("*/run.json") if runs.is_dir() else ():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("target") == target and isinstance(doc.get("experiments"), list):
+            found.append((str(doc.get("started_at", "")), doc))
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def init_flow(
+    repo: Path, *, target: str, scope: tuple[str, ...], output: Path, runs: Path, force: bool = False
+) -> Written:
+    """Write the flow spec for `target` and `scope` to `output`; FlowSpecInvalid (exit 3) naming the fix."""
+    from acklab.harness.targets.spec import load_target
+
+    if output.exists() and not force:
+        raise FlowUsageError(f"{output} exists; pass --force to replace it, or --output another path")
+    relative_target = _relative(repo, target, "--target")
+    try:
+        spec = load_target(repo / relative_target, allow_remote=False, workdir=repo)
+    except SpecError as exc:
+        raise FlowSpecInvalid(f"--target {target}: {exc}") from exc
+    if spec.command is None or spec.unbound is None or "port" not in spec.unbound.names:
+        raise FlowSpecInvalid(
+            f"--target {target}: the flow serves every checkout with the spec's command:, each on a port of "
+            "its own; add command: (argv starting the service) and use {{port}} in endpoint and command"
+        )
+    notes: list[str] = []
+    imports: list[str] = []
+    files = [_relative(repo, s, "--scope") for s in scope]
+    for file in files:
+        path = repo / file
+        if not path.is_file() or path.suffix != ".py":
+            raise FlowSpecInvalid(f"--scope {file}: no such Python file in {repo}; name the handler's file")
+        found, left_out = handler_imports(path.read_text(encoding="utf-8"), path=file)
+        imports += found
+        notes += left_out
+    paths = pytest_testpaths(repo)
+    if paths is None:
+        paths = ["tests"] if (repo / "tests").is_dir() else []
+        notes.append(
+            "no pytest testpaths configured; verify runs pytest over tests/"
+            if paths
+            else "no pytest configuration and no tests/: verify runs ruff only; add your tests to verify.commands"
+        )
+    run = last_run(runs, spec.name)
+    if run is None:
+        raise FlowSpecInvalid(
+            f"no run of target {spec.name!r} in {runs}: run `acklab run --target {relative_target}` first "
+            "(what fails there is what the flow reproduces), or pass --runs DIR"
+        )
+    failing = [e["name"] for e in run["experiments"] if e.get("verdict") == "fail"]
+    if not failing:
+        raise FlowSpecInvalid(
+            f"the last run of {spec.name!r} ({run.get('run_id')}) failed no experiment: there is nothing to repair"
+        )
+    passed = [e["name"] for e in run["experiments"] if e.get("verdict") == "pass"]
+    strike = [n for n in dict.fromkeys([*passed, *STRIKE_AGAIN]) if n not in failing]
+    verify: list[dict[str, Any]] = []
+    if paths:
+        verify.append(
+            {"name": "pytest", "argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]}
+        )
+    verify.append(
+        {"name": "ruff", "argv": ["python", "-m", "ruff", "check", "--no-cache", "--ignore-noqa", *files]}
+    )
+    flow_path = _relative(repo, str(output), "--output")
+    doc = {
+        "apiVersion": "acklab/v1",
+        "kind": "flow",
+        "name": f"repair-{spec.name}",
+        "description": f"Repair {', '.join(files)} so that {', '.join(failing)} hold against {spec.name}.",
+        "target": relative_target,
+        "scope": {"allow": files, "deny": list(dict.fromkeys([*DENIED, relative_target, flow_path]))},
+        "limits": {"max_files": len(files), "max_changed_lines": 200},
+        "capabilities": {"imports": imports},
+        "experiments": {
+            "reproduce": failing,
+            "strike_again": strike,
+            "trials": int(run.get("trials_per_experiment") or 2),
+            "seed": int(run.get("seed") or 7),
+        },
+        "verify": {"timeout_s": 600, "commands": verify},
+        "proposer": {"default": "llm", "retries": 1, "max_rounds": 3},
+        "publish": {"branch_prefix": "acklab/repair-"},
+        "checkpoints": ["reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish"],
+    }
+    from .spec import parse_spec
+
+    parse_spec(doc, what=str(output))  # what is written is a valid flow spec, or nothing is
+    header = (
+        f"# Written by `acklab flow init --target {relative_target} --scope {' --scope '.join(files)}`.\n"
+        f"# reproduce: what failed in run {run.get('run_id')}; check it with `acklab validate {flow_path}`.\n"
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
+    return Written(output, tuple(notes))
+
+
+def _relative(repo: Path, value: str, flag: str) -> str:
+    path = Path(value)
+    if path.is_absolute():
+        try:
+            path = path.resolve().relative_to(repo.resolve())
+        except ValueError:
+            raise FlowSpecInvalid(f"{flag} {value}: outside the repository {repo}") from None
+    pure = PurePosixPath(path.as_posix())
+    if ".." in pure.parts:
+        raise FlowSpecInvalid(f"{flag} {value}: name it relative to the repository's root, without '..'")
+    return str(pure)

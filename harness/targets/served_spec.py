@@ -1,0 +1,201 @@
+"""``--target SPEC --checkout DIR``: a user's own service, served from a checkout by the spec's
+``command:``, confined, and judged from this process.
+
+The repair flow serves the head, the patched copy and each option's copy of a repository the
+lab did not write. Each is one `ServedSpecTarget`: the spec file is read from the checkout
+(``SPEC`` is relative to it), the service's ``setup:`` and ``command:`` run in a private copy
+of the checkout in the sandbox (`harness.procs.confinement`, the caller's), with run
+placeholders of its own — ``{{port}}`` a free port, ``{{scratch}}`` a directory inside its
+sandbox place, ``{{database_url}}`` a fresh database — so two checkouts served at once never
+share a port, a directory, a database or a process. The lab attacks it over a loopback socket
+and counts effects itself (``effects:``), in this process.
+
+The schema the counts read is pinned once the service's ``setup:`` made it (or, without a
+setup, once the service first answered): every count checks the fingerprint first, and a
+change fails the invariant ``schema-unchanged`` (`harness.targets.schema_pin`), so a patch
+cannot make its own count lie by renaming the table and putting a view in its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from acklab.evidence.redaction import redact
+from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.procs.confinement import Confined, Confinement
+from acklab.harness.procs.leases import current_book
+from acklab.harness.procs.service_process import ServiceProcess
+from acklab.harness.specs import placeholders
+from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.targets.effects import EffectsProbe
+from acklab.harness.targets.isolation import Isolation
+from acklab.harness.targets.schema_pin import PinnedSqlProbe, SchemaPin, fingerprint
+from acklab.harness.targets.spec import SpecTarget, _served_parts, _with_competitor_url, load_target
+
+
+@dataclass
+class ServedSpecTarget(SpecTarget):
+    """A target spec's service, started by its ``command:`` from a confined copy of `checkout`."""
+
+    checkout: Path = field(default_factory=Path)
+    spec_ref: str = ""  # the spec's path inside the checkout
+    confinement: Confinement | None = field(default=None, repr=False)
+    _place: Confined | None = field(default=None, repr=False)
+    _pin: SchemaPin | None = field(default=None, repr=False)
+    _pinning: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def place(self) -> Confined:
+        """The private copy the service runs from (prepared on first use)."""
+        if self._place is None:
+            if self.confinement is None:
+                raise SpecError("--checkout: no confinement was given for the checkout's code")
+            self._place = self.confinement.prepare(self.checkout, label="served")
+        return self._place
+
+    def source_dir(self) -> Path | None:
+        return self.checkout  # the checkout's commit, not the copy's (which has no .git)
+
+    def bind(self) -> None:
+        """This checkout's port, database and scratch directory (inside its place), filled in."""
+        unbound = self.unbound
+        if unbound is None or self.isolation is not None:
+            return
+        place = self.place
+        server = None
+        if "database" in unbound.doc:
+            server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
+        isolation = Isolation.allocate(unbound.names - {"scratch"}, database_server=server, label=self.name)
+        try:
+            values = dict(isolation.values)
+            if "scratch" in unbound.names:
+                values["scratch"] = str(_scratch_of(place))
+            filled = placeholders.fill(unbound.doc, values)
+            parts = _served_parts(
+                filled,
+                spec_dir=place.root / PurePosixPath(self.spec_ref).parent,
+                allow_remote=False,
+                workdir=place.root,
+            )
+        except BaseException:
+            isolation.release()
+            raise
+        self.isolation = isolation
+        self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
+        self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
+
+    def start_service(self) -> None:
+        if self.command is None or (self.service is not None and self.service.running()):
+            return
+        if self.service is None:
+            self.service = ServiceProcess(
+                self.command,
+                self.endpoint,
+                name=self.name,
+                leases=current_book(),
+                routes=self._route_probe,
+                confined=self.place,
+                after_setup=self.pin,
+            )
+        self.service.start()
+        self.pin()  # without a setup: the schema as the service made it when it first answered
+
+    def pin(self) -> None:
+        """Fingerprint the schema the counts read (once); TargetUnreachable (exit 4) when it cannot be read."""
+        with self._pinning:
+            if self._pin is not None or "sql" not in self.effects:
+                return
+            url = make_url(self.effects["sql"]["url"])
+            if url.get_backend_name() == "postgresql":
+                url = url.set(drivername="postgresql+psycopg")
+            engine = create_engine(url)
+            try:
+                with engine.connect() as conn:
+                    pinned = fingerprint(conn)
+            except SQLAlchemyError as exc:
+                raise TargetUnreachable(
+                    f"target {self.name!r}: could not read the schema of effects.sql.url after setup: "
+                    f"{redact(str(getattr(exc, 'orig', exc)))}; make setup: create the tables the count reads"
+                ) from exc
+            finally:
+                engine.dispose()
+            file = None
+            if url.get_backend_name() == "sqlite" and url.database:
+                info = Path(url.database).stat()
+                file = (info.st_dev, info.st_ino)
+            self._pin = SchemaPin(pinned, file=file)
+
+    def _probe(self) -> EffectsProbe:
+        if "sql" in self.effects and self._pin is not None:
+            sql = self.effects["sql"]
+            return PinnedSqlProbe(sql["url"], sql["count"], self._pin)
+        return super()._probe()
+
+    def schema_change(self) -> str | None:
+        return self._pin.change if self._pin is not None else None
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._place is not None:
+            self._place.close()
+            self._place = None
+
+
+def _scratch_of(place: Confined) -> Path:
+    """``{{scratch}}``: a fresh directory in the place's scratch, owned like it (the sandbox user)."""
+    path = place.scratch / "data"
+    path.mkdir(mode=0o700, exist_ok=True)
+    owner = place.scratch.stat()
+    if os.geteuid() == 0:
+        os.chown(path, owner.st_uid, owner.st_gid)
+    return path
+
+
+def served_spec_target(ref: str, checkout: Path, *, confinement: Confinement | None) -> ServedSpecTarget:
+    """The target spec `ref` (a path inside `checkout`) served from `checkout`; SpecError (exit 3)
+    when the spec cannot be served from a checkout (it needs ``command:`` and ``{{port}}``)."""
+    root = Path(checkout).expanduser()
+    if not root.is_dir():
+        raise SpecError(
+            f"--checkout: got {str(checkout)!r}, which is not a directory; pass the repository's root"
+        )
+    root = root.resolve()
+    relative = PurePosixPath(ref)
+    if relative.is_absolute():
+        try:
+            relative = PurePosixPath(Path(ref).resolve().relative_to(root))
+        except ValueError:
+            raise SpecError(
+                f"--target {ref!r} with --checkout {str(root)!r}: the spec must be a file of the checkout; "
+                "name it relative to the checkout's root, e.g. --target shop.target.yaml"
+            ) from None
+    if ".." in relative.parts:
+        raise SpecError(f"--target {ref!r}: name the spec relative to the checkout's root, without '..'")
+    path = root / relative
+    if not path.is_file():
+        raise SpecError(
+            f"--target {ref!r}: no such file in the checkout {str(root)!r}; the spec is read from the "
+            "checkout it serves, relative to its root"
+        )
+    base = load_target(path, allow_remote=False, workdir=root)
+    names = base.unbound.names if base.unbound is not None else frozenset()
+    if base.command is None or "port" not in names:
+        raise SpecError(
+            f"{ref}: a target served from a checkout needs command: (how the lab starts the service) and "
+            "{{port}} in its endpoint and command, so that every checkout served at once gets a port of its "
+            "own; e.g. command: {argv: [python, -m, gunicorn, -b, '127.0.0.1:{{port}}', 'shop.app:app']}"
+        )
+    fields = {
+        f.name: getattr(base, f.name)
+        for f in dataclasses.fields(base)
+        if f.init and not f.name.startswith("_")
+    }
+    return ServedSpecTarget(**fields, checkout=root, spec_ref=str(relative), confinement=confinement)
