@@ -68,6 +68,17 @@ class Delivery(Document):
         return self.status is not None and 200 <= self.status < 300
 
     @property
+    def received(self) -> bool:
+        """The sender received a 2xx: the acknowledgement as the provider sees it (a synthetic
+        504 of lost-ack, a reset or a timeout is no acknowledgement, whatever the handler did)."""
+        return self.sender_status is not None and 200 <= self.sender_status < 300
+
+    @property
+    def sender_timed_out(self) -> bool:
+        """The sender gave up waiting for the answer (its timeout, or the lab's per-delivery bound)."""
+        return self.sender_status is None and (self.error or "").startswith("sender: timeout")
+
+    @property
     def faulted(self) -> bool:
         """A fault was applied to this attempt."""
         return is_faulted(self.fault)

@@ -146,8 +146,9 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             default=RunSettings.handler_timeout_s,
             show_default=True,
             metavar="SECONDS",
-            help="How long the lab waits for the handler's answer to one delivery (at least 3x "
-            "the sender's timeout): what a hanging target costs per delivery.",
+            help="How long the lab waits for the handler's answer to one delivery, exactly: what a "
+            "hanging target costs per delivery (below the provider's timeout it also ends the "
+            "sender's wait).",
         ),
         click.option(
             "--deadline",

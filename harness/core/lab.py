@@ -55,9 +55,9 @@ class Lab:
         settings: RunSettings,
         served: AbstractAsyncContextManager[Endpoint] | None = None,
     ) -> AsyncIterator[Lab]:
-        # The lab waits for a handler's answer well past the sender's timeout (by default at
-        # least 30 s; --handler-timeout bounds what a hanging target costs per delivery).
-        horizon_s = max(settings.handler_timeout_s, 3 * target.timeout_s)
+        # --handler-timeout is the bound on each delivery's answer, exactly: what a hanging
+        # target costs per delivery (below the sender's timeout, it ends the sender's wait too).
+        horizon_s = settings.handler_timeout_s
         async with served or target.serve(needs) as endpoint:
             transport = FaultTransport(endpoint.transport, horizon_s=horizon_s)
             # Providers do not follow redirects (a 3xx is a failed delivery) and ignore proxies here.

@@ -46,8 +46,8 @@ class RunSettings:
     overlap_ratio: float = 0.5  # timeout-overlap: first timeout = ratio x measured handler latency
     processing_delay_ms: int = 250  # timeout-overlap on the fixture: simulated work per delivery
     settle_ms: float = 50.0  # quiescence: effects must read the same over this window (--settle-ms)
-    # How long the lab waits for a handler's answer to one delivery (never less than three
-    # times the sender's timeout): a hanging target costs this much per delivery, no more.
+    # How long the lab waits for a handler's answer to one delivery, exactly (--handler-timeout):
+    # a hanging target costs this much per delivery, no more.
     handler_timeout_s: float = 30.0
     burst_sync: str = "last-byte"  # concurrent-duplicates and the explorer's bursts: BURST_SYNCS
 

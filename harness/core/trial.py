@@ -30,6 +30,7 @@ from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import TrialPlan
 from acklab.harness.core.proofs import Proof, try_record
 from acklab.harness.sinks import Sinks
+from acklab.harness.targets.state import read_together
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.signing import Attempt, redact_headers
@@ -262,10 +263,6 @@ class TrialContext:
             self._on_observation(observation)
         return observation
 
-    async def _state(self, event_id: str) -> str | None:
-        state = self.lab.endpoint.state
-        return None if state is None else await state.read(event_id, self.object_of(event_id))
-
     def _observation(
         self,
         event_id: str,
@@ -295,8 +292,11 @@ class TrialContext:
     ) -> Observation:
         """Read `event`'s effects now (and its state, with `state`) and record them as `note`,
         following delivery `after_seq` (default: the last one sent)."""
-        effects = await self.lab.endpoint.probe.count(event.event_id, self.object_of(event.event_id))
-        read = await self._state(event.event_id) if state else None
+        endpoint, object_id = self.lab.endpoint, self.object_of(event.event_id)
+        # Count and state in one read (one transaction where both are SQL on one database).
+        effects, read = await read_together(
+            endpoint.probe, endpoint.state if state else None, event.event_id, object_id
+        )
         follows = self._last_seq() if after_seq is None else after_seq
         return self._record(self._observation(event.event_id, effects, follows, note, state=read))
 
@@ -340,7 +340,20 @@ class TrialContext:
             )
         events = list(events)
         counts = await asyncio.gather(*(self._stable_count(e.event_id) for e in events))
-        states = await asyncio.gather(*(self._state(e.event_id) for e in events))
+        state_probe = self.lab.endpoint.state
+        if state_probe is None:
+            states: list[str | None] = [None] * len(events)
+        else:
+            # The observation is one read: the settled count read again with its state, together.
+            both = await asyncio.gather(
+                *(
+                    read_together(
+                        self.lab.endpoint.probe, state_probe, e.event_id, self.object_of(e.event_id)
+                    )
+                    for e in events
+                )
+            )
+            counts, states = [c for c, _ in both], [s for _, s in both]
         last = self._last_seq()
         for event, effects, state in zip(events, counts, states, strict=True):
             self._record(self._observation(event.event_id, effects, last, note, state=state))

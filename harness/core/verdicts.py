@@ -5,11 +5,15 @@ Invariants:
 * ``at-most-once-effect``: once settled, no event has more than ``max_effects`` effects.
 * ``acked-exactly-once``: an event the *handler* answered 2xx (whatever the sender saw) has
   at least one effect within ``expect.effects_within_s`` of that answer.
-* ``eventually-acknowledged``: within the provider's attempts some delivery of each event
-  gets a 2xx. Every attempt answered 5xx by the handler (or answered non-2xx by a handler
-  that processed the event) is a violation: the provider retries until it disables the
-  endpoint. Answers given while the lab's own service was booting or restarting (refused,
-  502/503/504 before readiness) are the lab's problem: the trial is an error.
+* ``eventually-acknowledged``: within the provider's attempts the *sender receives* a 2xx for
+  each event (`Delivery.received`). A 2xx the lab's fault kept from the sender (lost-ack's
+  synthetic 504, a reset, a short first timeout) is no acknowledgement: the retries must then
+  get one — a duplicate of a processed event answered 4xx/5xx is a violation naming the
+  statuses. Every attempt answered 5xx, not answered within the sender's timeout (a handler
+  that hangs) or closed without an answer is a violation whatever the effects probe could
+  read: the provider retries until it disables the endpoint. Answers given while the lab's
+  own service was booting or restarting (refused, 502/503/504 before readiness), and
+  connections the lab could not open at all, are the lab's problem: the trial is an error.
 * ``conflict-rejected``: a conflicting body under a used event id is answered as
   ``expect.conflict`` says — one of ``conflict_status`` (``reject``) or a 2xx (``ignore``) —
   and changes neither the effect count nor the probed state.
@@ -46,6 +50,7 @@ A missing observation, or a target that never accepted a valid delivery, is a la
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -193,6 +198,13 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
         return
     if before is None or final is None:
         missing = "before" if before is None else "final"
+        # A handler that never answered is judged from the deliveries alone: an unreadable
+        # probe (a handler holding its database locked, say) does not turn its hang into the lab's.
+        delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
+        if delivered and not any(d.received for d in delivered):
+            hung = Judgement(result.trial_id)
+            _judge_unacknowledged(hung, event_id, delivered, None, timeout_s=_sender_timeout(trial), role="")
+            result.violations.extend(hung.violations)
         result.errors.append(f"{event_id}: no {missing!r} effects observation was recorded")
         return
     if before.effects != 0:
@@ -251,7 +263,9 @@ def _judge_delivered(
     delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
     acked = [d for d in delivered if d.acknowledged]
     role = "the control event (valid and fresh, not a forged delivery): " if control else ""
-    if not acked and not _judge_unacknowledged(result, event_id, delivered, counts, role):
+    if not any(d.received for d in delivered) and not _judge_unacknowledged(
+        result, event_id, delivered, counts.last, timeout_s=_sender_timeout(trial), role=role
+    ):
         return False
     if counts.last > expect.max_effects:
         statuses = ", ".join(str(d.status) for d in mine)
@@ -297,54 +311,142 @@ def _judge_delivered(
     return True
 
 
+def _sender_timeout(trial: Trial) -> float | None:
+    value = trial.parameters.get("sender_timeout_s")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _seen(delivery: Delivery) -> str:
+    """What the sender got of one attempt, in words (the handler's side where it differs)."""
+    if delivery.sender_timed_out:
+        late = f"; the handler answered {delivery.status} later" if delivery.status is not None else ""
+        return f"seq {delivery.seq} ({delivery.kind}): no answer within the sender's timeout{late}"
+    if delivery.sender_status is not None and delivery.sender_status == delivery.status:
+        return f"seq {delivery.seq} ({delivery.kind}): {delivery.status}"
+    handler = f"the handler answered {delivery.status}" if delivery.status is not None else "no answer"
+    sender = delivery.sender_status if delivery.sender_status is not None else "no answer"
+    via = f" (fault {delivery.fault})" if delivery.faulted else ""
+    return f"seq {delivery.seq} ({delivery.kind}): {handler}, the sender got {sender}{via}"
+
+
+def _hung(delivery: Delivery) -> bool:
+    """The handler never answered within the lab's per-delivery bound: its failure, whatever
+    fault the lab meant to apply to its answer (there was none to lose, reset or cut short)."""
+    return delivery.status is None and "handler: ReadTimeout" in (delivery.error or "")
+
+
+def _unreachable(delivery: Delivery) -> bool:
+    """The lab could not open a connection to the endpoint at all (its problem, not the handler's)."""
+    error = delivery.error or ""
+    return delivery.status is None and ("ConnectError" in error or "ConnectTimeout" in error)
+
+
 def _judge_unacknowledged(
-    result: Judgement, event_id: str, delivered: Sequence[Delivery], counts: Counts, role: str
+    result: Judgement,
+    event_id: str,
+    delivered: Sequence[Delivery],
+    effects: int | None,
+    *,
+    timeout_s: float | None,
+    role: str,
 ) -> bool:
-    """eventually-acknowledged, for an event no attempt of which got a 2xx; False: stop judging it."""
+    """eventually-acknowledged, for an event the sender never received a 2xx for; False: stop
+    judging it. `effects`: its count (None: the probe could not read it)."""
     statuses = ", ".join(str(d.status) for d in delivered) or "none"
-    answers = [d for d in delivered if d.status is not None and d.service_ready is not False]
     booting = [
         d
         for d in delivered
         if d.service_ready is False and (d.status is None or d.status in BOOTING_STATUSES)
     ]
-    all_5xx = bool(answers) and all(d.status is not None and d.status >= 500 for d in answers)
-    if answers and (all_5xx or counts.last > 0):
-        why = (
-            f"every one of its {len(answers)} answers was a 5xx"
-            if all_5xx
-            else f"it processed the event ({counts.last} effect(s)) but never answered 2xx"
+    # Attempts whose outcome the lab decided (its fault kept the handler's answer from the
+    # sender) say nothing of the handler; one whose own non-2xx reached the sender does.
+    failures = [
+        d
+        for d in delivered
+        if d not in booting
+        and not _unreachable(d)
+        and (
+            (d.sender_status is not None and d.sender_status == d.status)
+            or (not d.faulted and (d.sender_timed_out or (d.status is None and bool(d.error))))
+            or _hung(d)
         )
+    ]
+    unreachable = [d for d in delivered if _unreachable(d) and d not in booting]
+    processed = bool(effects) or any(d.acknowledged for d in delivered)
+    severe = all(d.sender_status is None or d.sender_status >= 500 for d in failures)
+    if failures and (severe or processed):
+        timed_out = [d for d in failures if d.sender_timed_out]
+        within = f" of {timeout_s:g} s" if timeout_s is not None else ""
+        lost = [d for d in delivered if d.acknowledged and not d.received and d not in failures]
+        if timed_out and len(timed_out) == len(failures):
+            why = (
+                f"the handler did not answer within the sender's timeout{within} on any of its "
+                f"{len(timed_out)} attempt(s) (a handler that hangs)"
+            )
+        elif lost:
+            answers = ", ".join(
+                str(d.sender_status) if d.sender_status is not None else "no answer" for d in failures
+            )
+            why = (
+                f"the handler acknowledged seq {lost[0].seq} but the sender never received it, and its "
+                f"duplicates were answered {answers}: a duplicate of a processed event must be answered 2xx"
+            )
+        elif all(d.status is not None and d.sender_status is not None for d in failures) and severe:
+            why = f"every one of its {len(failures)} answers was a 5xx"
+        elif processed:
+            why = f"it processed the event ({effects if effects else 'an acknowledged'} effect(s)) but the sender never received a 2xx"
+        else:
+            why = "no attempt was answered 2xx in time"
+        seen = "; ".join(_seen(d) for d in delivered)
         result.violate(
             "eventually-acknowledged",
             event_id,
-            statuses,
-            f"a 2xx within {len(delivered)} attempt(s)",
-            f"{role}no attempt was acknowledged: {why} (handler statuses: {statuses}); the provider keeps "
+            ", ".join(
+                str(d.sender_status)
+                if d.sender_status is not None
+                else ("timeout" if d.sender_timed_out else "none")
+                for d in delivered
+            ),
+            f"a 2xx received by the sender within {len(delivered)} attempt(s)",
+            f"{role}no attempt was acknowledged as the sender saw it: {why} ({seen}); the provider keeps "
             "retrying until it disables the endpoint",
-            delivery=answers[-1],
+            delivery=failures[-1],
         )
         return True
-    if booting and not answers:
+    if booting and not failures:
         result.errors.append(
             f"{event_id}: no attempt reached a ready handler — the answers ({statuses}) came while the lab's "
             "own service was booting, restarting or down; the lab did not test the handler"
         )
         return False
-    if not answers and counts.last == 0:
+    if unreachable and not failures:
+        why = next((d.error for d in unreachable if d.error), "no answer")
+        result.errors.append(
+            f"{event_id}: the lab could not connect to the endpoint ({why}); nothing was tested — "
+            "is the service up at the endpoint?"
+        )
+        return False
+    if not failures:
+        if processed or any(d.status is not None for d in delivered):
+            return True  # only the lab's fault stood between the handler's answers and the sender
         why = next((d.error for d in delivered if d.error), "no answer")
         result.errors.append(
             f"{event_id}: no attempt got an answer from the handler ({why}); nothing was tested — "
             "is the service up at the endpoint?"
         )
         return False
-    if counts.last == 0:
+    if effects is not None and effects == 0:
+        routes = {404, 405} & {d.status for d in failures}
+        hint = (
+            f"the endpoint answered {'/'.join(map(str, sorted(routes)))}: is the route there yet (command.ready)? "
+            if routes
+            else ""
+        )
         result.errors.append(
             f"{event_id}: the target accepted no valid delivery (handler statuses: {statuses}); "
-            "nothing was tested — check the endpoint, signing.scheme and signing.secret"
+            f"nothing was tested — {hint}check the endpoint, signing.scheme and signing.secret"
         )
-        return False
-    return True
+    return False
 
 
 def _judge_conflict(
@@ -388,20 +490,23 @@ def _judge_conflict(
                 )
             result.violate("conflict-rejected", event_id, status, wanted, detail, delivery=delivery)
     culprit = conflicts[-1] if conflicts else None
+    late = trial.observation(event_id, "late")
+    final = trial.observation(event_id, "final")
+    last_state = next((o.state for o in (late, final) if o is not None and o.state is not None), None)
+    original_late = _originals_late_effect(trial, last_state, expect)
     if counts.last != mid.effects:
         result.violate(
             "conflict-rejected",
             event_id,
             counts.last,
             f"== {mid.effects}",
-            f"the conflicting body changed the effect count from {mid.effects} to {counts.last}{counts.note()}",
+            f"the conflicting body changed the effect count from {mid.effects} to {counts.last}{counts.note()}"
+            + original_late,
             delivery=culprit,
         )
     before_state = mid.state
     if before_state is None:
         return
-    late = trial.observation(event_id, "late")
-    final = trial.observation(event_id, "final")
     for seen in (final, late):
         if seen is not None and seen.state is not None and seen.state != before_state:
             when = "by the end of the run" if seen is late else "once settled"
@@ -411,10 +516,71 @@ def _judge_conflict(
                 seen.state,
                 f"== {before_state}",
                 f"the conflicting body changed the committed state {when}: {before_state} before it, "
-                f"{seen.state} after (effects.sql.state / effects.http.state_path)",
+                f"{seen.state} after (effects.sql.state / effects.http.state_path)" + original_late,
                 delivery=culprit,
             )
             return
+
+
+def _state_values(state: str) -> list[object]:
+    """Every scalar of a recorded state (canonical JSON; a state cut at its length limit: none)."""
+    try:
+        doc = json.loads(state)
+    except ValueError:
+        return []
+    found: list[object] = []
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        else:
+            found.append(node)
+    return found
+
+
+def _same(a: object, b: object) -> bool:
+    numbers = (int, float)
+    if (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
+        return float(a) == float(b)
+    return a == b
+
+
+def _originals_late_effect(trial: Trial, state: str | None, expect: Expect) -> str:
+    """When the state read last still shows the original body's values (and none the conflicting
+    body changed them to), the effect that came is the original's, late: say so, and what to set."""
+    if state is None:
+        return ""
+    fields = [
+        f
+        for t in (trial.fault.tries if trial.fault is not None else [])
+        for f in ((t.facts or {}).get("conflict_fields") or [])
+        if isinstance(f, dict) and "missing" not in f
+    ]
+    values = _state_values(state)
+    original = [f for f in fields if any(_same(v, f.get("original")) for v in values)]
+    conflicting = [f for f in fields if any(_same(v, f.get("conflicting")) for v in values)]
+    if not original or conflicting:
+        return ""
+    shown = ", ".join(
+        f"{f['path']} {f['original']} (the conflict sets {f['conflicting']})" for f in original[:3]
+    )
+    wait = (
+        f"raise expect.effects_within_s (now {expect.effects_within_s:g} s)"
+        if expect.effects_within_s
+        else "set expect.effects_within_s to how long its work may take"
+    )
+    return (
+        f"; but the state still shows the original body ({shown}): this is the original's effect, arriving "
+        f"after the trial read it — if this consumer acknowledges first and works afterwards, {wait}"
+    )
 
 
 def _judge_replay(result: Judgement, event_id: str, mine: Sequence[Delivery], counts: Counts) -> None:

@@ -24,6 +24,7 @@ from acklab.harness.engine.execute import rejudge
 from acklab.harness.errors import HarnessError
 from acklab.harness.specs.credentials import redact
 from acklab.harness.targets import Endpoint, Needs, Target
+from acklab.harness.targets.state import read_together
 
 CONCURRENT_READS = 8
 # The last trial was judged moments ago: give a straggler of its background work a moment
@@ -47,8 +48,7 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
         try:
             async with gate:
                 object_id = objects.get(event_id)
-                effects = await endpoint.probe.count(event_id, object_id)
-                state = await endpoint.state.read(event_id, object_id) if endpoint.state is not None else None
+                effects, state = await read_together(endpoint.probe, endpoint.state, event_id, object_id)
         except HarnessError as exc:
             error = redact(str(exc))
             break

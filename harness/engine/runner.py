@@ -164,6 +164,8 @@ def choose_experiments(
     if strict and names and skipped:
         name, why = next(iter(skipped.items()))
         raise SpecError(f"--experiment {name}: {why}")
+    # What the target's own spec says makes pointless (not what it cannot serve): skipped, even when named.
+    skipped |= {e.name: why for e in chosen if e.name not in skipped and (why := e.skipped_for(target))}
     return [e for e in chosen if e.name not in skipped], skipped
 
 
@@ -299,10 +301,24 @@ async def _main(
     refused: list[str],
     resumable: bool = True,
 ) -> RunResult:
-    await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
-    if any(e.bursts for e in experiments):
-        # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
-        await check_burst_sync(target, plan.settings.burst_sync)
+    # The deadline bounds everything from here, the preflight and the user's callables included.
+    interrupted = _install_interrupts(options.deadline_s)
+    try:
+        await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+        if any(e.bursts for e in experiments):
+            # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
+            await check_burst_sync(target, plan.settings.burst_sync)
+    except asyncio.CancelledError:
+        if not interrupted.is_set():
+            raise
+        raise RunInterrupted(
+            f"{_stopped(options, interrupted, target)} before the first trial (while checking the target); "
+            "nothing was written: run it again",
+            deadline=interrupted.deadline,
+        ) from None
+    except BaseException:
+        _cancel_interrupts(interrupted)
+        raise
     bus = EventBus(consumers)
     if options.journal:
         try:
@@ -316,7 +332,6 @@ async def _main(
     state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
     if not options.resume:
         state.preliminary()
-    interrupted = _install_interrupts(options.deadline_s)
     bus.emit(
         RunStarted(
             run_id,
@@ -375,11 +390,7 @@ async def _main(
             )
         )
         bus.close()
-        why = (
-            f"the run reached its --deadline of {options.deadline_s:g} s"
-            if interrupted.deadline
-            else "interrupted"
-        )
+        why = _stopped(options, interrupted, target)
         how = (
             f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
             if resumable
@@ -391,9 +402,7 @@ async def _main(
             deadline=interrupted.deadline,
         ) from None
     finally:
-        _remove_interrupts()
-        if interrupted.timer is not None:
-            interrupted.timer.cancel()
+        _cancel_interrupts(interrupted)
     bus.emit(
         RunFinished(
             run_id,
@@ -408,6 +417,21 @@ async def _main(
     )
     bus.close()
     return RunResult.of(run_doc, writer.root)
+
+
+def _stopped(options: RunOptions, interrupted: _Flag, target: Target) -> str:
+    """Why the run stopped: its deadline (naming the user's code it waited on, abandoned), or a signal."""
+    if not interrupted.deadline:
+        return "interrupted"
+    waiting = target.waiting_on()
+    abandoned = f" while waiting on {waiting}: abandoned in its thread" if waiting else ""
+    return f"the run reached its --deadline of {options.deadline_s:g} s{abandoned}"
+
+
+def _cancel_interrupts(interrupted: _Flag) -> None:
+    _remove_interrupts()
+    if interrupted.timer is not None:
+        interrupted.timer.cancel()
 
 
 class _Flag:

@@ -14,6 +14,7 @@ from acklab.harness.experiments.base import Experiment
 from acklab.harness.experiments.concurrent import ConcurrentDuplicatesExperiment
 from acklab.harness.experiments.conflict import ConflictingPayloadExperiment
 from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
+from acklab.harness.experiments.crash_after_ack import CrashAfterAckExperiment
 from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
 from acklab.harness.experiments.ordering import OutOfOrderExperiment
 from acklab.harness.experiments.race import RaceWithRequestExperiment
@@ -41,6 +42,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         # Deeper faults (issue 8): run only when named (`default = False`).
         CrashAfterCommitExperiment(),
         CrashMidTransactionExperiment(),
+        CrashAfterAckExperiment(),  # issue 25: answers-first consumers
         DbLatencyExperiment(),
         DbResetExperiment(),
         DbBlackholeExperiment(),

@@ -56,6 +56,11 @@ class Experiment(ABC):
         """None when the experiment can run on `target`, else why not."""
         return None
 
+    def skipped_for(self, target: Target) -> str | None:
+        """Why the experiment is pointless on what `target`'s spec says (listed skipped even when
+        named, never refused); None: it is not."""
+        return None
+
     def skipped_variants(self, target: Target) -> dict[str, str]:
         """Variants of the experiment that do not apply to `target`: name -> why (listed, never judged)."""
         return {}

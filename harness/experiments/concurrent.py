@@ -12,17 +12,23 @@ recorded with it: the sender's (first to last final byte written) always, the ha
 (first to last request entering it) where the handler reports it. A target that closed a
 connection while its request was half-sent answered nothing: the burst is not the one
 designed, and the try does not land.
+
+When the sender received no 2xx for any duplicate (each timed out behind the first, say),
+it retries on the provider's schedule, as a provider would: ``eventually-acknowledged``
+judges the event on what the sender received.
 """
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from acklab.harness.core.bursts import Burst, send_burst
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
-from acklab.harness.experiments.base import Experiment
+from acklab.harness.experiments.base import Experiment, retry_plan
+from acklab.harness.experiments.struck import retry_until_acked, sender_acked
 from acklab.harness.targets import Needs, Target
 from acklab.harness.wire.faults import NoFault
 from acklab.harness.wire.providers import ProviderProfile
@@ -83,10 +89,11 @@ class ConcurrentDuplicatesExperiment(Experiment):
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
-        return tuple(
+        burst = tuple(
             PlannedDelivery(event=0, kind="duplicate", attempt=1, fault="none", at_ms=0.0, when="always")
             for _ in range(settings.burst)
         )
+        return (*burst, *retry_plan(profile, settings, "duplicate", "none")[1:])
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
@@ -99,8 +106,13 @@ class ConcurrentDuplicatesExperiment(Experiment):
             twin.headers = record.headers
             request.headers.update(first.headers)
             prepared.append((request, twin))
+        started = time.monotonic()
         burst = await send_burst(trial, prepared, trial.lab.settings.burst_sync)
         trial.parameters["burst"] = len(prepared)
         trial.parameters["burst_sync"] = burst.sync
+        # The provider retries an event none of whose deliveries it saw acknowledged (every
+        # duplicate timed out behind the first, say): eventually-acknowledged judges those too.
+        received = [r for _, r in prepared if sender_acked(r)]
+        await retry_until_acked(trial, event, started=started, first=received[0] if received else record)
         await trial.settle([event])
         return burst_proof(burst)

@@ -17,7 +17,10 @@ A target spec with ``command:`` is a service the lab starts itself but cannot ho
 ``crash-after-commit`` the lab reads the effects probe in a tight loop while the delivery
 is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
 records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
-the strike landed) or ``response-arrived-first`` (not evidence of a crash after commit).
+the strike landed), ``killed-after-answer`` (a fast service answered before the probe showed
+its commit: the lab withheld that answer from the sender — it never reaches the sender's
+retry logic — killed the group and restarted it, so in-memory state is lost and the retry
+lands on a fresh process: landed too) or ``response-arrived-first`` (neither happened).
 A missed strike is tried again on a fresh event (`harness.core.proofs`); when none lands the
 trial is an error, never a pass. The kill returns once the whole process group is gone
 and the port is free (a multi-process server's workers outlive their master by a few
@@ -44,7 +47,12 @@ from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.experiments.struck import CrashAfterCommit, CrashMidTransaction, retry_until_acked
+from acklab.harness.experiments.struck import (
+    CrashAfterCommit,
+    CrashMidTransaction,
+    WithheldAnswer,
+    retry_until_acked,
+)
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import current_book
 from acklab.harness.targets import Endpoint, Needs, Target
@@ -61,11 +69,16 @@ MID_TRANSACTION_DELAY_MS = 400
 CRASH_WAIT_S = 10.0
 LANDED = "killed-after-commit-before-response"
 MISSED = "response-arrived-first"
+KILLED_AFTER_ANSWER = "killed-after-answer"
 NO_COMMIT = "no-commit-seen"
 IN_THIS_PROCESS = (
     "crash experiments kill the handler's process, and this app runs inside the test's own process "
     "(the lab cannot kill it without killing the tests); attack it as a service with `acklab run "
     "--target SPEC` where the spec's command: starts it"
+)
+ANSWERS_FIRST = (
+    "crash-after-commit strikes between a commit and its answer, and this consumer answers first "
+    "(expect.effects_within_s > 0): its risk is the work after the 2xx — run crash-after-ack"
 )
 NEEDS_COMMAND = (
     "crash experiments need a target the lab runs as a process: the built-in fixture, or a target spec "
@@ -178,6 +191,9 @@ class CrashAfterCommitExperiment(_CrashExperiment):
     )
     fault_name = CrashAfterCommit.name
 
+    def skipped_for(self, target: Target) -> str | None:
+        return ANSWERS_FIRST if target.expect.effects_within_s > 0 else None
+
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         if isinstance(trial.lab.endpoint, ServiceEndpoint):
@@ -219,33 +235,43 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         starts = service.starts
         await trial.observe(event, "before")
         started = time.monotonic()
-        sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=CrashAfterCommit()))
+        fault = WithheldAnswer()
+        sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=fault))
         killed, code, seen = False, None, 0
         deadline = started + CRASH_WAIT_S
         # A tight loop on the probe while the request is in flight: kill at the first sight
-        # of the commit, so the response (written after it) is cut off.
-        while not sending.done() and time.monotonic() < deadline:
-            seen = await endpoint.probe.count(event.event_id, event.object_id)
-            if seen >= 1:
-                if not sending.done():
+        # of the commit, so the response (written after it) is cut off. An answer that beats
+        # the probe is held back from the sender, and the service is killed all the same.
+        try:
+            while not sending.done() and time.monotonic() < deadline:
+                if not fault.answered.is_set():
+                    seen = await endpoint.probe.count(event.event_id, event.object_id)
+                if fault.answered.is_set() and not fault.got_answer:
+                    break  # the exchange failed without an answer: nothing to withhold or strike
+                if seen >= 1 or fault.answered.is_set():
+                    # Whatever answer comes before the kill is done never reaches the sender.
+                    fault.withhold = True
                     try:
                         code = await asyncio.to_thread(service.kill)
                     except HarnessError as exc:
                         service.down_reason = str(exc)
-                        await sending
                         raise
                     killed = True
-                break
-            await asyncio.sleep(0)
-        first = await sending
-        if killed and first.sender_status is None:
+                    break
+                await asyncio.sleep(0)
+        finally:
+            fault.decided.set()
+            first = await sending
+        if killed and fault.got_answer:
+            outcome = KILLED_AFTER_ANSWER
+        elif killed and first.sender_status is None:
             outcome = LANDED
         elif first.sender_status is not None:
             outcome = MISSED
         else:
             outcome = NO_COMMIT
         trial.parameters.setdefault("strike_outcomes", []).append(outcome)
-        trial.parameters.update(crash_exit_code=code, crash_landed=outcome == LANDED)
+        trial.parameters.update(crash_exit_code=code, crash_landed=outcome in (LANDED, KILLED_AFTER_ANSWER))
         # A probe the killed service serves itself can only be read once it is back.
         after_restart = endpoint.probe_served_by_service()
         if not after_restart:
@@ -260,6 +286,14 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         trial.parameters["restarts"] = trial.parameters.get("restarts", 0) + service.starts - starts
         await retry_until_acked(trial, event, started=started, first=first)
         await trial.settle([event])
+        if outcome == KILLED_AFTER_ANSWER:
+            return landed(
+                f"the service answered {first.status} to seq {first.seq} before the lab saw its commit; the lab "
+                f"withheld that answer from the sender, killed the service's process group (exit {code}) and "
+                "restarted it when ready: the sender's retry reached a fresh process (killed-after-answer)",
+                exit_code=code,
+                outcome=KILLED_AFTER_ANSWER,
+            )
         if outcome == LANDED:
             return landed(
                 f"the commit was seen ({seen} effect) while seq {first.seq} was in flight; the service's "

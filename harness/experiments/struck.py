@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import httpx
@@ -46,6 +46,34 @@ class CrashMidTransaction(_Struck):
     """The lab SIGKILLs the handler's process while its transaction is open."""
 
     name: ClassVar[str] = "crash-mid-transaction"
+
+
+@dataclass
+class WithheldAnswer:
+    """crash-after-commit on a service the lab cannot hook: the handler's answer is held back from
+    the sender until the lab has decided whether to kill the service first (`withhold`): an
+    answer that beat the effects probe never reaches the sender's retry logic, and the retry
+    lands on a fresh process all the same (``killed-after-answer``)."""
+
+    name: ClassVar[str] = "crash-after-commit"
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    withhold: bool = False
+    got_answer: bool = False  # the handler answered (not: its connection failed)
+
+    async def sender_view(self, exchange: Exchange) -> httpx.Response:
+        try:
+            answer = await exchange.answer_within(exchange.ticket.sender_timeout_s)
+            self.got_answer = True
+        finally:
+            self.answered.set()
+        await self.decided.wait()
+        if self.withhold:
+            raise httpx.RemoteProtocolError(
+                "the lab killed the service after its answer and withheld the answer (killed-after-answer)",
+                request=exchange.request,
+            )
+        return exchange.respond(answer)
 
 
 def sender_acked(record: DeliveryRecord) -> bool:

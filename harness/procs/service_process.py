@@ -70,6 +70,11 @@ class Command:
     cwd: Path | None = None
     ready_url: str | None = None  # default: the endpoint
     ready_status: tuple[int, ...] = ()  # default: anything but 502/503/504
+    ready_method: str = "GET"  # ready: a request (method, url, body, status)
+    ready_body: str | None = None
+    # The lab's signed probe delivery of an unknown event type may not be answered 404/405
+    # (routes not there yet) before the service counts as ready (ready.routes: false: no check).
+    ready_routes: bool = True
     setup: Setup | None = None  # run once, before the first start
 
 
@@ -86,28 +91,58 @@ def accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
         return False
 
 
+# A route that is not there yet: what a service whose health URL answers before its webhook
+# routes exist says to the lab's probe delivery.
+NO_ROUTE = frozenset({404, 405})
+# Builds the lab's signed probe delivery (method, url, headers, body) of an unknown event type.
+RouteProbe = Callable[[], tuple[str, str, dict[str, str], bytes]]
+
+
 def readiness(
-    url: str, statuses: tuple[int, ...], client: httpx.Client, *, hang_is_ready: bool = False
+    url: str,
+    statuses: tuple[int, ...],
+    client: httpx.Client,
+    *,
+    hang_is_ready: bool = False,
+    method: str = "GET",
+    body: str | None = None,
 ) -> tuple[bool, str]:
     """One readiness poll: (ready, what was seen).
 
     `hang_is_ready`: a service the lab did not start, that accepted the connection but did not
     answer a GET in time, is taken as it is (its webhook route may simply not serve GET).
     """
+    content = body.encode() if body is not None else None
+    headers = {"Content-Type": "application/json"} if body is not None else {}
     try:
-        response = client.get(url)
+        response = client.request(method, url, content=content, headers=headers)
     except httpx.TimeoutException as exc:
-        return hang_is_ready and not isinstance(exc, httpx.ConnectTimeout), f"GET {url}: no answer ({exc})"
+        answer = f"{method} {url}: no answer ({exc})"
+        return hang_is_ready and not isinstance(exc, httpx.ConnectTimeout), answer
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     status = response.status_code
     ok = status in statuses if statuses else status not in NOT_READY
-    return ok, f"GET {url} answered {status}"
+    return ok, f"{method} {url} answered {status}"
 
 
-def describe_rule(url: str, statuses: tuple[int, ...]) -> str:
+def routes_ready(probe: RouteProbe, client: httpx.Client) -> tuple[bool, str]:
+    """Whether the endpoint's route exists: the signed probe delivery is not answered 404/405."""
+    method, url, headers, body = probe()
+    try:
+        response = client.request(method, url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        # Only "no such route" holds the run back: a handler that chokes on an event type it
+        # does not know (a closed connection, a hang) has its route.
+        return True, f"the probe delivery to {url}: {type(exc).__name__} (a route that exists)"
+    if response.status_code in NO_ROUTE:
+        return False, f"the probe delivery to {url} answered {response.status_code} (no route yet)"
+    return True, f"the probe delivery to {url} answered {response.status_code}"
+
+
+def describe_rule(url: str, statuses: tuple[int, ...], method: str = "GET") -> str:
     wanted = " or ".join(map(str, statuses)) if statuses else "anything but 502, 503 or 504"
-    return f"GET {url} answering {wanted}"
+    return f"{method} {url} answering {wanted}"
 
 
 def wait_ready(
@@ -117,15 +152,23 @@ def wait_ready(
     *,
     alive: Callable[[], bool] | None = None,
     hang_is_ready: bool = False,
+    method: str = "GET",
+    body: str | None = None,
+    routes: RouteProbe | None = None,
 ) -> tuple[bool, str]:
-    """Poll until ready or `timeout_s`; (ready, the last thing seen). `alive()` False stops early."""
+    """Poll until ready or `timeout_s`; (ready, the last thing seen). `alive()` False stops early.
+    `routes`: once the rule holds, the signed probe delivery must not be answered 404/405 either."""
     deadline = time.monotonic() + timeout_s
     seen = "nothing yet"
     with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False) as client:
         while True:
             if alive is not None and not alive():
                 return False, seen
-            ready, seen = readiness(url, statuses, client, hang_is_ready=hang_is_ready)
+            ready, seen = readiness(
+                url, statuses, client, hang_is_ready=hang_is_ready, method=method, body=body
+            )
+            if ready and routes is not None:
+                ready, seen = routes_ready(routes, client)
             if ready or time.monotonic() >= deadline:
                 return ready, seen
             time.sleep(POLL_S)
@@ -143,13 +186,16 @@ class ServiceProcess(LeasedProcess):
         *,
         name: str,
         leases: LeaseBook = NO_LEASES,
+        routes: RouteProbe | None = None,
         confined: Confined | None = None,
         after_setup: Callable[[], None] | None = None,
     ) -> None:
-        """`confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
+        """`routes`: the lab's signed probe delivery, awaited not to be answered 404/405 at every start;
+        `confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
         own variables only (`command.env`); `after_setup`: called once setup has run, before the
         first start (the lab pins the schema the setup made)."""
         self.command, self.endpoint, self.name = command, endpoint, name
+        self.routes = routes if command.ready_routes else None
         self.confined, self._after_setup = confined, after_setup
         self.host, self.port = host_port(endpoint)
         self.ready_url = command.ready_url or endpoint
@@ -266,9 +312,18 @@ class ServiceProcess(LeasedProcess):
         self._wait_ready()
 
     def _wait_ready(self) -> None:
-        rule = describe_rule(self.ready_url, self.command.ready_status)
+        command = self.command
+        rule = describe_rule(self.ready_url, command.ready_status, command.ready_method)
+        if self.routes is not None:
+            rule += ", and the lab's signed probe delivery not answered 404 or 405"
         ready, seen = wait_ready(
-            self.ready_url, self.command.ready_status, self.command.ready_timeout_s, alive=self.running
+            self.ready_url,
+            command.ready_status,
+            command.ready_timeout_s,
+            alive=self.running,
+            method=command.ready_method,
+            body=command.ready_body,
+            routes=self.routes,
         )
         if ready:
             self.ready = True

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from acklab.harness.targets.base import Endpoint, Needs, Target
 from acklab.harness.targets.callables import (
     CallableProbe,
     CallableState,
+    CallableThread,
     Reader,
     callable_thread,
     takes_object,
@@ -120,7 +120,7 @@ class AppTarget(Target):
     where: Path | None = None  # the folder the handler's code is taken from (the test's)
     _server: ThreadedServer | None = field(default=None, repr=False)  # the one taking deliveries
     _parked: list[ThreadedServer] = field(default_factory=list, repr=False)  # kept until the run ends
-    _thread: ThreadPoolExecutor | None = field(default=None, repr=False)  # the callables' (`callables`)
+    _thread: CallableThread | None = field(default=None, repr=False)  # the callables' (`callables`)
     # effects.smtp / effects.outbound, started by the caller (webhook_lab.sinks) for the whole run
     sinks: Sinks | None = field(default=None, repr=False)
 
@@ -177,6 +177,9 @@ class AppTarget(Target):
         if effects.state_path:
             state = HttpState(url, effects.state_path, headers=effects.headers)
         return HttpProbe(url, effects.json_path, headers=effects.headers, shown=effects.shown), state
+
+    def waiting_on(self) -> str | None:
+        return None if self._thread is None else self._thread.waiting_on()
 
     async def preflight(self) -> None:
         # The count is read once with the app started: a probe that cannot be read (a wrong

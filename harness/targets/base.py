@@ -229,6 +229,11 @@ class Target(ABC):
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
         return None
 
+    def waiting_on(self) -> str | None:
+        """The user's code the lab is waiting on right now, in words (a callable that never
+        returns: named when the run's deadline ends the wait); None: none."""
+        return None
+
     async def preflight(self) -> None:  # noqa: B027 - optional hook
         """Raise TargetUnreachable/ProbeError before any trial when the target cannot be used."""
 

@@ -5,7 +5,7 @@ open, or a PostgreSQL schema made for this test. The user counts with their own 
 session instead: a callable given one event id returns that event's number of side
 effects (or, for ``state=``, its committed state). It may be sync or async.
 
-A sync callable is called in one thread of its own, the same for every call of a run: not
+A sync callable is called in one (daemon) thread of its own, the same for every call of a run: not
 the thread of the lab's event loop (Django refuses ORM calls from a thread that runs an
 event loop, and a blocking count there would stall an app served in that loop), and not
 the test's. A session or connection it did not make itself must allow use from another
@@ -13,6 +13,10 @@ thread: SQLAlchemy's do for SQLite files; ``sqlite3.connect`` needs
 ``check_same_thread=False``. An async callable is awaited in the lab's loop. Whatever a
 callable raises, or returns that is not a count, is a `ProbeError` (exit 4): an unreadable
 count is a lab failure, never a zero.
+
+A callable that never returns is bounded by the run's deadline (``deadline_s``): the lab
+stops waiting, the call is abandoned in its thread (a daemon: it cannot keep the process
+alive) and the run ends with exit 6 naming it (`CallableThread.waiting_on`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import queue
+import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from acklab.evidence.documents.records import ObservationSource
@@ -53,6 +60,53 @@ def callable_name(fn: Callable[..., Any]) -> str:
     return str(name)
 
 
+class CallableThread(Executor):
+    """One daemon thread that runs a run's sync callables in turn, and what it is waiting on.
+
+    Not a `ThreadPoolExecutor`: its threads are joined when the interpreter exits, so a
+    callable that never returns would keep the process (a pytest session) alive forever.
+    """
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="acklab-effects", daemon=True)
+        self._thread.start()
+        self._pending: dict[int, tuple[str, str, float]] = {}  # call -> (what, event id, since)
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to the awaiting coroutine, as an executor does
+                future.set_exception(exc)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, functools.partial(fn, *args, **kwargs)))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._work.put(None)  # a callable still running is abandoned: the thread is a daemon
+        if wait:
+            self._thread.join(timeout=1)
+
+    def waiting(self, key: int, what: str, event_id: str) -> None:
+        self._pending[key] = (what, event_id, time.monotonic())
+
+    def done(self, key: int) -> None:
+        self._pending.pop(key, None)
+
+    def waiting_on(self) -> str | None:
+        """The user's call the lab has waited on longest, in words (None: none in progress)."""
+        if not self._pending:
+            return None
+        what, event_id, since = min(self._pending.values(), key=lambda p: p[2])
+        return f"{what} (called for event {event_id!r} {time.monotonic() - since:.1f} s ago, never returned)"
+
+
 async def _call(fn: Reader, event_id: str, what: str, thread: Executor, object_id: str | None = None) -> Any:
     # As a query's :object_id, the object defaults to the event's own id.
     call = (
@@ -60,6 +114,22 @@ async def _call(fn: Reader, event_id: str, what: str, thread: Executor, object_i
         if takes_object(fn)
         else functools.partial(fn, event_id)
     )
+    if not isinstance(thread, CallableThread):
+        return await _called(fn, call, event_id, what, thread)
+    key = id(call)
+    thread.waiting(key, what, event_id)
+    try:
+        value = await _called(fn, call, event_id, what, thread)
+    except asyncio.CancelledError:
+        raise  # left pending: the call is abandoned, and the run's deadline names it
+    except BaseException:
+        thread.done(key)
+        raise
+    thread.done(key)
+    return value
+
+
+async def _called(fn: Reader, call: Callable[[], Any], event_id: str, what: str, thread: Executor) -> Any:
     try:
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
             value = await call()
@@ -108,6 +178,6 @@ class CallableState:
         """Nothing to release: the callable's session belongs to the caller."""
 
 
-def callable_thread() -> ThreadPoolExecutor:
+def callable_thread() -> CallableThread:
     """The one thread a run's sync callables are called in (shut it down when the run ends)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="acklab-effects")
+    return CallableThread()

@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -43,6 +43,7 @@ from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
 from acklab.harness.wire.bodies import read_capped
 
+T = TypeVar("T")
 # An effects endpoint answers a small JSON object; more is refused, not buffered.
 PROBE_LIMITS = Limits(max_bytes=1 << 20, max_depth=32)
 # What a read-only SQLite connection may do: read tables, call functions, recurse (CTEs).
@@ -222,16 +223,30 @@ class SqlProbe:
     def _make_engine(self) -> Engine:
         return read_only_engine(self._url)
 
-    def _count(self, event_id: str, object_id: str | None = None) -> int:
+    def same_database(self, url: str) -> bool:
+        """Whether `url` names the database this probe counts in (so one transaction can read both)."""
+        try:
+            return make_url(url) == self._url
+        except ArgumentError:
+            return False
+
+    def _count(
+        self, event_id: str, object_id: str | None = None, also: Callable[[Connection], T] | None = None
+    ) -> tuple[int, T | None]:
         if self._engine is None:
             self._engine = self._make_engine()
         views: list[str] = []
+        extra: T | None = None
         try:
             with self._engine.connect() as conn:
                 raw = conn.connection.dbapi_connection
                 views = getattr(raw, "views_read", [])
                 views.clear()
+                if also is not None:
+                    begin_snapshot(conn)  # the count and `also` see one committed state
                 value = self._read(conn, event_id, object_id)
+                if also is not None:
+                    extra = also(conn)
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
             if views:
@@ -246,7 +261,7 @@ class SqlProbe:
             raise ProbeError(
                 f"effects query on {self._label} failed: {reason}; check effects.sql.url and effects.sql.count"
             ) from exc
-        return as_count(value, "effects.sql.count")
+        return as_count(value, "effects.sql.count"), extra
 
     def _read(self, conn: Connection, event_id: str, object_id: str | None = None) -> Any:
         """The query's value on `conn`; refused when it read through a view."""
@@ -258,15 +273,33 @@ class SqlProbe:
         return value
 
     async def count(self, event_id: str, object_id: str | None = None) -> int:
-        return await asyncio.to_thread(self._count, event_id, object_id)
+        return (await asyncio.to_thread(self._count, event_id, object_id))[0]
+
+    async def count_with(
+        self, event_id: str, object_id: str | None, also: Callable[[Connection], T]
+    ) -> tuple[int, T]:
+        """The count and `also`'s read (the state query, say) in one read-only transaction."""
+        effects, extra = await asyncio.to_thread(self._count, event_id, object_id, also)
+        return effects, cast("T", extra)  # `also` ran: its value
 
     def count_now(self, event_id: str, object_id: str | None = None) -> int:
         """The count, read in the caller's thread (a sink's, the moment a message arrives)."""
-        return self._count(event_id, object_id)
+        return self._count(event_id, object_id)[0]
 
     async def aclose(self) -> None:
         if self._engine is not None:
             await asyncio.to_thread(self._engine.dispose)
+
+
+def begin_snapshot(conn: Connection) -> None:
+    """Make every read of `conn`'s transaction see one committed state: SQLite's BEGIN (one
+    snapshot under WAL, a shared lock otherwise; idempotent), PostgreSQL's REPEATABLE READ
+    (before the transaction's first query)."""
+    if conn.dialect.name == "sqlite":
+        if not conn.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+            conn.exec_driver_sql("BEGIN")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def _through_views(views: list[str]) -> str:

@@ -65,7 +65,7 @@ from sqlalchemy.types import TypeEngine
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import HarnessError, ProbeError
 from acklab.harness.procs.confinement import Confined, Confinement, Launch
-from acklab.harness.targets.effects import RELATION_KINDS, SqlProbe, keys, pg_views_read
+from acklab.harness.targets.effects import RELATION_KINDS, SqlProbe, begin_snapshot, keys, pg_views_read
 
 DUMP_TIMEOUT_S = 120
 MAX_DUMP_BYTES = 1 << 20
@@ -388,7 +388,7 @@ class PinnedSqlProbe(SqlProbe):
     def _read(self, conn: Connection, event_id: str, object_id: str | None = None) -> Any:
         if conn.dialect.name == "sqlite":
             self.pin.check_file(Path(self._url.database or ""), what=f"before counting {event_id}")
-            conn.exec_driver_sql("BEGIN")  # one snapshot (WAL) for the fingerprint and the count
+            begin_snapshot(conn)  # one snapshot (WAL) for the fingerprint and the count
         self.pin.check(fingerprint(conn), what=f"before counting {event_id}")
         value = conn.execute(self._query, keys(event_id, object_id)).scalar()
         if conn.dialect.name == "postgresql":

@@ -101,6 +101,7 @@ class ServedSpecTarget(SpecTarget):
                 self.endpoint,
                 name=self.name,
                 leases=current_book(),
+                routes=self._route_probe,
                 confined=self.place,
                 after_setup=self.pin,
             )

@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
+import time
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -52,8 +56,11 @@ from acklab.harness.targets.spec_checks import (
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.wire.providers import profile
-from acklab.harness.wire.signing import SIGNERS
+from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.transports import socket_transport
+
+# The event type of the lab's readiness probe delivery: one no consumer handles.
+ROUTE_PROBE_TYPE = "acklab.readiness-probe"
 
 __all__ = ["ServiceEndpoint", "SpecTarget", "check_target_doc", "load_target", "resolve_env"]
 
@@ -161,8 +168,25 @@ class SpecTarget(Target):
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
-            self.service = ServiceProcess(self.command, self.endpoint, name=self.name, leases=current_book())
+            self.service = ServiceProcess(
+                self.command, self.endpoint, name=self.name, leases=current_book(), routes=self._route_probe
+            )
         self.service.start()
+
+    def _route_probe(self) -> tuple[str, str, dict[str, str], bytes]:
+        """The lab's readiness probe delivery: signed as every delivery, of an event type no
+        consumer handles (its id is never a trial's), to the endpoint."""
+        event_id = f"acklab-ready-{uuid.uuid4().hex[:12]}"
+        body = json.dumps({"id": event_id, "type": ROUTE_PROBE_TYPE, "data": {}}).encode()
+        attempt = Attempt(
+            event_id,
+            self.event_type_of({"type": ROUTE_PROBE_TYPE}, ROUTE_PROBE_TYPE),
+            body,
+            int(time.time()),
+            str(uuid.uuid4()),
+            datetime.now(UTC).isoformat(),
+        )
+        return "POST", self.endpoint, self.delivery_headers(SIGNERS[self.scheme], attempt, self.secret), body
 
     def _probe(self) -> EffectsProbe:
         if "sql" in self.effects:
@@ -471,6 +495,9 @@ def _command(
         # check_reach held it to the loopback rule already
         ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
         ready_status=tuple(int(s) for s in ready.get("status", ())),
+        ready_method=str(ready.get("method", "GET")),
+        ready_body=str(ready["body"]) if "body" in ready else None,
+        ready_routes=bool(ready.get("routes", True)),
         setup=_setup(setup, cwd=cwd) if setup is not None else None,
     )
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 from sqlalchemy import text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from acklab.evidence.redaction import redact
@@ -29,6 +29,8 @@ from acklab.harness.errors import ProbeError, SpecError
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
     OBJECT_PLACEHOLDER,
+    EffectsProbe,
+    SqlProbe,
     fill_keys,
     keys,
     read_only_engine,
@@ -70,19 +72,34 @@ class SqlState:
         self.by_object = OBJECT_PARAMETER.search(query) is not None
         self._engine: Engine | None = None
 
-    def _read(self, event_id: str, object_id: str | None) -> str:
-        if self._engine is None:
-            self._engine = read_only_engine(self._url)
+    @property
+    def url(self) -> str:
+        return self._url.render_as_string(hide_password=False)
+
+    def rows(self, conn: Connection, event_id: str, object_id: str | None) -> str:
+        """The state as `conn` reads it (inside the caller's transaction: `read_together`)."""
         try:
-            with self._engine.connect() as conn:
-                rows = [list(row) for row in conn.execute(self._query, keys(event_id, object_id))]
-                conn.rollback()  # a read leaves nothing to keep
+            rows = [list(row) for row in conn.execute(self._query, keys(event_id, object_id))]
         except SQLAlchemyError as exc:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
             raise ProbeError(
                 f"state query on {self._label} failed: {reason}; check effects.sql.state"
             ) from exc
         return canonical(rows)
+
+    def _read(self, event_id: str, object_id: str | None) -> str:
+        if self._engine is None:
+            self._engine = read_only_engine(self._url)
+        try:
+            with self._engine.connect() as conn:
+                state = self.rows(conn, event_id, object_id)
+                conn.rollback()  # a read leaves nothing to keep
+        except SQLAlchemyError as exc:
+            reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
+            raise ProbeError(
+                f"state query on {self._label} failed: {reason}; check effects.sql.state"
+            ) from exc
+        return state
 
     async def read(self, event_id: str, object_id: str | None = None) -> str:
         return await asyncio.to_thread(self._read, event_id, object_id)
@@ -135,3 +152,16 @@ class HttpState:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def read_together(
+    probe: EffectsProbe, state: StateProbe | None, event_id: str, object_id: str | None
+) -> tuple[int, str | None]:
+    """One observation of an event: its count and its state. Where both are SQL queries on one
+    database they are read in one read-only transaction (one committed state: never a count
+    from before a commit beside a state from after it); otherwise one after the other."""
+    if state is None:
+        return await probe.count(event_id, object_id), None
+    if isinstance(probe, SqlProbe) and isinstance(state, SqlState) and probe.same_database(state.url):
+        return await probe.count_with(event_id, object_id, lambda conn: state.rows(conn, event_id, object_id))
+    return await probe.count(event_id, object_id), await state.read(event_id, object_id)

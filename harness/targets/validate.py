@@ -3,20 +3,29 @@
 Schema, template, conflict paths and headers (exit 3); the ``env:NAME`` variables it needs
 (unset ones are listed, exit 3 unless ``--allow-unset``); the signing secret's format; and
 the loopback rule for every URL the lab will contact (exit 5 unless ``--allow-remote``).
-Nothing is contacted. What is returned are notes: things that are valid but worth knowing.
+The one thing contacted is the effects database, when it can be reached: ``effects.sql.count``
+(and ``state``) run once with a dummy id on the read-only connection the lab counts with, so a
+query on a table that does not exist is refused here (exit 3), not in the middle of a run.
+What is returned are notes: things that are valid but worth knowing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 from acklab.evidence.redaction import MIN_SECRET_CHARS
-from acklab.harness.errors import SpecError
+from acklab.harness.errors import ProbeError, SpecError
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
+from acklab.harness.targets.effects import SqlProbe, database_kind
 from acklab.harness.targets.spec_checks import check_reach, check_target_doc, check_wire_fields, sample_event
+from acklab.harness.targets.state import SqlState, read_together
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import SIGNERS
 
@@ -84,8 +93,54 @@ def validate_target(
             f"{', '.join(short)}: shorter than {MIN_SECRET_CHARS} characters; acklab redacts such a value in "
             "the headers it records but cannot find it in free text (an error message, a log)"
         )
+    if not picked and not unset:
+        notes.extend(_dry_read(checked))
     header = EVENT_HEADER.get(scheme)
     if header and not doc.get("delivery", {}).get("event_type"):
         value = event_type_header(scheme, None, sample_event(doc["event"]).document)
         notes.append(f"{header} will be {value!r} (from the body); set delivery.event_type to choose it")
     return notes
+
+
+DUMMY_ID = "acklab-validate"
+# How a reachable database says a query names what is not there, or is not SQL (exit 3); any
+# other failure (a database that cannot be reached, say) only means the queries were not run.
+_QUERY_WRONG = ("no such table", "no such column", "does not exist", "syntax error", "undefinedtable",
+                "undefinedcolumn", "undefinedfunction", "no such function")  # fmt: skip
+
+
+def _dry_read(doc: Mapping[str, Any]) -> list[str]:
+    """Run ``effects.sql.count`` (and ``state``) once with a dummy id, read-only; SpecError when a
+    query cannot run on a reachable database (a missing table, a typo); a note when unreachable."""
+    sql = doc.get("effects", {}).get("sql")
+    if not isinstance(sql, Mapping) or "url" not in sql or "count" not in sql:
+        return []
+    url = resolve_env(sql["url"], field_name="effects.sql.url")
+    if database_kind(url) == "sqlite":
+        path = make_url(url).database or ""
+        if not path or not Path(path).exists():
+            return [f"effects.sql.url: the SQLite file {path!r} does not exist yet; the queries were not run"]
+    probe = SqlProbe(url, sql["count"])
+    state = SqlState(url, sql["state"]) if "state" in sql else None
+
+    async def read() -> None:
+        try:
+            await read_together(probe, state, DUMMY_ID, DUMMY_ID)
+        finally:
+            await probe.aclose()
+            if state is not None:
+                await state.aclose()
+
+    try:
+        asyncio.run(read())
+    except ProbeError as exc:
+        reason = str(exc)
+        if not any(marker in reason.lower() for marker in _QUERY_WRONG):
+            return [f"effects.sql.url: the database could not be read ({reason}); the queries were not run"]
+        queries = "effects.sql.count and effects.sql.state" if state is not None else "effects.sql.count"
+        raise SpecError(
+            f"{queries} could not run on the target's database (once, with the dummy id {DUMMY_ID!r}, on "
+            f"the read-only connection the lab counts with): {reason}; fix the query or the table it names"
+        ) from exc
+    ran = "effects.sql.count and effects.sql.state ran" if state is not None else "effects.sql.count ran"
+    return [f"{ran} once with a dummy id on the read-only connection"]

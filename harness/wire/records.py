@@ -3,7 +3,9 @@
 A delivery has two sides that finish at different times: what the simulated *sender*
 saw (``sender_status``; under a fault a synthetic 504, a reset or a timeout) and what
 the *handler* answered (``status``, filled in when its answer reaches the lab, possibly
-long after the sender gave up). Verdicts read the handler side.
+long after the sender gave up). Verdicts read both: an acknowledgement is a 2xx the sender
+received (``eventually-acknowledged``), an effect is owed to every 2xx the handler answered
+(``acked-exactly-once``).
 
 When both sides are done, `DeliveryRecord.document` is what the trial records: a
 `Delivery` of `acklab.evidence.documents` (where observations and commit confirmations,

@@ -22,6 +22,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,9 +54,54 @@ def entered_ns(headers: httpx.Headers, name: str = ENTERED_HEADER) -> int | None
 
 
 def asgi_transport(app: Any) -> httpx.AsyncBaseTransport:
-    """In-process: the ASGI app is called in this event loop (no socket, no server)."""
+    """In-process: the ASGI app is called in this event loop (no socket, no server).
+
+    Its answer is bounded like a socket's: httpx keeps every body chunk an app sends, so the
+    app's body is cut one byte past `LIMIT_BYTES` as it is sent (the read then says truncated).
+    An app that returns without a complete response is answered as a server would: the
+    connection closed without an answer (`httpx.RemoteProtocolError`), the handler's failure.
+    """
     # A handler crash must reach the lab as the 500 a server would send, not as an exception.
-    return httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    return _InProcess(httpx.ASGITransport(app=_capped_app(app, LIMIT_BYTES + 1), raise_app_exceptions=False))
+
+
+def _capped_app(app: Any, limit: int) -> Any:
+    """`app` with its response body cut after `limit` bytes (what follows is dropped, unbuffered)."""
+
+    async def capped(scope: Any, receive: Any, send: Any) -> None:
+        sent = 0
+
+        async def bounded(message: Any) -> None:
+            nonlocal sent
+            if isinstance(message, dict) and message.get("type") == "http.response.body":
+                body = message.get("body", b"")
+                room = max(0, limit - sent)
+                if len(body) > room:
+                    message = {**message, "body": body[:room]}
+                sent += len(message.get("body", b""))
+            await send(message)
+
+        await app(scope, receive, bounded)
+
+    return capped
+
+
+class _InProcess(httpx.AsyncBaseTransport):
+    """httpx's ASGI transport, with an app that never completed its response as a closed connection."""
+
+    def __init__(self, inner: httpx.ASGITransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except AssertionError as exc:  # httpx asserts the app started and completed a response
+            raise httpx.RemoteProtocolError(
+                "the app returned without sending a complete response", request=request
+            ) from exc
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def socket_transport(max_connections: int = 256) -> httpx.AsyncBaseTransport:
@@ -181,6 +227,18 @@ class Exchange:
         )
 
 
+@asynccontextmanager
+async def _bounded(timeout_s: float, request: httpx.Request) -> AsyncIterator[None]:
+    """`timeout_s` for everything inside, ended as the httpx timeout a sender would see."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError as exc:
+        raise httpx.ReadTimeout(
+            f"no answer within the lab's {timeout_s:g} s per delivery", request=request
+        ) from exc
+
+
 class FaultTransport(httpx.AsyncBaseTransport):
     """Wraps an inner transport; applies each delivery's fault and records the handler's answer."""
 
@@ -222,19 +280,22 @@ class FaultTransport(httpx.AsyncBaseTransport):
     ) -> HandlerAnswer:
         started = time.monotonic()
         try:
-            if wire is None:
-                response = await self._inner.handle_async_request(request)
-            else:
-                response = await wire.response(request, self._horizon_s)
-                # A burst's latency runs from the release of its last byte, not from the arming.
-                started = wire.released_mono if wire.released_mono is not None else started
-            record.handler_entered_ns = entered_ns(response.headers)
-            record.server_received_ns = entered_ns(response.headers, RECEIVED_HEADER)
-            try:
-                # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
-                body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
-            finally:
-                await response.aclose()
+            # The horizon bounds the whole answer, not each read: a handler that trickles a
+            # byte a second is cut off like one that hangs.
+            async with _bounded(self._horizon_s, request):
+                if wire is None:
+                    response = await self._inner.handle_async_request(request)
+                else:
+                    response = await wire.response(request, self._horizon_s)
+                    # A burst's latency runs from the release of its last byte, not from the arming.
+                    started = wire.released_mono if wire.released_mono is not None else started
+                record.handler_entered_ns = entered_ns(response.headers)
+                record.server_received_ns = entered_ns(response.headers, RECEIVED_HEADER)
+                try:
+                    # Streamed and bounded: a handler that answers a gigabyte costs the lab 2 KiB.
+                    body = await read_capped(response, KEEP_BYTES, LIMIT_BYTES)
+                finally:
+                    await response.aclose()
         except httpx.HTTPError as exc:
             record.finish_handler(
                 status=None,

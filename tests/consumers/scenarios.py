@@ -75,8 +75,17 @@ def module(name: str, *args: str) -> list[str]:
 class Service:
     """A consumer started as a process of its own; ready once its port accepts connections."""
 
-    def __init__(self, argv: Sequence[str], port: int, log: Path, *, env: Mapping[str, str] | None = None):
-        self.argv, self.port, self.log, self.env = list(argv), port, log, env
+    def __init__(
+        self,
+        argv: Sequence[str],
+        port: int,
+        log: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        grace_s: float = 10.0,
+    ):
+        # grace_s: how long SIGTERM may take before SIGKILL (a hung service never finishes it).
+        self.argv, self.port, self.log, self.env, self.grace_s = list(argv), port, log, env, grace_s
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Service:
@@ -106,7 +115,7 @@ class Service:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGTERM)
         try:
-            self._proc.wait(10)
+            self._proc.wait(self.grace_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -439,3 +448,136 @@ def slow_boot(tmp: Path, variant: str, db_url: str, *, boot_s: float = 3.0, read
 
 
 Builder = Callable[..., Scenario]
+
+
+# -- issue 25 -------------------------------------------------------------------------------
+
+
+def async_orders(
+    tmp: Path,
+    mode: str,
+    experiments: tuple[str, ...],
+    expected: str,
+    *,
+    settings: RunSettings | None = None,
+    timeout_s: float = 2.0,
+    effects: Mapping[str, Any] | None = None,
+) -> Scenario:
+    """FastAPI ``async def`` routes over sqlite3 (`tests.consumers.async_orders`): SQL on the event
+    loop (``blocking``), in a worker thread (``thread``), no response (``never-answers``), every
+    duplicate answered 500 (``duplicate-500``)."""
+    port = free_port()
+    db = tmp / f"orders-{mode}.sqlite"
+    count = "SELECT count(*) FROM fulfilments WHERE event_id = :event_id"
+    spec = target_spec(
+        f"async-orders-{mode}",
+        f"http://127.0.0.1:{port}/orders",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects=effects or {"sql": {"url": sqlite_url(db), "count": count}},
+        timeout_s=timeout_s,
+    )
+    return Scenario(
+        f"async orders ({mode})",
+        write(tmp / f"orders-{mode}.yaml", spec),
+        experiments,
+        dict.fromkeys(experiments, expected),
+        Service(
+            module("async_orders", "--port", str(port), "--db", str(db), "--mode", mode),
+            port,
+            tmp / f"orders-{mode}.log",
+            grace_s=10.0 if mode in ("thread", "duplicate-500") else 0.5,
+        ),
+        settings=settings or RunSettings(handler_timeout_s=3.0, burst=8),
+    )
+
+
+def fast_ledger(tmp: Path, mode: str, *, workers: int = 2, trials: int = 2) -> Scenario:
+    """A fast gunicorn service (`tests.consumers.fast_ledger`) counted over its own HTTP endpoint;
+    the lab starts, kills and restarts it for crash-after-commit."""
+    port = free_port()
+    db = tmp / f"ledger-{mode}.sqlite"
+    spec = target_spec(
+        f"fast-ledger-{mode}",
+        f"http://127.0.0.1:{port}/hooks",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={"http": {"url": f"http://127.0.0.1:{port}/ledger/{{{{event_id}}}}", "json_path": "count"}},
+        command={
+            "argv": [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                *("--workers", str(workers), "--bind", f"127.0.0.1:{port}"),
+                *("--graceful-timeout", "1", "--log-level", "warning"),
+                "tests.consumers.fast_ledger:create_app()",
+            ],
+            "env": {"ACKLAB_TEST_DB_PATH": str(db), "ACKLAB_TEST_LEDGER_MODE": mode, "PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+        },
+    )
+    return Scenario(
+        f"fast ledger ({mode}) under gunicorn --workers {workers}",
+        write(tmp / f"ledger-{mode}.yaml", spec),
+        ("crash-after-commit",),
+        {"crash-after-commit": "pass" if mode == "durable" else "fail"},
+        trials=trials,
+    )
+
+
+def answers_first(tmp: Path, mode: str) -> Scenario:
+    """202 first, the work in a worker thread (`tests.consumers.answers_first`): kept in memory
+    (``memory``) or in a durable inbox table (``durable``); the lab starts, kills and restarts it."""
+    port = free_port()
+    db = tmp / f"inbox-{mode}.sqlite"
+    spec = target_spec(
+        f"answers-first-{mode}",
+        f"http://127.0.0.1:{port}/shipments",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={
+            "sql": {
+                "url": sqlite_url(db),
+                "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id",
+            }
+        },
+        expect={"max_effects": 1, "effects_within_s": 1.5},
+        command={
+            "argv": module("answers_first", "--port", str(port), "--db", str(db), "--mode", mode),
+            "env": {"PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+        },
+    )
+    return Scenario(
+        f"answers first ({mode})",
+        write(tmp / f"inbox-{mode}.yaml", spec),
+        ("crash-after-ack", "crash-after-commit"),
+        {"crash-after-ack": "pass" if mode == "durable" else "fail", "crash-after-commit": "skipped"},
+    )
+
+
+def late_routes(tmp: Path, *, ready: Mapping[str, Any], routes_after_s: float = 2.0) -> Scenario:
+    """Health first, webhook routes `routes_after_s` later (`tests.consumers.late_routes`), started by the lab."""
+    port = free_port()
+    db = tmp / "late.sqlite"
+    spec = target_spec(
+        "late-routes",
+        f"http://127.0.0.1:{port}/hooks",
+        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
+        event=STANDARD_EVENT,
+        effects={
+            "sql": {"url": sqlite_url(db), "count": "SELECT count(*) FROM runs WHERE event_id = :event_id"}
+        },
+        command={
+            "argv": module(
+                "late_routes", "--port", str(port), "--db", str(db), "--routes-after", str(routes_after_s)
+            ),
+            "env": {"PYTHONPATH": str(ROOT)},
+            "cwd": str(ROOT),
+            "ready_timeout_s": 30,
+            "ready": {"url": f"http://127.0.0.1:{port}/health", **ready},
+        },
+    )
+    return Scenario("late routes", write(tmp / "late.yaml", spec), ("lost-ack",), {"lost-ack": "pass"})

@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -303,3 +304,27 @@ def test_run_takes_a_target_and_run_options_and_names_the_options_it_knows(tmp_p
     assert "lost-ack: FAIL" in result.explain()
     with pytest.raises(TypeError, match=r"acklab.run\(\): .*the options are: experiments, trials"):
         acklab.run("fixture:live", triels=3)
+
+
+@pytest.mark.parametrize("hangs_on", ["preflight", "first-event"])
+def test_a_callable_that_never_returns_is_abandoned_at_the_deadline_naming_it(tmp_path, hangs_on):
+    shop, released = Shop(), threading.Event()
+
+    def never_returns(event_id: str) -> int:
+        if hangs_on == "preflight" or event_id != "acklab-preflight":
+            released.wait()  # a session stuck on a lock: never returns (until the test ends)
+        return shop.count(event_id)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(RunInterrupted) as stopped:
+            attack(shop.asgi(), tmp_path, effects=never_returns, experiments="lost-ack", deadline_s=2)
+    finally:
+        released.set()
+    assert time.monotonic() - started < 10  # the deadline, not the callable, ended it
+    assert stopped.value.exit_code == 6
+    assert stopped.value.deadline
+    message = str(stopped.value)
+    assert "the effects callable " in message
+    assert "never_returns" in message
+    assert "abandoned in its thread" in message

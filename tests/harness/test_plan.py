@@ -60,4 +60,7 @@ def test_the_plan_lists_the_faults_and_retries_of_each_trial():
     assert kinds[0] == ("original", 1, "lost-ack", "always")
     assert all(k[0] == "retry" and k[2] == "none" for k in kinds[1:])
     burst = plan(7, experiments=[EXPERIMENTS["concurrent-duplicates"]]).trials[0]
-    assert len(burst.deliveries) == 16
+    sent = [(d.kind, d.attempt, d.when) for d in burst.deliveries]
+    # 16 duplicates released together, then the provider's retries if none was acknowledged.
+    assert sent[:16] == [("duplicate", 1, "always")] * 16
+    assert sent[16:] == [("retry", n, "until acknowledged") for n in (2, 3, 4)]

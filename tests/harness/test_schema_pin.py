@@ -99,7 +99,7 @@ def test_on_postgres_the_served_role_can_run_no_ddl(source, tmp_path, pg_url):
 def counted(probe: SqlProbe, event_id: str = "evt_1") -> int:
     """One count, the probe's connections closed after it (whatever it raised)."""
     try:
-        return probe._count(event_id)
+        return probe._count(event_id)[0]
     finally:
         if probe._engine is not None:
             probe._engine.dispose()

@@ -125,3 +125,62 @@ def test_a_connect_error_is_the_same_for_sender_and_lab():
     assert rec.status is None
     assert rec.handler_error is not None
     assert "refused" in rec.handler_error
+
+
+async def _in_process(app, *, horizon_s: float = 5.0, sender_timeout_s: float = 5.0):
+    from acklab.harness.wire.transports import asgi_transport
+
+    transport = FaultTransport(asgi_transport(app), horizon_s=horizon_s)
+    rec = record()
+    async with httpx.AsyncClient(transport=transport) as client:
+        request = client.build_request(
+            "POST",
+            "http://app/hooks",
+            content=b"{}",
+            extensions={TICKET: Ticket(rec, NoFault(), sender_timeout_s)},
+        )
+        try:
+            outcome: object = (await client.send(request)).status_code
+        except httpx.HTTPError as exc:
+            outcome = type(exc)
+        await transport.quiesce(horizon_s + 1)
+    return outcome, rec
+
+
+def test_an_in_process_answer_is_read_bounded_like_a_socket_answer():
+    from acklab.harness.wire.bodies import LIMIT_BYTES
+
+    chunks_sent = []
+
+    async def huge(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(64):  # 64 MiB, one MiB a chunk
+            chunks_sent.append(1)
+            await send({"type": "http.response.body", "body": b"x" * (1 << 20), "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    outcome, rec = asyncio.run(_in_process(huge))
+    body = rec.response_body
+    assert outcome == 200
+    assert body is not None
+    assert (body.read, body.truncated) == (LIMIT_BYTES, True)
+    assert len(chunks_sent) == 64  # the app ran to its end; only what it sent past the cap was dropped
+
+
+def test_an_app_that_never_completes_a_response_is_a_closed_connection_not_a_lab_crash():
+    async def silent(scope, receive, send):
+        await receive()  # reads the request, answers nothing
+
+    outcome, rec = asyncio.run(_in_process(silent))
+    assert outcome is httpx.RemoteProtocolError
+    assert rec.status is None
+    assert "without sending a complete response" in (rec.error or "")
+
+
+def test_the_handler_timeout_bounds_the_whole_answer_of_a_hanging_app():
+    async def hangs(scope, receive, send):
+        await asyncio.Event().wait()
+
+    outcome, rec = asyncio.run(_in_process(hangs, horizon_s=1.0, sender_timeout_s=15.0))
+    assert outcome is httpx.ReadTimeout  # the lab's bound, not the sender's 15 s
+    assert 900 <= rec.latency_ms < 10_000, rec.latency_ms

@@ -251,3 +251,65 @@ def test_a_proven_violation_outweighs_an_error_elsewhere():
     assert combine(["pass", "error"]) == "error"
     assert combine(["pass", "skipped"]) == "pass"
     assert combine(["skipped"]) == "error"
+
+
+def _lost(seq=0):
+    return delivery(seq, 200) | {"sender_status": 504, "fault": "lost-ack"}
+
+
+def test_acknowledgement_is_what_the_sender_received_a_lost_ack_then_duplicates_answered_500_fail():
+    retries = [delivery(n, 500, "retry") | {"attempt": n + 1} for n in (1, 2, 3)]
+    observations = [observation(0, "before"), observation(1, "final")]
+    result = judge(trial([_lost(), *retries], observations), EXPECT)
+    (violation,) = result.violations
+    assert violation.invariant == "eventually-acknowledged"
+    assert violation.observed == "504, 500, 500, 500"  # as the sender saw them
+    assert "duplicates were answered 500, 500, 500" in violation.detail
+    # The same lost acknowledgement, then a retry acknowledged: the sender got its 2xx.
+    passed = judge(trial([_lost(), delivery(1, 200, "retry")], observations), EXPECT)
+    assert (passed.verdict, passed.violations) == ("pass", [])
+    # A duplicate refused with a 4xx after the handler processed the event is no acknowledgement either.
+    refused = judge(trial([_lost(), delivery(1, 409, "retry")], observations), EXPECT)
+    assert [v.invariant for v in refused.violations] == ["eventually-acknowledged"]
+
+
+def test_a_handler_that_never_answers_fails_even_when_the_probe_could_not_read():
+    hung = {"status": None, "sender_status": None, "error": "sender: timeout: sender timed out after 2.000 s"}
+    attempts = [delivery(n, None, "original" if n == 0 else "retry") | hung for n in range(3)]
+    record = trial(attempts, [observation(0, "before")]) | {"parameters": {"sender_timeout_s": 2.0}}
+    result = judge(record, EXPECT)
+    assert result.verdict == "fail"
+    (violation,) = result.violations
+    assert violation.invariant == "eventually-acknowledged"
+    assert "within the sender's timeout of 2 s on any of its 3 attempt(s)" in violation.detail
+    assert "final" in result.errors[0]  # the probe's failure is kept beside the verdict
+
+
+def test_a_connection_the_lab_could_not_open_is_the_labs_error():
+    refused = {"error": "sender: ConnectError: All connection attempts failed; handler: ConnectError: x"}
+    result = judge(
+        trial([delivery(0, None) | refused], [observation(0, "before"), observation(0, "final")]), EXPECT
+    )
+    assert (result.verdict, result.violations) == ("error", [])
+    assert "could not connect" in result.errors[0]
+
+
+def test_a_conflict_violation_whose_state_still_shows_the_original_names_the_originals_late_effect():
+    observations = [
+        observation(0, "before"),
+        observation(0, "before-conflict") | {"state": "[]"},
+        observation(1, "final") | {"state": "[[1200.0]]"},  # the original's amount, read with its count
+    ]
+    record = trial([delivery(0, 200), delivery(1, 409, "conflict")], observations)
+    record["fault"] = _fault("conflicting-payload", ("evt_1", True))
+    changed = [{"path": "data.amount_cents", "original": 1200, "conflicting": 9900}]
+    record["fault"]["tries"][0]["facts"] = {"conflict_fields": changed}
+    result = judge(record, EXPECT)
+    details = [v.detail for v in result.violations if v.invariant == "conflict-rejected"]
+    assert details  # the count moved: still a violation of the trial as read
+    assert all("this is the original's effect" in d for d in details)
+    assert all("set expect.effects_within_s" in d for d in details)
+    # The conflict's own amount in the state: the conflicting body did it, and no hint is given.
+    observations[2]["state"] = "[[9900]]"
+    blamed = judge(record, EXPECT)
+    assert not any("original's effect" in v.detail for v in blamed.violations)
