@@ -145,7 +145,7 @@ class Sandbox:
         for directory in hidden:
             argv += ["--perms", "0755", "--tmpfs", str(directory)]
         # Mounted empty here (the namespace's own /tmp too): a bind inside needs its folders made.
-        empty = [Path("/tmp"), *hidden]  # noqa: S108  # nosec B108
+        empty = [*PRIVATE_TMP, *hidden]
         made: set[Path] = set()
         for path, how in [
             *((p, "--ro-bind") for p in needed),
@@ -171,8 +171,15 @@ class Sandbox:
         # Parents first; a directory inside another hidden one needs no mount of its own.
         ordered = sorted(hidden, key=lambda p: len(p.parts))
         kept = [p for i, p in enumerate(ordered) if not any(p.is_relative_to(q) for q in ordered[:i])]
-        back = [p for p in needed if any(p.is_relative_to(h) for h in kept)]
+        # The namespace's /tmp and /dev/shm are empty too: an interpreter installed below them
+        # (a project cloned into /tmp, its .venv there) is bound back like one in a hidden home.
+        covered = [*kept, *PRIVATE_TMP]
+        back = [p for p in needed if any(p.is_relative_to(h) for h in covered)]
         return kept, back
+
+
+PRIVATE_TMP = (Path("/tmp"), Path("/dev/shm"))  # noqa: S108  # nosec B108
+"""Mounted empty and private in every namespace the sandbox builds."""
 
 
 def _folders_inside(path: Path, mounts: list[Path]) -> list[Path]:
