@@ -9,8 +9,8 @@ does not make that impossible (nothing in one process can); it makes it visible:
 * the modules the verdicts rest on (`WATCHED`) are recorded when this module is imported,
   each with every function it holds (its own and those it imported by name) and the methods
   of the classes it defines;
-* `check()` finds each of them where it was — the same module object in ``sys.modules``, the
-  same function with the same code, and every function's code in acklab's own files (so a
+* `check()` finds each of them where it was — the same module object in ``sys.modules`` (or
+  the same file imported afresh, holding the same code), the same function with the same code, and every function's code in acklab's own files (so a
   rebinding made before acklab was imported is caught too);
 * anything else is a `LabIntegrityError` (exit 4) naming the module and the name rebound.
 
@@ -109,12 +109,28 @@ def _current(module: types.ModuleType, attr: str) -> Any:
     return value.__func__ if isinstance(value, staticmethod | classmethod) else value
 
 
+def _reimported(module: types.ModuleType, now: Any, functions: dict[str, tuple[Any, Any]]) -> bool:
+    """Whether `now` is `module` imported afresh from the same file (pytester's in-process runs
+    and ``importlib.reload`` do that): every function it holds the same code, written in
+    acklab's files. The module recorded first is still checked, name by name."""
+    if not isinstance(now, types.ModuleType) or getattr(now, "__file__", None) != module.__file__:
+        return False
+    for attr, (_, code) in functions.items():
+        current = _current(now, attr)
+        fresh = getattr(current, "__code__", None)
+        if fresh is None or fresh.co_code != code.co_code or fresh.co_consts != code.co_consts:
+            return False
+        if not _own(attr, current, _ROOTS):
+            return False
+    return True
+
+
 def problems() -> list[str]:
     """Every way the watched modules differ from what acklab defined (empty when intact)."""
     found = []
     for name, (module, functions) in _SNAPSHOT.items():
         now = sys.modules.get(name)
-        if now is not module:
+        if now is not module and not _reimported(module, now, functions):
             found.append(f"sys.modules[{name!r}] is no longer acklab's module {name} (it was replaced)")
             continue
         for attr, (function, code) in functions.items():

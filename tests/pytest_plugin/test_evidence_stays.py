@@ -38,7 +38,10 @@ def test_schedules(webhook_lab, tmp_path):
 
 
 def bundles(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if (p / "manifest.json").is_file())
+    """The bundles of `directory`, oldest first (by when written: two runs in one second have
+    names in random order)."""
+    found = [p for p in directory.iterdir() if (p / "manifest.json").is_file()]
+    return [p.name for p in sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))]
 
 
 def test_evidence_lives_in_dot_acklab_at_the_rootdir_ignored_by_git(user_suite):
