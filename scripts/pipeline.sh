@@ -86,6 +86,7 @@ vars=(
   --variable "ACKLAB_VENV=$venv"
   --variable "ACKLAB_TRIALS=${ACKLAB_TRIALS:-1}"
   --variable "ACKLAB_PYTEST_MARKERS=${ACKLAB_PYTEST_MARKERS-not slow}"
+  --variable "ACKLAB_PYTEST_PATHS=${ACKLAB_PYTEST_PATHS:-}"
   --variable "ACKLAB_HISTORY=${ACKLAB_HISTORY:-0}"
 )
 if [ -n "$tag" ]; then

@@ -25,9 +25,16 @@ class GitlabCiLocal:
     project's repository (shell executor), as a project that includes acklab would.
     """
 
-    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(PIPELINE), *args], capture_output=True, text=True, timeout=timeout, check=False
+            [str(PIPELINE), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **(env or {})},
         )
 
     def in_project(
@@ -36,7 +43,10 @@ class GitlabCiLocal:
         path = f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"
         program = shutil.which("gitlab-ci-local", path=path)
         assert program, "gitlab-ci-local is missing: `make system-deps` installs it into .tools/"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "GITLAB_", "GCL_", "PYTEST_"))}
+        # Nothing of an enclosing pipeline or test run: its ACKLAB_VENV would let the user's jobs
+        # borrow acklab instead of installing the release.
+        drop = ("CI_", "GITLAB_", "GCL_", "PYTEST_", "ACKLAB_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         return subprocess.run(
             [program, "--force-shell-executor", "--shell-executor-no-image", *args],
             cwd=directory,
