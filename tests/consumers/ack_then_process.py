@@ -48,7 +48,7 @@ EFFECTS_QUERY = "SELECT count(*) FROM payments WHERE event_id = :event_id"
 WORK_S = (0.05, 0.5)
 
 
-def create_app(db_url: str, secret: str, mode: str) -> FastAPI:
+def create_app(db_url: str, secret: str, mode: str, work_s: tuple[float, float] = WORK_S) -> FastAPI:
     connect_args = {"timeout": 30} if db_url.startswith("sqlite") else {}
     engine = create_engine(db_url, connect_args=connect_args, pool_size=20, max_overflow=20)
     metadata.create_all(engine)
@@ -57,7 +57,7 @@ def create_app(db_url: str, secret: str, mode: str) -> FastAPI:
 
     def record_payment(event_id: str, amount_cents: int) -> None:
         # The slow part of the work (a call to the payment provider), then the row.
-        time.sleep(random.uniform(*WORK_S))
+        time.sleep(random.uniform(*work_s))
         with engine.begin() as conn:
             conn.execute(payments.insert().values(event_id=event_id, amount_cents=amount_cents))
 
@@ -103,8 +103,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--db", required=True)
     parser.add_argument("--mode", choices=("duplicates", "correct"), required=True)
+    parser.add_argument("--work-s", type=float, nargs=2, default=WORK_S, metavar=("MIN", "MAX"))
     args = parser.parse_args()
-    app = create_app(args.db, os.environ["ACKLAB_TEST_WEBHOOK_SECRET"], args.mode)
+    app = create_app(args.db, os.environ["ACKLAB_TEST_WEBHOOK_SECRET"], args.mode, tuple(args.work_s))
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -223,8 +223,16 @@ def sqlite_url(path: Path) -> str:
 # -- issue 13 -------------------------------------------------------------------------------
 
 
-def ack_then_process(tmp: Path, mode: str, db_url: str, *, experiments: tuple[str, ...] = ()) -> Scenario:
-    """FastAPI, 2xx first, the payment row 50-500 ms later (``duplicates`` or ``correct``)."""
+def ack_then_process(
+    tmp: Path,
+    mode: str,
+    db_url: str,
+    *,
+    experiments: tuple[str, ...] = (),
+    work_s: tuple[float, float] | None = None,
+) -> Scenario:
+    """FastAPI, 2xx first, the payment row 50-500 ms later (``duplicates`` or ``correct``;
+    `work_s`: another range of seconds)."""
     port = free_port()
     spec = target_spec(
         f"ack-then-process-{mode}",
@@ -237,13 +245,14 @@ def ack_then_process(tmp: Path, mode: str, db_url: str, *, experiments: tuple[st
     )
     chosen = experiments or ("lost-ack", "concurrent-duplicates")
     verdict = "fail" if mode == "duplicates" else "pass"
+    work_argv = ("--work-s", *map(str, work_s)) if work_s else ()
     return Scenario(
         f"ack-then-process ({mode})",
         write(tmp / f"ack-{mode}.yaml", spec),
         chosen,
         dict.fromkeys(chosen, verdict),
         Service(
-            module("ack_then_process", "--port", str(port), "--db", db_url, "--mode", mode),
+            module("ack_then_process", "--port", str(port), "--db", db_url, "--mode", mode, *work_argv),
             port,
             tmp / f"ack-{mode}.log",
         ),
