@@ -180,7 +180,10 @@ def test_a_target_that_closes_half_sent_connections_never_passes(tmp_path):
 @pytest.mark.slow
 @pytest.mark.usefixtures("secret")
 @pytest.mark.parametrize(
-    ("variant", "verdict"), [(CheckThenInsert(work_s=0.001), "fail"), (Receipt(), "pass")]
+    # A 10 ms check-then-insert window: this judges the HTTP/2 path, not how sharp the release is
+    # (bench/race_sharpness.py measures that); a 1 ms window served in this process missed once.
+    ("variant", "verdict"),
+    [(CheckThenInsert(work_s=0.01), "fail"), (Receipt(), "pass")],
 )
 def test_concurrent_duplicates_over_http2_judges_a_real_http2_server(tmp_path, variant, verdict):
     db_url = f"sqlite:///{tmp_path / 'h2.db'}"
