@@ -37,6 +37,7 @@ WATCHED = (
     "acklab.evidence.documents.trial",
     "acklab.evidence.documents.verdicts",
     "acklab.evidence.journal",
+    "acklab.harness.core.conflict_verdicts",
     "acklab.harness.core.object_verdicts",
     "acklab.harness.core.proofs",
     "acklab.harness.core.trial",
