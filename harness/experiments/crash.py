@@ -21,6 +21,10 @@ the strike landed), ``killed-after-answer`` (a fast service answered before the 
 its commit: the lab withheld that answer from the sender — it never reaches the sender's
 retry logic — killed the group and restarted it, so in-memory state is lost and the retry
 lands on a fresh process: landed too) or ``response-arrived-first`` (neither happened).
+With sinks (``effects.smtp``/``effects.outbound``) the first email or effect call for the
+event counts like the commit: a consumer that tells the world before it commits is killed
+there, between its send and its commit (``killed-after-send-before-commit``), which is where
+its crash costs a customer a second email — the retry sends again.
 A missed strike is tried again on a fresh event (`harness.core.proofs`); when none lands the
 trial is an error, never a pass. The kill returns once the whole process group is gone
 and the port is free (a multi-process server's workers outlive their master by a few
@@ -70,6 +74,7 @@ CRASH_WAIT_S = 10.0
 LANDED = "killed-after-commit-before-response"
 MISSED = "response-arrived-first"
 KILLED_AFTER_ANSWER = "killed-after-answer"
+KILLED_AFTER_SEND = "killed-after-send-before-commit"
 NO_COMMIT = "no-commit-seen"
 IN_THIS_PROCESS = (
     "crash experiments kill the handler's process, and this app runs inside the test's own process "
@@ -237,7 +242,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         started = time.monotonic()
         fault = WithheldAnswer()
         sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=fault))
-        killed, code, seen = False, None, 0
+        killed, code, seen, told = False, None, 0, 0
         deadline = started + CRASH_WAIT_S
         # A tight loop on the probe while the request is in flight: kill at the first sight
         # of the commit, so the response (written after it) is cut off. An answer that beats
@@ -246,9 +251,10 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             while not sending.done() and time.monotonic() < deadline:
                 if not fault.answered.is_set():
                     seen = await endpoint.probe.count(event.event_id, event.object_id)
+                    told = _told(endpoint, event.event_id)
                 if fault.answered.is_set() and not fault.got_answer:
                     break  # the exchange failed without an answer: nothing to withhold or strike
-                if seen >= 1 or fault.answered.is_set():
+                if seen >= 1 or told >= 1 or fault.answered.is_set():
                     # Whatever answer comes before the kill is done never reaches the sender.
                     fault.withhold = True
                     try:
@@ -265,13 +271,15 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         if killed and fault.got_answer:
             outcome = KILLED_AFTER_ANSWER
         elif killed and first.sender_status is None:
-            outcome = LANDED
+            outcome = LANDED if seen >= 1 else KILLED_AFTER_SEND
         elif first.sender_status is not None:
             outcome = MISSED
         else:
             outcome = NO_COMMIT
         trial.parameters.setdefault("strike_outcomes", []).append(outcome)
-        trial.parameters.update(crash_exit_code=code, crash_landed=outcome in (LANDED, KILLED_AFTER_ANSWER))
+        trial.parameters.update(
+            crash_exit_code=code, crash_landed=outcome in (LANDED, KILLED_AFTER_ANSWER, KILLED_AFTER_SEND)
+        )
         # A probe the killed service serves itself can only be read once it is back.
         after_restart = endpoint.probe_served_by_service()
         if not after_restart:
@@ -300,12 +308,28 @@ class CrashAfterCommitExperiment(_CrashExperiment):
                 f"process group was killed (exit {code}) before it answered, and restarted when ready",
                 exit_code=code,
             )
+        if outcome == KILLED_AFTER_SEND:
+            return landed(
+                f"the event's first email/call ({told}) reached the lab's sinks while seq {first.seq} was in flight "
+                f"and before any commit showed; the service's process group was killed (exit {code}) between its "
+                "send and its commit, and restarted when ready (killed-after-send-before-commit)",
+                exit_code=code,
+                outcome=KILLED_AFTER_SEND,
+            )
         if outcome == MISSED:
             return missed(
                 f"the service answered {first.sender_status} before the lab saw its commit (the effects "
                 "probe lags the response, or the service answers before committing)"
             )
         return missed(f"no commit showed and no answer came for seq {first.seq} ({first.error})")
+
+
+def _told(endpoint: ServiceEndpoint, event_id: str) -> int:
+    """Emails and effect calls the sinks have received for the event (0 without sinks)."""
+    if endpoint.sinks is None:
+        return 0
+    emails, calls, _ = endpoint.sinks.tally(event_id).total()
+    return emails + calls
 
 
 class CrashMidTransactionExperiment(_CrashExperiment):

@@ -8,8 +8,9 @@ difference between the modes:
 * ``every-delivery``: after the commit, on every delivery — one row, but a duplicate delivery
   mails the customer twice (pay #612, pretix #1166);
 * ``after-commit``: after the commit, only when this delivery inserted the row (correct);
-* ``before-commit``: checks for the row, sends the email, then inserts — two deliveries racing
-  both mail the customer, and the loser's insert is rolled back;
+* ``before-commit``: checks for the row, sends the email, renders the invoice (300 ms), then
+  inserts — two deliveries racing both mail the customer while neither has committed, and the
+  loser's insert is rolled back;
 * ``worker``: acknowledges first and hands the event to a worker thread that writes the row
   and mails 200 ms later (correct, with ``expect.effects_within_s``).
 
@@ -34,6 +35,10 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS orders (event_id TEXT PRIMARY KEY, order_id TEXT NOT NULL)"
 EFFECTS_QUERY = "SELECT count(*) FROM orders WHERE event_id = :event_id"
+# Before-commit renders an invoice between the email and the insert. Without it a duplicate's
+# email could land after the first delivery's commit, and the sinks (which stamp each email with
+# the event's committed rows) could not tell it from a second email sent after a commit.
+INVOICE_S = 0.3
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -85,6 +90,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.mode == "before-commit":
                 if conn.execute("SELECT 1 FROM orders WHERE event_id = ?", (event_id,)).fetchone() is None:
                     send_receipt(order_id)
+                    time.sleep(INVOICE_S)  # the invoice PDF: the window in which a duplicate mails too
                     conn.execute("BEGIN")
                     conn.execute(
                         "INSERT INTO orders (event_id, order_id) VALUES (?, ?)", (event_id, order_id)

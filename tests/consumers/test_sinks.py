@@ -48,13 +48,19 @@ def test_a_receipt_per_delivery_fails_on_emails_only_and_its_twin_passes(tmp_pat
 
 
 def test_an_email_before_the_commit_fails_no_effect_without_commit(tmp_path):
+    experiments = ("concurrent-duplicates", "crash-after-commit")
     scenario = sink_scenarios.receipt_mailer(
-        tmp_path, "before-commit", ("concurrent-duplicates",), {"concurrent-duplicates": "fail"}
+        tmp_path, "before-commit", experiments, dict.fromkeys(experiments, "fail")
     )
     (result,) = check(scenario, tmp_path / "out")
-    invariants = {v["invariant"] for v in violations(result, "concurrent-duplicates")}
-    assert "no-effect-without-commit" in invariants
-    assert "at-most-once-effect" in invariants
+    for experiment in experiments:
+        invariants = {v["invariant"] for v in violations(result, experiment)}
+        assert {"no-effect-without-commit", "at-most-once-effect"} <= invariants, experiment
+    # the crash struck between the email and the commit: the retry mailed the customer again
+    trial = json.loads(next((result.bundle / "trials").glob("crash-after-commit-*.json")).read_text())
+    assert trial["parameters"]["strike_outcomes"][-1] == "killed-after-send-before-commit"
+    final = next(o for o in trial["observations"] if o["note"] == "final")
+    assert (final["effects"], final["emails"], final["sent_before_commit"]) == (1, 2, 2)
     written = every_byte(result.bundle)
     assert sink_scenarios.SMTP_PASSWORD.encode() not in written
 
