@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -15,6 +17,29 @@ from tests.doubles.gitlab.fixtures import gitlab_double  # noqa: F401 - a fixtur
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "scripts" / "pipeline.sh"
 TOOLS = ROOT / ".tools" / "node_modules" / ".bin"
+COMPONENT = re.compile(r"component:\s*['\"]?[^/\s]+/(?P<project>\S+)/[^/@\s]+@(?P<ref>[^\s'\"]+)")
+
+
+def prepare_component_cache(directory: Path) -> None:
+    """Create the `templates/` directory gitlab-ci-local copies each component into, ahead.
+
+    gitlab-ci-local 4.64.1 fetches a project's components concurrently, each finishing with
+    `cp -r <clone>/templates <cache>/<project>/<ref>`; two of them creating `templates/` at once
+    fail one include with "File exists" (seen once in CI with three components of one release).
+    Into an existing directory `cp -r` merges, so every fetch still happens, without the race.
+    """
+    ci = directory / ".gitlab-ci.yml"
+    if not ci.is_file():
+        return
+    origin = subprocess.run(
+        ["git", "remote", "get-url", "origin"], cwd=directory, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    host = urlsplit(origin).hostname
+    if not host:
+        return
+    for found in COMPONENT.finditer(ci.read_text()):
+        cache = directory / ".gitlab-ci-local" / "includes" / host / found["project"] / found["ref"]
+        (cache / "templates").mkdir(parents=True, exist_ok=True)
 
 
 class GitlabCiLocal:
@@ -47,6 +72,7 @@ class GitlabCiLocal:
         # borrow acklab instead of installing the release.
         drop = ("CI_", "GITLAB_", "GCL_", "PYTEST_", "ACKLAB_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        prepare_component_cache(directory)
         return subprocess.run(
             [program, "--force-shell-executor", "--shell-executor-no-image", *args],
             cwd=directory,
