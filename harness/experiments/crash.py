@@ -268,6 +268,9 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         finally:
             fault.decided.set()
             first = await sending
+        if killed and seen == 0 and told >= 1 and not endpoint.probe_served_by_service():
+            # The send was seen first; whether the commit had come too is read now the service is gone.
+            seen = await endpoint.probe.count(event.event_id, event.object_id)
         if killed and fault.got_answer:
             outcome = KILLED_AFTER_ANSWER
         elif killed and first.sender_status is None:
