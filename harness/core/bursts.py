@@ -65,6 +65,10 @@ class Armed(Protocol):
     @property
     def closed_half_sent(self) -> int: ...
 
+    # How the release loop ran: "real-time" (not preempted by the server it wakes), "normal", or
+    # None where the release is one write (HTTP/2) or nothing was armed.
+    release_priority: str | None
+
     async def aclose(self) -> None: ...
 
 
@@ -75,6 +79,7 @@ class Burst:
     records: tuple[DeliveryRecord, ...]
     sync: str
     closed_half_sent: int = 0  # connections the target closed before their last byte was released
+    release_priority: str | None = None  # the release loop's scheduling ("real-time" or "normal")
 
     @property
     def release_spread_ms(self) -> float | None:
@@ -112,6 +117,8 @@ class Burst:
             facts["server_spread_ms"] = server
         if self.closed_half_sent:
             facts["closed_half_sent"] = self.closed_half_sent
+        if self.release_priority is not None:
+            facts["release_priority"] = self.release_priority
         return facts
 
     def describe(self) -> str:
@@ -180,7 +187,7 @@ async def send_burst(
     # The handler side of each delivery may still be reading its answer (the sender gave up
     # first): those wires close themselves. One the transport never asked for closes here.
     await asyncio.gather(*(w.aclose() for w in wires if not w.claimed.is_set()))
-    return Burst(records, sync, armed.closed_half_sent)
+    return Burst(records, sync, armed.closed_half_sent, armed.release_priority)
 
 
 async def _naive(trial: TrialContext, prepared: Sequence[tuple[httpx.Request, DeliveryRecord]]) -> None:
@@ -231,6 +238,7 @@ class _Unarmed:
     sync: str
     wires: Sequence[_Failed]
     closed_half_sent: int = 0
+    release_priority: str | None = None
 
     def release(self) -> None:
         return

@@ -321,6 +321,7 @@ class H2Burst:
     """N streams on one connection, armed; `release` sends their last bytes in one packet."""
 
     sync = "single-packet"
+    release_priority = None  # one write: there is no loop for the server to preempt
 
     def __init__(self, session: H2Session, wires: Sequence[H2Wire]) -> None:
         self.session, self.wires = session, list(wires)

@@ -314,3 +314,62 @@ def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived
         "concurrent-duplicates: 2 bursts released last-byte; sender release p50 0.100 ms (max 0.300); "
         "handler arrival p50 3.000 ms (max 3.000)"
     ]
+
+
+def _realtime_allowed() -> bool:
+    """Whether this process may raise a thread to SCHED_FIFO (root, or RLIMIT_RTPRIO), asked in a
+    thread of its own so the test's own thread is never changed."""
+    import os
+    import threading
+
+    allowed: list[bool] = []
+
+    def ask() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        except OSError:
+            allowed.append(False)
+        else:
+            allowed.append(True)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    return allowed[0]
+
+
+def test_the_release_loop_runs_at_real_time_priority_where_allowed_and_returns_to_its_own():
+    import os
+
+    from acklab.harness.wire.burst_h1 import unpreempted
+
+    before = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    with unpreempted() as realtime:
+        inside = os.sched_getscheduler(0)
+    assert realtime is _realtime_allowed()
+    assert inside == (os.SCHED_FIFO if realtime else before[0])
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before
+
+
+def test_a_release_the_os_keeps_at_normal_priority_still_goes_out_and_says_so(tmp_path, monkeypatch):
+    import os
+
+    def refused(*args: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    monkeypatch.setattr(os, "sched_setscheduler", refused)
+    seen: list[bytes] = []
+    with RawServer(capture_into(seen)) as server:
+        records, burst = send_both_ways(http_effects_spec(tmp_path, server, server.url("/hooks")), "last-byte")
+    assert len(seen) == 4 and all(r.status == 200 for r in records)
+    assert burst.facts()["release_priority"] == "normal"
+
+
+@pytest.mark.usefixtures("secret")
+def test_a_burst_says_how_its_release_loop_was_scheduled(tmp_path):
+    seen: list[bytes] = []
+    with RawServer(capture_into(seen)) as server:
+        _, burst = send_both_ways(http_effects_spec(tmp_path, server, server.url("/hooks")), "last-byte")
+    assert burst.facts()["release_priority"] == ("real-time" if _realtime_allowed() else "normal")
+    assert "release_priority" not in Burst((), "none").facts()
