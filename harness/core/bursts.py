@@ -6,7 +6,9 @@ Three ways to release them (``burst_sync``, an experiment parameter and ``--burs
 * ``none``: N tasks wait on one asyncio event and send through the lab's transport; each
   opens its own connection after the release (the naive release, kept for comparison);
 * ``last-byte`` (the default): every request is written on its own pre-opened connection
-  but its last byte, then the last bytes are released in one tight loop (`harness.wire.burst_h1`);
+  but its last byte, then the last bytes are released in one tight loop, at real-time
+  priority where the OS allows it, so the server it wakes cannot run mid-loop
+  (`harness.wire.burst_h1`);
 * ``single-packet``: HTTP/2 only — every request is a stream of one connection, and their
   final frames leave in one TCP packet (`harness.wire.burst_h2`).
 

@@ -6,9 +6,11 @@ request together), each is written as it is. h11 serialises the
 request exactly as httpx's own transport does (httpcore hands h11 the same method, target,
 header list and body), so the bytes on the wire are the transport's bytes. Every byte but
 the last is written and acknowledged by the peer (`harness.wire.burst_socket.wait_flushed`);
-the release then writes the last bytes in one tight loop, one per connection. The server
-has every request but one byte in its buffers, so what is left between the first and the
-last request reaching the handler is how fast the server reads its connections.
+the release then writes the last bytes in one tight loop, one per connection, at real-time
+priority where the OS allows it (`unpreempted`), so the server the first byte wakes cannot
+run before the last is out. The server has every request but one byte in its buffers, so
+what is left between the first and the last request reaching the handler is how fast the
+server reads its connections.
 
 The answer is parsed by the same h11 connection and handed back as an `httpx.Response`
 whose body streams from the socket, so the lab reads it bounded, as any other answer.
