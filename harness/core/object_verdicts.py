@@ -12,6 +12,11 @@ A trial of out-of-order, sibling-events or race-with-request records the objects
 * ``at-most-once-per-object`` (sibling-events, race-with-request): the object's effects —
   counted by ``:object_id``, or the sum of its events' counts — stay ≤ ``expect.max_effects``
   across the event, its siblings and the app's own request.
+  With sinks (``effects.smtp``, ``effects.outbound``) the object's emails and downstream
+  calls stay ≤ ``expect.max_emails`` and ``expect.max_calls`` too (``source``: ``emails``,
+  ``calls``; the database's count is then ``rows``): a receipt sent by both sibling events,
+  or by both the webhook and the browser's return, is two receipts however many orders the
+  database kept.
 * ``acked-exactly-once`` (sibling-events, race-with-request): an object whose event the
   handler acknowledged (or whose competitor was answered 2xx) has an effect: a handler that
   does nothing cannot pass.
@@ -29,7 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acklab.evidence.documents.objects import ObjectCase
-from acklab.evidence.documents.records import Delivery, Observation, Violation, ViolationDelivery
+from acklab.evidence.documents.records import (
+    Delivery,
+    EffectSource,
+    Observation,
+    Violation,
+    ViolationDelivery,
+)
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.documents.verdicts import Invariant
 from acklab.harness.targets import Expect
@@ -105,6 +116,7 @@ class _Case:
         detail: str,
         *,
         cause: Delivery | None,
+        source: EffectSource | None = None,
     ) -> None:
         self.result.violations.append(
             Violation(
@@ -119,6 +131,7 @@ class _Case:
                     if cause
                     else None
                 ),
+                source=source,
             )
         )
 
@@ -136,6 +149,9 @@ class _Case:
         if len(last) < len(self.case.events):
             return None
         return sum(last.values())
+
+    def sinks_seen(self) -> bool:
+        return any(o.emails is not None or o.calls is not None for o in self.observations("final"))
 
     def reads_after(self) -> list[tuple[Delivery, int | None, str | None]]:
         """(delivery, count, state) read right after each delivery, in arrival order."""
@@ -261,6 +277,8 @@ def _judge_counts(c: _Case) -> None:
             f"{len(c.deliveries)} deliveries to one object left {last} side effects{grew}"
             + (f"; the extra effect came with {c._named(cause)}" if cause is not None else ""),
             cause=cause,
+            # beside the sinks' emails and calls, the database's count is the source "rows"
+            source="rows" if c.sinks_seen() else None,
         )
     acked = [d for d in c.deliveries.values() if d.acknowledged]
     if acked and final == 0 and not late:
@@ -275,6 +293,57 @@ def _judge_counts(c: _Case) -> None:
         )
 
 
+def _sent(observations: Sequence[Observation], name: str) -> int | None:
+    """The most emails (or calls) any of the object's events counted: the object's, never more.
+
+    The sinks count a message for every event it names, and an object's events share its order
+    (`{{order_id}}`, `{{object_id}}`): one receipt counts once for each sibling, so the object's
+    count is the largest of its events', not their sum (a message naming only its own
+    `{{event_id}}` is then not added up across siblings: a miss, never a false alarm)."""
+    found = [n for o in observations if (n := getattr(o, name)) is not None]
+    return max(found) if found else None
+
+
+def _judge_sinks(c: _Case) -> None:
+    """at-most-once-per-object for the emails and the downstream calls the object's deliveries (and
+    the app's own request, through the order they share) sent; nothing without sinks."""
+    if not c.sinks_seen():
+        return
+    final, late = c.observations("final"), c.observations("late")
+    reads = c.observations(AFTER_DELIVERY)
+    sources: tuple[tuple[EffectSource, int], ...] = (
+        ("emails", c.expect.max_emails),
+        ("calls", c.expect.max_calls),
+    )
+    for name, limit in sources:
+        settled, later = _sent(final, name), _sent(late, name)
+        if settled is None:
+            continue
+        last = settled if later is None else max(settled, later)
+        if last <= limit:
+            continue
+        over = next((o.after_seq for o in reads if (getattr(o, name) or 0) > limit), None)
+        cause = c.deliveries.get(over) if over is not None else None
+        if cause is None and len(c.case.arrival) > 1:
+            cause = c.deliveries.get(c.case.arrival[1])  # released together: the second to arrive
+        grew = (
+            f" (read {settled} when settled, {later} at the end of the run)"
+            if later and later > settled
+            else ""
+        )
+        what = "emails" if name == "emails" else "effects downstream"
+        c.violate(
+            "at-most-once-per-object",
+            cause.event_id if cause is not None else c.primary.event_id,
+            last,
+            f"<= {limit}",
+            f"{name}: {len(c.deliveries)} deliveries to one object sent {last} {what}{grew}"
+            + (f"; the extra one came with {c._named(cause)}" if cause is not None else ""),
+            cause=cause,
+            source=name,
+        )
+
+
 def judge_objects(trial: Trial, expect: Expect) -> list[ObjectJudgement]:
     """Each object case of `trial`, judged from its records."""
     found = []
@@ -285,5 +354,6 @@ def judge_objects(trial: Trial, expect: Expect) -> list[ObjectJudgement]:
                 _judge_states(c)
             else:
                 _judge_counts(c)
+                _judge_sinks(c)
         found.append(c.result)
     return found

@@ -12,6 +12,12 @@ concurrently". It retrieves the session first (the work between its check and it
 * ``locked``: the order's ``checkout_session`` is unique and the insert claims it
   (``ON CONFLICT DO NOTHING``): one order, whoever comes first.
 
+``CHECKOUT_MAIL`` (with ``SMTP_PORT``): the order confirmation, sent with `smtplib` —
+
+* ``created``: by the call that created the order, after its commit (one email per order);
+* ``always``: by every call, after ``fulfill_checkout`` returned — the webhook *and* the
+  browser's return each mail the customer, however many orders the database kept.
+
 Tables come from ``python -m tests.consumers.checkout migrate`` (``setup:``)::
 
     CHECKOUT_DB_URL=sqlite:////tmp/x/shop.db CHECKOUT_MODE=locked python -m tests.consumers.checkout migrate
@@ -21,8 +27,10 @@ Tables come from ``python -m tests.consumers.checkout migrate`` (``setup:``)::
 from __future__ import annotations
 
 import os
+import smtplib
 import sys
 import time
+from email.message import EmailMessage
 from typing import Any
 
 import stripe
@@ -34,6 +42,7 @@ from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
 MODES = ("racy", "locked")
+MAILS = ("", "created", "always")
 COUNT_QUERY = "SELECT count(*) FROM orders WHERE checkout_session = :object_id"
 
 
@@ -99,6 +108,21 @@ def create_app() -> FastAPI:
             )
         return bool(created.rowcount)
 
+    mail = os.environ.get("CHECKOUT_MAIL", "")
+    if mail not in MAILS:
+        raise SystemExit(f"checkout: CHECKOUT_MAIL={mail!r}; expected created, always or nothing")
+
+    def fulfil_and_confirm(session_id: str, amount_total: int, source: str) -> bool:
+        created = fulfill_checkout(session_id, amount_total, source)
+        if mail == "always" or (mail == "created" and created):
+            message = EmailMessage()
+            message["From"], message["To"] = "shop@example.test", "customer@example.test"
+            message["Subject"] = f"Your order for checkout {session_id} is confirmed"
+            message.set_content(f"Thank you for your order ({session_id}, {source}).")
+            with smtplib.SMTP("127.0.0.1", int(os.environ["SMTP_PORT"]), timeout=10) as smtp:
+                smtp.send_message(message)
+        return created
+
     @app.post("/stripe/webhooks")
     async def webhook(request: Request) -> Response:
         payload = await request.body()
@@ -112,13 +136,13 @@ def create_app() -> FastAPI:
             session = event["data"]["object"]
             if session["payment_status"] == "paid":
                 await run_in_threadpool(
-                    fulfill_checkout, session["id"], int(session["amount_total"]), "webhook"
+                    fulfil_and_confirm, session["id"], int(session["amount_total"]), "webhook"
                 )
         return Response(status_code=200)
 
     @app.get("/checkout/success", response_class=HTMLResponse)
     async def success(session_id: str) -> str:
-        created = await run_in_threadpool(fulfill_checkout, session_id, 0, "browser")
+        created = await run_in_threadpool(fulfil_and_confirm, session_id, 0, "browser")
         return f"<p>Thank you for your order{' (created now)' if created else ''}.</p>"
 
     @app.get("/health")

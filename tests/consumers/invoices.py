@@ -9,6 +9,12 @@ does with the two siblings is the bug or not (``INVOICES_MODE``):
 * ``correct``: provisions once per invoice, claimed by a unique index on ``invoice_id`` in the
   transaction that records the event.
 
+``INVOICES_MAIL`` (with ``SMTP_PORT``): a receipt, sent with `smtplib` after the commit —
+
+* ``provisioned``: by the event that provisioned the invoice (one receipt per payment);
+* ``each``: by every new paid event — one per sibling, two receipts for one payment (the pay
+  gem's #612), however the provisions are deduped.
+
 Tables come from ``python -m tests.consumers.invoices migrate`` (``setup:``), with
 ``INVOICES_MODE`` deciding whether ``provisions.invoice_id`` is unique (the fix is a migration)::
 
@@ -19,7 +25,9 @@ Tables come from ``python -m tests.consumers.invoices migrate`` (``setup:``), wi
 from __future__ import annotations
 
 import os
+import smtplib
 import sys
+from email.message import EmailMessage
 from typing import Any
 
 import stripe
@@ -31,6 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 MODES = ("both", "correct")
+MAILS = ("", "provisioned", "each")
 PAID = frozenset({"invoice.paid", "invoice.payment_succeeded"})
 COUNT_QUERY = "SELECT count(*) FROM provisions WHERE invoice_id = :object_id"
 
@@ -86,6 +95,19 @@ def create_app() -> FastAPI:
     secret = os.environ["ACKLAB_TEST_STRIPE_SECRET"]
     app = FastAPI()
 
+    mail = os.environ.get("INVOICES_MAIL", "")
+    if mail not in MAILS:
+        raise SystemExit(f"invoices: INVOICES_MAIL={mail!r}; expected provisioned, each or nothing")
+
+    def receipt(event: Any) -> None:
+        invoice = event["data"]["object"]
+        message = EmailMessage()
+        message["From"], message["To"] = "billing@example.test", "customer@example.test"
+        message["Subject"] = f"Receipt for invoice {invoice['id']}"
+        message.set_content(f"We received your payment of {invoice['amount_paid']} {invoice['currency']}.")
+        with smtplib.SMTP("127.0.0.1", int(os.environ["SMTP_PORT"]), timeout=10) as smtp:
+            smtp.send_message(message)
+
     def handle(event: Any) -> dict[str, Any]:
         try:
             with engine.begin() as conn:
@@ -93,6 +115,8 @@ def create_app() -> FastAPI:
                 provisioned = provision(conn, provisions, mode, event) if event["type"] in PAID else False
         except IntegrityError:
             return {"received": True, "duplicate": True}
+        if (mail == "each" and event["type"] in PAID) or (mail == "provisioned" and provisioned):
+            receipt(event)
         return {"received": True, "provisioned": provisioned}
 
     @app.post("/stripe/webhooks")

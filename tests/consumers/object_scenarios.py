@@ -111,6 +111,10 @@ def served_spec(
     }
 
 
+# Receipts name the order: a message counts for every event of it (siblings, the webhook of a checkout).
+MAIL_SINK = {"listen": "127.0.0.1:{{smtp_port}}", "match": "{{order_id}}"}
+
+
 # -- out-of-order: a subscription store ---------------------------------------------------------
 
 SUBSCRIPTION_EXPECTED = {
@@ -166,8 +170,10 @@ def subscriptions(tmp: Path, mode: str, db: str = "sqlite", *, trials: int = 1) 
 # -- sibling-events: an invoice consumer ----------------------------------------------------------
 
 
-def invoices(tmp: Path, mode: str, db: str = "sqlite", *, trials: int = 1) -> Scenario:
-    """A Stripe invoice consumer: provisions on ``both`` siblings, or once per invoice (``correct``)."""
+def invoices(tmp: Path, mode: str, db: str = "sqlite", *, trials: int = 1, mail: str = "") -> Scenario:
+    """A Stripe invoice consumer: provisions on ``both`` siblings, or once per invoice (``correct``);
+    `mail` ``provisioned`` or ``each``: it mails receipts to the lab's SMTP sink (``each`` fails on
+    emails)."""
     from tests.consumers.invoices import COUNT_QUERY
 
     invoice = {
@@ -179,10 +185,12 @@ def invoices(tmp: Path, mode: str, db: str = "sqlite", *, trials: int = 1) -> Sc
         "amount_paid": 1200,
         "currency": "eur",
     }
+    name = f"invoices-{mode}-{db}" + (f"-mail-{mail}" if mail else "")
+    mailing = {"INVOICES_MAIL": mail, "SMTP_PORT": "{{smtp_port}}"} if mail else {}
     spec = served_spec(
-        f"invoices-{mode}-{db}",
+        name,
         module="invoices",
-        env={"INVOICES_DB_URL": "", "INVOICES_MODE": mode},
+        env={"INVOICES_DB_URL": "", "INVOICES_MODE": mode, **mailing},
         db=db,
         path="/stripe/webhooks",
         event=stripe_event("invoice.paid", invoice),
@@ -193,11 +201,13 @@ def invoices(tmp: Path, mode: str, db: str = "sqlite", *, trials: int = 1) -> Sc
             "lifecycle": {"object": "in_{{order_id}}"},
         },
     )
+    if mail:
+        spec["effects"]["smtp"] = MAIL_SINK
     return Scenario(
-        f"invoice consumer ({mode}, {db})",
-        write(tmp / f"invoices-{mode}-{db}.yaml", spec),
+        f"invoice consumer ({mode}, {db}" + (f", receipts {mail})" if mail else ")"),
+        write(tmp / f"{name}.yaml", spec),
         ("sibling-events",),
-        {"sibling-events": "fail" if mode == "both" else "pass"},
+        {"sibling-events": "fail" if mode == "both" or mail == "each" else "pass"},
         trials=trials,
     )
 
@@ -213,8 +223,11 @@ def checkout(
     trials: int = 1,
     work_ms: float = 2.0,
     burst_sync: str = "last-byte",
+    mail: str = "",
 ) -> Scenario:
-    """A checkout whose webhook and browser return both fulfil: ``racy`` (check-then-insert) or ``locked``."""
+    """A checkout whose webhook and browser return both fulfil: ``racy`` (check-then-insert) or ``locked``;
+    `mail` ``created`` or ``always``: it mails the confirmation to the lab's SMTP sink (expected to
+    fail on emails only when ``always``)."""
     from tests.consumers.checkout import COUNT_QUERY
 
     session = {
@@ -226,10 +239,12 @@ def checkout(
         "currency": "eur",
         "client_reference_id": "{{order_id}}",
     }
+    name = f"checkout-{mode}-{db}" + (f"-mail-{mail}" if mail else "")
+    mailing = {"CHECKOUT_MAIL": mail, "SMTP_PORT": "{{smtp_port}}"} if mail else {}
     spec = served_spec(
-        f"checkout-{mode}-{db}",
+        name,
         module="checkout",
-        env={"CHECKOUT_DB_URL": "", "CHECKOUT_MODE": mode, "CHECKOUT_WORK_MS": f"{work_ms:g}"},
+        env={"CHECKOUT_DB_URL": "", "CHECKOUT_MODE": mode, "CHECKOUT_WORK_MS": f"{work_ms:g}", **mailing},
         db=db,
         path="/stripe/webhooks",
         event=stripe_event("checkout.session.completed", session),
@@ -243,11 +258,13 @@ def checkout(
             },
         },
     )
+    if mail:
+        spec["effects"]["smtp"] = MAIL_SINK
     return Scenario(
-        f"checkout ({mode}, {db}, {work_ms:g} ms window)",
-        write(tmp / f"checkout-{mode}-{db}.yaml", spec),
+        f"checkout ({mode}, {db}, {work_ms:g} ms window" + (f", mails {mail})" if mail else ")"),
+        write(tmp / f"{name}.yaml", spec),
         ("race-with-request",),
-        {"race-with-request": "fail" if mode == "racy" else "pass"},
+        {"race-with-request": "fail" if mode == "racy" or mail == "always" else "pass"},
         trials=trials,
         settings=RunSettings(burst_sync=burst_sync),
     )

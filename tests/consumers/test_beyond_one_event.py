@@ -129,3 +129,47 @@ def test_a_checkout_whose_webhook_and_browser_return_both_create_the_order(tmp_p
         assert all("together:" in v["detail"] for v in violations)
     else:
         assert violations == []
+
+
+@pytest.mark.parametrize("mail", ["always", "created"])
+def test_a_checkout_that_mails_from_the_webhook_and_the_browser_return_fails_on_emails_only(tmp_path, mail):
+    # One order either way (the session is unique); `always` mails after every fulfil call.
+    scenario = object_scenarios.checkout(tmp_path, "locked", "sqlite", trials=1, mail=mail)
+    result = attacked(scenario, tmp_path / "out")
+    (trial,) = trials(result, "race-with-request")
+    observed = [o for o in trial["observations"] if o["note"] == "final"]
+    assert observed
+    assert all(o["effects"] == 1 for o in observed)
+    violations = trial["violations"]
+    if mail == "created":
+        assert violations == []
+        assert all(o["emails"] == 1 for o in observed)
+        return
+    # Five objects (three released together, both near misses): each got two confirmations.
+    assert all(o["emails"] == 2 for o in observed)
+    assert {(v["invariant"], v.get("source"), v["observed"]) for v in violations} == {
+        ("at-most-once-per-object", "emails", 2)
+    }
+    assert len(violations) == len(trial["objects"]) == 5
+    assert all("emails: " in v["detail"] and "sent 2 emails" in v["detail"] for v in violations)
+    assert any("competitor-first" in v["detail"] for v in violations)
+
+
+@pytest.mark.parametrize("mail", ["each", "provisioned"])
+def test_an_invoice_consumer_that_mails_a_receipt_per_sibling_fails_on_emails_only(tmp_path, mail):
+    # Provisions are deduped per invoice either way; `each` mails on invoice.paid and on
+    # invoice.payment_succeeded. One receipt names the invoice and counts for both siblings: once.
+    scenario = object_scenarios.invoices(tmp_path, "correct", "sqlite", trials=1, mail=mail)
+    result = attacked(scenario, tmp_path / "out")
+    (trial,) = trials(result, "sibling-events")
+    final = [o for o in trial["observations"] if o["note"] == "final"]
+    assert final
+    assert all(o["effects"] == 1 for o in final)
+    if mail == "provisioned":
+        assert trial["violations"] == []
+        assert all(o["emails"] == 1 for o in final)  # one receipt, read for each sibling
+        return
+    assert {(v["invariant"], v.get("source"), v["observed"]) for v in trial["violations"]} == {
+        ("at-most-once-per-object", "emails", 2)
+    }
+    assert len(trial["violations"]) == 2  # one after the other, and released together

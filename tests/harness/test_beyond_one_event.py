@@ -297,3 +297,39 @@ def test_out_of_order_is_judged_from_the_records_alone(tmp_path):
         )
     )
     assert {v.invariant for v in regressed.violations} == {"state-never-regresses"}
+
+
+def test_an_objects_emails_are_judged_once_for_siblings_that_name_one_order(tmp_path):
+    """The sinks count a receipt for every event it names: siblings share their order, so one receipt
+    reads 1 for each of them and is one receipt, not two. Two are a violation on emails, and the
+    database's own count is then the source 'rows'."""
+    from acklab.evidence.documents.trial import Trial
+    from acklab.harness.engine.execute import rejudge
+
+    result = run(
+        RunOptions(target="fixture:live", experiments=("sibling-events",), trials=1, seed=11, out=tmp_path)
+    )
+    (path,) = (result.bundle / "trials").glob("*.json")
+    trial = Trial.read(json.loads(path.read_text()))
+    assert trial.verdict == "pass"
+    assert len(trial.objects or []) == 2
+
+    def mailed(emails: int, *, rows: int | None = None) -> Trial:
+        return trial.but(
+            observations=[
+                o.but(emails=emails if o.note != "before" else 0, calls=None).but(
+                    effects=rows if rows is not None and o.note == "final" else o.effects
+                )
+                for o in trial.observations
+            ]
+        )
+
+    assert rejudge(mailed(1)).verdict == "pass"
+    twice = rejudge(mailed(2))
+    assert {(v.invariant, v.source, v.observed) for v in twice.violations} == {
+        ("at-most-once-per-object", "emails", 2)
+    }
+    assert len(twice.violations) == 2
+    assert all("emails: " in v.detail for v in twice.violations)
+    both = rejudge(mailed(2, rows=2))
+    assert {v.source for v in both.violations} == {"emails", "rows"}
