@@ -180,6 +180,9 @@ def unpreempted() -> Iterator[bool]:
         yield False
         return
     policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    if policy in (fifo, getattr(os, "SCHED_RR", fifo)):
+        yield True  # already real-time (at a priority of its own, which is kept)
+        return
     try:
         setscheduler(0, fifo, os.sched_param(1))
     except OSError:

@@ -379,3 +379,26 @@ def test_a_burst_says_how_its_release_loop_was_scheduled(tmp_path):
         _, burst = send_both_ways(http_effects_spec(tmp_path, server, server.url("/hooks")), "last-byte")
     assert burst.facts()["release_priority"] == ("real-time" if _realtime_allowed() else "normal")
     assert "release_priority" not in Burst((), "none").facts()
+
+
+def test_a_thread_already_at_real_time_priority_keeps_its_own():
+    import os
+    import threading
+
+    from acklab.harness.wire.burst_h1 import unpreempted
+
+    if not _realtime_allowed():
+        pytest.fail("this test needs SCHED_FIFO (root or RLIMIT_RTPRIO), as make test runs")
+    seen: list[tuple[bool, int, int]] = []
+
+    def at_fifo_5() -> None:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
+        with unpreempted() as realtime:
+            inside = os.sched_getparam(0).sched_priority
+        seen.append((realtime, inside, os.sched_getparam(0).sched_priority))
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+    thread = threading.Thread(target=at_fifo_5)
+    thread.start()
+    thread.join()
+    assert seen == [(True, 5, 5)]
