@@ -150,6 +150,13 @@ class _Case:
             return None
         return sum(last.values())
 
+    def extra_cause(self, seen: Delivery | None) -> Delivery | None:
+        """The delivery an effect beyond the limit came with: the first read after which it showed
+        (`seen`), else — released together — the second delivery to arrive."""
+        if seen is None and len(self.case.arrival) > 1:
+            return self.deliveries.get(self.case.arrival[1])
+        return seen
+
     def sinks_seen(self) -> bool:
         return any(o.emails is not None or o.calls is not None for o in self.observations("final"))
 
@@ -252,6 +259,14 @@ def _last_change(reads: Sequence[tuple[Delivery, int | None, str | None]]) -> De
     return cause
 
 
+def _grew(settled: int, late: int | None) -> str:
+    return (
+        f" (read {settled} when settled, {late} at the end of the run)"
+        if late is not None and late > settled
+        else ""
+    )
+
+
 def _judge_counts(c: _Case) -> None:
     """at-most-once-per-object and acked-exactly-once, for an object's events and its competitor."""
     final, late = c.count("final"), c.count("late")
@@ -261,14 +276,10 @@ def _judge_counts(c: _Case) -> None:
     last = final if late is None else max(final, late)
     reads = c.reads_after()
     if last > c.expect.max_effects:
-        cause = next((d for d, n, _ in reads if n is not None and n > c.expect.max_effects), None)
-        if cause is None and len(c.case.arrival) > 1:
-            cause = c.deliveries.get(c.case.arrival[1])  # released together: the second to arrive
-        grew = (
-            f" (read {final} when settled, {late} at the end of the run)"
-            if late is not None and late > final
-            else ""
+        cause = c.extra_cause(
+            next((d for d, n, _ in reads if n is not None and n > c.expect.max_effects), None)
         )
+        grew = _grew(final, late)
         c.violate(
             "at-most-once-per-object",
             cause.event_id if cause is not None else c.primary.event_id,
@@ -323,14 +334,8 @@ def _judge_sinks(c: _Case) -> None:
         if last <= limit:
             continue
         over = next((o.after_seq for o in reads if (getattr(o, name) or 0) > limit), None)
-        cause = c.deliveries.get(over) if over is not None else None
-        if cause is None and len(c.case.arrival) > 1:
-            cause = c.deliveries.get(c.case.arrival[1])  # released together: the second to arrive
-        grew = (
-            f" (read {settled} when settled, {later} at the end of the run)"
-            if later and later > settled
-            else ""
-        )
+        cause = c.extra_cause(c.deliveries.get(over) if over is not None else None)
+        grew = _grew(settled, later)
         what = "emails" if name == "emails" else "effects downstream"
         c.violate(
             "at-most-once-per-object",
