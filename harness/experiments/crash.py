@@ -59,6 +59,7 @@ from acklab.harness.experiments.struck import (
 )
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import current_book
+from acklab.harness.sinks import Sinks
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.targets.effects import SqlProbe
 from acklab.harness.targets.inflight import wait_in_transaction
@@ -110,6 +111,7 @@ class ProcessEndpoint(Endpoint):
 async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
     """Serve the fixture with `acklab serve fixture` on a fixed loopback port."""
     database_url = str(getattr(target, "database_url", ""))
+    sinks = target.sinks_of()
     process = FixtureProcess(
         handler=str(target.handler),
         database_url=database_url,
@@ -117,6 +119,7 @@ async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoi
         scheme=target.scheme,
         leases=current_book(),
         checkout=getattr(target, "checkout", None),  # a checkout's fixture is served from the checkout
+        notify=fixture_notify(sinks),
     )
     await asyncio.to_thread(process.start)
     probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
@@ -130,11 +133,22 @@ async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoi
             processing_delay_ms=needs.processing_delay_ms,
             process=process,
             database_url=database_url,
+            sinks=sinks,
         )
     finally:
         await transport.aclose()
         await probe.aclose()
         await asyncio.to_thread(process.stop)
+
+
+def fixture_notify(sinks: Sinks | None) -> dict[str, str]:
+    """The fixture's settings for the lab's sinks, so a served process mails and ships as the
+    in-process fixture does (`FixtureTarget.start_sinks`); nothing without them."""
+    if sinks is None:
+        return {}
+    found = {"ACKLAB_SMTP_PORT": str(sinks.smtp_port) if sinks.smtp_port else None,
+             "ACKLAB_WAREHOUSE_URL": sinks.outbound_url}  # fmt: skip
+    return {k: v for k, v in found.items() if v}
 
 
 def _process(trial: TrialContext) -> tuple[FixtureProcess, str]:

@@ -77,8 +77,11 @@ class FixtureProcess(LeasedProcess):
         log_dir: Path | None = None,
         checkout: Path | None = None,
         confined: Confined | None = None,
+        notify: dict[str, str] | None = None,
     ) -> None:
         self.handler, self.database_url, self.scheme = handler, database_url, scheme
+        # The lab's sinks the fixture tells of each fulfilment (ACKLAB_SMTP_PORT, ACKLAB_WAREHOUSE_URL).
+        self.notify = dict(notify or {})
         self.confined = confined
         self.checkout = confined.root if confined is not None else checkout
         self._secret = secret
@@ -103,7 +106,11 @@ class FixtureProcess(LeasedProcess):
             args += ["--processing-delay-ms", str(processing_delay_ms)]
         # Secrets travel in the environment, not argv: a database URL may carry a password,
         # and any local user can read a process's arguments with ps.
-        settings = {"ACKLAB_WEBHOOK_SECRET": self._secret, "ACKLAB_DATABASE_URL": self.database_url}
+        settings = {
+            "ACKLAB_WEBHOOK_SECRET": self._secret,
+            "ACKLAB_DATABASE_URL": self.database_url,
+            **self.notify,
+        }
         if self.checkout is None:
             argv = [sys.executable, "-c", LAUNCHER, *args]
             env = {**os.environ, **settings, "PYTHONUNBUFFERED": "1"}

@@ -159,3 +159,27 @@ def test_the_fixture_tells_the_world_once_after_the_commit_and_the_unsafe_handle
     assert verdicts["live"] == set()
     assert {("at-most-once-effect", "emails"), ("at-most-once-effect", "calls"),
             ("idempotent-outbound", None)} <= verdicts["unsafe"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_fixture_served_as_a_process_for_crashes_tells_the_same_sinks(tmp_path):
+    # crash-after-commit serves the fixture as a process of its own (killed and restarted): it is
+    # handed the sinks' ports, so its emails and shipments are counted as the in-process fixture's.
+    verdicts = {}
+    for handler in ("unsafe", "live"):
+        target = fixture_target(f"fixture:{handler}", db_url=None)
+        sinks = target.start_sinks()
+        result = run(
+            RunOptions(target=target.name, experiments=("crash-after-commit",), trials=1, seed=7,
+                       out=tmp_path / handler, journal=False),
+            target=target,
+        )  # fmt: skip
+        (entry,) = result.document.experiments
+        assert entry.fault_landed == 1
+        verdicts[handler] = {(v.invariant, v.source) for v in entry.violations}
+        trial = json.loads(next((result.bundle / "trials").glob("*.json")).read_text())
+        final = next(o for o in trial["observations"] if o["note"] == "final")
+        assert (final["emails"], final["calls"]) == ((1, 1) if handler == "live" else (2, 2))
+        assert sinks.tally(trial["event_ids"][0]).emails == final["emails"]
+    assert verdicts["live"] == set()
+    assert {("at-most-once-effect", "emails"), ("at-most-once-effect", "calls")} <= verdicts["unsafe"]
