@@ -57,11 +57,16 @@ def test_sixteen_identical_deliveries_at_once(database_url: str, handler: str, e
         assert effects > 1
 
 
+DELAY_MS = 1500
+
+
 @pytest.mark.parametrize(("handler", "expected"), [("live", 1), ("unsafe", 2)])
 def test_a_retry_into_a_slow_handler_after_a_sender_timeout(
     database_url: str, handler: str, expected: int
 ) -> None:
-    settings: dict[str, Any] = {"processing_delay_ms": 800, "handler": handler}
+    # A window far wider than the retry takes to arrive, on a slow machine too (800 ms was once
+    # not: the unsafe handler's retry found the first delivery committed, 1 effect instead of 2).
+    settings: dict[str, Any] = {"processing_delay_ms": DELAY_MS, "handler": handler}
     app = create_app(Settings(database_url=database_url, secret=SECRET, **settings))
     event_id = new_event_id()
     body = order_event(event_id)
@@ -78,7 +83,7 @@ def test_a_retry_into_a_slow_handler_after_a_sender_timeout(
         retry = httpx.post(
             f"{base_url}/webhooks/orders", content=body, headers=standard_headers(event_id, body), timeout=30
         )
-        time.sleep(0.9)  # let the abandoned first delivery finish either way
+        time.sleep(DELAY_MS / 1000 + 0.5)  # let the abandoned first delivery finish either way
         effects = _effects(base_url, event_id)
     app.state.fixture.engine.dispose()
 
