@@ -157,6 +157,27 @@ class _Case:
             return self.deliveries.get(self.case.arrival[1])
         return seen
 
+    def too_many(
+        self,
+        observed: int,
+        limit: int,
+        detail: str,
+        *,
+        cause: Delivery | None,
+        extra: str,
+        source: EffectSource | None,
+    ) -> None:
+        """at-most-once-per-object: `observed` effects of one source beyond `limit`, and what brought them."""
+        self.violate(
+            "at-most-once-per-object",
+            cause.event_id if cause is not None else self.primary.event_id,
+            observed,
+            f"<= {limit}",
+            detail + (f"; the extra {extra} came with {self._named(cause)}" if cause is not None else ""),
+            cause=cause,
+            source=source,
+        )
+
     def sinks_seen(self) -> bool:
         return any(o.emails is not None or o.calls is not None for o in self.observations("final"))
 
@@ -279,15 +300,12 @@ def _judge_counts(c: _Case) -> None:
         cause = c.extra_cause(
             next((d for d, n, _ in reads if n is not None and n > c.expect.max_effects), None)
         )
-        grew = _grew(final, late)
-        c.violate(
-            "at-most-once-per-object",
-            cause.event_id if cause is not None else c.primary.event_id,
+        c.too_many(
             last,
-            f"<= {c.expect.max_effects}",
-            f"{len(c.deliveries)} deliveries to one object left {last} side effects{grew}"
-            + (f"; the extra effect came with {c._named(cause)}" if cause is not None else ""),
+            c.expect.max_effects,
+            f"{len(c.deliveries)} deliveries to one object left {last} side effects{_grew(final, late)}",
             cause=cause,
+            extra="effect",
             # beside the sinks' emails and calls, the database's count is the source "rows"
             source="rows" if c.sinks_seen() else None,
         )
@@ -335,16 +353,13 @@ def _judge_sinks(c: _Case) -> None:
             continue
         over = next((o.after_seq for o in reads if (getattr(o, name) or 0) > limit), None)
         cause = c.extra_cause(c.deliveries.get(over) if over is not None else None)
-        grew = _grew(settled, later)
         what = "emails" if name == "emails" else "effects downstream"
-        c.violate(
-            "at-most-once-per-object",
-            cause.event_id if cause is not None else c.primary.event_id,
+        c.too_many(
             last,
-            f"<= {limit}",
-            f"{name}: {len(c.deliveries)} deliveries to one object sent {last} {what}{grew}"
-            + (f"; the extra one came with {c._named(cause)}" if cause is not None else ""),
+            limit,
+            f"{name}: {len(c.deliveries)} deliveries to one object sent {last} {what}{_grew(settled, later)}",
             cause=cause,
+            extra="one",
             source=name,
         )
 

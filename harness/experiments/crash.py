@@ -146,9 +146,12 @@ def fixture_notify(sinks: Sinks | None) -> dict[str, str]:
     in-process fixture does (`FixtureTarget.start_sinks`); nothing without them."""
     if sinks is None:
         return {}
-    found = {"ACKLAB_SMTP_PORT": str(sinks.smtp_port) if sinks.smtp_port else None,
-             "ACKLAB_WAREHOUSE_URL": sinks.outbound_url}  # fmt: skip
-    return {k: v for k, v in found.items() if v}
+    notify = {}
+    if sinks.smtp_port is not None:
+        notify["ACKLAB_SMTP_PORT"] = str(sinks.smtp_port)
+    if sinks.outbound_url is not None:
+        notify["ACKLAB_WAREHOUSE_URL"] = sinks.outbound_url
+    return notify
 
 
 def _process(trial: TrialContext) -> tuple[FixtureProcess, str]:
