@@ -1,23 +1,32 @@
 """The capability check: what the patched file may reach, read from its syntax tree.
 
-A handler needs the app's contract, its models and database helpers, SQLAlchemy and the
-standard library's data modules. It never needs the interpreter's machinery, and a patch
-that reaches for it is trying to act outside its request: rewrite another module through
-``sys.modules``, end the process early (``atexit.register(os._exit, 0)`` under pytest), run
-code it assembles at run time. The rules are fixed (code, not configuration); the spec only
-lists which *names* may be imported from where (``capabilities.imports`` in
-``flows/repair.yaml``: ``from sqlalchemy import select, text``, ``import json``), and no list
-can allow the machinery below. Each finding names the line and the rule:
+A handler needs the app's contract, its models and database helpers, its ORM and the standard
+library's data modules. It never needs the interpreter's machinery, nor the database driver
+beneath the ORM, and a patch that reaches for them is trying to act outside its request:
+rewrite another module through ``sys.modules``, end the process early
+(``atexit.register(os._exit, 0)`` under pytest), run code it assembles at run time, take the
+raw driver connection (``session.get_bind().dialect.dbapi``) and run ``COPY ... TO PROGRAM``.
+The rules are fixed (code, not configuration); the spec only lists which *names* may be
+imported from where (``capabilities.imports`` in ``flows/repair.yaml``: ``from sqlalchemy import
+select, text``, ``from django.db import transaction``, ``import json``), and no list can allow
+the machinery below.
+
+Nothing is imported to decide: the patched file, the checkout's other modules, the framework and
+the libraries are read as source (`flows.sources`), located as the interpreter serving the
+checkout would find them, so no code of the user's project or framework runs in the lab's
+process, and a decision does not depend on what the lab happened to import before. Each finding
+names the line and the rule:
 
 * ``import``: a name or module outside the spec's list; star imports; relative imports are
-  resolved first;
-* ``module-attribute``: a name imported, or an attribute of an imported module, that is itself
-  a module (``from enum import bltns`` is ``builtins``, ``dataclasses.inspect``,
-  ``typing.types``, ``sqlalchemy.util``) — resolved against the lab's own installed modules,
-  never the checkout's;
-* ``introspection``: such a name or attribute that is one of the interpreter's introspection
-  or machinery functions (``getmembers``, ``getattr_static``, ``vars``, anything of ``inspect``,
-  ``sys``, ``os``, ``builtins``...);
+  resolved against the patched file's own package first (``from .models import Fulfillment`` in
+  ``orders/views.py`` is ``from orders.models import Fulfillment``);
+* ``module-attribute``: a module reached through a name or an attribute that the spec does not
+  allow as a module (``json.decoder``), or that is the interpreter's machinery, however its
+  source binds it (``from enum import bltns`` is ``builtins``, ``dataclasses.inspect``,
+  ``typing.types``). A submodule the spec names (``from django.db import transaction``) is
+  allowed;
+* ``introspection``: a name or attribute that resolves to one of the interpreter's introspection
+  or machinery functions (anything of ``inspect``, ``sys``, ``os``, ``builtins``...);
 * ``dunder-subscript``: a string subscript naming a dunder (``vars(f)["__globals__"]``);
 * ``confusable-identifier``: an identifier that mixes scripts or holds a character confusable
   with another script's (Unicode TR39, ``confusable_homoglyphs``), or that Python's NFKC
@@ -29,9 +38,17 @@ can allow the machinery below. Each finding names the line and the rule:
 * ``machinery-name``: exec, eval, compile, __import__, globals, locals, vars, setattr,
   delattr, open, breakpoint, exit, SystemExit, __builtins__...;
 * ``private-attribute``: any attribute (or match-pattern keyword) starting with ``_``:
-  ``__class__.__subclasses__``, ``__globals__``, ``os._exit`` however ``os`` was aliased;
+  ``__class__.__subclasses__``, ``__globals__``, ``__dict__``, ``os._exit`` however ``os`` was
+  aliased;
 * ``machinery-attribute``: an attribute, or a name imported from a module, that names the
-  machinery (``.modules``, ``.sys``, ``.kill``, ``.f_globals``, ``get_type_hints``...);
+  machinery (``.modules``, ``.sys``, ``.kill``, ``.f_globals``, ``.gi_frame``,
+  ``get_type_hints``...), whatever it is rooted in;
+* ``driver-attribute``: an attribute that leads beneath the ORM to the database driver or its
+  raw connection (``.dialect``, ``.dbapi``, ``.driver_connection``, ``.dbapi_connection``,
+  ``.raw_connection``, an uncalled ``.connection``, Django's ``.schema_editor``...), whatever it
+  is rooted in — a runtime object as much as an import;
+* ``raw-sql`` and ``dynamic-sql``: SQL that runs programs, changes the schema or reaches past the
+  handler's database (``flows.sql_rules``), or SQL sent that the guard cannot read;
 * ``dynamic-attribute``: getattr/hasattr with a name that is not a plain literal;
 * ``format-attribute``: a string whose ``{0._...}`` field would read a private attribute;
 * ``coding``: a coding declaration other than utf-8 (the interpreter would read other code
@@ -47,18 +64,16 @@ asked to approve it.
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import re
-import sys
-import types
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
+from . import sql_rules
+from .allowlist import Allowlist
 from .escape import one_line, unsafe
+from .sources import Final, Layout, Module, Opaque, Sources
 
 # Modules (and their submodules) no spec can allow: they reach the interpreter itself.
 MACHINERY_MODULES = frozenset(
@@ -97,6 +112,7 @@ MACHINERY_ATTRIBUTES = frozenset(
         "getframe", "stack", "get_type_hints", "ForwardRef", "register", "load_module",
         "exec_module", "import_module", "attrgetter", "methodcaller", "globals", "eval", "exec",
         "getmembers", "getmembers_static", "getattr_static", "getattr", "setattr", "delattr", "vars",
+        "cr_await", "gi_yieldfrom", "ag_await", "co_consts", "f_trace", "func_globals", "mro",
         "bltns", "inspect", "types", "compat", "util",
     }
 )  # fmt: skip
@@ -108,94 +124,17 @@ INTROSPECTION_MODULES = frozenset({"builtins", "inspect", "sys", "os", "posix", 
 # functools.partial and friends are data-module functions a handler may use; reduce runs code.
 INTROSPECTION_NAMES = frozenset({"getattr", "setattr", "delattr", "vars", "globals", "locals", "dir",
                                  "eval", "exec", "compile", "__import__", "open", "breakpoint", "reduce"})  # fmt: skip
-_ENTRY = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+(.+?)|import\s+([\w.]+))\s*$")
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_IDENT = re.compile(r"^[A-Za-z_]\w*$")
-
-
-class AllowlistError(ValueError):
-    """A ``capabilities.imports`` entry that is not ``from M import a, b`` or ``import M``."""
-
-
-@dataclass(frozen=True)
-class Allowlist:
-    """What may be imported: whole modules (``import M``) and names from modules (``from M import n``)."""
-
-    modules: frozenset[str] = frozenset()
-    names: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, entries: Iterable[str]) -> Allowlist:
-        modules: set[str] = set()
-        names: dict[str, set[str]] = {}
-        for entry in entries:
-            match = _ENTRY.match(entry)
-            if match is None:
-                if _DOTTED.match(entry.strip()):
-                    raise AllowlistError(
-                        f"capabilities.imports: {entry!r} names a module, the format before imports listed names; "
-                        f"write what may be imported from it, e.g. 'from {entry.strip()} import NAME, OTHER' "
-                        f"(or 'import {entry.strip()}' for the module itself)"
-                    )
-                raise AllowlistError(
-                    f"capabilities.imports: got {entry!r}; expected 'from MODULE import NAME, ...' or 'import MODULE'"
-                )
-            if match.group(3):
-                modules.add(match.group(3))
-                continue
-            module, listed = match.group(1), [n.strip() for n in match.group(2).split(",")]
-            bad = [n for n in listed if not _IDENT.match(n)]
-            if bad or not _DOTTED.match(module):
-                raise AllowlistError(
-                    f"capabilities.imports: {entry!r}: {bad or module!r} is not a plain name (no '*', no 'as')"
-                )
-            names.setdefault(module, set()).update(listed)
-        return cls(frozenset(modules), {m: frozenset(n) for m, n in names.items()})
-
-    def module_allowed(self, module: str) -> bool:
-        return module in self.modules
-
-    def name_allowed(self, module: str, name: str) -> bool:
-        return name in self.names.get(module, frozenset())
-
-
-def _lab_module(name: str) -> types.ModuleType | None:
-    """`name` imported in the lab's own process, when that runs only the lab's installed code: the
-    standard library, installed packages, acklab itself; never a module a checkout provides."""
-    if name in sys.modules:
-        module = sys.modules[name]
-        return module if isinstance(module, types.ModuleType) else None
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    origin = (
-        Path(spec.origin).resolve()
-        if spec is not None and spec.origin not in (None, "built-in", "frozen")
-        else None
-    )
-    trusted = [Path(p).resolve() for p in (sys.base_prefix, sys.prefix)] + [
-        Path(__file__).resolve().parents[1]
-    ]
-    if spec is None or (origin is not None and not any(origin.is_relative_to(t) for t in trusted)):
-        return None
-    try:
-        return importlib.import_module(name)
-    except Exception:  # a module that does not import resolves nothing
-        return None
-
-
-def _is_machinery(value: Any) -> str | None:
-    """Why `value` may not be reached from a handler (a module, an introspection helper), or None."""
-    if isinstance(value, types.ModuleType):
-        return f"is the module {value.__name__}"
-    module = getattr(value, "__module__", None)
-    name = getattr(value, "__name__", None)
-    if callable(value) and isinstance(module, str) and module.split(".")[0] in INTROSPECTION_MODULES:
-        return f"is {module}.{name}, the interpreter's machinery"
-    if callable(value) and name in INTROSPECTION_NAMES and module in (None, "builtins"):
-        return f"is the built-in {name}"
-    return None
+# Attributes that lead beneath the ORM to the database driver, its module or its raw connection:
+# from there a handler could log in again with other rights or send what the ORM never would.
+DRIVER_ATTRIBUTES = frozenset(
+    {
+        "dialect", "dbapi", "loaded_dbapi", "import_dbapi", "dbapi_connection", "driver_connection",
+        "raw_connection", "get_raw_connection", "schema_editor", "creation", "settings_dict",
+        "get_new_connection", "connection_pool",
+    }
+)  # fmt: skip
+# Attributes a runtime object must not be asked for, called or not: its raw connection.
+UNCALLED_DRIVER_ATTRIBUTES = frozenset({"connection"})
 
 
 # getattr/hasattr may only be called directly, with a literal name: passed around, they are
@@ -223,26 +162,35 @@ def machinery(module: str) -> bool:
     return module.split(".", 1)[0] in MACHINERY_MODULES
 
 
-def package_of(path: str) -> str:
-    """The package a repository file belongs to once installed: app/webhooks.py -> acklab.app."""
-    parts = path.removesuffix(".py").split("/")
-    return ".".join(["acklab", *parts[:-1]])
+# The lab's own checkout: the layout a file is read in when the caller names no checkout.
+LAB_ROOT = Path(__file__).resolve().parents[1]
 
 
-def check(source: str, *, path: str, imports: Iterable[str]) -> list[str]:
-    """Every capability rule `source` (the patched file at `path`) breaks, as reasons."""
+def lab_layout() -> Layout:
+    """The lab's own layout (``app/webhooks.py`` is ``acklab.app.webhooks``), installed or not."""
+    layout = Layout.of(LAB_ROOT)
+    if not any(name == "acklab" for name, _ in layout.mapped):
+        layout = Layout(LAB_ROOT, (*layout.mapped, ("acklab", PurePosixPath("."))))
+    return layout
+
+
+def check(source: str, *, path: str, imports: Iterable[str], root: Path | None = None) -> list[str]:
+    """Every capability rule `source` (the patched file at `path` of the checkout at `root`; default
+    the lab's own) breaks, as reasons. Nothing of `source`, the checkout or what they import runs."""
     findings = _text_rules(source)
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError:
         tree = None  # the guard's own parse rule reports it
     if tree is not None:
-        visitor = _Visitor(package_of(path), Allowlist.parse(imports))
+        layout = Layout.of(root) if root is not None else lab_layout()
+        visitor = _Visitor(path, layout, Allowlist.parse(imports))
         visitor.visit(tree)
         findings += visitor.findings
         findings += _identifier_rules(tree, source)
+        findings += [Finding(f.line, f.rule, f.detail) for f in sql_rules.findings(tree)]
     lines = source.splitlines()
-    return [f.text(path, lines) for f in sorted(findings, key=lambda f: (f.line, f.rule))]
+    return [f.text(path, lines) for f in sorted(findings, key=lambda f: (f.line, f.rule, f.detail))]
 
 
 def _confusable(text: str, *, identifier: bool = True) -> str | None:
@@ -323,13 +271,35 @@ def _text_rules(source: str) -> list[Finding]:
     return findings
 
 
+def _refusal(final: Final) -> tuple[str, str] | None:
+    """(rule, why) when `final` is the interpreter's machinery: a module of it, or a function of its
+    introspection modules or a built-in that runs or reaches code; None otherwise."""
+    if isinstance(final, Module):
+        if machinery(final.name):
+            return "module-attribute", f"is the module {final.name}, the interpreter's machinery"
+        return None
+    top = final.module.split(".")[0]
+    if top in INTROSPECTION_MODULES:
+        return "introspection", f"is {final.module}.{final.name}, the interpreter's machinery"
+    compiled = isinstance(final, Opaque) and top.startswith("_")
+    if final.name in INTROSPECTION_NAMES and (top == "builtins" or compiled):
+        return "introspection", f"is the built-in {final.name}"
+    return None
+
+
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, package: str, imports: Allowlist) -> None:
-        self.package = package
+    def __init__(self, path: str, layout: Layout, imports: Allowlist) -> None:
+        self.path = path
+        self.layout = layout
+        self.sources = Sources(layout)
         self.imports = imports
         self.findings: list[Finding] = []
         self._called: set[int] = set()
-        self._bound: dict[str, Any] = {}  # names bound by imports -> what they are in the lab's process
+        self._calls: set[int] = set()  # attributes that are called (``x.connection()``)
+        # names bound by imports -> what they are, read from source
+        self._bound: dict[str, tuple[Final, ...]] = {}
+        # the modules the file may hold as objects: those imported (and on an imported dotted path)
+        self._modules: set[str] = set()
 
     def flag(self, node: ast.AST, rule: str, detail: str) -> None:
         self.findings.append(Finding(getattr(node, "lineno", 0), rule, detail))
@@ -343,21 +313,31 @@ class _Visitor(ast.NodeVisitor):
                     node, "import", f"import {alias.name} is not among the imports the flow spec allows"
                 )
             else:
-                top = alias.asname or alias.name.split(".")[0]
-                module = _lab_module(alias.name if alias.asname else alias.name.split(".")[0])
-                if module is not None:
-                    self._bound[top] = module
+                parts = alias.name.split(".")
+                self._modules.update(".".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+                bound = alias.asname or parts[0]
+                self._bound[bound] = (Module(alias.name if alias.asname else parts[0]),)
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         base = node.module or ""
+        written = "." * node.level + base
         if node.level:
-            parent = self.package.split(".")
-            parent = parent[: len(parent) - (node.level - 1)] if node.level > 1 else parent
-            base = ".".join([*parent, base] if base else parent)
+            absolute = self.layout.absolute(self.path, node.level, node.module)
+            if absolute is None:
+                self.flag(
+                    node,
+                    "import",
+                    f"from {written} import ...: {self.path} is not inside a package of the checkout, so "
+                    "the relative import names nothing; import it absolutely",
+                )
+                self.generic_visit(node)
+                return
+            base = absolute
+        shown = f"{written} ({base})" if node.level else base
         for alias in node.names:
             if alias.name == "*":
-                self.flag(node, "import", f"from {base} import *: name what is imported")
+                self.flag(node, "import", f"from {shown} import *: name what is imported")
                 continue
             full = f"{base}.{alias.name}"
             if machinery(base):
@@ -366,7 +346,8 @@ class _Visitor(ast.NodeVisitor):
                 self.flag(
                     node,
                     "import",
-                    f"from {base} import {alias.name} is not among the imports the flow spec allows",
+                    f"from {shown} import {alias.name} is not among the imports the flow spec allows"
+                    + (f" (it would list 'from {base} import {alias.name}')" if node.level else ""),
                 )
             elif alias.name.startswith("_") and base != "__future__":
                 self.flag(node, "private-attribute", f"{full} is private")
@@ -375,22 +356,25 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _import_name(self, node: ast.ImportFrom, base: str, alias: ast.alias) -> None:
-        """An allowed `from base import name`: what it is in the lab's process decides, then its name."""
+        """An allowed `from base import name`: what its source makes it decides, then its name."""
         full = f"{base}.{alias.name}"
-        module = _lab_module(base) if base != "__future__" else None
-        if module is not None and hasattr(module, alias.name):
-            value = getattr(module, alias.name)
-            why = _is_machinery(value)
-            if why:
-                rule = "module-attribute" if isinstance(value, types.ModuleType) else "introspection"
-                self.flag(node, rule, f"{full} {why}")
+        finals = self.sources.imported(base, alias.name) if base != "__future__" else ()
+        for final in finals:
+            refused = _refusal(final)
+            if refused:
+                self.flag(node, refused[0], f"{full} {refused[1]}")
                 return
-            self._bound[alias.asname or alias.name] = value
         if alias.name in MACHINERY_ATTRIBUTES:
             self.flag(node, "machinery-attribute", f"{full} leads to the interpreter's machinery")
+            return
+        # A submodule the spec names (`from django.db import transaction`) may be used as one.
+        self._modules.update(f.name for f in finals if isinstance(f, Module))
+        self._bound[alias.asname or alias.name] = finals
 
     def _resolve(self, node: ast.Attribute) -> None:
-        """`root.a.b` where root is an imported name: no step may be a module or the machinery."""
+        """`root.a.b` where root is an imported name: no step may be a module the spec does not allow
+        as one, nor the machinery. A step that is not a module is a runtime value: the attribute
+        rules (private, machinery, driver) judge what follows."""
         chain: list[str] = []
         current: ast.AST = node
         while isinstance(current, ast.Attribute):
@@ -398,19 +382,31 @@ class _Visitor(ast.NodeVisitor):
             current = current.value
         if not isinstance(current, ast.Name) or current.id not in self._bound:
             return
-        value = self._bound[current.id]
+        finals = self._bound[current.id]
         where = current.id
         for attr in reversed(chain):
             where = f"{where}.{attr}"
-            try:
-                value = getattr(value, attr)
-            except Exception:  # an attribute the lab cannot read resolves nothing
+            modules = [f.name for f in finals if isinstance(f, Module)]
+            if not modules:
                 return
-            why = _is_machinery(value)
-            if why:
-                rule = "module-attribute" if isinstance(value, types.ModuleType) else "introspection"
-                self.flag(node, rule, f"{where} {why}")
-                return
+            following: list[Final] = []
+            for module in modules:
+                for final in self.sources.member(module, attr):
+                    refused = _refusal(final)
+                    if refused:
+                        self.flag(node, refused[0], f"{where} {refused[1]}")
+                        return
+                    if isinstance(final, Module) and final.name not in self._modules:
+                        parent, _, last = final.name.rpartition(".")
+                        self.flag(
+                            node,
+                            "module-attribute",
+                            f"{where} is the module {final.name}, which the spec does not allow as a "
+                            f"module (it would list 'from {parent} import {last}' or 'import {final.name}')",
+                        )
+                        return
+                    following.append(final)
+            finals = tuple(following)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         key = node.slice
@@ -426,7 +422,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self._attribute(node, node.attr)
+        self._attribute(node, node.attr, called=id(node) in self._calls)
         if not isinstance(getattr(node, "_parent_attr", None), ast.Attribute):
             self._resolve(node)
         for child in ast.iter_child_nodes(node):
@@ -434,11 +430,18 @@ class _Visitor(ast.NodeVisitor):
                 child._parent_attr = node  # type: ignore[attr-defined]  # only the outermost resolves
         self.generic_visit(node)
 
-    def _attribute(self, node: ast.AST, name: str) -> None:
+    def _attribute(self, node: ast.AST, name: str, *, called: bool = False) -> None:
         if name.startswith("_"):
             self.flag(node, "private-attribute", f".{name} is private")
         elif name in MACHINERY_ATTRIBUTES:
             self.flag(node, "machinery-attribute", f".{name} leads to the interpreter's machinery")
+        elif name in DRIVER_ATTRIBUTES or (name in UNCALLED_DRIVER_ATTRIBUTES and not called):
+            self.flag(
+                node,
+                "driver-attribute",
+                f".{name} leads beneath the ORM to the database driver or its raw connection, whatever it "
+                "is reached from; a handler works through the session or connection it is given",
+            )
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         for name in node.kwd_attrs:  # case C(__class__=x) reads an attribute by name
@@ -446,6 +449,8 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute):
+            self._calls.add(id(node.func))
         if isinstance(node.func, ast.Name) and node.func.id in DYNAMIC:
             self._called.add(id(node.func))
             name = node.args[1] if len(node.args) > 1 else None

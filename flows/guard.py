@@ -214,7 +214,7 @@ def _python_rules(wt: Worktree, path: str, spec: FlowSpec) -> list[str]:
         ast.parse(source, filename=path)
     except SyntaxError as exc:
         return [f"{path} does not parse as Python after the patch: {exc.msg} (line {exc.lineno})"]
-    refused = capabilities.check(source, path=path, imports=spec.imports)
+    refused = capabilities.check(source, path=path, imports=spec.imports, root=wt.path)
     if refused:
         return refused
     try:

@@ -225,7 +225,7 @@ def check_target_file(spec: FlowSpec, repo: Path) -> None:
 
 def _imports(doc: dict[str, Any], what: str) -> tuple[str, ...]:
     """``capabilities.imports``, checked now: an entry in the old format (a bare module) is exit 3."""
-    from .capabilities import Allowlist, AllowlistError
+    from .allowlist import Allowlist, AllowlistError
 
     entries = tuple(doc.get("capabilities", {}).get("imports", DEFAULT_IMPORTS))
     try:

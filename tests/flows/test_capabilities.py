@@ -127,6 +127,55 @@ ATTACKS = {
         "confusable-identifier",
     ),
     "homoglyph variable": ("\u0455een = set()\n", "confusable-identifier"),
+    # beneath the ORM, however it is reached: runtime objects as much as imports
+    "the driver module through the dialect": (
+        "def f(session):\n    return session.get_bind().dialect.dbapi\n",
+        "driver-attribute",
+    ),
+    "the driver's connection": (
+        "def f(session):\n    return session.connection().connection.driver_connection\n",
+        "driver-attribute",
+    ),
+    "an uncalled .connection": ("def f(conn):\n    return conn.connection.cursor()\n", "driver-attribute"),
+    "raw_connection of the engine": (
+        "def f(engine):\n    return engine.raw_connection()\n",
+        "driver-attribute",
+    ),
+    "getattr of the dialect": (
+        "def f(s):\n    return getattr(s.get_bind(), 'dialect')\n",
+        "driver-attribute",
+    ),
+    "Django's schema editor": (
+        "def f(c):\n    with c.schema_editor() as editor:\n        return editor\n",
+        "driver-attribute",
+    ),
+    "__dict__ of an object": ("def f(o):\n    return o.__dict__\n", "private-attribute"),
+    "a frame through a coroutine": ("def f(c):\n    return c.cr_frame\n", "machinery-attribute"),
+    # SQL no handler sends, wherever its text is
+    "COPY TO PROGRAM": (
+        "from sqlalchemy import text\nq = text(\"COPY (SELECT 1) TO PROGRAM 'id'\")\n",
+        "raw-sql",
+    ),
+    "PRAGMA writable_schema": ("q = 'PRAGMA writable_schema = ON'\n", "raw-sql"),
+    "ATTACH": ("q = \"ATTACH DATABASE '/tmp/x.db' AS x\"\n", "raw-sql"),
+    "a trigger in a list": (
+        "STATEMENTS = ['CREATE TRIGGER t AFTER INSERT ON f BEGIN DELETE FROM f; END']\n",
+        "raw-sql",
+    ),
+    "DDL joined from literals": ("q = 'ALTER ' + 'TABLE fulfillments RENAME TO old'\n", "raw-sql"),
+    "DDL after a harmless statement": ("q = 'SELECT 1; DROP TABLE fulfillments'\n", "raw-sql"),
+    "DDL in an f-string": ("def f(name):\n    return f'DROP TABLE {name}'\n", "raw-sql"),
+    "the server's files": ("q = \"SELECT pg_read_file('/etc/passwd')\"\n", "raw-sql"),
+    "SQLite's schema table": ("q = 'SELECT sql FROM sqlite_master'\n", "raw-sql"),
+    "a role switch": ("q = 'SET ROLE postgres'\n", "raw-sql"),
+    "text() of a computed string": (
+        "from sqlalchemy import text\ndef f(s, words):\n    return s.execute(text(' '.join(words)))\n",
+        "dynamic-sql",
+    ),
+    "execute of an f-string": (
+        "def f(cursor, name):\n    cursor.execute(f'DELETE FROM {name}')\n",
+        "dynamic-sql",
+    ),
 }
 
 
@@ -192,3 +241,19 @@ def test_the_self_certifying_patches_break_capability_rules(name):
         assert any("._exit is private" in f for f in found)
     if name == "hidden-behind-escapes":
         assert any("control-character" in f and "U+001B" in f for f in found)
+
+
+def test_the_sql_and_the_connections_a_handler_uses_stay_allowed():
+    body = (
+        "from sqlalchemy import select, text\n\n"
+        "COUNT = 'SELECT count(*) FROM fulfillments WHERE event_id = :event_id'\n"
+        "SUBJECT = 'Do not reply: grant access to your account, create your order, drop us a line'\n\n\n"
+        "def f(session, conn, cursor, event_id):\n"
+        "    session.execute(text(COUNT), {'event_id': event_id})\n"
+        "    session.execute(text('INSERT INTO receipts (event_id) VALUES (:e) ON CONFLICT DO NOTHING'), {'e': event_id})\n"
+        "    session.execute(select(1))\n"
+        "    cursor.execute('SELECT 1 FROM receipts WHERE event_id = %s', [event_id])\n"
+        "    with session.connection() as c:\n"
+        "        return c, conn.execute(text(COUNT), {'event_id': event_id}), SUBJECT\n"
+    )
+    assert findings(body) == []

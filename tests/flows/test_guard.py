@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from acklab.flows import capabilities
 from acklab.flows.diffs import make_diff
 from acklab.flows.guard import check, path_problem
 from acklab.flows.spec import load_spec
 from acklab.flows.worktree import head_sha, repo_snapshot
+from tests.flows import hostile_three, hostile_two
 from tests.flows.conftest import LIVE, ROOT, UNSAFE
+from tests.flows.unguarded import no_capability_rule
 
 SPEC = load_spec(ROOT / "flows" / "repair.yaml")
 GOOD = make_diff("app/webhooks.py", UNSAFE, LIVE)
@@ -131,3 +134,33 @@ def test_path_problems(path):
 
 def test_plain_paths_have_no_problem():
     assert path_problem("app/webhooks.py") is None
+
+
+@pytest.mark.parametrize("name", hostile_three.ATTACKS)
+def test_a_patch_reaching_beneath_the_orm_is_refused_naming_why(small_repo, name, monkeypatch):
+    _, rule, word = hostile_three.ATTACKS[name]
+    before = repo_snapshot(small_repo)
+    result = judge(small_repo, hostile_three.PATCHES[name])
+    assert not result.allowed
+    reasons = " ".join(result.reasons)
+    assert f"capability rule {rule!r}" in reasons, reasons
+    assert word in reasons
+    assert repo_snapshot(small_repo) == before
+    # Nothing else refuses it (in scope, applies, ruff-clean): the capability rules are what stop it.
+    monkeypatch.setattr(capabilities, "check", no_capability_rule)
+    assert judge(small_repo, hostile_three.PATCHES[name]).allowed
+
+
+@pytest.mark.parametrize(
+    ("source", "statement"),
+    [
+        (hostile_two.VIEW_SOURCE, "ALTER TABLE fulfillments RENAME TO fulfillment_log"),
+        (hostile_two.TRIGGER_SOURCE, "CREATE TRIGGER IF NOT EXISTS fulfillments_once"),
+    ],
+    ids=["view-in-place-of-the-table", "trigger-deleting-duplicates"],
+)
+def test_the_schema_attacks_the_pin_catches_are_refused_before_that(small_repo, source, statement):
+    result = judge(small_repo, hostile_two.diff(source))
+    assert not result.allowed
+    refused = [r for r in result.reasons if "capability rule 'raw-sql'" in r and "changes the schema" in r]
+    assert any(statement in r for r in refused), result.reasons

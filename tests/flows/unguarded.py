@@ -13,7 +13,7 @@ import sys
 from acklab.flows import capabilities
 
 
-def no_capability_rule(source: str, *, path: str, imports: object) -> list[str]:
+def no_capability_rule(source: str, *, path: str, imports: object, root: object = None) -> list[str]:
     return []
 
 
