@@ -96,10 +96,12 @@ class FlowContext:
         *,
         schema_from: Worktree | None = None,
         seed: int | None = None,
+        skip_inapplicable: bool = False,
     ) -> LabRun:
         """Attack `checkout` with `experiments`, served in the sandbox on the schema of `schema_from`'s
         models (the expected head; default `checkout`), with the spec's seed or `seed` (FlowError,
-        exit 4, when the lab could not judge them)."""
+        exit 4, when the lab could not judge them; `skip_inapplicable`: one that does not apply to the
+        target is listed as skipped, not refused)."""
         spec = self.spec
         seed = spec.seed if seed is None else seed
         self.say(f"{why}: {', '.join(experiments)} x{spec.trials} (seed {seed}) on {checkout.path} ...")
@@ -115,6 +117,7 @@ class FlowContext:
             secrets=self.config.secrets,
             db=self.config.db,
             handler=self.handler,
+            skip_inapplicable=skip_inapplicable,
         )
         for exp in run.experiments.values():
             self.say(f"  {exp.line()}")

@@ -6,12 +6,15 @@ It reads what the repository already says and writes nothing it guessed without 
   every checkout the flow serves gets a port of its own);
 * ``scope.allow`` the handler file(s); ``scope.deny`` the tests, the target spec, the flow spec
   itself, the pipeline and the project's configuration (a patch cannot make itself green);
-* ``capabilities.imports`` the handler's current top-level imports, one line each, where the
-  interpreter's machinery (``os``, ``sys``, ``subprocess``...) is refused and left out;
+* ``capabilities.imports`` the handler's current top-level imports, one line each, relative
+  ones as what they name in the repository, where the interpreter's machinery (``os``, ``sys``,
+  ``subprocess``...) is refused and left out; the handler as it is at the head is checked
+  against the guard's rules with that list, and every line the guard would refuse is a note;
 * ``verify.commands`` pytest over the project's ``testpaths`` (``pyproject.toml``,
   ``pytest.ini``, ``setup.cfg``, ``tox.ini``), and ruff over the scoped file(s);
 * ``experiments`` from the last ``acklab run`` of that target in ``--runs`` (default ``out/``):
-  what failed there reproduces, the rest of `STRIKE_AGAIN` (and what passed) strikes again.
+  what failed there reproduces; every other experiment — those a run runs by default and those
+  the last run ran — strikes again (the spec may narrow the list).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import yaml
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
 
+from . import capabilities
 from .capabilities import machinery
 from .errors import FlowError, FlowSpecInvalid
+from .sources import Layout
 
-STRIKE_AGAIN = ("concurrent-duplicates", "conflicting-payload")
 DENIED = (
     "tests/",
     "test/",
@@ -62,14 +66,20 @@ class Written:
     notes: tuple[str, ...]
 
 
-def handler_imports(source: str, *, path: str) -> tuple[list[str], list[str]]:
-    """(the allowlist lines of `source`'s top-level imports, notes on what was left out)."""
+def handler_imports(source: str, *, path: str, root: Path | None = None) -> tuple[list[str], list[str]]:
+    """(the allowlist lines of `source`'s top-level imports, notes on what was left out).
+
+    Relative imports are listed as what they name in the checkout at `root` (``from .models import
+    Fulfillment`` in ``orders/views.py`` is ``from orders.models import Fulfillment``), as the guard
+    resolves them; an alias is listed by the name it imports (the guard allows the alias too).
+    """
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         raise FlowSpecInvalid(
             f"--scope {path}: does not parse as Python ({exc.msg}, line {exc.lineno})"
         ) from exc
+    layout = Layout.of(root) if root is not None else None
     lines: list[str] = []
     notes: list[str] = []
     for node in tree.body:
@@ -79,27 +89,40 @@ def handler_imports(source: str, *, path: str) -> tuple[list[str], list[str]]:
                     notes.append(
                         f"{path}: 'import {alias.name}' left out: the interpreter's machinery is refused"
                     )
-                elif alias.asname:
-                    notes.append(
-                        f"{path}: 'import {alias.name} as {alias.asname}' left out: aliases are not listed"
-                    )
                 else:
                     lines.append(f"import {alias.name}")
         elif isinstance(node, ast.ImportFrom):
-            if node.level or node.module is None:
-                notes.append(
-                    f"{path} line {node.lineno}: a relative import is left out; import it absolutely"
-                )
+            module = node.module
+            if node.level:
+                module = layout.absolute(path, node.level, node.module) if layout is not None else None
+                if module is None:
+                    notes.append(
+                        f"{path} line {node.lineno}: a relative import outside any package of the checkout "
+                        "is left out; import it absolutely"
+                    )
+                    continue
+            if module is None:
                 continue
-            if machinery(node.module):
-                notes.append(f"{path}: 'from {node.module} import ...' left out: the interpreter's machinery")
+            if machinery(module):
+                notes.append(f"{path}: 'from {module} import ...' left out: the interpreter's machinery")
                 continue
-            names = [a.name for a in node.names if a.asname is None and a.name != "*"]
+            names = [a.name for a in node.names if a.name != "*"]
             if len(names) != len(node.names):
-                notes.append(f"{path} line {node.lineno}: aliased or '*' names are left out")
+                notes.append(
+                    f"{path} line {node.lineno}: 'from {module} import *' is left out; name what it uses"
+                )
             if names:
-                lines.append(f"from {node.module} import {', '.join(names)}")
+                lines.append(f"from {module} import {', '.join(dict.fromkeys(names))}")
     return list(dict.fromkeys(lines)), notes
+
+
+def strike_again(failing: list[str], ran: list[str]) -> list[str]:
+    """Every experiment a run runs by default, and every other one the last run ran, that is not
+    reproduced: in the stable order of `harness.experiments`."""
+    from acklab.harness.experiments import EXPERIMENTS
+
+    wanted = {name for name, e in EXPERIMENTS.items() if e.default} | set(ran)
+    return [name for name in EXPERIMENTS if name in wanted and name not in failing]
 
 
 def pytest_testpaths(repo: Path) -> list[str] | None:
@@ -168,9 +191,14 @@ def init_flow(
         path = repo / file
         if not path.is_file() or path.suffix != ".py":
             raise FlowSpecInvalid(f"--scope {file}: no such Python file in {repo}; name the handler's file")
-        found, left_out = handler_imports(path.read_text(encoding="utf-8"), path=file)
+        found, left_out = handler_imports(path.read_text(encoding="utf-8"), path=file, root=repo)
         imports += found
         notes += left_out
+    for file in files:
+        refused = capabilities.check(
+            (repo / file).read_text(encoding="utf-8"), path=file, imports=imports, root=repo
+        )
+        notes += [f"the scope guard refuses the handler as it is: {reason}" for reason in refused]
     paths = pytest_testpaths(repo)
     if paths is None:
         paths = ["tests"] if (repo / "tests").is_dir() else []
@@ -190,8 +218,7 @@ def init_flow(
         raise FlowSpecInvalid(
             f"the last run of {spec.name!r} ({run.get('run_id')}) failed no experiment: there is nothing to repair"
         )
-    passed = [e["name"] for e in run["experiments"] if e.get("verdict") == "pass"]
-    strike = [n for n in dict.fromkeys([*passed, *STRIKE_AGAIN]) if n not in failing]
+    strike = strike_again(failing, [str(e["name"]) for e in run["experiments"]])
     verify: list[dict[str, Any]] = []
     if paths:
         verify.append(

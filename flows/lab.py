@@ -128,12 +128,15 @@ def run_lab(
     secrets: Sequence[str] = (),
     db: str | None = None,
     handler: str = str(HANDLER_FILE),
+    skip_inapplicable: bool = False,
 ) -> LabRun:
     """Attack the fixture of `checkout` with `experiments`, served in `sandbox` on a schema made from
     the models of `schema_from`; FlowError (exit 4) when the lab could not run, PatchTampered (exit 5)
     when the served code rewrote its own files.
 
     `secrets` (the flow's tokens) are refused in everything the run writes, like its own.
+    `skip_inapplicable`: an experiment that does not apply to the target is listed as skipped with its
+    reason, not refused (strike-again's list is every experiment unless the spec narrows it).
     """
     watch = Watched(sandbox)
     options = RunOptions(
@@ -147,6 +150,7 @@ def run_lab(
         confinement=watch,
         schema_from=schema_from,
         db=db,
+        skip_inapplicable=skip_inapplicable,
     )
     try:
         result = harness_run(options)

@@ -116,7 +116,11 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
         befores: list[LabRun] = []
         afters: list[LabRun] = []
         for seed in seeds:
-            befores.append(ctx.lab(state.head, spec.strike_again, "strike-again (head)", seed=seed))
+            befores.append(
+                ctx.lab(
+                    state.head, spec.strike_again, "strike-again (head)", seed=seed, skip_inapplicable=True
+                )
+            )
             afters.append(
                 ctx.lab(
                     state.patched,
@@ -124,11 +128,15 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
                     "strike-again (patched)",
                     schema_from=state.head,
                     seed=seed,
+                    skip_inapplicable=True,
                 )
             )
         # An experiment holds only when it holds under both seeds.
         before, after = merged(befores), merged(afters)
-        comparisons = report.compare(before, after)
+        # One that does not apply to the target (no lifecycle: for out-of-order...) was not judged on
+        # either side: it is listed with its reason, neither held nor a gap.
+        skipped = {n: e.reason or "skipped" for n, e in after.experiments.items() if e.verdict == "skipped"}
+        comparisons = [c for c in report.compare(before, after) if c.experiment not in skipped]
         gaps = [c.experiment for c in comparisons if c.status != "held"]
         cp.outputs = {
             "experiments": [c.record().dump() for c in comparisons],
@@ -139,6 +147,7 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
                 for n in state.failing
             ],
             "gaps": gaps,
+            "skipped": [{"experiment": n, "reason": why} for n, why in skipped.items()],
             "before": report.run_outputs(befores[0], ctx.config.out).dump(),
             "after": report.run_outputs(afters[0], ctx.config.out).dump(),
             "seeds": list(seeds),
@@ -162,6 +171,8 @@ def strike_again(ctx: FlowContext, state: Verified) -> Struck:
             )
             cp.outputs["options"] = options
     summary = list(state.summary)
+    for name, why in skipped.items():
+        ctx.say(f"strike-again: {name}: skipped ({why})")
     for c in comparisons:
         ctx.say(f"strike-again: {c.line()}")
         summary.append(

@@ -166,7 +166,8 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
     checkpoints = tuple(doc["checkpoints"])
     _check_order(checkpoints, what)
     experiments = doc["experiments"]
-    overlap = sorted(set(experiments["reproduce"]) & set(experiments["strike_again"]))
+    strike_again = _strike_again(experiments)
+    overlap = sorted(set(experiments["reproduce"]) & set(experiments.get("strike_again", ())))
     if overlap:
         raise FlowSpecInvalid(
             f"{what}: experiments {overlap} are listed in both reproduce and strike_again; "
@@ -187,7 +188,7 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
             max_files=doc["limits"]["max_files"], max_changed_lines=doc["limits"]["max_changed_lines"]
         ),
         reproduce=tuple(experiments["reproduce"]),
-        strike_again=tuple(experiments["strike_again"]),
+        strike_again=strike_again,
         trials=experiments.get("trials", 2),
         seed=experiments.get("seed", 7),
         verify=tuple(VerifyCommand(name=c["name"], argv=tuple(c["argv"])) for c in verify["commands"]),
@@ -207,6 +208,18 @@ def parse_spec(doc: Any, *, what: str = "flow spec", sha256: str = "") -> FlowSp
         sha256=sha256,
         path=what,
     )
+
+
+def _strike_again(experiments: dict[str, Any]) -> tuple[str, ...]:
+    """``experiments.strike_again`` as the spec narrows it; absent, every experiment a run runs by
+    default that the spec does not reproduce (an experiment that does not apply to the target is
+    run and listed as skipped, with its reason)."""
+    if "strike_again" in experiments:
+        return tuple(experiments["strike_again"])
+    from acklab.harness.experiments import EXPERIMENTS
+
+    reproduce = set(experiments["reproduce"])
+    return tuple(name for name, e in EXPERIMENTS.items() if e.default and name not in reproduce)
 
 
 def check_target_file(spec: FlowSpec, repo: Path) -> None:

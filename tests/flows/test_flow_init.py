@@ -31,21 +31,29 @@ def write_run(repo, run_id, started, verdicts, target="shop"):
     (folder / "run.json").write_text(json.dumps({**doc, "experiments": experiments}))
 
 
-def test_imports_are_listed_name_by_name_and_machinery_is_left_out():
+def test_imports_are_listed_name_by_name_and_machinery_is_left_out(tmp_path):
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "__init__.py").write_text("")
     source = (
         "from __future__ import annotations\nimport os\nimport json\nimport hashlib as h\n"
-        "from subprocess import run\nfrom .models import Order\nfrom sqlalchemy import select, text\n"
+        "from subprocess import run\nfrom .models import Order\nfrom . import db\n"
+        "from sqlalchemy import select as pick, text\n"
     )
-    lines, notes = handler_imports(source, path="shop/hooks.py")
+    lines, notes = handler_imports(source, path="shop/hooks.py", root=tmp_path)
     assert lines == [
         "from __future__ import annotations",
         "import json",
+        "import hashlib",  # an alias is listed by the name it imports: the guard allows the alias
+        "from shop.models import Order",  # a relative import, as what it names in the repository
+        "from shop import db",
         "from sqlalchemy import select, text",
     ]
     assert any("'import os' left out" in n for n in notes)
     assert any("from subprocess import" in n for n in notes)
-    assert any("relative import" in n for n in notes)
-    assert any("hashlib as h" in n for n in notes)
+    # A relative import in a file outside any package names nothing: left out, with a note.
+    lines, notes = handler_imports("from .models import Order\n", path="hooks.py", root=tmp_path)
+    assert lines == []
+    assert any("relative import outside any package" in n for n in notes)
     with pytest.raises(FlowSpecInvalid, match="does not parse"):
         handler_imports("def (:\n", path="shop/hooks.py")
 
@@ -60,7 +68,12 @@ def test_testpaths_come_from_the_projects_pytest_configuration(tmp_path):
 
 def test_init_reproduces_the_last_runs_failures_and_strikes_again_with_the_rest(shop):
     write_run(shop, "older", "2026-01-01T00:00:00Z", {"concurrent-duplicates": "fail"})
-    write_run(shop, "newer", "2026-02-01T00:00:00Z", {"lost-ack": "fail", "timeout-overlap": "pass"})
+    write_run(
+        shop,
+        "newer",
+        "2026-02-01T00:00:00Z",
+        {"lost-ack": "fail", "timeout-overlap": "pass", "crash-after-commit": "pass"},
+    )
     write_run(shop, "other", "2026-03-01T00:00:00Z", {"replay": "fail"}, target="billing")
     assert last_run(shop / "out", "shop")["run_id"] == "newer"
     output = shop / "repair.flow.yaml"
@@ -68,12 +81,29 @@ def test_init_reproduces_the_last_runs_failures_and_strikes_again_with_the_rest(
     doc = yaml.safe_load(output.read_text())
     assert doc["experiments"] == {
         "reproduce": ["lost-ack"],
-        "strike_again": ["timeout-overlap", "concurrent-duplicates", "conflicting-payload"],
+        # every experiment a run runs by default, and what else the last run ran, but lost-ack
+        "strike_again": [
+            "lost-ack-reset",
+            "timeout-overlap",
+            "concurrent-duplicates",
+            "conflicting-payload",
+            "replay",
+            "out-of-order",
+            "sibling-events",
+            "race-with-request",
+            "crash-after-commit",
+        ],
         "trials": 3,
         "seed": 11,
     }
     assert doc["verify"]["commands"][0]["argv"][-1] == "tests"
     assert load_spec(output).target == "shop.target.yaml"  # a valid flow spec
+    # Without the list, strike-again runs every experiment a run runs by default but reproduce's.
+    narrowed = yaml.safe_load(output.read_text())
+    del narrowed["experiments"]["strike_again"]
+    output.write_text(yaml.safe_dump(narrowed))
+    assert load_spec(output).strike_again == tuple(doc["experiments"]["strike_again"][:-1])
+    output.write_text(yaml.safe_dump(doc))
     with pytest.raises(FlowSpecInvalid, match="recipes repair acklab's own fixture"):
         make_proposer("recipe", load_spec(output))
     with pytest.raises(Exception, match="exists; pass --force") as info:
