@@ -241,9 +241,13 @@ def _python_rules(wt: Worktree, path: str, spec: FlowSpec) -> list[str]:
         raise FlowError(f"ruff did not finish within {RUFF_TIMEOUT_S}s on {path}") from exc
     if done.returncode == 0:
         return []
-    if done.returncode != 1:
-        raise FlowError(f"ruff could not run on {path} (exit {done.returncode}): {done.stderr.strip()}")
     findings = [line for line in done.stdout.splitlines() if line.strip()][:10]
+    if done.returncode != 1 or not findings:
+        # Exit 1 without a finding is Python's own ("No module named ruff"): the lab's failure, not
+        # the proposal's.
+        raise FlowError(
+            f"ruff could not run on {path} (exit {done.returncode}): {one_line(done.stderr.strip(), limit=500)}"
+        )
     return [f"ruff check is not clean on {path}: " + "; ".join(findings)]
 
 

@@ -19,8 +19,9 @@ from typing import Any
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.procs.leases import leasing
 
-from . import guard, report
+from . import guard, report, tools
 from .context import FlowConfig, FlowContext
+from .errors import FlowError
 from .gates import gate
 from .head import propose, reproduce
 from .patched import after_approval
@@ -93,6 +94,12 @@ def _preflight(ctx: FlowContext) -> str | Ended:
     problem = guard.head_path_problem(config.repo, expected, ctx.handler)
     if problem:
         return Ended("refused", f"refused before proposing: {problem}", int(ExitCode.REFUSED))
+    # Before the lab runs or a model is asked: a tool missing would waste both.
+    missing = tools.missing(ctx.spec, verifying=not config.propose_only)
+    if missing:
+        raise FlowError(
+            f"the flow cannot run its tools, so nothing was reproduced or proposed: {'; '.join(missing)}"
+        )
     merge_request = config.publisher.precheck(expected)
     if merge_request:
         ctx.trail.publishing_to(merge_request)
