@@ -11,11 +11,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acklab.evidence.documents.trail import CheckpointName
 
 from .approvals import DecisionSource
-from .errors import FlowError
+from .errors import FlowError, GateRefused
 from .escape import visible
 from .lab import LabRun, run_lab
 from .proposers import ProposalRequest, Proposer
@@ -105,7 +106,36 @@ class FlowContext:
         spec = self.spec
         seed = spec.seed if seed is None else seed
         self.say(f"{why}: {', '.join(experiments)} x{spec.trials} (seed {seed}) on {checkout.path} ...")
-        run = run_lab(
+        try:
+            run = self._run_lab(checkout, experiments, schema_from, seed, skip_inapplicable)
+        except FlowError as exc:
+            hint = unpassed_hint(spec.target, checkout.path, str(exc))
+            if not hint or isinstance(exc, GateRefused):
+                raise
+            raise type(exc)(f"{exc}{hint}") from exc
+        for exp in run.experiments.values():
+            self.say(f"  {exp.line()}")
+        if run.errored() or not run.experiments:
+            problems = [run.experiments[n].line() for n in run.errored()]
+            if run.error:
+                problems.append(run.error)
+            log = _service_log(run.bundle)
+            hint = unpassed_hint(spec.target, checkout.path, "\n".join([*problems, log]))
+            raise FlowError(
+                f"the lab could not run ({why}): {'; '.join(problems) or 'no experiments ran'}{hint}"
+            )
+        return run
+
+    def _run_lab(
+        self,
+        checkout: Worktree,
+        experiments: Sequence[str],
+        schema_from: Worktree | None,
+        seed: int,
+        skip_inapplicable: bool,
+    ) -> LabRun:
+        spec = self.spec
+        return run_lab(
             checkout.path,
             target=spec.target,
             experiments=list(experiments),
@@ -119,14 +149,6 @@ class FlowContext:
             handler=self.handler,
             skip_inapplicable=skip_inapplicable,
         )
-        for exp in run.experiments.values():
-            self.say(f"  {exp.line()}")
-        if run.errored() or not run.experiments:
-            problems = [run.experiments[n].line() for n in run.errored()]
-            if run.error:
-                problems.append(run.error)
-            raise FlowError(f"the lab could not run ({why}): {'; '.join(problems) or 'no experiments ran'}")
-        return run
 
     def skip_rest(self, after: CheckpointName, why: str) -> None:
         """Record every checkpoint after `after` as skipped, with why."""
@@ -149,6 +171,57 @@ class FlowContext:
         )
 
 
+# How much of a run's service.log is read for the variables it names (its tail: where it failed).
+SERVICE_LOG_TAIL = 256 * 1024
+
+
+def _service_log(bundle: str | None) -> str:
+    if bundle is None:
+        return ""
+    path = Path(bundle) / "service.log"
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, path.stat().st_size - SERVICE_LOG_TAIL))
+            return log.read(SERVICE_LOG_TAIL).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def unpassed_hint(target: str, checkout: Path, text: str) -> str:
+    """When the lab could not run a user's service: the variables its output (`text`) names that are
+    set here but were not passed to it in the sandbox, and how to pass them ('' when there are none)."""
+    if target.startswith("fixture:"):
+        return ""
+    from acklab.harness.targets.served_spec import shared_names
+
+    from .sandbox.environment import unpassed
+
+    doc = _spec_doc(checkout / target)
+    command = doc.get("command")
+    env = command.get("env") if isinstance(command, dict) else None
+    names = unpassed(text, [*(env if isinstance(env, dict) else {}), *shared_names(doc)])
+    if not names:
+        return ""
+    listed = ", ".join(names)
+    adds = ", ".join(f"{name}: env:{name}" for name in names)
+    return (
+        f"; the service's output names {listed}, set in the lab's environment but not passed to the "
+        "sandboxed service, which gets only its command.env (and the variables its spec's signing and "
+        f"headers read): add {adds} under command.env in {target}"
+    )
+
+
+def _spec_doc(path: Path) -> dict[str, Any]:
+    """The target spec file at `path` as a mapping, read bounded ({} when it cannot be read)."""
+    from acklab.evidence.loading import SPEC, DocumentError, parse_yaml, read_bounded
+
+    try:
+        doc = parse_yaml(read_bounded(path, SPEC), source=str(path), limits=SPEC)
+    except (OSError, DocumentError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def target_brief(target: str, head: Path) -> str:
     """What a proposer is told of the target: how effects are counted and what is expected (the
     spec file's effects: and expect: at the expected head; the fixture's own for fixture targets)."""
@@ -158,14 +231,8 @@ def target_brief(target: str, head: Path) -> str:
         return f"effects: sql count {FIXTURE_EFFECTS_SQL!r}\nexpect: {{max_effects: 1, conflict_status: [409, 422]}}"
     import yaml
 
-    from acklab.evidence.loading import SPEC, DocumentError, parse_yaml, read_bounded
-
-    path = head / target
-    try:
-        doc = parse_yaml(read_bounded(path, SPEC), source=str(path), limits=SPEC)
-    except (OSError, DocumentError):
-        return ""
-    if not isinstance(doc, dict):
+    doc = _spec_doc(head / target)
+    if not doc:
         return ""
     shown = {key: doc[key] for key in ("event", "conflict", "effects", "expect") if key in doc}
     return yaml.safe_dump(shown, sort_keys=False, width=100)

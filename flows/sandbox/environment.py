@@ -15,7 +15,8 @@ can inherit one, and ``/proc/<pid>/environ`` of a child shows none.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -58,6 +59,18 @@ def confined_env(own: Mapping[str, str], scratch: Path, *, user: str | None = No
         env.update(USER=user, LOGNAME=user)
     env.update({k: v for k, v in own.items() if k not in CREDENTIALS})
     return env
+
+
+_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b")
+
+
+def unpassed(text: str, passed: Iterable[str]) -> list[str]:
+    """Names of this process's environment that `text` (a confined process's output) mentions and the
+    process was not given — neither inherited here nor among `passed` — credentials of the lab aside
+    (they are never passed): the variables a service failed for want of."""
+    given = {*INHERITED, *PYTHON, *passed, "HOME", "TMPDIR", "USER", "LOGNAME"}
+    mentioned = set(_VARIABLE.findall(text))
+    return sorted(n for n in mentioned if n in os.environ and n not in given and n not in CREDENTIALS)
 
 
 def dropped(own: Mapping[str, str]) -> list[str]:

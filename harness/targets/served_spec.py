@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
@@ -32,7 +34,7 @@ from acklab.evidence.redaction import redact
 from acklab.harness.errors import SpecError, TargetUnreachable
 from acklab.harness.procs.confinement import Confined, Confinement
 from acklab.harness.procs.leases import current_book
-from acklab.harness.procs.service_process import ServiceProcess
+from acklab.harness.procs.service_process import Command, ServiceProcess
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env
 from acklab.harness.targets.effects import EffectsProbe
@@ -89,7 +91,11 @@ class ServedSpecTarget(SpecTarget):
             isolation.release()
             raise
         self.isolation = isolation
-        self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
+        self.endpoint, self.effects, self.command = (
+            parts["endpoint"],
+            parts["effects"],
+            shared_env(parts["command"], filled),
+        )
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
 
     def start_service(self) -> None:
@@ -147,6 +153,27 @@ class ServedSpecTarget(SpecTarget):
         if self._place is not None:
             self._place.close()
             self._place = None
+
+
+def shared_names(doc: Mapping[str, Any]) -> list[str]:
+    """The variables a spec reads with ``env:`` for its signing secret and the headers the lab sends."""
+    signing = doc.get("signing")
+    refs = [signing.get("secret") if isinstance(signing, Mapping) else None]
+    headers = doc.get("headers")
+    refs += list(headers.values()) if isinstance(headers, Mapping) else []
+    return [ref[4:] for ref in refs if isinstance(ref, str) and ref.startswith("env:")]
+
+
+def shared_env(command: Command | None, doc: Mapping[str, Any]) -> Command | None:
+    """`command` with the variables the spec reads with ``env:`` for what the service must agree on with
+    the lab — its signing secret, the headers the lab sends — under their own names, unless
+    ``command.env`` sets them: confined, the service gets no other variable of the lab's environment,
+    and unconfined it would have inherited these (credentials of the lab are dropped all the same)."""
+    if command is None:
+        return None
+    names = shared_names(doc)
+    shared = {name: os.environ[name] for name in names if name in os.environ and name not in command.env}
+    return dataclasses.replace(command, env={**shared, **command.env}) if shared else command
 
 
 def _scratch_of(place: Confined) -> Path:
