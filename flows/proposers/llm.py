@@ -44,6 +44,9 @@ Rules a fixed guard enforces (a violating diff is rejected):
   setattr/delattr, open, no private or dunder attribute, no getattr with a computed name
 - the lab counts effects from a schema it pinned: do not create, rename or drop tables, views or
   triggers; claim the event in the same transaction as its effect instead
+- work through the session or connection the handler is given: never the driver beneath it
+  (.dialect, .dbapi, .driver_connection, .raw_connection(), an attribute .connection); raw SQL
+  is one literal with bound parameters, never DDL, PRAGMA, ATTACH or COPY
 """
 
 
