@@ -99,7 +99,8 @@ def attack_source(name: str, mark: str, tmp_path: Path, repo: Path) -> str:
         ("bypass", "capability rule 'import': from enum import bltns"),
         ("loot", "capability rule 'import': from enum import bltns"),
         ("rewrite", "capability rule 'import': from enum import bltns"),
-        ("noqa", "ruff check is not clean"),
+        # its f-string SQL is refused before ruff runs (test_the_guards_ruff_ignores_a_noqa_comment)
+        ("noqa", "capability rule 'dynamic-sql': text() is given SQL built at run time"),
         ("homoglyph", "confusable-identifier"),
     ],
 )
@@ -114,6 +115,19 @@ def test_the_guard_refuses_each_attack_naming_its_rule(name, rule, sandbox, tmp_
     assert not result.allowed
     assert rule in " ".join(result.reasons)
     assert repo_snapshot(sandbox) == before
+
+
+def test_the_guards_ruff_ignores_a_noqa_comment(sandbox, tmp_path, monkeypatch):
+    from acklab.flows import capabilities
+    from acklab.flows.spec import load_spec
+    from tests.flows.unguarded import no_capability_rule
+
+    monkeypatch.setattr(capabilities, "check", no_capability_rule)
+    spec = load_spec(fast_spec(tmp_path, strike_again=()))
+    head = run_git(sandbox, "rev-parse", "HEAD").strip()
+    result = guard.check(hostile_two.diff(hostile_two.NOQA_SOURCE), spec=spec, repo=sandbox, commit=head)
+    assert not result.allowed
+    assert any("ruff check is not clean" in r and "S608" in r for r in result.reasons), result.reasons
 
 
 def test_a_flow_refuses_a_guarded_attack_before_anyone_is_asked(sandbox, tmp_path, acklab, llm_env):
