@@ -9,8 +9,8 @@ literals anywhere (a statement assigned to a name is sent later), adjacent and `
 literals folded, f-strings with their fields as placeholders — and a statement that begins with
 one of these, or calls one of these functions, is refused. SQL the guard cannot read is refused
 where it is sent: ``text()``, ``exec_driver_sql()``, ``executescript()``, ``raw()`` and
-``RawSQL()`` take a literal (or a module-level constant), and ``execute()`` a string built with
-no run-time part.
+``RawSQL()`` take a literal (or a name only ever assigned literals), and ``execute()`` no
+f-string.
 
 Like every capability rule this is defence in depth: the served code's database role and the
 pinned schema decide the verdict; this stops the patch before anyone is asked to approve it.
@@ -43,7 +43,7 @@ _BEGINS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "changes the schema (TRUNCATE)"),
         (r"comment\s+on\s+(table|column|view|function|index|schema|database|trigger|type|role|constraint)\b",
          "changes the schema (COMMENT ON)"),
-        (r"(reindex|cluster)\s*($|\(|(table|index|schema|database|system|verbose)\b)", "rewrites tables or indexes"),
+        (r"(reindex|cluster)\s*(\(|(table|index|schema|database|system|verbose)\b)", "rewrites tables or indexes"),
         (r"security\s+label\s+(for|on)\b", "changes the schema (SECURITY LABEL)"),
         (r"(grant|revoke)\s+(all|select|insert|update|delete|truncate|references|trigger|create|connect|"
          r"temp\w*|execute|usage|set|maintain|alter\s+system|pg_\w+)\b", "changes privileges"),
@@ -145,15 +145,27 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    """Module-level names assigned one string expression exactly once."""
-    seen: dict[str, list[str | None]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            seen.setdefault(node.targets[0].id, []).append(folded(node.value))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            seen.setdefault(node.target.id, []).append(folded(node.value))
-    return {name: values[0] for name, values in seen.items() if len(values) == 1 and values[0] is not None}
+def _readable_names(tree: ast.Module) -> set[str]:
+    """Names the file binds only by assigning string expressions made of literals (each checked as
+    SQL where it is written): ``QUERY = "SELECT ..."`` at the top, ``sql = "..."`` in a function.
+    A name bound any other way too (an argument, a loop variable, a computed value) is not."""
+    plain: set[int] = set()
+    good: set[str] = set()
+    bad: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            readable = len(targets) == 1 and node.value is not None and folded(node.value) is not None
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    plain.add(id(target))
+                    (good if readable else bad).add(target.id)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del) and id(node) not in plain:
+            bad.add(node.id)
+        elif isinstance(node, ast.arg):
+            bad.add(node.arg)
+    return good - bad
 
 
 def _called(func: ast.expr) -> str | None:
@@ -174,15 +186,17 @@ def findings(tree: ast.Module) -> list[SqlFinding]:
         why = statement_problem(text)
         if why:
             found.append(SqlFinding(getattr(node, "lineno", 0), "raw-sql", f"a SQL statement that {why}"))
-    constants = _constants(tree)
+    readable = _readable_names(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
         name = _called(node.func)
         sql = node.args[0]
         if name in LITERAL_SQL_CALLS:
-            sent = constants.get(sql.id) if isinstance(sql, ast.Name) else folded(sql)
-            if sent is None or _HOLE in sent:
+            sent = folded(sql)
+            if (sent is None and not (isinstance(sql, ast.Name) and sql.id in readable)) or (
+                sent is not None and _HOLE in sent
+            ):
                 found.append(
                     SqlFinding(
                         node.lineno,

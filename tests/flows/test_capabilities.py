@@ -253,6 +253,8 @@ def test_the_sql_and_the_connections_a_handler_uses_stay_allowed():
         "    session.execute(text('INSERT INTO receipts (event_id) VALUES (:e) ON CONFLICT DO NOTHING'), {'e': event_id})\n"
         "    session.execute(select(1))\n"
         "    cursor.execute('SELECT 1 FROM receipts WHERE event_id = %s', [event_id])\n"
+        "    sql = 'UPDATE orders SET status = :s WHERE order_id = :o'\n"
+        "    session.execute(text(sql), {'s': 'paid', 'o': event_id})\n"
         "    with session.connection() as c:\n"
         "        return c, conn.execute(text(COUNT), {'event_id': event_id}), SUBJECT\n"
     )
