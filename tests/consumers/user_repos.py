@@ -304,6 +304,17 @@ def git(directory: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def commit_all(directory: Path, author: str, message: str) -> Path:
+    """`directory` made a repository (branch main) with every file committed by `author` ("Name <email>")."""
+    name, _, email = author.partition(" <")
+    git(directory, "init", "-q", "-b", "main")
+    git(directory, "config", "user.email", email.rstrip(">"))
+    git(directory, "config", "user.name", name)
+    git(directory, "add", "-A")
+    git(directory, "commit", "-q", "-m", message)
+    return directory
+
+
 def make_flask_shop(directory: Path, *, postgres: bool = False) -> Path:
     """Write the shop into `directory` and commit it (branch main); the directory."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -316,12 +327,7 @@ def make_flask_shop(directory: Path, *, postgres: bool = False) -> Path:
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text) if name not in ("shop/hooks.py",) else text)
-    git(directory, "init", "-q", "-b", "main")
-    git(directory, "config", "user.email", "maintainer@shop.example")
-    git(directory, "config", "user.name", "Shop Maintainer")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-q", "-m", "shop: fulfil paid orders")
-    return directory
+    return commit_all(directory, "Shop Maintainer <maintainer@shop.example>", "shop: fulfil paid orders")
 
 
 def repair_diff(directory: Path) -> str:
@@ -485,9 +491,4 @@ def make_starlette_ledger(directory: Path) -> Path:
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text if name == "ledger/webhooks.py" else textwrap.dedent(text))
-    git(directory, "init", "-q", "-b", "main")
-    git(directory, "config", "user.email", "maintainer@ledger.example")
-    git(directory, "config", "user.name", "Ledger Maintainer")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-q", "-m", "ledger: book payments")
-    return directory
+    return commit_all(directory, "Ledger Maintainer <maintainer@ledger.example>", "ledger: book payments")

@@ -241,3 +241,18 @@ def load_trail(result_json: str) -> dict[str, object]:
     import json
 
     return json.loads(Path(json.loads(result_json)["trail"]).read_text())
+
+
+def use_model(monkeypatch: pytest.MonkeyPatch, script: object, key: str, model: str = "double-gpt") -> None:
+    """Point the llm proposer at the OpenAI-compatible double `script`: its base URL, a model, the key."""
+    monkeypatch.setenv("ACKLAB_LLM_BASE_URL", script.base_url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("ACKLAB_LLM_MODEL", model)
+    monkeypatch.setenv("ACKLAB_LLM_API_KEY", key)
+
+
+def user_repo_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's repository served as its spec says: this interpreter's `python` first on PATH (the spec
+    says `python`), and no GitLab or merge-request variable of the machine running the tests."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}:{Path('/bin')}")
+    for var in ("GITLAB_URL", "GITLAB_TOKEN", "CI_SERVER_URL", "CI_JOB_TOKEN", "CI_MERGE_REQUEST_IID"):
+        monkeypatch.delenv(var, raising=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import yaml
 
 from tests.consumers.django_shop import FIXED_VIEW, SECRET, TARGET, VIEW, fix_diff, git, make_django_shop
 from tests.doubles.openai_api import openai_double
+from tests.flows.conftest import use_model, user_repo_env
 
 pytestmark = pytest.mark.slow
 KEY = "sk-double-django-0123456789abcdef"
@@ -27,18 +27,10 @@ KEY = "sk-double-django-0123456789abcdef"
 
 @pytest.fixture
 def shop_env(monkeypatch):
-    """The shop's signing secret, this interpreter's `python` first on PATH (the spec says `python`)."""
+    """The shop's signing secret in the environment; `shop_env(llm)` points the proposer at the double."""
     monkeypatch.setenv("STRIPE_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}:{Path('/bin')}")
-    for var in ("GITLAB_URL", "GITLAB_TOKEN", "CI_SERVER_URL", "CI_JOB_TOKEN", "CI_MERGE_REQUEST_IID"):
-        monkeypatch.delenv(var, raising=False)
-
-    def model(script):
-        monkeypatch.setenv("ACKLAB_LLM_BASE_URL", script.base_url)
-        monkeypatch.setenv("ACKLAB_LLM_MODEL", "double-gpt")
-        monkeypatch.setenv("ACKLAB_LLM_API_KEY", KEY)
-
-    return model
+    user_repo_env(monkeypatch)
+    return lambda script: use_model(monkeypatch, script, KEY)
 
 
 def reply(diff: str) -> str:

@@ -31,11 +31,11 @@ def shop(tmp_path):
     return make_django_shop(tmp_path / "shop")
 
 
-def flow_spec(repo: Path, *extra: str):
+def flow_doc(repo: Path, *extra: str) -> dict:
     """The flow spec `flow init` writes for the shop's view (its imports as the allowlist), plus `extra`."""
     imports, notes = handler_imports((repo / VIEW).read_text(), path=VIEW, root=repo)
     assert notes == []
-    doc = {
+    return {
         "apiVersion": "acklab/v1",
         "kind": "flow",
         "name": "repair-django-shop",
@@ -47,7 +47,10 @@ def flow_spec(repo: Path, *extra: str):
         "verify": {"commands": [{"name": "ruff", "argv": ["python", "-m", "ruff", "check", VIEW]}]},
         "checkpoints": ["reproduce", "propose", "approve", "apply", "verify", "publish"],
     }
-    return parse_spec(doc, what="repair.flow.yaml")
+
+
+def flow_spec(repo: Path, *extra: str):
+    return parse_spec(flow_doc(repo, *extra), what="repair.flow.yaml")
 
 
 def edit(repo: Path, old: str, new: str) -> str:
@@ -155,6 +158,20 @@ def test_what_a_django_patch_may_not_reach_is_refused(shop, old, new, rule, why)
     assert any(f"capability rule {rule!r}" in r and why in r for r in result.reasons), result.reasons
 
 
+def in_a_fresh_lab(cwd: Path, script: str, *args: str) -> object:
+    """What `script` prints (JSON), run with `args` by this interpreter in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 PROBE = textwrap.dedent(
     """
     import json, sys
@@ -183,24 +200,8 @@ PROBE = textwrap.dedent(
 def test_the_guard_decides_without_any_of_the_shop_or_django_entering_the_lab(shop, tmp_path):
     import yaml
 
-    spec = flow_spec(shop)
     spec_file = tmp_path / "repair.flow.yaml"
-    spec_file.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "acklab/v1",
-                "kind": "flow",
-                "name": spec.name,
-                "target": spec.target,
-                "scope": spec.scope.as_dict(),
-                "limits": {"max_files": 1, "max_changed_lines": 200},
-                "capabilities": {"imports": list(spec.imports)},
-                "experiments": {"reproduce": list(spec.reproduce), "trials": 1},
-                "verify": {"commands": [{"name": "ruff", "argv": ["python", "-m", "ruff", "check", VIEW]}]},
-                "checkpoints": list(spec.checkpoints),
-            }
-        )
-    )
+    spec_file.write_text(yaml.safe_dump(flow_doc(shop)))
     good, bad = tmp_path / "fix.diff", tmp_path / "raw.diff"
     good.write_text(fix_diff(shop))
     bad.write_text(
@@ -210,25 +211,15 @@ def test_the_guard_decides_without_any_of_the_shop_or_django_entering_the_lab(sh
             "    settings.DATABASES.clear()\n    connection = transaction.get_connection().connection\n    with transaction.atomic():\n",
         )
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            PROBE,
-            str(shop.resolve()),
-            str(spec_file),
-            git(shop, "rev-parse", "HEAD"),
-            str(good),
-            str(bad),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
+    probe = in_a_fresh_lab(
+        tmp_path,
+        PROBE,
+        str(shop.resolve()),
+        str(spec_file),
+        git(shop, "rev-parse", "HEAD"),
+        str(good),
+        str(bad),
     )
-    assert done.returncode == 0, done.stderr
-    probe = json.loads(done.stdout)
     (fixed, fixed_reasons), (raw, raw_reasons), again = probe["decisions"]
     assert fixed, fixed_reasons
     assert not raw
@@ -261,23 +252,7 @@ def test_a_decision_does_not_depend_on_what_the_lab_imported_before(shop, tmp_pa
     source = tmp_path / "views.py"
     source.write_text(FIXED_VIEW.replace("import stripe\n", "import stripe\nfrom json import decoder\n", 1))
     imports, _ = handler_imports(FIXED_VIEW, path=VIEW, root=shop)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            DETERMINISM,
-            str(shop),
-            VIEW,
-            str(source),
-            *imports,
-            "from json import decoder",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
+    first, second = in_a_fresh_lab(
+        tmp_path, DETERMINISM, str(shop), VIEW, str(source), *imports, "from json import decoder"
     )
-    assert done.returncode == 0, done.stderr
-    first, second = json.loads(done.stdout)
     assert first == second == []  # submodules the spec names are allowed, whether loaded or not

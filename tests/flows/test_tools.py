@@ -20,7 +20,7 @@ from acklab.flows.spec import load_spec
 from acklab.flows.worktree import head_sha, repo_snapshot
 from tests.doubles.openai_api import openai_double
 from tests.flows import patches
-from tests.flows.conftest import LIVE, ROOT, UNSAFE, fast_spec, load_trail
+from tests.flows.conftest import LIVE, ROOT, UNSAFE, fast_spec, load_trail, use_model
 
 BARE = Path("/usr/bin/python3")  # the system's interpreter: no ruff, no pytest, no bandit
 needs_bare = pytest.mark.skipif(
@@ -73,9 +73,7 @@ def test_a_verify_tool_missing_ends_the_flow_before_the_model_is_asked(
     assert shutil.which("pyright-not-installed") is None
     before = repo_snapshot(sandbox)
     with openai_double([patches.reply(patches.GOOD)], api_key="sk-double-tools") as llm:
-        monkeypatch.setenv("ACKLAB_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("ACKLAB_LLM_MODEL", "double-gpt")
-        monkeypatch.setenv("ACKLAB_LLM_API_KEY", "sk-double-tools")
+        use_model(monkeypatch, llm, "sk-double-tools")
         code, out, err = acklab(
             sandbox, "flow", "run", spec, "--proposer", "llm", "--local", "--auto-approve",
             "--out", tmp_path / "out", "--json",
@@ -85,7 +83,12 @@ def test_a_verify_tool_missing_ends_the_flow_before_the_model_is_asked(
     assert calls == 0  # no model call was spent
     trail = load_trail(out)
     assert trail["outcome"] == "error"
-    assert "verify command 'lint' runs 'python -m pylint', and pylint is not installed" in trail["outcome_detail"]
-    assert "verify command 'types' runs 'pyright-not-installed', which is not on PATH" in trail["outcome_detail"]
+    assert (
+        "verify command 'lint' runs 'python -m pylint', and pylint is not installed"
+        in trail["outcome_detail"]
+    )
+    assert (
+        "verify command 'types' runs 'pyright-not-installed', which is not on PATH" in trail["outcome_detail"]
+    )
     assert [c["name"] for c in trail["checkpoints"]] == []  # nothing was reproduced
     assert repo_snapshot(sandbox) == before

@@ -13,7 +13,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -34,6 +33,7 @@ from tests.consumers.user_repos import (
     repair_diff,
 )
 from tests.doubles.openai_api import openai_double
+from tests.flows.conftest import use_model, user_repo_env
 from tests.flows.unguarded import no_python_rules
 
 pytestmark = pytest.mark.slow
@@ -53,16 +53,8 @@ def readme_commands() -> list[str]:
 def shop_env(monkeypatch):
     """The shop's secret, this interpreter's `python` first on PATH (the spec says `python`)."""
     monkeypatch.setenv("SHOP_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}:{Path('/bin')}")
-    for var in ("GITLAB_URL", "GITLAB_TOKEN", "CI_SERVER_URL", "CI_JOB_TOKEN", "CI_MERGE_REQUEST_IID"):
-        monkeypatch.delenv(var, raising=False)
-
-    def model(script):
-        monkeypatch.setenv("ACKLAB_LLM_BASE_URL", script.base_url)
-        monkeypatch.setenv("ACKLAB_LLM_MODEL", "double-gpt")
-        monkeypatch.setenv("ACKLAB_LLM_API_KEY", KEY)
-
-    return model
+    user_repo_env(monkeypatch)
+    return lambda script: use_model(monkeypatch, script, KEY)
 
 
 def run_line(acklab, repo: Path, line: str) -> list[tuple[int, str, str]]:

@@ -22,8 +22,11 @@ the row first (``get_or_create``), the receipt in ``transaction.on_commit`` — 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
+
+from tests.consumers.user_repos import commit_all, git
+
+__all__ = ["FIXED_VIEW", "SECRET", "TARGET", "VIEW", "fix_diff", "git", "make_django_shop"]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE / "repo"
@@ -34,22 +37,16 @@ SECRET = "whsec_" + "ZGphbmdvLXNob3Atc2lnbmluZy1zZWNyZXQtMDEyMw=="
 FIXED_VIEW = (FIXED / VIEW).read_text(encoding="utf-8")
 
 
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 def make_django_shop(directory: Path, *, fixed: bool = False) -> Path:
     """Copy the shop into `directory` (the fixed view with `fixed`) and commit it on ``main``."""
     shutil.copytree(REPO, directory, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "db.sqlite3"))
     if fixed:
         (directory / VIEW).write_text(FIXED_VIEW, encoding="utf-8")
-    git(directory, "init", "-q", "-b", "main")
-    git(directory, "config", "user.email", "maintainer@shop.example")
-    git(directory, "config", "user.name", "Shop Maintainer")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-q", "-m", "shop: ship paid checkouts and mail the receipt")
-    return directory
+    return commit_all(
+        directory,
+        "Shop Maintainer <maintainer@shop.example>",
+        "shop: ship paid checkouts and mail the receipt",
+    )
 
 
 def fix_diff(directory: Path) -> str:
