@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.journal import _DDL, _TRIGGERS, BUSY_TIMEOUT_S, Journal
 from bench.figures import Figure, print_figure
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from acklab.evidence.bundle import MANIFEST, load_manifest, utcnow
+from acklab.evidence.bundle import MANIFEST, load_manifest
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.errors import EvidenceError
 

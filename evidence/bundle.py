@@ -15,12 +15,13 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from . import manifest_signature
+from .clock import utcnow
 from .errors import EvidenceError, IntegrityError
+from .journal import JOURNAL_FILE, Journal
 from .loading import DocumentError, load_evidence_json
 from .redaction import Redactor, known
 from .validate import validate
@@ -38,11 +39,6 @@ CI_VARIABLES = {
     "project_path": "CI_PROJECT_PATH",
     "pipeline_url": "CI_PIPELINE_URL",
 }
-
-
-def utcnow() -> str:
-    """Now, as the ISO-8601 UTC timestamp every record uses."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def acklab_version() -> str:
@@ -171,8 +167,6 @@ class BundleWriter:
         sha256 (``bundle``/``finalised``): each vouches for the other after the fact. With
         ``ACKLAB_MANIFEST_KEY`` set, the manifest is signed (`evidence.manifest_signature`).
         """
-        from .journal import JOURNAL_FILE, Journal  # the journal imports this module
-
         remove_leftovers(self.root)
         manifest: dict[str, Any] = {
             "schema": "acklab/manifest/v1",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.run import RunExperiment
 from acklab.evidence.documents.trial import Trial

@@ -33,8 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .bundle import utcnow
 from .chain import GENESIS, ChainReport, entry_hash, walk
+from .clock import utcnow
 from .errors import EvidenceError
 from .exitcodes import ExitCode
 from .loading import EVIDENCE, parse_json

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from acklab.evidence.bundle import MANIFEST, atomic_write, dump_json, utcnow, verify
+from acklab.evidence.bundle import MANIFEST, atomic_write, dump_json, verify
+from acklab.evidence.clock import utcnow
 from acklab.evidence.errors import EvidenceError, EvidenceInvalid, IntegrityError
 from acklab.evidence.gitlab_source import ArtifactJob, DownloadTooLarge, GitLabAccess, PipelineArtifacts
 from acklab.evidence.loading import load_evidence_json

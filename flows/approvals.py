@@ -26,7 +26,7 @@ from typing import Any, Protocol, TextIO
 
 import click
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.trail import Decision as TrailDecision
 from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.loading import SPEC, DocumentError, load_json, load_yaml

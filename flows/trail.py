@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.trail import (
     TRAIL_SCHEMA,
     Checkpoint,

@@ -93,7 +93,7 @@ def test_every_layer_is_a_package(package):
 # The harness's own sub-layers (ARCHITECTURE.md), lowest first: a sub-package may import
 # those below it, never one above it (nor a sibling on its own rank).
 HARNESS_RANKS: tuple[frozenset[str], ...] = (
-    frozenset({"errors"}),
+    frozenset({"errors", "ports"}),
     frozenset({"specs"}),
     frozenset({"wire"}),
     frozenset({"procs", "netfaults", "sinks"}),
@@ -154,3 +154,92 @@ def test_the_sub_layer_checker_catches_an_upward_import(tmp_path):
         "harness/loose.py: not in a sub-package of ARCHITECTURE.md's harness layers",
         "harness/wire/transports.py:1 imports harness.core (above or beside wire)",
     ]
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of acklab by its import name (``acklab.harness.engine.runner``)."""
+    found = {}
+    for package in ALLOWED:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root / package).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            prefix = ["acklab"] if package == "acklab" else ["acklab", package]
+            found[".".join([*prefix, *parts])] = path
+    return found
+
+
+def imported_modules(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The acklab modules `name` imports anywhere in it (a lazy import inside a function closes
+    a cycle too: it only moves the failure to the first call); ``TYPE_CHECKING`` imports aside."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for inner in node.body
+        for n in ast.walk(inner)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            # `from pkg import sub` is an import of pkg.sub; `from pkg import name`, of pkg
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Strongly connected groups of modules that import each other, directly or around a loop."""
+    known = modules(root)
+    graph = {name: sorted(imported_modules(name, path, known)) for name, path in known.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm; the graph is a few hundred modules deep at most
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in order:
+            visit(name)
+    return cycles
+
+
+def test_no_module_imports_itself_back():
+    assert import_cycles() == []
+
+
+def test_the_cycle_checker_finds_a_lazy_cycle(tmp_path):
+    for package in ALLOWED:
+        (tmp_path / package).mkdir()
+    (tmp_path / "evidence" / "__init__.py").write_text("")
+    (tmp_path / "evidence" / "bundle.py").write_text("def f():\n    from .journal import Journal\n")
+    (tmp_path / "evidence" / "journal.py").write_text("from acklab.evidence.bundle import f\n")
+    (tmp_path / "evidence" / "clock.py").write_text("from . import journal\n")
+    assert import_cycles(tmp_path) == [["acklab.evidence.bundle", "acklab.evidence.journal"]]

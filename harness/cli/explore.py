@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.plan import BURST_SYNCS, RunSettings
 from acklab.harness.engine.runner import new_run_id

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.objects import ObjectCase
 from acklab.evidence.documents.records import CommitConfirmation, FaultProof, FaultTry, Observation
 from acklab.harness.core.lab import Lab

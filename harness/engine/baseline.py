@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.comparison import ComparisonResult, bundle_comparison, check_options

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.comparison import ComparisonDocument
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import ExitCode

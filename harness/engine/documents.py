@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from acklab.evidence.bundle import acklab_version, utcnow
+from acklab.evidence.bundle import acklab_version
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.incident import Incident, IncidentExperiment
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.documents.trial import Trial

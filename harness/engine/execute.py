@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.records import Observation
 from acklab.evidence.documents.trial import TRIAL_SCHEMA, Trial
 from acklab.harness.core.lab import Lab

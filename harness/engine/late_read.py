@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.records import LateRead, Observation
 from acklab.evidence.documents.trial import Trial
 from acklab.harness.core.trial import with_sinks

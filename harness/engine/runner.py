@@ -29,7 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import BundleWriter, utcnow
+from acklab.evidence.bundle import BundleWriter
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError
 from acklab.harness.core.bursts import check_burst_sync

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.records import Violation
 from acklab.harness.engine.runner import new_run_id
 from acklab.harness.errors import SpecError

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.bundle import BundleWriter, acklab_version
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.incident import Incident, IncidentExperiment
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.documents.trial import TRIAL_SCHEMA, Trial

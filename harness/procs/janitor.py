@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.journal import Journal, JournalEntry
 from acklab.harness.procs.lease_witness import WITNESSES, Witness, connect_postgres, inside_temp_root
 from acklab.harness.procs.leases import same_process_alive

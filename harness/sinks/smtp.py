@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, AnyStr
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError

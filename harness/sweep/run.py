@@ -30,7 +30,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from acklab.evidence.bundle import BundleWriter, acklab_version, utcnow
+from acklab.evidence.bundle import BundleWriter, acklab_version
+from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.incident import IncidentHead
 from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.documents.sweep import CellVerdict, SweepCell, SweepDocument

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from acklab.evidence.bundle import utcnow
+from acklab.evidence.clock import utcnow
 from acklab.harness.wire.bodies import KEEP_BYTES, LIMIT_BYTES, read_capped
 from acklab.harness.wire.records import DeliveryRecord
 
