@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from acklab.harness.ports import free_port
 from bench.console_scale import peak_rss_mb
 from bench.figures import Figure, print_figure
 
@@ -67,12 +68,6 @@ def serve_target(port: int, body_bytes: int, db: Path) -> None:
 
     app = Starlette(routes=[Route("/hooks", hooks, methods=["POST"]), Route("/effects/{event_id}", effects)])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_up(port: int, timeout_s: float = 30.0) -> None:

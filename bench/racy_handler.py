@@ -84,7 +84,7 @@ class RacyHandler:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Path:
-        from acklab.harness.procs.fixture_process import free_port
+        from acklab.harness.ports import free_port
         from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
         os.environ[SECRET_ENV] = SECRET

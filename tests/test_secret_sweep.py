@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.procs.fixture_process import free_port
+from acklab.harness.ports import free_port
 from acklab.harness.procs.janitor import open_leases
 from acklab.harness.procs.leases import same_process_alive
 from tests.harness.keyed_service import EFFECTS_QUERY

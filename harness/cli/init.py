@@ -333,7 +333,7 @@ def _discover(
     command: dict[str, Any] | None,
 ) -> Discovery:
     """Serve the app (--app) or use the running service (--url), and watch the database."""
-    from acklab.harness.procs.fixture_process import free_port
+    from acklab.harness.ports import free_port
     from acklab.harness.procs.service_process import Command, ServiceProcess
     from acklab.harness.specs.credentials import resolve_env
 

@@ -18,7 +18,6 @@ the checkout, confined by it: the environment is then the place's allowlist and 
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from acklab.harness.errors import HarnessError
+from acklab.harness.ports import free_port
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
@@ -53,12 +53,6 @@ main(sys.argv[2:])
 """
 # What a checkout's server inherits of the lab's environment (everything else stays behind).
 CHECKOUT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class FixtureProcess(LeasedProcess):

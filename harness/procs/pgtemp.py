@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acklab.harness.errors import HarnessError
+from acklab.harness.ports import free_port
 
 
 def available() -> bool:
@@ -48,12 +49,6 @@ def _bindir() -> Path:
     raise PostgresUnavailable(
         "PostgreSQL server binaries not found (Debian package postgresql); `make test` installs it when run as root"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -15,12 +15,12 @@ no committed row. `Sinks.documents` is the bundle's ``sinks/*.json``.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.ports import free_port
 from acklab.harness.sinks.outbound import Answer, OutboundConfig, OutboundSink, Route
 from acklab.harness.sinks.records import EventKeys, Ledger, RowsNow, SinkLimits, SinkRecord
 from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
@@ -41,12 +41,6 @@ class SinkTally:
 
     def total(self) -> tuple[int, int, int]:
         return (self.emails or 0, len(self.call_keys), self.before_commit)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listen(value: str, field_name: str) -> tuple[str, int]:

@@ -29,8 +29,9 @@ from acklab.app.settings import Settings
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.ports import free_port
 from acklab.harness.procs.leases import Lease, current_book
-from acklab.harness.sinks import Sinks, free_port, sink_configs
+from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import HttpProbe, SqlProbe, database_kind

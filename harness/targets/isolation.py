@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shutil
-import socket
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,14 +28,9 @@ from pathlib import Path
 
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import TargetUnreachable
+from acklab.harness.ports import free_port
 from acklab.harness.procs.leases import Lease, LeaseBook, current_book
 from acklab.harness.specs.credentials import url_credentials_of
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

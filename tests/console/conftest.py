@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import http.server
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from fastapi import FastAPI
 
 from acklab.console.app import create_app
+from acklab.harness.ports import free_port
 from tests.console.samples import make_evidence
 
 CHROMIUM = "/usr/bin/chromium"
@@ -93,12 +93,6 @@ def client_for(portal: BlockingPortal) -> Iterator[Any]:
 @pytest.fixture
 def client(client_for: Any, sample_evidence: Path) -> AppClient:
     return client_for(sample_evidence)  # type: ignore[no-any-return]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class LiveServer:

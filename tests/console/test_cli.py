@@ -12,7 +12,7 @@ import pytest
 
 from acklab.cli import main
 from acklab.evidence.exitcodes import ExitCode
-from tests.console.conftest import free_port
+from acklab.harness.ports import free_port
 
 ACKLAB = Path(sys.executable).parent / "acklab"
 

@@ -26,6 +26,7 @@ import yaml
 
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.engine.runner import RunOptions, RunResult, run
+from acklab.harness.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwQ1Rhc3Rz"
@@ -55,12 +56,6 @@ STRIPE_EVENT = {
     "type": "payment_intent.succeeded",
     "data": {"object": {"order_id": "{{order_id}}", "amount_cents": 1200}},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def environment() -> dict[str, str]:

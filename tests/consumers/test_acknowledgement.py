@@ -13,6 +13,7 @@ import pytest
 
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.errors import ProbeError
+from acklab.harness.ports import free_port
 from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario
 
@@ -73,7 +74,7 @@ def test_a_handler_that_never_answers_fails_within_the_handler_timeout_per_deliv
 
 
 def test_an_effects_probe_that_is_down_while_the_handler_answers_is_the_labs_failure(tmp_path):
-    dead = scenarios.free_port()
+    dead = free_port()
     probe = {"http": {"url": f"http://127.0.0.1:{dead}/effects/{{{{event_id}}}}", "json_path": "count"}}
     scenario = scenarios.async_orders(tmp_path, "thread", ("lost-ack",), "error", effects=probe)
     with scenario.started(), pytest.raises(ProbeError) as refused:

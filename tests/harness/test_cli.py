@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from acklab.cli import main
-from acklab.harness.procs.pgtemp import free_port
+from acklab.harness.ports import free_port
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from acklab.harness.ports import free_port
 from acklab.harness.procs.listener import listener_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,12 +24,6 @@ BIN = Path(sys.executable).parent
 SECRET = "whsec_listener_test_stripe_secret_012345"
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_listening(port: int) -> None:

@@ -162,7 +162,7 @@ def test_resuming_an_unknown_run_is_invalid_input(tmp_path):
 @pytest.mark.slow
 def test_an_interrupted_runs_service_log_is_kept_and_the_resumed_one_follows_it(tmp_path):
     """A spec service stops with the interrupted process; its output must not stop with it."""
-    from acklab.harness.procs.fixture_process import free_port
+    from acklab.harness.ports import free_port
     from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
     root = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ import pytest
 from acklab.evidence.redaction import redact
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.ports import free_port
 from acklab.harness.sinks import SinkLimits, Sinks, sink_configs
 from acklab.harness.targets.fixture import fixture_target
-from acklab.harness.targets.isolation import free_port
 
 
 def _sinks(rows: dict[str, int], limits: SinkLimits | None = None) -> Sinks:

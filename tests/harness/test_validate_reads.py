@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tests.consumers.scenarios import free_port
+from acklab.harness.ports import free_port
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.test_cli import acklab
 

@@ -10,7 +10,7 @@ import yaml
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError, TargetUnreachable
-from acklab.harness.procs.fixture_process import free_port
+from acklab.harness.ports import free_port
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness_deep.conftest import experiment, trials
 

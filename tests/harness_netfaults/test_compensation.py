@@ -21,7 +21,7 @@ from acklab.harness.netfaults import (
     Timeout,
     postgres_probe,
 )
-from acklab.harness.procs.pgtemp import free_port
+from acklab.harness.ports import free_port
 
 
 class Boom(Exception):

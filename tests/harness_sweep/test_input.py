@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from acklab.harness.procs.pgtemp import free_port
+from acklab.harness.ports import free_port
 from tests.harness_sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
 
 

@@ -16,18 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from acklab.harness.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STRIPE_SECRET = "whsec_init_test_stripe_secret_0123456789"
 GITLAB_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def environment(**extra: str) -> dict[str, str]:
