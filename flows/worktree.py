@@ -2,30 +2,27 @@
 
 Every patch is applied, checked and attacked in a worktree of its own, checked out
 (detached, so no branch is left behind) at the expected head in a temporary directory.
-The caller's checkout, index and branches are never touched; the worktree and its
-administrative files are removed on the way out, also when the flow fails or is interrupted.
-A worktree is leased in the journal like every resource the lab creates: when the flow is
-killed (kill -9, a cancelled CI job), `acklab janitor` removes it, from `git worktree list`
-too. The lease's token, written beside it (`harness.procs.lease_witness.WorktreeMarker`), proves to
-the janitor that the directory it is about to remove is the one the lease names.
+The caller's checkout, index and branches are never touched. The worktree itself is the
+harness's (`harness.procs.worktrees.leased_worktree`, which `acklab run --baseline` uses too):
+leased in the journal, removed on the way out, and removed by `acklab janitor` after a kill -9.
+Here it is wrapped in the flow's view of a checkout (`Worktree`), and git's failures become
+the flow's own (`FlowError`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess  # nosec B404
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from acklab.harness.procs.leases import current_book
+from acklab.harness.procs import worktrees
+from acklab.harness.procs.worktrees import GitFailed, leased_worktree
 
 from .errors import FlowError
 
-GIT_TIMEOUT_S = 120
 # A fixed identity for commits the flow makes, used only when the repository has none.
 FLOW_IDENTITY = {
     "GIT_AUTHOR_NAME": "acklab repair flow",
@@ -42,37 +39,25 @@ def git(
     check: bool = True,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo args...`; raise FlowError naming the command and git's message on failure."""
-    cmd = ["git", "-C", str(repo), *args]
+    """`harness.procs.worktrees.git`, failing as the flow's FlowError (naming the command and git's message)."""
     try:
-        done = subprocess.run(  # nosec B603
-            cmd,
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
-        )
-    except FileNotFoundError as exc:
-        raise FlowError("git is not installed or not on PATH; the repair flow needs git") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise FlowError(f"`git {' '.join(args)}` took longer than {GIT_TIMEOUT_S}s in {repo}") from exc
-    if check and done.returncode != 0:
-        message = (done.stderr or done.stdout).strip()
-        raise FlowError(f"`git {' '.join(args)}` failed in {repo}: {message}")
-    return done
+        return worktrees.git(repo, *args, input_text=input_text, check=check, env=env)
+    except GitFailed as exc:
+        raise FlowError(str(exc)) from exc
 
 
 def toplevel(path: Path) -> Path:
     """The root of the git checkout containing `path`."""
-    done = git(path, "rev-parse", "--show-toplevel", check=False)
-    if done.returncode != 0:
+    try:
+        found = worktrees.toplevel(path)
+    except GitFailed as exc:
+        raise FlowError(str(exc)) from exc
+    if found is None:
         raise FlowError(
             f"{str(path)!r} is not inside a git repository; run the flow from a checkout "
             "(or make one with `acklab flow sandbox DIR`)"
         )
-    return Path(done.stdout.strip())
+    return found
 
 
 def head_sha(repo: Path) -> str:
@@ -130,17 +115,8 @@ class Worktree:
 @contextmanager
 def worktree(repo: Path, commit: str, *, label: str = "wt") -> Iterator[Worktree]:
     """Check out `commit` in a fresh temporary worktree; remove it (and its admin files) afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"acklab-{label}-"))
-    path = tmp / "checkout"
-    leases = current_book()
-    lease = leases.acquire("worktree", str(path), path=str(path), tmp=str(tmp), repo=str(repo.resolve()))
     try:
-        git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
-        yield Worktree(repo=repo, path=path, commit=commit)
-    finally:
-        if path.exists():
-            git(repo, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
-        git(repo, "worktree", "prune", check=False)
-        if not tmp.exists():  # what could not be removed stays leased, for the janitor
-            leases.release(lease)
+        with leased_worktree(repo, commit, label=label) as path:
+            yield Worktree(repo=repo, path=path, commit=commit)
+    except GitFailed as exc:
+        raise FlowError(str(exc)) from exc

@@ -27,18 +27,26 @@ class GitFailed(HarnessError):
     """A git command the lab needed failed (exit 4), or git is missing."""
 
 
-def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`git -C repo ARGS` (an argv list, no shell, no prompt); GitFailed naming it on failure."""
+def git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    input_text: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`git -C repo ARGS` (an argv list, no shell, no prompt; `input_text` on stdin, `env` over the
+    process's); GitFailed naming the command and git's message on failure."""
     try:
         # git from PATH, our own argv list, never a shell.
         done = subprocess.run(  # nosec B603 B607
             ["git", "-C", str(repo), *args],
+            input=input_text,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
             check=False,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            stdin=subprocess.DEVNULL if input_text is None else None,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})},
         )
     except FileNotFoundError as exc:
         raise GitFailed("git is not installed or not on PATH; install git") from exc
