@@ -41,6 +41,12 @@ CONFIRM_WINDOW_S = 2.0
 STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint
 
 
+def sender_acked(record: DeliveryRecord) -> bool:
+    """The sender stops retrying: it saw a 2xx, or a status that tells the provider to stop."""
+    status = record.sender_status
+    return status is not None and (200 <= status < 300 or status in STOP_RETRYING)
+
+
 class TrialContext:
     """Delivers, observes and records for one trial of one experiment."""
 
@@ -210,20 +216,28 @@ class TrialContext:
         never before the sender is done with attempt n-1. A fresh signature each time; the
         same body bytes and event id.
         """
+        started = time.monotonic()
+        first = await self.send(event, kind=kind, attempt=1, fault=first_fault or NoFault())
+        return [first, *await self.retry_until_acked(event, started=started, first=first)]
+
+    async def retry_until_acked(
+        self, event: WebhookEvent, *, started: float, first: DeliveryRecord
+    ) -> list[DeliveryRecord]:
+        """Attempts 2..N at the schedule's offsets from ``started`` (when attempt 1 was sent), until
+        the sender sees a 2xx (or a status that stops the provider retrying): the sender's one
+        retry loop, whatever struck attempt 1."""
         schedule = self.lab.schedule
         attempts = min(len(schedule), self.lab.settings.max_attempts)
         sent: list[DeliveryRecord] = []
-        started = time.monotonic()
-        for n in range(1, attempts + 1):
+        last = first
+        for n in range(2, attempts + 1):
+            if sender_acked(last):
+                break
             delay = started + schedule[n - 1] - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            fault = first_fault if (n == 1 and first_fault is not None) else NoFault()
-            record = await self.send(event, kind=kind if n == 1 else "retry", attempt=n, fault=fault)
-            sent.append(record)
-            status = record.sender_status
-            if status is not None and (200 <= status < 300 or status in STOP_RETRYING):
-                break
+            last = await self.send(event, kind="retry", attempt=n)
+            sent.append(last)
         return sent
 
     @property

@@ -26,9 +26,8 @@ from typing import ClassVar
 from acklab.harness.core.bursts import Burst, send_burst
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
-from acklab.harness.core.trial import TrialContext
+from acklab.harness.core.trial import TrialContext, sender_acked
 from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.experiments.struck import retry_until_acked, sender_acked
 from acklab.harness.targets import Needs, Target
 from acklab.harness.wire.faults import NoFault
 from acklab.harness.wire.providers import ProviderProfile
@@ -113,6 +112,6 @@ class ConcurrentDuplicatesExperiment(Experiment):
         # The provider retries an event none of whose deliveries it saw acknowledged (every
         # duplicate timed out behind the first, say): eventually-acknowledged judges those too.
         received = [r for _, r in prepared if sender_acked(r)]
-        await retry_until_acked(trial, event, started=started, first=received[0] if received else record)
+        await trial.retry_until_acked(event, started=started, first=received[0] if received else record)
         await trial.settle([event])
         return burst_proof(burst)

@@ -55,7 +55,6 @@ from acklab.harness.experiments.struck import (
     CrashAfterCommit,
     CrashMidTransaction,
     WithheldAnswer,
-    retry_until_acked,
 )
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import current_book
@@ -233,7 +232,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         if code is None:
             await asyncio.to_thread(process.kill)
         await _restart(process)
-        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.retry_until_acked(event, started=started, first=first)
         await trial.settle([event])
         if code is None:
             return missed(f"the fixture did not crash within {CRASH_WAIT_S} s of the delivery")
@@ -312,7 +311,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         if after_restart:
             await trial.observe(event, "after-crash")
         trial.parameters["restarts"] = trial.parameters.get("restarts", 0) + service.starts - starts
-        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.retry_until_acked(event, started=started, first=first)
         await trial.settle([event])
         if outcome == KILLED_AFTER_ANSWER:
             return landed(
@@ -387,7 +386,7 @@ class CrashMidTransactionExperiment(_CrashExperiment):
         after = await trial.observe(event, "after-crash")
         trial.parameters["left_half_written"] = after.effects != 0
         await _restart(process)
-        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.retry_until_acked(event, started=started, first=first)
         await trial.settle([event])
         if not inside:
             return missed(f"the handler's transaction was not seen open within {CRASH_WAIT_S} s")

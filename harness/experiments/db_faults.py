@@ -34,7 +34,7 @@ from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
-from acklab.harness.experiments.struck import DbLinkStruck, retry_until_acked
+from acklab.harness.experiments.struck import DbLinkStruck
 from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
 from acklab.harness.procs.leases import current_book
 from acklab.harness.targets import Endpoint, Needs, Target
@@ -196,7 +196,7 @@ class _StrikeExperiment(_DbLinkExperiment):
         # Evidence that the strike hit what it aimed at (the COMMIT's answer, or the COMMIT).
         hit = aimed and (after.effects >= 1) == strike.commits
         trial.parameters["strike_landed"] = hit
-        await retry_until_acked(trial, event, started=started, first=first)
+        await trial.retry_until_acked(event, started=started, first=first)
         await trial.settle([event])
         if not aimed:
             return missed(
@@ -281,7 +281,7 @@ class DbLatencyExperiment(_DbLinkExperiment):
             )
             started = time.monotonic()
             first = await trial.send(event, kind="original", attempt=1, fault=SenderTimeout(timeout_s))
-            await retry_until_acked(trial, event, started=started, first=first)
+            await trial.retry_until_acked(event, started=started, first=first)
             await trial.lab.transport.quiesce(trial.lab.horizon_s)
         await trial.observe(event, "after-fault")
         await trial.settle([event])

@@ -4,21 +4,17 @@ In the deeper experiments the fault strikes away from the HTTP exchange — on t
 the database, or by killing the handler's process — so the sender sees whatever reaches
 it (the handler's answer, a timeout, a dropped connection). The labels below only name
 that fault in the delivery records. After the fault, the sender retries on its compressed
-schedule, exactly as `TrialContext.deliver` does, until it sees a 2xx.
+schedule, until it sees a 2xx (`TrialContext.retry_until_acked`, the loop `deliver` uses too).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import httpx
 
-from acklab.harness.core.trial import STOP_RETRYING, TrialContext
-from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.wire.templates import WebhookEvent
 from acklab.harness.wire.transports import Exchange
 
 
@@ -74,28 +70,3 @@ class WithheldAnswer:
                 request=exchange.request,
             )
         return exchange.respond(answer)
-
-
-def sender_acked(record: DeliveryRecord) -> bool:
-    status = record.sender_status
-    return status is not None and (200 <= status < 300 or status in STOP_RETRYING)
-
-
-async def retry_until_acked(
-    trial: TrialContext, event: WebhookEvent, *, started: float, first: DeliveryRecord
-) -> list[DeliveryRecord]:
-    """Attempts 2..N at the schedule's offsets from ``started``, until the sender sees a 2xx."""
-    if sender_acked(first):
-        return []
-    schedule = trial.lab.schedule
-    attempts = min(len(schedule), trial.lab.settings.max_attempts)
-    sent: list[DeliveryRecord] = []
-    for n in range(2, attempts + 1):
-        delay = started + schedule[n - 1] - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        record = await trial.send(event, kind="retry", attempt=n)
-        sent.append(record)
-        if sender_acked(record):
-            break
-    return sent
