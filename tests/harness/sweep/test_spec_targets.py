@@ -8,7 +8,7 @@ from acklab.evidence.bundle import verify
 from acklab.harness.sweep.run import SweepOptions, run_sweep
 from tests.harness.conftest import serve_handler  # noqa: F401 - the fixture, shared
 from tests.harness.handlers import NoDedupe, Receipt
-from tests.harness_sweep.conftest import cell
+from tests.harness.sweep.conftest import cell
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from acklab.harness.ports import free_port
-from tests.harness_sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
+from tests.harness.sweep.conftest import PASSWORD, acklab, every_byte_under, read, sweep_dir
 
 
 @pytest.mark.parametrize(

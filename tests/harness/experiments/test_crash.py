@@ -6,7 +6,7 @@ import pytest
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
-from tests.harness_deep.conftest import experiment, trials
+from tests.harness.experiments.conftest import experiment, trials
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError, TargetUnreachable
 from acklab.harness.ports import free_port
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
-from tests.harness_deep.conftest import experiment, trials
+from tests.harness.experiments.conftest import experiment, trials
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

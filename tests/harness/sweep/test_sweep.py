@@ -13,7 +13,7 @@ from acklab.console.index import VERIFIED, EvidenceIndex
 from acklab.console.overview import heatmap
 from acklab.evidence.bundle import find_bundles, load_manifest, verify
 from acklab.evidence.validate import validate
-from tests.harness_sweep.conftest import (
+from tests.harness.sweep.conftest import (
     PASSWORD,
     cell,
     every_byte_under,

@@ -16,7 +16,7 @@ import pytest
 
 from acklab.evidence.bundle import verify
 from acklab.evidence.validate import validate
-from tests.harness_sweep.conftest import (
+from tests.harness.sweep.conftest import (
     ACKLAB,
     PASSWORD,
     cell,
