@@ -7,15 +7,14 @@ for the console, the repair flow or Playwright.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
-from acklab.evidence.extras import PACKAGES, missing_module
+from acklab.evidence.extras import PACKAGES, MissingExtra, missing_module
 from acklab.evidence.redaction import redact
 
 from . import __version__
@@ -103,12 +102,22 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; an exception nothing expected is an internal error (exit 4), its
+        traceback shown when `acklab --debug` (or ACKLAB_DEBUG) is in this context's params."""
+        try:
+            return super().invoke(ctx)
+        except HANDLED_IN_MAIN:
+            raise
+        except BaseException as exc:  # the last line of defence: RecursionError, MemoryError, bugs
+            _internal_error(exc, debug=bool(ctx.params.get("debug")))
+
 
 def _unavailable(name: str, why: str) -> click.Command:
     """A stand-in for a command that cannot be imported: whatever it is given, it says why (exit 4)."""
 
     def callback(**_: Any) -> None:
-        raise AcklabError(f"`acklab {name}` is not available: {why}", exit_code=ExitCode.LAB_ERROR)
+        raise MissingExtra(f"`acklab {name}` is not available: {why}")
 
     return click.Command(
         name,
@@ -118,6 +127,19 @@ def _unavailable(name: str, why: str) -> click.Command:
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     )
 
+
+# What `main` maps onto the contract itself; anything else is an internal error.
+HANDLED_IN_MAIN = (
+    click.ClickException,
+    click.exceptions.Exit,
+    click.exceptions.Abort,
+    AcklabError,
+    KeyboardInterrupt,
+    EOFError,  # click makes it an Abort: interrupted
+    ModuleNotFoundError,
+    SystemExit,
+    GeneratorExit,
+)
 
 EPILOG = (
     "Exit codes: 0 pass, 1 a verdict failed, 2 usage error, 3 invalid spec or input, "
@@ -143,14 +165,7 @@ def _subcommand(argv: list[str] | None) -> str | None:
     return next((a for a in args if not a.startswith("-")), None)
 
 
-def _debugging(argv: list[str] | None) -> bool:
-    args = sys.argv[1:] if argv is None else argv
-    # Only options before the subcommand belong to `acklab` itself.
-    leading = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
-    return "--debug" in leading or os.environ.get("ACKLAB_DEBUG", "") not in ("", "0", "false", "no")
-
-
-def _internal_error(exc: BaseException, debug: bool) -> None:
+def _internal_error(exc: BaseException, debug: bool) -> NoReturn:
     """An unexpected exception is the lab's failure (exit 4), never a verdict (exit 1)."""
     if debug:
         traceback.print_exception(exc)
@@ -187,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+        sys.exit(click_exit_code(exc))
     except AcklabError as exc:
         # Library messages quote URLs and values: the process's redaction has the last word.
         click.echo(f"acklab: error: {redact(str(exc))}", err=True)
@@ -201,6 +216,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.LAB_ERROR)
     except (SystemExit, GeneratorExit):
         raise
-    except BaseException as exc:  # the last line of defence: RecursionError, MemoryError, bugs
-        _internal_error(exc, _debugging(argv))
+    except BaseException as exc:  # raised before any subcommand ran (LazyGroup.invoke has the rest)
+        _internal_error(exc, debug=False)
     sys.exit(int(rc) if isinstance(rc, int) else 0)
+
+
+def click_exit_code(exc: click.ClickException) -> ExitCode:
+    """A usage error is 2; any other error click raises (a file a `click.File` cannot open...)
+    is bad input, 3: click's own default, 1, is the contract's "a verdict failed"."""
+    return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.INVALID_INPUT

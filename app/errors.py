@@ -1,12 +1,15 @@
-"""Errors of the webhook fixture.
+"""Errors of the webhook fixture: its one exception tree, every class in it.
 
-Tree::
+Exception
+├── FixtureError                 exit 4: root; ``exit_code`` follows the acklab exit-code contract
+│   ├── ConfigError              exit 3: a setting has a bad value
+│   └── DatabaseUnavailable      exit 4: the database cannot be opened or prepared
+├── Rejection                    a delivery refused before the handler ran: an HTTP answer, not an error
+└── VerificationFailed (signing) a signature did not verify (answered 401)
 
-    FixtureError                 root; ``exit_code`` follows the acklab exit-code contract
-    ├── ConfigError              a setting has a bad value (exit 3)
-    └── DatabaseUnavailable      the database cannot be opened or prepared (exit 4)
+ValueError
+└── SigningError (signing)       a secret the scheme cannot use (its shape is wrong)
 
-A rejected delivery is not an error of the fixture: it is an HTTP answer (``Rejection``).
 The fixture must not import the lab, so exit codes are literal ints here.
 """
 

@@ -1,10 +1,18 @@
-"""Errors of the console package.
+"""Errors of the console package: its one exception tree, every class in it.
 
 AcklabError (evidence.exitcodes)
 └── ConsoleError                  exit 4: the console or the snapshot could not be served or built
     ├── EvidenceDirError          exit 3: --evidence names no readable directory
     ├── OutputRefused             exit 5: --out would overwrite or contain the evidence it reads
     └── PortBusy                  exit 5: the console's --port is taken by another listener
+
+Signals caught where they are raised, never an exit code of their own:
+
+Exception
+└── OutlineError (outline)        an incident cannot be read within the limits (the page says why)
+
+starlette.exceptions.HTTPException
+└── NotFound (app)                a 404 naming what was not found (the console's error page)
 
 A bundle that fails verification is not an error here: the console shows it under a
 warning, because reviewers need to see what was tampered with.

@@ -1,4 +1,4 @@
-"""The exit-code contract shared by every acklab command (README, "Exit codes").
+"""The exit-code contract shared by every acklab command (docs/cli.md#exit-codes-every-command).
 
 It lives in the leaf package so that every layer can name the codes without importing
 upward. "The handler failed" (VERDICT_FAILED) and "the lab failed" (LAB_ERROR) are never
@@ -24,15 +24,13 @@ class ExitCode(IntEnum):
 
 
 class AcklabError(Exception):
-    """Base of every package's root exception; carries the exit code the CLI should use.
+    """Base of every package's root exception; its class says the exit code the CLI uses.
 
-    Package trees (each drawn in its own ``errors`` module):
-    ``EvidenceError``, ``HarnessError``, ``ConsoleError``, ``FlowError``.
+    The code is a fact of the class, never of a raise site: an error that needs another code
+    is another class. Package trees, each drawn whole in its own ``errors`` module (and
+    checked against the classes by ``tests/test_errors.py``): ``EvidenceError`` and
+    ``MissingExtra`` (``evidence/errors.py``), ``HarnessError`` (``harness/errors.py``),
+    ``ConsoleError`` (``console/errors.py``), ``FlowError`` (``flows/errors.py``).
     """
 
     exit_code: ExitCode = ExitCode.LAB_ERROR
-
-    def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code

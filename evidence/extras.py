@@ -68,8 +68,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
 class MissingExtra(AcklabError):
     """A part of acklab that is not installed (exit 4): the message names the pip command."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=ExitCode.LAB_ERROR)
+    exit_code = ExitCode.LAB_ERROR
 
 
 def install_hint(module: str) -> str:

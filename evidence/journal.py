@@ -36,8 +36,7 @@ from typing import Any
 from .chain import GENESIS, ChainReport, entry_hash, walk
 from .clock import utcnow
 from .errors import EvidenceError
-from .exitcodes import ExitCode
-from .loading import EVIDENCE, parse_json
+from .loading import EVIDENCE, EvidenceUnreadable, parse_json
 from .redaction import known
 from .validate import validate
 
@@ -378,7 +377,7 @@ class Journal:
                 duration_ms=r[7],
                 # Read bounded: a forged row may nest without end (exit 7, never a RecursionError).
                 payload=parse_json(
-                    r[8], source=f"{self.path}: entry #{r[0]}", limits=EVIDENCE, exit_code=ExitCode.INTEGRITY
+                    r[8], source=f"{self.path}: entry #{r[0]}", limits=EVIDENCE, error=EvidenceUnreadable
                 ),
                 recorded_at=r[9],
             )

@@ -13,9 +13,9 @@ So every read goes through here, with `Limits`:
 * JSON: ``NaN``/``Infinity`` refused (not JSON), integers of more than 4,300 digits refused;
 * text: UTF-8 only (a BOM is allowed); anything else names the byte where decoding failed.
 
-Errors are `DocumentError`s naming the file and what was wrong. Their exit code is the
-caller's: 3 for input (specs, decisions, model replies — `INPUT`, `SPEC`), 7 for evidence
-(`EVIDENCE`): pass ``exit_code`` or use the `evidence_error` flavour.
+Errors are `DocumentError`s naming the file and what was wrong: exit 3, for input (specs,
+decisions, model replies — `INPUT`, `SPEC`). A document of a bundle that cannot be read is
+`EvidenceUnreadable` instead (exit 7: `load_evidence_json`, or ``error=EvidenceUnreadable``).
 """
 
 from __future__ import annotations
@@ -53,14 +53,20 @@ EVIDENCE = Limits(max_bytes=64 << 20, max_depth=64, max_nodes=5_000_000)
 
 
 class DocumentError(EvidenceError):
-    """A document could not be read within acklab's limits (exit 3 by default; 7 for evidence)."""
+    """A document could not be read within acklab's limits (exit 3: bad input)."""
 
     exit_code = ExitCode.INVALID_INPUT
 
-    def __init__(self, source: str, problem: str, *, exit_code: ExitCode | None = None) -> None:
-        super().__init__(f"{source}: {problem}", exit_code=exit_code)
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
         self.source = source
         self.problem = problem
+
+
+class EvidenceUnreadable(DocumentError):
+    """A document of a bundle (or the journal) could not be read within the limits (exit 7)."""
+
+    exit_code = ExitCode.INTEGRITY
 
 
 def _size(n: float) -> str:
@@ -76,7 +82,7 @@ def read_bounded(
     limits: Limits,
     *,
     follow_symlinks: bool = True,
-    exit_code: ExitCode | None = None,
+    error: type[DocumentError] = DocumentError,
     what: str | None = None,
 ) -> bytes:
     """The bytes of a regular file, refusing one larger than ``limits.max_bytes`` (never read whole).
@@ -92,41 +98,33 @@ def read_bounded(
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise DocumentError(
-                source, "is a symbolic link; acklab does not follow links here", exit_code=exit_code
-            ) from exc
-        raise DocumentError(source, f"cannot read it: {exc.strerror}", exit_code=exit_code) from exc
+            raise error(source, "is a symbolic link; acklab does not follow links here") from exc
+        raise error(source, f"cannot read it: {exc.strerror}") from exc
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise DocumentError(source, "is not a regular file", exit_code=exit_code)
+            raise error(source, "is not a regular file")
         if info.st_size > limits.max_bytes:
-            raise DocumentError(
+            raise error(
                 source,
                 f"is {_size(info.st_size)}; acklab reads at most {limits.describe_size()} of such a document",
-                exit_code=exit_code,
             )
         data = fh.read(limits.max_bytes + 1)  # the file may grow while it is read
     if len(data) > limits.max_bytes:
-        raise DocumentError(
-            source,
-            f"is larger than {limits.describe_size()}, the most acklab reads here",
-            exit_code=exit_code,
-        )
+        raise error(source, f"is larger than {limits.describe_size()}, the most acklab reads here")
     return data
 
 
-def decode_text(data: bytes, source: str, *, exit_code: ExitCode | None = None) -> str:
+def decode_text(data: bytes, source: str, *, error: type[DocumentError] = DocumentError) -> str:
     """UTF-8 text (a leading BOM dropped); other encodings are refused naming the offset."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise DocumentError(source, "is UTF-16; save it as UTF-8", exit_code=exit_code)
+        raise error(source, "is UTF-16; save it as UTF-8")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(
+        raise error(
             source,
             f"is not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 4]!r}); save it as UTF-8",
-            exit_code=exit_code,
         ) from exc
     return text.removeprefix("\ufeff")
 
@@ -169,46 +167,40 @@ def _no_constant(name: str) -> Any:
 
 
 def parse_json(
-    data: bytes | str, *, source: str, limits: Limits = INPUT, exit_code: ExitCode | None = None
+    data: bytes | str, *, source: str, limits: Limits = INPUT, error: type[DocumentError] = DocumentError
 ) -> Any:
     """Parse JSON text within `limits`; DocumentError naming `source` and the problem."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if len(raw) > limits.max_bytes:
-        raise DocumentError(
-            source,
-            f"is {_size(len(raw))}; acklab reads at most {limits.describe_size()}",
-            exit_code=exit_code,
-        )
+        raise error(source, f"is {_size(len(raw))}; acklab reads at most {limits.describe_size()}")
     if json_depth_exceeds(raw, limits.max_depth):
-        raise DocumentError(
-            source, f"nests deeper than {limits.max_depth} levels; acklab refuses it", exit_code=exit_code
-        )
-    text = data if isinstance(data, str) else decode_text(raw, source, exit_code=exit_code)
+        raise error(source, f"nests deeper than {limits.max_depth} levels; acklab refuses it")
+    text = data if isinstance(data, str) else decode_text(raw, source, error=error)
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError as exc:  # the depth check above makes this unreachable in practice
-        raise DocumentError(source, "nests too deeply to read", exit_code=exit_code) from exc
+        raise error(source, "nests too deeply to read") from exc
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, integers too long to convert
-        raise DocumentError(source, f"is not valid JSON: {exc}", exit_code=exit_code) from exc
+        raise error(source, f"is not valid JSON: {exc}") from exc
 
 
 def load_json(
     path: Path,
     *,
     limits: Limits = INPUT,
-    exit_code: ExitCode | None = None,
+    error: type[DocumentError] = DocumentError,
     follow_symlinks: bool = True,
     what: str | None = None,
 ) -> Any:
     """Read and parse a JSON file within `limits`."""
     source = what or str(path)
-    data = read_bounded(path, limits, follow_symlinks=follow_symlinks, exit_code=exit_code, what=source)
-    return parse_json(data, source=source, limits=limits, exit_code=exit_code)
+    data = read_bounded(path, limits, follow_symlinks=follow_symlinks, error=error, what=source)
+    return parse_json(data, source=source, limits=limits, error=error)
 
 
 def load_evidence_json(path: Path, *, what: str | None = None, limits: Limits = EVIDENCE) -> Any:
     """A JSON document of a bundle: symlinks refused, EVIDENCE limits, exit 7 when unreadable."""
-    return load_json(path, limits=limits, exit_code=ExitCode.INTEGRITY, follow_symlinks=False, what=what)
+    return load_json(path, limits=limits, error=EvidenceUnreadable, follow_symlinks=False, what=what)
 
 
 # --- YAML -------------------------------------------------------------------------------
@@ -224,12 +216,12 @@ def _mark(node: yaml.Node) -> str:
 class _NodeCheck:
     """Walks a composed YAML graph once per distinct node, counting what construction would expand."""
 
-    def __init__(self, source: str, limits: Limits, exit_code: ExitCode | None) -> None:
-        self.source, self.limits, self.exit_code = source, limits, exit_code
+    def __init__(self, source: str, limits: Limits, error: type[DocumentError]) -> None:
+        self.source, self.limits, self.error = source, limits, error
         self.expanded: dict[int, int] = {}
 
     def fail(self, problem: str) -> DocumentError:
-        return DocumentError(self.source, problem, exit_code=self.exit_code)
+        return self.error(self.source, problem)
 
     def size(self, root: yaml.Node) -> int:
         """Expanded node count of `root` (aliases counted each time they are used), iteratively."""
@@ -281,7 +273,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _check_events(text: str, source: str, limits: Limits, exit_code: ExitCode | None) -> None:
+def _check_events(text: str, source: str, limits: Limits, error: type[DocumentError]) -> None:
     """Depth and event count from the parser's event stream, before the (recursive) composer runs."""
     depth = events = 0
     try:
@@ -291,61 +283,50 @@ def _check_events(text: str, source: str, limits: Limits, exit_code: ExitCode | 
                 depth += 1
                 if depth > limits.max_depth:
                     line = event.start_mark.line + 1 if event.start_mark is not None else "?"
-                    raise DocumentError(
+                    raise error(
                         source,
                         f"nests deeper than {limits.max_depth} levels (line {line}); acklab refuses it",
-                        exit_code=exit_code,
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
             if events > limits.max_nodes:
-                raise DocumentError(
-                    source,
-                    f"holds more than {limits.max_nodes:,} values; acklab refuses it",
-                    exit_code=exit_code,
-                )
+                raise error(source, f"holds more than {limits.max_nodes:,} values; acklab refuses it")
     except yaml.YAMLError as exc:
         if "maximum nesting depth" in str(exc):  # libyaml's own limit, met while scanning ahead
-            raise DocumentError(
-                source, f"nests deeper than {limits.max_depth} levels; acklab refuses it", exit_code=exit_code
-            ) from exc
-        raise DocumentError(source, f"is not valid YAML: {exc}", exit_code=exit_code) from exc
+            raise error(source, f"nests deeper than {limits.max_depth} levels; acklab refuses it") from exc
+        raise error(source, f"is not valid YAML: {exc}") from exc
 
 
 def parse_yaml(
-    data: bytes | str, *, source: str, limits: Limits = SPEC, exit_code: ExitCode | None = None
+    data: bytes | str, *, source: str, limits: Limits = SPEC, error: type[DocumentError] = DocumentError
 ) -> Any:
     """Parse one YAML document within `limits` (safe tags only; aliases bounded; no duplicate keys)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if len(raw) > limits.max_bytes:
-        raise DocumentError(
-            source,
-            f"is {_size(len(raw))}; acklab reads at most {limits.describe_size()}",
-            exit_code=exit_code,
-        )
-    text = data if isinstance(data, str) else decode_text(raw, source, exit_code=exit_code)
-    _check_events(text, source, limits, exit_code)
+        raise error(source, f"is {_size(len(raw))}; acklab reads at most {limits.describe_size()}")
+    text = data if isinstance(data, str) else decode_text(raw, source, error=error)
+    _check_events(text, source, limits, error)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _NodeCheck(source, limits, exit_code).size(node)
+        _NodeCheck(source, limits, error).size(node)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise DocumentError(source, f"is not valid YAML: {exc}", exit_code=exit_code) from exc
+        raise error(source, f"is not valid YAML: {exc}") from exc
     except ValueError as exc:  # a scalar that cannot be converted, e.g. an integer of 5,000 digits
-        raise DocumentError(source, f"holds a value acklab cannot read: {exc}", exit_code=exit_code) from exc
+        raise error(source, f"holds a value acklab cannot read: {exc}") from exc
     except RecursionError as exc:  # the checks above make this unreachable in practice
-        raise DocumentError(source, "nests too deeply to read", exit_code=exit_code) from exc
+        raise error(source, "nests too deeply to read") from exc
     finally:
         loader.dispose()
 
 
 def load_yaml(
-    path: Path, *, limits: Limits = SPEC, exit_code: ExitCode | None = None, what: str | None = None
+    path: Path, *, limits: Limits = SPEC, error: type[DocumentError] = DocumentError, what: str | None = None
 ) -> Any:
     """Read and parse a YAML file within `limits`."""
     source = what or str(path)
-    data = read_bounded(path, limits, exit_code=exit_code, what=source)
-    return parse_yaml(data, source=source, limits=limits, exit_code=exit_code)
+    data = read_bounded(path, limits, error=error, what=source)
+    return parse_yaml(data, source=source, limits=limits, error=error)

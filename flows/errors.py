@@ -1,19 +1,26 @@
-"""Errors of the repair flow.
+"""Errors of the repair flow: its one exception tree, every class in it.
 
 AcklabError (evidence.exitcodes)
-└── FlowError                  exit 4: the flow could not run (git, a worktree, the lab)
-    ├── FlowSpecInvalid        exit 3: a flow spec or decisions file is not valid
-    ├── ProposerUnavailable    exit 4: the proposer could not be asked (LLM endpoint down, bad reply)
-    ├── ModelReplyInvalid      exit 3: the model's reply is too large, too deep or not JSON
-    ├── PublishFailed          exit 4: GitLab could not be reached or refused for a non-gate reason
-    └── GateRefused            exit 5: a safety, scope, approval or head gate said no
-        ├── ScopeRefused       exit 5: the scope guard rejected the proposal twice
-        ├── NoDecision         exit 5: an approval gate has no decision source or no decision left
-        ├── DecisionRejected   exit 5: an approver rejected
-        ├── HeadMoved          exit 5: the branch head (or the scoped file) moved during the flow
-        ├── SandboxUnavailable exit 5: untrusted code cannot be confined here (and no --unsandboxed)
-        └── PatchTampered      exit 5: the patched code changed files while it ran, or what was
-                                       verified is not what the approved diff makes
+└── FlowError                          exit 4: the flow could not run (git, a worktree, the lab)
+    ├── FlowSpecInvalid                exit 3: a flow spec or decisions file is not valid
+    ├── FlowUsageError (init)          exit 2: `flow init` would overwrite a file (no --force)
+    ├── ProposerUnavailable            exit 4: the proposer could not be asked (LLM endpoint down, bad reply)
+    ├── ModelReplyInvalid              exit 3: the model's reply is too large, too deep or not JSON
+    ├── PublishFailed                  exit 4: GitLab could not be reached or refused for a non-gate reason
+    └── GateRefused                    exit 5: a safety, scope, approval or head gate said no
+        ├── ScopeRefused               exit 5: the scope guard rejected the proposal twice
+        ├── NoDecision                 exit 5: an approval gate has no decision source or no decision left
+        ├── DecisionRejected           exit 5: an approver rejected
+        ├── HeadMoved                  exit 5: the branch head (or the scoped file) moved during the flow
+        ├── SandboxUnavailable         exit 5: untrusted code cannot be confined here (and no --unsandboxed)
+        │   └── AccountUnavailable (sandbox.account)  exit 5: the sandbox user cannot be found or created
+        └── PatchTampered              exit 5: the patched code changed files while it ran, or what was
+                                               verified is not what the approved diff makes
+
+Signals caught where they are raised, never an exit code of their own:
+
+ValueError
+└── AllowlistError (capabilities)      an import allowlist entry is malformed (the spec check says which)
 
 A handler that still fails after a patch is not an error of the flow: it is a verdict, and
 the flow ends with exit 1 (recorded as outcome "failed").

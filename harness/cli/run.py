@@ -28,7 +28,7 @@ from acklab.harness.core.plan import BOUNDS, BURST_SYNCS, MAX_TRIALS, RunSetting
 from acklab.harness.engine.comparison import ComparisonResult, compared_targets, run_comparison
 from acklab.harness.engine.runner import RunOptions, RunResult, prepare
 from acklab.harness.engine.runner import run as run_lab
-from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.errors import HarnessError, SpecError, UsageError
 from acklab.harness.experiments import EXPERIMENTS
 from acklab.harness.specs.load import all_problems, load_spec
 from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
@@ -259,9 +259,8 @@ def run(**kwargs: Any) -> int:
     with _json_on_error(kwargs["as_json"], kwargs["target"]):
         if kwargs["baseline"] is not None:
             if kwargs["compare_with"]:
-                raise HarnessError(
-                    "--baseline and --compare-with: pick one (a baseline compares the working tree with REF)",
-                    exit_code=ExitCode.USAGE,
+                raise UsageError(
+                    "--baseline and --compare-with: pick one (a baseline compares the working tree with REF)"
                 )
             from acklab.harness.engine.baseline import run_baseline
 

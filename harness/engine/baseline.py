@@ -27,11 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from acklab.evidence.clock import utcnow
-from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.comparison import ComparisonResult, bundle_comparison, check_options
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.errors import SpecError, UsageError
 from acklab.harness.procs.confinement import provide
 from acklab.harness.procs.worktrees import leased_worktree, resolve_commit, toplevel
 from acklab.harness.targets import Target, resolve_target
@@ -40,8 +39,8 @@ from acklab.harness.targets.provenance import Revision
 PER_RUN_STORES = ("{{scratch}}", "{{database_url}}")
 
 
-def _usage(message: str) -> HarnessError:
-    return HarnessError(message, exit_code=ExitCode.USAGE)
+def _usage(message: str) -> UsageError:
+    return UsageError(message)
 
 
 def _repository(options: RunOptions) -> Path:

@@ -37,7 +37,7 @@ from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.core.run_events import Consumer
 from acklab.harness.engine.runner import RunOptions, RunResult, run
-from acklab.harness.errors import HarnessError, RunInterrupted
+from acklab.harness.errors import HarnessError, RunInterrupted, UsageError
 
 COMPARISON_FILE = "comparison.json"
 MAX_TARGETS = 8
@@ -70,8 +70,8 @@ class ComparisonResult:
         return self.result_json().dump()
 
 
-def _usage(message: str) -> HarnessError:
-    return HarnessError(message, exit_code=ExitCode.USAGE)
+def _usage(message: str) -> UsageError:
+    return UsageError(message)
 
 
 def compared_targets(primary: str, values: Sequence[str]) -> tuple[str, ...]:

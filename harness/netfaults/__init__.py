@@ -8,7 +8,7 @@ the fault lifted and the link verified healthy, and every step is a `ProxyEvent`
 
 from __future__ import annotations
 
-from .errors import FaultInUse, LinkUnhealthy, NetFaultError
+from .errors import FaultInUse, FaultInvalid, LinkUnhealthy, NetFaultError, ProxyRefused
 from .events import ProxyEvent
 from .faults import (
     FAULT_TYPES,
@@ -32,6 +32,7 @@ __all__ = [
     "Down",
     "Fault",
     "FaultInUse",
+    "FaultInvalid",
     "FaultProxy",
     "Latency",
     "LimitData",
@@ -39,6 +40,7 @@ __all__ = [
     "NetFaultError",
     "Probe",
     "ProxyEvent",
+    "ProxyRefused",
     "ProxyThread",
     "ResetPeer",
     "Slicer",

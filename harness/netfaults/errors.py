@@ -1,10 +1,5 @@
-"""Errors of the TCP fault proxy.
-
-AcklabError (evidence.exitcodes)
-└── HarnessError (harness.errors)
-    └── NetFaultError             exit 4: the proxy could not start, inject or lift a fault
-        ├── FaultInUse            exit 2: a second fault was injected while one is active
-        └── LinkUnhealthy         exit 4: after lifting, a fresh connection did not round-trip
+"""Errors of the TCP fault proxy; their place in the harness's one tree is drawn in
+``harness/errors.py``.
 
 A finding about the system under test is never one of these (it is a verdict).
 """
@@ -19,6 +14,18 @@ class NetFaultError(HarnessError):
     """Root of the fault proxy's errors: the lab's link could not be broken or mended."""
 
     exit_code = ExitCode.LAB_ERROR
+
+
+class FaultInvalid(NetFaultError):
+    """A fault's attributes (or its record in a plan or incident) are not a fault the proxy knows."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class ProxyRefused(NetFaultError):
+    """The proxy was asked to listen off the loopback range."""
+
+    exit_code = ExitCode.REFUSED
 
 
 class FaultInUse(NetFaultError):

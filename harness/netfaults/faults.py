@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from acklab.evidence.exitcodes import ExitCode
-
-from .errors import NetFaultError
+from .errors import FaultInvalid
 
 Stream: TypeAlias = Literal["upstream", "downstream", "both"]
 STREAMS: tuple[Stream, ...] = ("upstream", "downstream", "both")
@@ -31,15 +29,11 @@ class _Toxic:
             value = getattr(self, f.name)
             if f.name == "stream":
                 if value not in STREAMS:
-                    raise NetFaultError(
-                        f"{self.toxic}: got stream={value!r}; expected one of {', '.join(STREAMS)}",
-                        exit_code=ExitCode.INVALID_INPUT,
+                    raise FaultInvalid(
+                        f"{self.toxic}: got stream={value!r}; expected one of {', '.join(STREAMS)}"
                     )
             elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise NetFaultError(
-                    f"{self.toxic}: got {f.name}={value!r}; expected a whole number >= 0",
-                    exit_code=ExitCode.INVALID_INPUT,
-                )
+                raise FaultInvalid(f"{self.toxic}: got {f.name}={value!r}; expected a whole number >= 0")
 
     def acts_on(self, direction: Literal["upstream", "downstream"]) -> bool:
         """Whether this fault shapes the data flowing in ``direction``."""
@@ -122,10 +116,9 @@ class Slicer(_Toxic):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.average_size < 1 or self.size_variation >= self.average_size:
-            raise NetFaultError(
+            raise FaultInvalid(
                 f"slicer: got average_size={self.average_size}, size_variation={self.size_variation}; "
-                "expected average_size >= 1 and size_variation < average_size",
-                exit_code=ExitCode.INVALID_INPUT,
+                "expected average_size >= 1 and size_variation < average_size"
             )
 
 
@@ -156,16 +149,11 @@ def fault_from_record(record: dict[str, Any]) -> Fault:
     kind = record.get("type")
     cls = FAULT_TYPES.get(str(kind))
     if cls is None:
-        raise NetFaultError(
-            f"got fault type {kind!r}; expected one of {', '.join(sorted(FAULT_TYPES))}",
-            exit_code=ExitCode.INVALID_INPUT,
-        )
+        raise FaultInvalid(f"got fault type {kind!r}; expected one of {', '.join(sorted(FAULT_TYPES))}")
     attributes = dict(record.get("attributes", {}))
     if "stream" in {f.name for f in fields(cls)} and "stream" in record:
         attributes["stream"] = record["stream"]
     try:
         return cls(**attributes)
     except TypeError as exc:
-        raise NetFaultError(
-            f"{kind}: got attributes {sorted(attributes)}; {exc}", exit_code=ExitCode.INVALID_INPUT
-        ) from exc
+        raise FaultInvalid(f"{kind}: got attributes {sorted(attributes)}; {exc}") from exc

@@ -22,10 +22,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Self, TypeAlias
 
-from acklab.evidence.exitcodes import ExitCode
-
 from . import toxics
-from .errors import FaultInUse, LinkUnhealthy, NetFaultError
+from .errors import FaultInUse, LinkUnhealthy, NetFaultError, ProxyRefused
 from .events import EventKind, EventListener, ProxyEvent
 from .faults import Down, Fault
 from .toxics import Direction
@@ -70,9 +68,8 @@ class FaultProxy:
         listener: EventListener | None = None,
     ) -> None:
         if not ipaddress.ip_address(listen_host).is_loopback:
-            raise NetFaultError(
-                f"got listen_host={listen_host!r}; the fault proxy listens on loopback only (127.0.0.1)",
-                exit_code=ExitCode.REFUSED,
+            raise ProxyRefused(
+                f"got listen_host={listen_host!r}; the fault proxy listens on loopback only (127.0.0.1)"
             )
         self.upstream = upstream
         self.listen_host = listen_host

@@ -82,8 +82,7 @@ class Confinement(Protocol):
 class ConfinementUnavailable(HarnessError):
     """Untrusted code would run unconfined: refused (exit 5) unless the caller said --unsandboxed."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=ExitCode.REFUSED)
+    exit_code = ExitCode.REFUSED
 
 
 # (unsandboxed, directories the confined code must not see: the evidence) -> the confinement

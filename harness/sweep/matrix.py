@@ -188,7 +188,7 @@ def plan_runs(
             except SpecError as exc:
                 if str(exc).startswith("--target"):
                     raise
-                raise SpecError(f"--target {ref!r}: {exc}", exit_code=exc.exit_code) from exc
+                raise SpecError(f"--target {ref!r}: {exc}") from exc
             try:
                 database = db or _spec_database(target.database)
                 why = {e.name: e.applicable(target) for e in chosen}

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import acklab.app as fixture_package
-from acklab.app.errors import FixtureError
+from acklab.app.errors import ConfigError, FixtureError
 from acklab.app.main import create_app
 from acklab.app.notify import SHIPMENTS_PATH
 from acklab.app.runtime import HANDLER_MODULES
 from acklab.app.settings import Settings
-from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.ports import free_port
@@ -151,9 +150,8 @@ class FixtureTarget(Target):
         except FixtureError as exc:
             # The fixture names the URL it was given, password and all: the message reaches
             # records and stderr redacted, and the original is not chained into tracebacks.
-            raise HarnessError(
-                f"the fixture could not start: {redact(str(exc))}", exit_code=ExitCode(exc.exit_code)
-            ) from None
+            error = SpecError if isinstance(exc, ConfigError) else HarnessError  # exit 3, else 4
+            raise error(f"the fixture could not start: {redact(str(exc))}") from None
 
     def database_urls(self) -> tuple[str, ...]:
         return (self.db_url,) if self.db_url else ()

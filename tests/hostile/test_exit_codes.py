@@ -10,10 +10,12 @@ names the package to install.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from acklab.cli import missing_module
@@ -186,6 +188,49 @@ def test_an_unexpected_exception_is_exit_4_with_the_traceback_only_under_debug(m
     code, _, err = acklab("history", "r1", "--evidence", evidence)
     assert code == 4, err  # never 1, whatever the exception
     assert "RecursionError" in err
+
+
+def test_debug_is_read_from_the_command_line_and_from_acklab_debug(monkeypatch, evidence, acklab):
+    """`--debug` is the root command's option (ACKLAB_DEBUG its environment variable), read from
+    click's context: only options before the subcommand belong to it."""
+
+    def boom(*_: object) -> None:
+        raise RuntimeError("the lab tripped")
+
+    monkeypatch.setattr("acklab.evidence.cli.load_history", boom)
+    monkeypatch.setenv("ACKLAB_DEBUG", "1")
+    code, _, err = acklab("history", "r1", "--evidence", evidence)
+    assert code == 4
+    assert "Traceback (most recent call last)" in err
+    monkeypatch.setenv("ACKLAB_DEBUG", "0")
+    code, _, err = acklab("history", "r1", "--evidence", evidence)
+    assert code == 4
+    assert "Traceback" not in err
+    code, _, err = acklab("history", "--debug", "r1", "--evidence", evidence)
+    assert code == 2, err  # not history's option: a usage error, nothing ran
+    assert re.search(r"No such option:? '?--debug", err), err  # click 8.1 and 8.2 word it apart
+
+
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [
+        (lambda: click.ClickException("a plain click error"), 3),
+        (lambda: click.FileError("spec.yaml", hint="permission denied"), 3),
+        (lambda: click.BadParameter("not a number", param_hint="'--trials'"), 2),
+    ],
+    ids=["click-exception", "file-error", "bad-parameter"],
+)
+def test_no_click_error_exits_1(monkeypatch, evidence, acklab, raised, code):
+    """click's own default for its errors is exit 1, the contract's "a verdict failed": a usage
+    error is 2, any other error click raises is bad input, 3."""
+
+    def fail(*_: object) -> None:
+        raise raised()
+
+    monkeypatch.setattr("acklab.evidence.cli.load_history", fail)
+    got, _, err = acklab("history", "r1", "--evidence", evidence)
+    assert got == code, err
+    assert "Traceback" not in err
 
 
 def test_a_missing_dependency_names_the_package_and_the_extra(monkeypatch, evidence, acklab):
