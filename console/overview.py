@@ -16,30 +16,19 @@ from math import ceil
 from typing import Any, Generic, TypeVar
 
 from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.verdicts import EXPERIMENT_NAMES
 
 from .identity import HEAD, PATCHED, FlowRun, short_revision
 from .index import Snapshot
 from .scan import BundleSummary, IncidentSummary
 
-# The stable experiment names (README, "Experiments"), in the order a reader meets them; others follow by name.
-EXPERIMENT_ORDER = (
-    "lost-ack",
-    "lost-ack-reset",
-    "timeout-overlap",
-    "concurrent-duplicates",
-    "conflicting-payload",
-    "replay",
-    "crash-after-commit",
-    "crash-mid-transaction",
-    "db-latency",
-    "db-reset",
-    "db-blackhole",
-)
+# Columns in the order a reader meets the experiments (the one list of names); others follow by name.
+EXPERIMENT_ORDER: tuple[str, ...] = EXPERIMENT_NAMES
 PAGE_SIZE = 25
 T = TypeVar("T")
 
 
-# Beside the experiments, a column per source of effects the lab's sinks counted (issue 28):
+# Beside the experiments, a column per source of effects the lab's sinks counted (docs/sinks.md):
 # the row's worst incident for that source, across its experiments.
 SOURCE_COLUMNS = ("emails", "calls")
 

@@ -1,8 +1,13 @@
 """Verdict words and how they combine: one precedence for a trial, an experiment, a run, a merge.
 
-A proven violation outweighs an error elsewhere (README, "Verdict semantics"): ``fail``
+A proven violation outweighs an error elsewhere (docs/concepts.md#precedence): ``fail``
 beats ``error`` beats ``pass``; ``skipped`` (an experiment that does not apply) counts for
 nothing, and nothing judged at all is an ``error``.
+
+The names a verdict is about live here too, one list each: `Invariant` and `ExperimentName`.
+Everything else that lists them (the harness's registry, the experiment spec's schema, the
+console's column order, mypy's view of each experiment's ``name``) reads or is checked
+against these (``tests/test_names.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,29 @@ Invariant = Literal[
     "no-effect-without-commit",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
+# Every stable experiment name, in the order a reader meets them (the order runs, tables and
+# the console's columns follow). A new experiment is one line here, its class in the
+# registry (harness/experiments/__init__.py) and its name in experiment.schema.json's `uses`.
+ExperimentName = Literal[
+    "lost-ack",
+    "lost-ack-reset",
+    "timeout-overlap",
+    "concurrent-duplicates",
+    "conflicting-payload",
+    "replay",
+    # beyond one event (docs/beyond-one-event.md)
+    "out-of-order",
+    "sibling-events",
+    "race-with-request",
+    # deeper faults, run only when named
+    "crash-after-commit",
+    "crash-mid-transaction",
+    "crash-after-ack",
+    "db-latency",
+    "db-reset",
+    "db-blackhole",
+]
+EXPERIMENT_NAMES: tuple[ExperimentName, ...] = get_args(ExperimentName)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).
 PRECEDENCE: tuple[Verdict, ...] = ("fail", "error", "pass")
 

@@ -161,7 +161,7 @@ def choose_experiments(
     def why_not(experiment: Experiment) -> str | None:
         return experiment.applicable(target) or target.unservable(experiment.needs(target, settings))
 
-    skipped = {e.name: why for e in chosen if (why := why_not(e)) is not None}
+    skipped: dict[str, str] = {e.name: why for e in chosen if (why := why_not(e)) is not None}
     if strict and names and skipped:
         name, why = next(iter(skipped.items()))
         raise SpecError(f"--experiment {name}: {why}")

@@ -1,14 +1,18 @@
-"""The experiments, by stable name (README, "Experiments"): the first six run by default, in this order.
+"""The experiments, by stable name (docs/experiments.md): the registry, in the order of
+`evidence.documents.verdicts.ExperimentName` (the one list of names; tests/test_names.py keeps
+this registry equal to it).
 
-Beyond one event (docs/beyond-one-event.md): out-of-order, sibling-events and race-with-request
-run by default too, but only on a target with their section (lifecycle:, siblings:,
-competitor:); without it they are listed as skipped, with the reason, and never judged."""
+The first six run by default. Beyond one event (docs/beyond-one-event.md): out-of-order,
+sibling-events and race-with-request run by default too, but only on a target with their
+section (lifecycle:, siblings:, competitor:); without it they are listed as skipped, with the
+reason, and never judged. The deeper faults (crash-*, db-*) run only when named."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
 
+from acklab.evidence.documents.verdicts import EXPERIMENT_NAMES
 from acklab.harness.errors import UnknownExperiment
 from acklab.harness.experiments.base import Experiment
 from acklab.harness.experiments.concurrent import ConcurrentDuplicatesExperiment
@@ -26,27 +30,26 @@ from acklab.harness.experiments.retrying import (
 )
 from acklab.harness.experiments.siblings import SiblingEventsExperiment
 
+_REGISTERED: tuple[Experiment, ...] = (
+    LostAckExperiment(),
+    LostAckResetExperiment(),
+    TimeoutOverlapExperiment(),
+    ConcurrentDuplicatesExperiment(),
+    ConflictingPayloadExperiment(),
+    ReplayExperiment(),
+    OutOfOrderExperiment(),
+    SiblingEventsExperiment(),
+    RaceWithRequestExperiment(),
+    CrashAfterCommitExperiment(),
+    CrashMidTransactionExperiment(),
+    CrashAfterAckExperiment(),
+    DbLatencyExperiment(),
+    DbResetExperiment(),
+    DbBlackholeExperiment(),
+)
+# In the one list's order, whatever the order above.
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in (
-        LostAckExperiment(),
-        LostAckResetExperiment(),
-        TimeoutOverlapExperiment(),
-        ConcurrentDuplicatesExperiment(),
-        ConflictingPayloadExperiment(),
-        ReplayExperiment(),
-        # Beyond one event (issue 27): skipped, with the reason, on a target without the section.
-        OutOfOrderExperiment(),
-        SiblingEventsExperiment(),
-        RaceWithRequestExperiment(),
-        # Deeper faults (issue 8): run only when named (`default = False`).
-        CrashAfterCommitExperiment(),
-        CrashMidTransactionExperiment(),
-        CrashAfterAckExperiment(),  # issue 25: answers-first consumers
-        DbLatencyExperiment(),
-        DbResetExperiment(),
-        DbBlackholeExperiment(),
-    )
+    e.name: e for e in sorted(_REGISTERED, key=lambda e: EXPERIMENT_NAMES.index(e.name))
 }
 
 __all__ = ["EXPERIMENTS", "Experiment", "by_name"]

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
+from acklab.evidence.documents.verdicts import ExperimentName
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import FAULT_TRIES, Proof
 from acklab.harness.core.trial import TrialContext
@@ -23,7 +24,7 @@ from acklab.harness.wire.templates import WebhookEvent
 class Experiment(ABC):
     """A fault experiment; it sees a `TrialContext`, never which transport carries it."""
 
-    name: ClassVar[str]
+    name: ClassVar[ExperimentName]
     description: ClassVar[str]
     invariants: ClassVar[tuple[str, ...]]
     fault_name: ClassVar[str]  # what the trial's ``fault.name`` and the plan call the fault
