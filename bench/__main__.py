@@ -8,7 +8,7 @@
 Each module in `SUITE` has ``figures(quick: bool) -> list[Figure]`` and measures its
 figures side by side with their baselines. A module that crashes is reported as not
 measured (with the error) and makes the exit status 1; a figure that misses its target
-does not: the results say so, the README table shows it.
+does not: the results say so, the table in docs/performance.md shows it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.figures import RESULTS, Figure, not_measured, print_figure, write_results
 
-# In the order they run (and appear in the README): cheapest last, so a quick look at the
+# In the order they run (and appear in docs/performance.md): cheapest last, so a quick look at the
 # head of the output tells the important story first.
 SUITE = (
     "harness_throughput",

@@ -2,7 +2,7 @@
 
     python -m bench.console_scale [--incidents 10000] [--snapshot-incidents 1000] [--keep DIR]
 
-Targets (issue 5): the overview answers in <= 300 ms server-side with 10,000 incidents and
+Targets: the overview answers in <= 300 ms server-side with 10,000 incidents and
 stays paginated; a snapshot of 1,000 incidents builds in <= 20 s. Peak memory is reported
 for both. Each measured phase runs in a fresh subprocess, so its peak RSS is its own and
 not the generator's. Not a timed test: it prints figures.

@@ -2,7 +2,7 @@
 
     python -m bench.hostile_inputs [--body-mb 1024] [--incident-mb 200] [--keep DIR]
 
-Targets (issue 15): the lab's peak memory against a target that answers every delivery with
+Targets (docs/hostile-input.md): the lab's peak memory against a target that answers every delivery with
 a 1 GB body stays under 200 MB; a 200 MB incident renders its first page in under 2 s. Each
 measured phase runs in a process of its own, so its peak RSS is its own; the target serves
 from yet another process. Baselines, in the same run: reading the same body whole with

@@ -16,7 +16,7 @@ Any other session (a quick local run) writes nothing, so it never replaces a rea
 Under pytest-xdist (``make test`` runs two workers) every worker collects the whole suite:
 the workers say what kind of session it is and what it holds, and only the controller, which
 sees every outcome and the whole wall time, writes the record.
-The README's test counts come from this record (bench/test_timing.py), never from a hand.
+The test counts in docs/performance.md come from this record (bench/test_timing.py), never from a hand.
 ``ACKLAB_TEST_TIMING`` names another file (the plugin's own tests write there).
 """
 

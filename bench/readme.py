@@ -1,7 +1,7 @@
 """``python -m bench.readme``: rewrite docs/performance.md's table from bench/results.json.
 
 The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``; everything
-outside the markers is left byte for byte. ``--check`` exits 1 when the README's table is
+outside the markers is left byte for byte. ``--check`` exits 1 when the page's table is
 not the one the results file gives (nothing is written).
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 
 from bench.figures import RESULTS
 
-# The table is reference, so it lives in the docs site (the README links it).
+# The table is reference, so it lives in the docs site: docs/performance.md.
 README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 class MarkersMissing(ValueError):
-    """The README has no (or a broken) pair of bench markers."""
+    """The page has no (or a broken) pair of bench markers."""
 
 
 def number(value: float | None, unit: str = "") -> str:
@@ -103,7 +103,7 @@ def render(readme: str, doc: dict[str, Any]) -> str:
     """`readme` with the text between the markers replaced by `table(doc)`."""
     head, found, rest = readme.partition(START)
     if not found or END not in rest:
-        raise MarkersMissing(f"README has no {START} ... {END} pair; add both where the table belongs")
+        raise MarkersMissing(f"the page has no {START} ... {END} pair; add both where the table belongs")
     _, _, tail = rest.partition(END)
     return f"{head}{START}\n{table(doc)}\n{END}{tail}"
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.readme", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--readme", type=Path, default=README)
-    parser.add_argument("--check", action="store_true", help="exit 1 when the README is out of date")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the table is out of date")
     args = parser.parse_args(argv)
     doc = json.loads(args.results.read_text())
     current = args.readme.read_text()

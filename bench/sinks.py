@@ -1,4 +1,4 @@
-"""Issue 28: what the sinks cost, and the correct twins' verdicts over many runs.
+"""Emails and outbound calls (docs/sinks.md): what the sinks cost, and the correct twins' verdicts over many runs.
 
 * Cost: the smtplib receipt mailer (``after-commit``: correct) attacked with the six default
   experiments, once with ``effects.smtp`` (the lab runs aiosmtpd; the consumer mails it; every

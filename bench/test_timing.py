@@ -12,7 +12,7 @@ The suite is far too slow to run inside the benchmark, so this figure is read fr
 The figure is the ``make test`` timing when there is one, else the pytest session's (which
 leaves out lint and typecheck, and says so). The unit tier's figure is its last whole run
 (``make unit``: ``unit`` in the record). Nothing recorded: not measured. The notes carry the
-test counts of those runs (tests per tier, outcomes): the README's counts are these.
+test counts of those runs (tests per tier, outcomes): the counts in docs/performance.md are these.
 """
 
 from __future__ import annotations

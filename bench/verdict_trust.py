@@ -1,4 +1,4 @@
-"""Verdicts you can trust (issues 13 and 20): how reliably the real consumers get the right
+"""Verdicts you can trust (docs/verdicts.md): how reliably the real consumers get the right
 verdict, and what the fault proofs and the final re-read cost.
 
 Reliability. Each scenario of `tests.consumers.scenarios` — consumers written the way people
@@ -10,7 +10,7 @@ figure is the share of runs that did, target 100 %.
 
 Cost. The full default run on ``fixture:unsafe`` and ``fixture:live`` (what
 ``bench.full_run`` times), with this checkout and with a baseline checkout of the code
-before issue 13 (``BASELINE_REF``, exported with ``git archive``), alternating, each as
+before fault proofs and the final re-read (``BASELINE_REF``, exported with ``git archive``), alternating, each as
 ``acklab run`` in a process rooted in its checkout. Target: <= 1.15x the baseline's wall
 time. The note splits the difference by experiment (trial time) and gives the final
 re-read's own time (from the last trial's end to the last ``late_read``).
@@ -44,11 +44,11 @@ from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-# main just before issue 13 landed; ACKLAB_BENCH_BASELINE_REF names another commit.
+# main just before fault proofs and the final re-read landed; ACKLAB_BENCH_BASELINE_REF names another commit.
 BASELINE_REF = os.environ.get("ACKLAB_BENCH_BASELINE_REF", "a382e71")
 COST_TARGET = 1.15
 TARGETS = {"fixture:unsafe": 1, "fixture:live": 0}
-# The default set as it was before issue 27 (the baseline knows no other): what the cost compares.
+# The default set as it was before the experiments beyond one event (the baseline knows no other): what the cost compares.
 CLASSIC = (
     "lost-ack",
     "lost-ack-reset",
@@ -178,7 +178,7 @@ def reliability_figures(
     return figures + beyond_one_event_figures(quick, root, pg_server)
 
 
-# -- issue 27: beyond one event -----------------------------------------------------------------
+# -- beyond one event (docs/beyond-one-event.md) -----------------------------------------------
 
 
 def variants_failing(expected: set[str]) -> Check:
@@ -201,7 +201,7 @@ def variants_failing(expected: set[str]) -> Check:
 
 
 def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], str]) -> list[Figure]:
-    """The consumers of issue 27, each served by the lab from its spec: 20 runs each (19 of 20 for the race)."""
+    """The consumers beyond one event (tests/consumers/object_scenarios.py), each served by the lab from its spec: 20 runs each (19 of 20 for the race)."""
     from tests.consumers import object_scenarios as o
     from tests.consumers.scenarios import SECRETS
 
@@ -269,7 +269,7 @@ def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], st
     return figures
 
 
-# -- cost -----------------------------------------------------------------------------------
+# -- cost --------------------------------------------------------------------------------------
 
 
 def export(ref: str, into: Path) -> Path:
@@ -358,7 +358,7 @@ def cost_figure(quick: bool, root: Path) -> Figure:
     )
     note = (
         f"median of {rounds} alternating rounds of unsafe + live, default set and trials, vs {BASELINE_REF} "
-        f"(before issue 13); trial time by experiment, now vs then: {split}; the final re-read "
+        f"(before fault proofs and the final re-read); trial time by experiment, now vs then: {split}; the final re-read "
         f"(0.25 s grace + the reads) took {statistics.median(rereads) if rereads else float('nan'):.2f} s a run"
     )
     if wrong:

@@ -1,6 +1,6 @@
 """Bundles: one directory per run, sweep or flow run, with a sha256 manifest of every file.
 
-Layout (README, "Evidence"): `manifest.json`, `run.json`, `incidents/*.json`, `trials/*.json`,
+Layout (docs/evidence.md): `manifest.json`, `run.json`, `incidents/*.json`, `trials/*.json`,
 `reports/`, and `trail.json` for a repair flow run. Every JSON document is validated before
 it is written; every file is written atomically (temporary file, fsync, rename), so a killed
 writer leaves either the old file or the new one, never half of one. The manifest is written

@@ -1,6 +1,6 @@
 """The fault harness: deliver like real providers, break on purpose, judge from the real database.
 
-Command line (README, "Commands"): ``acklab run | plan | validate`` (`harness.cli.run`), ``acklab demo``.
+Command line (docs/cli.md): ``acklab run | plan | validate`` (`harness.cli.run`), ``acklab demo``.
 
 Python API for users: ``acklab.run``, ``acklab.attack`` (`harness.engine.api`) and the pytest plugin
 (``acklab.pytest_plugin``). Inside the project (the repair flow, the benchmarks)::

@@ -1,7 +1,7 @@
 """Test collection is deterministic: no test id or parameter depends on the clock, on
 randomness drawn at import, or on the hash seed (set order). pytest-xdist workers each collect
 the suite and refuse to run when their collections differ, so a clock in an id fails
-`make unit` at random (issue 25, item 12)."""
+`make unit` at random."""
 
 from __future__ import annotations
 

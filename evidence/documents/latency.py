@@ -1,6 +1,6 @@
 """Latency figures: one percentile for every reader and writer of acklab.
 
-**Nearest rank** (README, "Evidence"): the p-th percentile of n latencies is the value at rank
+**Nearest rank** (docs/evidence.md): the p-th percentile of n latencies is the value at rank
 ⌈p/100 · n⌉ of the sorted list, so a reported p50 or p95 is a latency that happened, never a
 mean of two. For 1, 2, …, 10 ms the p50 is 5 ms and the p95 10 ms. The harness writes an
 incident's ``summary.latency_ms`` with it, the merge recomputes a split incident's with it,

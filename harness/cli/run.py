@@ -1,6 +1,6 @@
 """``acklab run``, ``acklab plan`` and ``acklab validate``.
 
-Commands return the exit code of the contract (README, "Exit codes"); errors are `AcklabError`s that
+Commands return the exit code of the contract (docs/cli.md#exit-codes-every-command); errors are `AcklabError`s that
 the dispatcher prints. Human output goes to stderr; ``--json`` prints exactly one JSON
 object on stdout.
 """

@@ -1,4 +1,4 @@
-"""Targets from spec files (``kind: target``, README "Targets"): a user's own webhook endpoint."""
+"""Targets from spec files (``kind: target``, docs/targets.md): a user's own webhook endpoint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The benchmark's output contract: results.json's shape, and the README table made from it.
+"""The benchmark's output contract: results.json's shape, and the table in docs/performance.md made from it.
 
 Runs the quick variant of one cheap module (the journal's); values are never asserted,
 only their shape: these machines are shared and noisy.

@@ -1,5 +1,5 @@
 """bench/pytest_timing.py records whole sessions only — the suite, or the unit tier — with their
-test counts per tier; the README's counts (bench/test_timing.py) are read from that record."""
+test counts per tier; the counts in docs/performance.md (bench/test_timing.py) are read from that record."""
 
 from __future__ import annotations
 

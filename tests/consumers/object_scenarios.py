@@ -1,4 +1,4 @@
-"""Issue 27's consumers as scenarios: beyond one event, each served by the lab itself.
+"""Consumers beyond one event (docs/beyond-one-event.md) as scenarios, each served by the lab itself.
 
 Each consumer is a separate process the lab starts from its target spec (``command:``) on a
 ``{{port}}`` it picks, its schema made by ``setup:``, its database a fresh SQLite file in

@@ -215,7 +215,7 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-# -- issue 13 -------------------------------------------------------------------------------
+# -- verdicts a maintainer can trust (docs/verdicts.md) ----------------------------------------
 
 
 def ack_then_process(
@@ -409,7 +409,7 @@ def alert_hook(tmp: Path) -> Scenario:
     )
 
 
-# -- issue 20 -------------------------------------------------------------------------------
+# -- slow boots, events never acknowledged (docs/acknowledgement.md) ---------------------------
 
 SLOW_BOOT_EXPECTED = {
     "no-dedupe": {"lost-ack": "fail", "concurrent-duplicates": "fail", "crash-after-commit": "fail"},
@@ -454,7 +454,7 @@ def slow_boot(tmp: Path, variant: str, db_url: str, *, boot_s: float = 3.0, read
 Builder = Callable[..., Scenario]
 
 
-# -- issue 25 -------------------------------------------------------------------------------
+# -- acknowledgement as the sender saw it, hangs, crashes (docs/acknowledgement.md) ------------
 
 
 def async_orders(

@@ -1,4 +1,4 @@
-"""Consumers whose duplicates are outside their database, as scenarios (issue 28).
+"""Consumers whose duplicates are outside their database, as scenarios (docs/sinks.md).
 
 Each consumer is a service the lab starts (``command:``), with the sinks' ports in its
 environment: ``SMTP_PORT: "{{smtp_port}}"``, ``REFUNDS_URL: http://127.0.0.1:{{outbound_port}}``.

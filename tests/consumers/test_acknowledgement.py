@@ -1,4 +1,4 @@
-"""Issue 25: acknowledgement as the sender saw it, and a handler that hangs is the handler's failure.
+"""Acknowledgement as the sender saw it (docs/acknowledgement.md), and a handler that hangs is the handler's failure.
 
 The consumers are FastAPI services over sqlite3 (`tests.consumers.async_orders`), each started as a
 process of its own. One run each here; the 20/20 figures are a loop over the same scenarios.

@@ -1,4 +1,4 @@
-"""Issue 27: consumers that are wrong only across events — out of order, siblings, the app's own request.
+"""Consumers that are wrong only across events (docs/beyond-one-event.md) — out of order, siblings, the app's own request.
 
 Each consumer is a separate service the lab starts from its spec (``command:``, ``{{port}}``,
 ``setup:``), on SQLite (``{{scratch}}``) and PostgreSQL (``database:``, ``{{database_url}}``),

@@ -1,4 +1,4 @@
-"""Issue 25: crash-after-commit lands on a fast service (gunicorn, 2 workers, an HTTP effects probe):
+"""crash-after-commit lands on a fast service (gunicorn, 2 workers, an HTTP effects probe):
 an answer that beats the probe is withheld from the sender while the lab kills the service's
 group (``killed-after-answer``), so in-memory state is still lost and the retry lands on a fresh
 process. One run each here; the 20/20 figure is the same scenario in a loop."""

@@ -1,4 +1,4 @@
-"""Issue 25: readiness a service can express. A service whose health URL answers before its
+"""Readiness a service can express (docs/targets.md). A service whose health URL answers before its
 webhook routes exist is not ready while the lab's signed probe delivery gets 404 (no 404 blamed on
 signing), and ``ready`` may be a request (method, url, body, status)."""
 

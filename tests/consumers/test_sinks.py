@@ -1,4 +1,4 @@
-"""Issue 28: effects the world sees — emails and outbound calls counted, idempotency keys checked.
+"""Effects the world sees (docs/sinks.md) — emails and outbound calls counted, idempotency keys checked.
 
 Each consumer runs as a service the lab starts, its SMTP and payment-API settings pointing
 at the lab's sinks; the repetitions the issue asks for (20/20) are ``bench/sinks.py``.

@@ -1,4 +1,4 @@
-"""Issue 20: services that boot slowly, and events that are never acknowledged.
+"""Services that boot slowly, and events that are never acknowledged.
 
 The services listen at once but answer 503 for 3 s after every start (the lab starts them
 from a target spec's ``command:``, in their own folder, and restarts them after a crash).

@@ -1,4 +1,4 @@
-"""Issue 13: verdicts a maintainer can trust, on consumers written the way people write them.
+"""Verdicts a maintainer can trust (docs/verdicts.md), on consumers written the way people write them.
 
 Each consumer runs as a process of its own, over a real socket, on SQLite or PostgreSQL; the
 lab attacks it through a target spec. Each test runs a scenario a few times; the repetitions

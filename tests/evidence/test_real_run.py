@@ -1,7 +1,7 @@
 """A real `acklab run` (a subprocess, as CI runs it): its evidence validates, verifies, replays,
 and no planted secret reaches a single byte of its output.
 
-Written against the README's contract for `acklab run --json`; it needs the harness's `acklab run`.
+Written against the contract for `acklab run --json` (docs/verdicts.md); it needs the harness's `acklab run`.
 """
 
 from __future__ import annotations

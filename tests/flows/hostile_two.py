@@ -1,6 +1,6 @@
 """Round two's self-certifying patches, as an attacker wrote them against the sandbox's handler.
 
-Each one was published by the build before the sandbox (issue 24). Every source is a whole
+Each one was published by the build before the sandbox (docs/sandbox.md). Every source is a whole
 handler module, ruff-clean unless the attack is about ruff, built on the unsafe handler (it
 double-fulfils) or on the live one (it does not, until it rewrites itself):
 

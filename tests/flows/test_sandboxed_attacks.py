@@ -1,4 +1,4 @@
-"""Round two of the self-certification attacks (issue 24), replayed through the OpenAI-compatible
+"""Round two of the self-certification attacks (docs/sandbox.md), replayed through the OpenAI-compatible
 double: none is published, each ends with its documented exit code and the repository exactly as
 it was — with the guard's rules on, and with them switched off (then the sandbox, the pinned
 schema, the varied trial data and publishing from the approved diff decide).

@@ -148,7 +148,7 @@ def test_a_single_packet_burst_sends_the_transports_headers_and_body_over_http2(
 def test_a_target_that_closes_half_sent_connections_never_passes(tmp_path):
     # The burst never lands (each request closed before it arrived whole): no pass is earned.
     # The sender's retries, sent whole, are closed unanswered too: that is the handler's own
-    # failure to acknowledge (issue 25), so the verdict is a fail, never a pass nor a lab error.
+    # failure to acknowledge (docs/acknowledgement.md), so the verdict is a fail, never a pass nor a lab error.
     with RawServer(close_unanswered) as server:
         spec = http_effects_spec(tmp_path, server, server.url("/hooks"))
         result = run(

@@ -1,4 +1,4 @@
-"""Issue 25: an observation's count and state are one read — one read-only transaction — where both
+"""An observation's count and state are one read — one read-only transaction — where both
 are SQL queries on one database: a commit between the two queries is seen by neither or by both."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 25, item 7: spec values and flags out of range are refused by `validate` and `run`
+"""Spec values and flags out of range are refused by `validate` and `run`
 alike, naming the field: NaN and infinities, ports outside 1-65535, control characters (CRLF)
 or over-long values in anything that becomes a URL or a header, from the spec or through
 ``env:`` (exit 3); and flags (exit 2)."""

@@ -95,7 +95,7 @@ def trial_file(bundle: Path, trial_id: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_a_run_killed_with_sigkill_resumes_and_rereads_the_earlier_trials_in_their_store(tmp_path):
-    """Issue 25, item 4: a late effect of a trial finished before the interruption is found."""
+    """A late effect of a trial finished before the interruption is found."""
     out, db = tmp_path / "out", ("--db", f"sqlite:///{tmp_path / 'shop.db'}")
     process = start(out, *db)
     bundle = wait_for_trials(out, 3)

@@ -1,4 +1,4 @@
-"""Issue 25, item 5: an app attacked in-process cannot switch verdicts off unseen.
+"""An app attacked in-process cannot switch verdicts off unseen.
 
 A double-fulfilling app that, while handling a webhook, rebinds the function acklab judges
 with (as a hostile or careless app in the same interpreter can) makes its own attack a lab

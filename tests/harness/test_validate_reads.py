@@ -1,4 +1,4 @@
-"""Issue 25: `acklab validate` runs the count (and state) query once with a dummy id on the
+"""`acklab validate` runs the count (and state) query once with a dummy id on the
 read-only connection when the database is reachable, and refuses a missing table (exit 3)."""
 
 from __future__ import annotations

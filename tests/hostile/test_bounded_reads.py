@@ -1,4 +1,4 @@
-"""Row 4 and 11 of issue 15: a target that answers without end, or not at all, costs the lab a bounded amount.
+"""Hostile input (docs/hostile-input.md): a target that answers without end, or not at all, costs the lab a bounded amount.
 
 A handler streaming a huge body is read up to 1 MiB (2 KiB kept), the body hash covers what
 was read and the delivery says it was truncated; an effects endpoint answering megabytes is a

@@ -1,4 +1,4 @@
-"""Rows 2, 7, 10 and 12 of issue 15: the console treats evidence as hostile.
+"""Hostile input (docs/hostile-input.md): the console treats evidence as hostile.
 
 A nested, oversized or undecodable document shows as a broken bundle with the reason, at
 start and when planted while the console runs; symbolic links in a bundle are never followed

@@ -1,4 +1,4 @@
-"""Row 1 and 3 of issue 15: every bad file gets a clear error and the contract's exit code, never 1.
+"""Hostile input (docs/hostile-input.md): every bad file gets a clear error and the contract's exit code, never 1.
 
 Deep nesting, billion laughs, oversized and oddly encoded files, through every command that
 reads one: `validate`, `plan`, `run` (target and experiment specs), `flow run` (flow spec,

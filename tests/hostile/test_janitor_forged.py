@@ -1,4 +1,4 @@
-"""Row 6 of issue 15: `acklab janitor` acts only on leases whose resource proves it is the lab's.
+"""Hostile input (docs/hostile-input.md): `acklab janitor` acts only on leases whose resource proves it is the lab's.
 
 Forged journal rows name an unrelated process (with its real pid and start time), a directory
 outside the lab's temp root and one inside it the lab never made, and a database on a server

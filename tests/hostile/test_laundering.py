@@ -1,4 +1,4 @@
-"""Evidence attacks 12-16 of issue 25: evidence cannot be laundered through resume, pull,
+"""Evidence attacks (docs/hostile-input.md): evidence cannot be laundered through resume, pull,
 a forged journal row, a forged lease or a bundle's odd entries.
 
 Each is refused with exit 7 naming the file or entry (the janitor, which is not a verifier,

@@ -1,4 +1,4 @@
-"""Row 5 of issue 15: planted files never become active content on the Pages origin.
+"""Hostile input (docs/hostile-input.md): planted files never become active content on the Pages origin.
 
 A bundle holds planted ``.html``, ``.svg``, ``.xhtml`` and ``.xml`` files whose scripts set
 ``window.__xss`` and call a beacon on the origin. `acklab pages` publishes every raw file as

@@ -1,4 +1,4 @@
-"""Row 9 of issue 15: `evidence pull` is all or nothing, and bounded per archive and per pull.
+"""Hostile input (docs/hostile-input.md): `evidence pull` is all or nothing, and bounded per archive and per pull.
 
 Against the GitLab API double (a real HTTP server speaking GitLab's routes): two bundles that
 would be stored under one name, an archive over the cap (listed honestly, and one whose size

@@ -1,4 +1,4 @@
-"""Row 8 of issue 15: the journal and the bundles are tamper-evident after the fact.
+"""Hostile input (docs/hostile-input.md): the journal and the bundles are tamper-evident after the fact.
 
 Dropping the triggers and updating a row breaks the hash chain (`history` and `evidence
 verify` exit 7 naming the first broken entry); the triggers come back on the next open; a

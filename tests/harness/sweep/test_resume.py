@@ -106,7 +106,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
     after = trials_under(out)
     # No finished trial was run again: each keeps its start. The complete run's are untouched;
     # the interrupted run's were judged against its process's temporary database, gone since:
-    # the end-of-run re-read cannot read them, and says so (issue 25, item 4).
+    # the end-of-run re-read cannot read them, and says so (docs/concepts.md#the-late-re-read).
     assert {key: after[key][0] for key in before} == {key: start for key, (start, _) in before.items()}
     earlier = [key for key in before if key[0] == second]
     assert earlier
