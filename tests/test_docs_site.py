@@ -1,4 +1,4 @@
-"""The docs: the README is the adopter's path, the reference is the MkDocs site over docs/.
+"""The docs: the README is the first five minutes, the MkDocs site over docs/ the path from there.
 
 `mkdocs build --strict` with every link and anchor validated (mkdocs.yml's `validation:`)
 is what `make test` runs here; acklab's own pages job publishes the same build under docs/.
@@ -90,9 +90,12 @@ def test_a_broken_anchor_or_link_fails_the_strict_build(tmp_path: Path) -> None:
 def test_the_readme_is_the_short_path_and_its_links_resolve() -> None:
     text = README.read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert len(lines) < 250, f"the README has {len(lines)} lines; move reference into docs/"
-    commands = [line.split("#", 1)[0].strip() for line in lines[2:5] if line.startswith("make ")]
-    assert commands == ["make demo", "make test"], lines[:5]
+    assert len(lines) < 200, f"the README has {len(lines)} lines; move reference into docs/"
+    # The project's contract: its first lines are what acklab is, then the two commands.
+    assert lines[0] == "# acklab", lines[:3]
+    assert lines[2].startswith("acklab is "), lines[:3]
+    commands = [line.split("#", 1)[0].strip() for line in lines[:10] if line.startswith("make ")]
+    assert commands == ["make demo", "make test"], lines[:10]
     anchors: dict[Path, set[str]] = {}
     for target in re.findall(r"\]\(((?!https?:)[^)\s]+)\)", text):
         path, _, anchor = target.partition("#")
@@ -190,3 +193,110 @@ def test_every_acklab_command_in_the_readme_and_docs_parses_as_written() -> None
         except click.UsageError as exc:
             refused.append(f"{line}: {exc}")
     assert refused == []
+
+
+# Where code names a page of the docs: docstrings, comments, messages, templates, scripts.
+CODE = (
+    "acklab",
+    "app",
+    "harness",
+    "evidence",
+    "console",
+    "flows",
+    "bench",
+    "scripts",
+    "tests",
+    "templates",
+    "ci",
+)
+CODE_SUFFIXES = {".py", ".sh", ".yml", ".yaml", ".toml", ".html", ".j2", ".cfg"}
+DOCS_REFERENCE = re.compile(r"\bdocs/([\w./-]+?\.md)(?:#([\w-]+))?")
+
+
+def code_files() -> list[Path]:
+    return [
+        path
+        for folder in CODE
+        for path in sorted((ROOT / folder).rglob("*"))
+        if path.suffix in CODE_SUFFIXES
+        and path.is_file()
+        and "data" not in path.relative_to(ROOT).parts[:2]
+        and path != Path(__file__)  # its own examples of what is not there
+    ] + [ROOT / "ARCHITECTURE.md", ROOT / "Makefile", ROOT / "pyproject.toml", ROOT / "mkdocs.yml"]
+
+
+def docs_references(files: list[Path]) -> list[tuple[str, str, str | None]]:
+    """(where, page, anchor) for every ``docs/PAGE.md`` or ``docs/PAGE.md#anchor`` the files name."""
+    found = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for match in DOCS_REFERENCE.finditer(line):
+                shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+                found.append((f"{shown}:{number}", match[1], match[2]))
+    return found
+
+
+def unresolved(references: list[tuple[str, str, str | None]], site: Path) -> list[str]:
+    """The references whose page is not in the built site, or whose anchor is no id on it."""
+    bad = []
+    for where, page, anchor in references:
+        built = site / page.replace(".md", ".html")
+        if not built.is_file():
+            bad.append(f"{where}: docs/{page} is no page of the docs")
+        elif anchor and f'id="{anchor}"' not in built.read_text(encoding="utf-8"):
+            bad.append(f"{where}: docs/{page}#{anchor}: no such heading")
+    return bad
+
+
+def test_every_docs_page_and_anchor_the_code_names_exists(site: Path) -> None:
+    references = docs_references(code_files())
+    assert len(references) >= 20, references
+    assert any(anchor for _, _, anchor in references)
+    assert unresolved(references, site) == []
+
+
+def test_a_reference_to_a_page_or_heading_that_is_not_there_is_found(site: Path, tmp_path: Path) -> None:
+    code = tmp_path / "hooks.py"
+    code.write_text(
+        '"""See docs/concepts.md#precedence, docs/gone.md and docs/cli.md#no-such-heading."""\n',
+        encoding="utf-8",
+    )
+    refs = [
+        (f"hooks.py:{n}", page, anchor)
+        for n, page, anchor in [(1, p, a) for _, p, a in docs_references([code])]
+    ]
+    assert unresolved(refs, site) == [
+        "hooks.py:1: docs/gone.md is no page of the docs",
+        "hooks.py:1: docs/cli.md#no-such-heading: no such heading",
+    ]
+
+
+def test_no_text_cites_a_readme_section_or_an_internal_issue() -> None:
+    """A reader can open a docs page; a README section that moved, or "issue 27" of a tracker
+    they cannot see, sends them nowhere (public projects' issues are cited as `Project #N`)."""
+    stale = re.compile(r"README(?:\.md)?,? \"[A-Z]|\bissues? #?\d+\b", flags=re.IGNORECASE)
+    pages = [*sorted((ROOT / "docs").glob("*.md")), README]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
+        for path in [*code_files(), *pages]
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if stale.search(line)
+    ]
+    assert found == []
+
+
+def test_the_references_are_generated_from_the_code(site: Path) -> None:
+    """The Python API page holds every name `import acklab` exports; the CLI page every command."""
+    import acklab
+    from acklab.cli import COMMANDS
+
+    api = (site / "api.html").read_text(encoding="utf-8")
+    documented = [name for name in acklab.__all__ if not name.startswith("_") and name.isidentifier()]
+    missing = [
+        name for name in documented if f'id="acklab.{name}"' not in api and name != "DEFAULT_EXPERIMENTS"
+    ]
+    assert missing == []
+    cli = (site / "cli-reference.html").read_text(encoding="utf-8")
+    assert [name for name in COMMANDS if f'id="{name}"' not in cli] == []
+    assert "--allow-foreign-service" in cli
+    assert "--debug" in cli

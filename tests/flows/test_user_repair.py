@@ -3,7 +3,7 @@ its own target spec (command:, setup:, {{port}}, {{scratch}} or {{database_url}}
 written by `acklab flow init`; the model is the OpenAI-compatible double, scripted with the repair
 a maintainer would write (claim the event id in the fulfilment's transaction).
 
-The README's "Repair your own handler" commands run verbatim here.
+docs/repair.md's "On your own handler" commands run verbatim here.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ KEY = "sk-double-shop-0123456789abcdef"
 
 
 def readme_commands() -> list[str]:
-    """The first ```sh block of the README's "Repair your own handler" section, one command a line."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Repair your own handler", 1)[1]
+    """The first ```sh block of docs/repair.md's "On your own handler" section, one command a line."""
+    text = (ROOT / "docs" / "repair.md").read_text()
+    section = text.split("## On your own handler", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.strip()]
 
@@ -58,7 +58,7 @@ def shop_env(monkeypatch):
 
 
 def run_line(acklab, repo: Path, line: str) -> list[tuple[int, str, str]]:
-    """One README line (commands joined by &&), verbatim: acklab in-process, anything else as itself."""
+    """One documented line (commands joined by &&), verbatim: acklab in-process, anything else as itself."""
     results = []
     for command in line.split(" && "):
         argv = shlex.split(command)
@@ -84,7 +84,7 @@ def trail_of(stdout: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def test_the_readme_repairs_a_flask_shop_on_a_local_branch(shop_env, tmp_path, acklab):
+def test_the_documented_commands_repair_a_flask_shop_on_a_local_branch(shop_env, tmp_path, acklab):
     repo = make_flask_shop(tmp_path / "shop")
     head = git(repo, "rev-parse", "HEAD")
     diff = repair_diff(repo)
@@ -170,7 +170,7 @@ def test_a_postgres_shop_is_repaired_on_its_merge_request(
     for line in lines[:2]:  # run, init
         for code, out, err in run_line(acklab, seed, line):
             assert code in (0, 1), out + err
-    # This test is about PostgreSQL and the merge request; the README's test strikes again.
+    # This test is about PostgreSQL and the merge request; the Flask walk-through above strikes again.
     flow = seed / "repair.flow.yaml"
     doc = yaml.safe_load(flow.read_text())
     doc["experiments"]["strike_again"] = []

@@ -1,4 +1,4 @@
-"""Another project includes acklab at a release tag, as the README shows — the components
+"""Another project includes acklab at a release tag, as docs/ci.md shows — the components
 (`include: component:`) and the templates (`include: project:`) — and gitlab-ci-local
 fetches them from the GitLab double over git, resolves the inputs and builds the jobs."""
 
@@ -27,14 +27,16 @@ def git(where: Path, *args: str) -> None:
 
 
 def readme_example(marker: str) -> str:
-    """The pipeline with `marker` from the README's CI section or docs/ci.md (it links there)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Adopting acklab in your pipeline", 1)[1].split("\n## ", 1)[0]
-    found = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
-    if not found:
-        doc = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
-        section = doc.split("## With `include: project:` instead", 1)[1].split("\n## ", 1)[0]
-        found = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
+    """The pipeline with `marker` from docs/ci.md: the whole pipeline with the components, or the
+    one with `include: project:`."""
+    doc = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    found = []
+    for heading in (
+        "## The whole pipeline: shards, evidence and Pages",
+        "## With `include: project:` instead",
+    ):
+        section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
+        found += [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if marker in b]
     (example,) = found
     return example
 
