@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# mypy --strict on the package as it installs. mypy cannot follow setuptools' package-dir
-# mapping (the editable install is an import hook), so .typecheck/acklab/ rebuilds the
-# installed shape from links: acklab/'s own files, and app, harness, evidence, console,
-# flows beneath it. Edits in the folders are checked as they are; nothing is copied.
+# mypy --strict on the package as it installs, and tests/ with check_untyped_defs (pyproject.toml).
+# mypy cannot follow setuptools' package-dir mapping (the editable install is an import
+# hook), so .typecheck/acklab/ rebuilds the installed shape from links: acklab/'s own
+# files, and app, harness, evidence, console, flows beneath it. Edits in the folders are
+# checked as they are; nothing is copied.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .typecheck

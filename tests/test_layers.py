@@ -72,9 +72,15 @@ def test_no_import_crosses_a_layer():
     assert violations() == []
 
 
-def test_the_checker_catches_a_crossing(tmp_path):
+def layered(root: Path) -> Path:
+    """An empty folder per layer under `root`, for the checkers' own tests."""
     for package in ALLOWED:
-        (tmp_path / package).mkdir()
+        (root / package).mkdir()
+    return root
+
+
+def test_the_checker_catches_a_crossing(tmp_path):
+    layered(tmp_path)
     (tmp_path / "evidence" / "leaky.py").write_text("from acklab.harness import experiments\n")
     (tmp_path / "harness" / "engine.py").write_text("import acklab.app.webhooks\n")
     (tmp_path / "console" / "bare.py").write_text("from evidence.bundle import BundleWriter\n")
@@ -236,10 +242,21 @@ def test_no_module_imports_itself_back():
 
 
 def test_the_cycle_checker_finds_a_lazy_cycle(tmp_path):
-    for package in ALLOWED:
-        (tmp_path / package).mkdir()
+    layered(tmp_path)
     (tmp_path / "evidence" / "__init__.py").write_text("")
     (tmp_path / "evidence" / "bundle.py").write_text("def f():\n    from .journal import Journal\n")
     (tmp_path / "evidence" / "journal.py").write_text("from acklab.evidence.bundle import f\n")
     (tmp_path / "evidence" / "clock.py").write_text("from . import journal\n")
     assert import_cycles(tmp_path) == [["acklab.evidence.bundle", "acklab.evidence.journal"]]
+
+
+def test_the_tests_mirror_the_packages_and_harness_sub_packages():
+    """tests/<package>/ for a package, tests/harness/<sub-package>/ for a harness sub-package;
+    never a prefix folder such as tests/harness_deep/ beside them."""
+    tests = ROOT / "tests"
+    prefixed = [
+        p.name for p in tests.iterdir() if p.is_dir() and "_" in p.name and p.name.split("_")[0] in PACKAGES
+    ]
+    assert prefixed == []
+    folders = {p.name for p in (tests / "harness").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= set(HARNESS_RANK), f"not harness sub-packages: {sorted(folders - set(HARNESS_RANK))}"

@@ -15,6 +15,7 @@ import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ FOLDERS = {"app": "acklab.app", "harness": "acklab.harness", "evidence": "acklab
 FOLDERS |= {"console": "acklab.console", "flows": "acklab.flows", "acklab": "acklab"}
 
 
-def _declared() -> dict[str, object]:
+def _declared() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
 
@@ -34,7 +35,7 @@ def test_every_package_folder_is_declared_under_acklab():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder)
             found.add(".".join([name, *rel.parts]))
-    assert set(declared["packages"]) == found  # type: ignore[arg-type]
+    assert set(declared["packages"]) == found
     assert declared["package-dir"] == {v: k for k, v in FOLDERS.items()}
 
 

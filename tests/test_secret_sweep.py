@@ -243,7 +243,7 @@ def flow_and_pull(sweep: Sweep, planted: Planted, env: dict[str, str]) -> None:
         state.add_job(pipeline, "acklab run", artifacts=zipped(root / "out"))
         with serve_storage(state):
             pull = sweep.acklab(
-                "evidence", "pull", "--project", "42", "--pipeline", pipeline.id, "--out", root / "pulled",
+                "evidence", "pull", "--project", "42", "--pipeline", str(pipeline.id), "--out", root / "pulled",
                 "--json", cwd=root, env=gitlab_env,
             )  # fmt: skip
         sweep.facts["pulled"] = len(json.loads(pull.out))

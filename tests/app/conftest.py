@@ -120,7 +120,7 @@ class AppClient:
 
     @property
     def engine(self) -> Engine:
-        return self.app.state.fixture.engine  # type: ignore[no-any-return]
+        return self.app.state.fixture.engine
 
     def rows(self) -> dict[str, int]:
         """How many rows each table holds: "nothing written" means this did not change."""

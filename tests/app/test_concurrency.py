@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from acklab.app.main import create_app
 from acklab.app.settings import Settings
@@ -38,8 +39,10 @@ def _effects(base_url: str, event_id: str) -> int:
 
 
 @pytest.mark.parametrize(("handler", "expect_one"), [("live", True), ("unsafe", False)])
-def test_sixteen_identical_deliveries_at_once(database_url: str, handler: str, expect_one: bool) -> None:
-    app = create_app(Settings(database_url=database_url, secret=SECRET, handler=handler))
+def test_sixteen_identical_deliveries_at_once(
+    database_url: str, handler: Literal["live", "unsafe"], expect_one: bool
+) -> None:
+    app = create_app(Settings(database_url=database_url, secret=SecretStr(SECRET), handler=handler))
     event_id = new_event_id()
     body = order_event(event_id)
     with serve_in_thread(app) as base_url:
@@ -67,7 +70,7 @@ def test_a_retry_into_a_slow_handler_after_a_sender_timeout(
     # A window far wider than the retry takes to arrive, on a slow machine too (800 ms was once
     # not: the unsafe handler's retry found the first delivery committed, 1 effect instead of 2).
     settings: dict[str, Any] = {"processing_delay_ms": DELAY_MS, "handler": handler}
-    app = create_app(Settings(database_url=database_url, secret=SECRET, **settings))
+    app = create_app(Settings(database_url=database_url, secret=SecretStr(SECRET), **settings))
     event_id = new_event_id()
     body = order_event(event_id)
     with serve_in_thread(app) as base_url:

@@ -290,4 +290,6 @@ def test_every_answer_says_when_the_delivery_entered_the_handler(client: AppClie
     assert replay.headers["idempotent-replayed"] == "true"
     # The server's side: it had the whole request before the handler's thread took it.
     received = [entered_ns(a.headers, RECEIVED) for a in (first, replay)]
-    assert all(r is not None and before <= r <= e for r, e in zip(received, entered, strict=True)), received
+    assert all(
+        r is not None and e is not None and before <= r <= e for r, e in zip(received, entered, strict=True)
+    ), received

@@ -15,11 +15,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import SecretStr
 from schemathesis import GenerationMode
 
 from acklab.app.main import create_app
 from acklab.app.schemes import sign
-from acklab.app.settings import Settings
+from acklab.app.settings import SchemeName, Settings
 from tests.app.conftest import SECRET
 
 OPERATIONS = [
@@ -35,7 +36,7 @@ BOUNDED = settings(max_examples=25, deadline=None, suppress_health_check=list(He
 
 @pytest.fixture
 def fixture_app(sqlite_url: str) -> Iterator[Any]:
-    app = create_app(Settings(database_url=sqlite_url, secret=SECRET))
+    app = create_app(Settings(database_url=sqlite_url, secret=SecretStr(SECRET)))
     yield app
     app.state.fixture.engine.dispose()
 
@@ -110,9 +111,9 @@ def test_the_document_describes_every_endpoint(fixture_app: Any) -> None:
     ],
 )
 def test_the_document_names_the_configured_schemes_headers(
-    sqlite_url: str, scheme: str, signature: str, others: set[str]
+    sqlite_url: str, scheme: SchemeName, signature: str, others: set[str]
 ) -> None:
-    app = create_app(Settings(database_url=sqlite_url, secret=SECRET, scheme=scheme))
+    app = create_app(Settings(database_url=sqlite_url, secret=SecretStr(SECRET), scheme=scheme))
     document = app.openapi()
     app.state.fixture.engine.dispose()
     assert document["components"]["securitySchemes"]["webhookSignature"]["name"] == signature

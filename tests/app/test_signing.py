@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import standardwebhooks
@@ -30,7 +31,7 @@ from acklab.app.signing import (
 from tests.app.conftest import OTHER_SECRET, SECRET
 
 # Standard Webhooks / Svix test vector (svix-docs "Verifying Webhooks Manually").
-VECTOR = {
+VECTOR: dict[str, Any] = {
     "secret": "whsec_plJ3nmyCDGBKInavdOK15jsl",
     "msg_id": "msg_loFOjxBNrRLzqYUf",
     "timestamp": "1731705121",
@@ -38,7 +39,7 @@ VECTOR = {
     "signature": "v1,rAvfW3dJ/X/qxhsaXPOyyCGmRKsaKWcsNccKXlIktD0=",
 }
 # GitHub's documented example ("Validating webhook deliveries").
-GITHUB_VECTOR = {
+GITHUB_VECTOR: dict[str, Any] = {
     "secret": "It's a Secret to Everybody",
     "body": b"Hello, World!",
     "signature": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",

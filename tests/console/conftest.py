@@ -92,7 +92,7 @@ def client_for(portal: BlockingPortal) -> Iterator[Any]:
 
 @pytest.fixture
 def client(client_for: Any, sample_evidence: Path) -> AppClient:
-    return client_for(sample_evidence)  # type: ignore[no-any-return]
+    return client_for(sample_evidence)
 
 
 class LiveServer:

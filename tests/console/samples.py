@@ -122,7 +122,7 @@ def make_trial(
         latency = round(step.latency * rng.uniform(0.8, 1.3), 1)
         moment += timedelta(milliseconds=latency + 5)
         excerpt = '{"status": "fulfilled"}' if status == 200 else '{"detail": "already processed"}'
-        delivery = {
+        delivery: dict[str, Any] = {
             "seq": seq,
             "event_id": event_id,
             "attempt": seq + 1,
@@ -209,7 +209,7 @@ def make_incident(
     violations = [v for t in records for v in t["violations"]]
     latencies = sorted(d["latency_ms"] for t in records for d in t["deliveries"])
     failed = sum(t["verdict"] == "fail" for t in records)
-    incident = {
+    incident: dict[str, Any] = {
         "schema": "acklab/incident/v1",
         "incident_id": f"{slug(run_id)}-{slug(target)}-{slug(experiment)}",
         "run_id": run_id,

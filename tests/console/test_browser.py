@@ -87,7 +87,7 @@ def current_step(page: Any) -> str:
 
 def location(page: Any) -> str:
     # page.url follows history.replaceState through an asynchronous protocol event; ask the page.
-    return page.evaluate("location.href")  # type: ignore[no-any-return]
+    return page.evaluate("location.href")
 
 
 @pytest.mark.parametrize("name", sorted(LIVE_VIEWS))

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+import acklab.evidence.bundle as bundle_module
 from acklab.console import index as index_module
+from acklab.console import scan
 from acklab.console.errors import EvidenceDirError
 from acklab.console.index import FAILED, INCOMPLETE, VERIFIED, EvidenceIndex
 from acklab.console.scan import bundle_key, discover, safe_id
@@ -24,12 +26,13 @@ def test_missing_evidence_directory_is_an_input_error(tmp_path):
 
 def test_summaries_are_reused_until_a_document_changes(evidence, monkeypatch):
     calls = []
-    real = index_module.summarise_bundle
-    monkeypatch.setattr(
-        index_module,
-        "summarise_bundle",
-        lambda root, path, *rest: calls.append(path) or real(root, path, *rest),
-    )
+    real = scan.summarise_bundle
+
+    def counted(root, path, *rest):
+        calls.append(path)
+        return real(root, path, *rest)
+
+    monkeypatch.setattr(index_module, "summarise_bundle", counted)
     idx = EvidenceIndex(evidence, refresh_interval=0.0)
     first = idx.snapshot()
     assert len(calls) == 7
@@ -43,7 +46,9 @@ def test_summaries_are_reused_until_a_document_changes(evidence, monkeypatch):
     second = idx.snapshot()
     assert second is not first
     assert calls[7:] == [evidence / "run-0000-live"]
-    assert second.by_key["run-0000-live"].run.verdict == "error"
+    summary = second.by_key["run-0000-live"].run
+    assert summary is not None
+    assert summary.verdict == "error"
 
 
 def test_new_and_removed_bundles_appear_and_disappear(evidence):
@@ -89,8 +94,12 @@ def test_verification_is_cached_and_notices_an_edit_in_place(evidence, monkeypat
     idx = EvidenceIndex(evidence, refresh_interval=0.0)
     bundle = idx.snapshot().by_key["run-0000-live"]
     verified = []
-    real = index_module.verify
-    monkeypatch.setattr(index_module, "verify", lambda root: verified.append(root) or real(root))
+
+    def counted(root):
+        verified.append(root)
+        return bundle_module.verify(root)
+
+    monkeypatch.setattr(index_module, "verify", counted)
     assert idx.integrity(bundle).status == VERIFIED
     assert idx.integrity(bundle).status == VERIFIED
     assert len(verified) == 1

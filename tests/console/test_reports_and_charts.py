@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 
 from acklab.console.overview import Heatmap, HeatRow, LatencyRow
 from acklab.console.reports import read_report
-from acklab.console.scan import IncidentSummary, Latency
+from acklab.console.scan import IncidentSummary
 from acklab.console.svg import delivery_latency_svg, durations_svg, heatmap_svg, latency_svg, ms
 from acklab.console.timeline import trial_views
 from acklab.evidence.documents.incident import Incident
+from acklab.evidence.documents.latency import Latency
 from tests.console.samples import BASE_TIME, XSS_ATTR, XSS_SCRIPT, make_incident
 
 JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>

@@ -17,6 +17,7 @@ import pytest
 
 from acklab.console.export import build_snapshot
 from acklab.console.index import INCOMPLETE, VERIFIED, EvidenceIndex
+from acklab.console.links import LiveLinks
 from acklab.console.scan import bundle_key
 from acklab.console.sweep import incident_href, nested_bundles
 from acklab.evidence.documents.sweep import SweepCell
@@ -189,10 +190,10 @@ def test_cell_links_only_reach_incidents_the_index_found_inside_the_sweep(swept)
         assert href(cell.but(incident=incident)) is None, incident
 
 
-class _Links:
+class _Links(LiveLinks):
     """Names the incident a link would open, whatever the URL scheme."""
 
-    def incident(self, key: str, incident_id: str) -> str:
+    def incident(self, key: str, incident_id: str, page: int = 1) -> str:
         return f"incident {key}"
 
 

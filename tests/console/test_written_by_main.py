@@ -17,6 +17,7 @@ import pytest
 
 from acklab.console.index import VERIFIED, EvidenceIndex
 from acklab.evidence.bundle import find_bundles, verify
+from acklab.evidence.documents.base import Document
 from acklab.evidence.documents.comparison import ComparisonDocument
 from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.run import RunDocument
@@ -24,7 +25,11 @@ from acklab.evidence.documents.trail import CheckRecord, LabRunOutputs, StrikeCo
 from acklab.evidence.documents.trial import Trial
 
 WRITTEN = Path(__file__).resolve().parents[1] / "data" / "written-by-main"
-MODELS = {"run.json": RunDocument, "comparison.json": ComparisonDocument, "trail.json": TrailDocument}
+MODELS: dict[str, type[Document]] = {
+    "run.json": RunDocument,
+    "comparison.json": ComparisonDocument,
+    "trail.json": TrailDocument,
+}
 
 
 @pytest.fixture

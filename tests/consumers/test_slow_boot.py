@@ -9,6 +9,7 @@ beside errors; a handler that never acknowledges fails ``eventually-acknowledged
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from acklab.harness.errors import SpecError, TargetUnreachable
 from tests.consumers import scenarios
@@ -59,7 +60,7 @@ def test_a_consumer_that_answers_500_after_committing_fails_twice_over(tmp_path)
 
 def test_a_service_that_never_becomes_ready_is_a_lab_error_naming_readiness(tmp_path):
     scenario = scenarios.slow_boot(tmp_path, "receipt", f"sqlite:///{tmp_path}/site.db", boot_s=30)
-    doc = scenarios.yaml.safe_load(scenario.spec.read_text())
+    doc = yaml.safe_load(scenario.spec.read_text())
     doc["command"]["ready_timeout_s"] = 1.5
     scenarios.write(scenario.spec, doc)
     with pytest.raises(TargetUnreachable, match="never became ready") as failed:
@@ -70,7 +71,7 @@ def test_a_service_that_never_becomes_ready_is_a_lab_error_naming_readiness(tmp_
 
 def test_the_command_runs_in_its_cwd_relative_to_the_spec(tmp_path):
     scenario = scenarios.slow_boot(tmp_path, "receipt", f"sqlite:///{tmp_path}/site.db", boot_s=0.2)
-    doc = scenarios.yaml.safe_load(scenario.spec.read_text())
+    doc = yaml.safe_load(scenario.spec.read_text())
     doc["command"]["cwd"] = "no-such-folder"
     scenarios.write(scenario.spec, doc)
     with pytest.raises(SpecError, match=r"command\.cwd"):

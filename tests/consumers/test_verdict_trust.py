@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from acklab.harness.engine.runner import RunResult
 from tests.consumers import scenarios
@@ -79,7 +80,7 @@ def test_without_effects_within_s_an_ack_then_process_consumer_is_told_to_set_it
     scenario = scenarios.ack_then_process(
         tmp_path, "correct", f"sqlite:///{tmp_path}/shop.db", work_s=(0.4, 0.6)
     )
-    doc = scenarios.yaml.safe_load(scenario.spec.read_text())
+    doc = yaml.safe_load(scenario.spec.read_text())
     del doc["expect"]["effects_within_s"]
     scenarios.write(scenario.spec, doc)
     scenario.experiments = ("concurrent-duplicates",)

@@ -49,19 +49,19 @@ def test_one_suite_per_target_one_case_per_experiment_with_failures_and_errors()
     root = ET.fromstring(experiments_junit(run, incidents))
     assert root.tag == "testsuites"
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "1")
-    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    suites = {s.attrib["name"]: s for s in root.iter("testsuite")}
     assert sorted(suites) == ["fixture:live", "fixture:unsafe"]
-    unsafe = {c.get("name"): c for c in suites["fixture:unsafe"].iter("testcase")}
+    unsafe = {c.attrib["name"]: c for c in suites["fixture:unsafe"].iter("testcase")}
     assert sorted(unsafe) == ["lost-ack", "replay"]
     assert all(c.get("classname") == "fixture:unsafe" for c in unsafe.values())
     failure = unsafe["lost-ack"].find("failure")
     assert failure is not None
-    assert "1 violation" in failure.get("message")
+    assert "1 violation" in failure.attrib["message"]
     for field in ("at-most-once-effect", "evt_1", "2", "<= 1", "two fulfillments"):
-        assert field in failure.text
+        assert field in (failure.text or "")
     assert unsafe["replay"].find("failure") is None
-    live = {c.get("name"): c for c in suites["fixture:live"].iter("testcase")}
-    assert live["db-reset"].find("error").text == "database unreachable"
+    live = {c.attrib["name"]: c for c in suites["fixture:live"].iter("testcase")}
+    assert live["db-reset"].findtext("error") == "database unreachable"
     assert live["lost-ack"].get("time") == "0.500"
 
 
@@ -78,5 +78,5 @@ def test_a_skipped_experiment_is_a_skipped_case_with_its_reason():
     )  # fmt: skip
     root = ET.fromstring(experiments_junit(run, []))
     (case,) = root.iter("testcase")
-    assert case.find("skipped").get("message") == "replay: the scheme signs nothing"
+    assert case.find("skipped[@message='replay: the scheme signs nothing']") is not None
     assert (root.get("skipped"), root.get("failures"), root.get("errors")) == ("1", "0", "0")

@@ -128,7 +128,7 @@ def test_different_targets_keep_their_own_incidents(tmp_path):
     ]
     assert read(merged / "incidents/fixture-unsafe-lost-ack.json")["target"]["name"] == "fixture:unsafe"
     junit = ET.fromstring((merged / "reports/junit.xml").read_bytes())
-    assert sorted(s.get("name") for s in junit.iter("testsuite")) == ["fixture:live", "fixture:unsafe"]
+    assert sorted(s.attrib["name"] for s in junit.iter("testsuite")) == ["fixture:live", "fixture:unsafe"]
     assert verify(merged).ok
 
 

@@ -10,7 +10,15 @@ from acklab.evidence.bundle import find_bundles, verify
 from acklab.evidence.validate import validate
 from tests.evidence.test_real_run import leaks, run_acklab
 
-ARGS = ("run", "--target", "fixture:unsafe", "--experiment", "lost-ack", "--experiment", "replay")
+ARGS: tuple[str, ...] = (
+    "run",
+    "--target",
+    "fixture:unsafe",
+    "--experiment",
+    "lost-ack",
+    "--experiment",
+    "replay",
+)
 ARGS += ("--trials", "2", "--seed", "11", "--json")
 
 

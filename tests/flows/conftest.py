@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,7 +231,7 @@ def acklab(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) 
     return Acklab(capsys, monkeypatch)
 
 
-def write_decisions(where: Path, decisions: list[dict[str, object]]) -> Path:
+def write_decisions(where: Path, decisions: Sequence[Mapping[str, object]]) -> Path:
     import json
 
     path = where / "decisions.json"
@@ -237,7 +239,7 @@ def write_decisions(where: Path, decisions: list[dict[str, object]]) -> Path:
     return path
 
 
-def load_trail(result_json: str) -> dict[str, object]:
+def load_trail(result_json: str) -> dict[str, Any]:
     import json
 
     return json.loads(Path(json.loads(result_json)["trail"]).read_text())

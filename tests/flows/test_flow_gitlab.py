@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -102,7 +103,7 @@ def test_the_merge_request_is_repaired_with_the_scoped_file_only(gitlab_env, tmp
 class PushThenApprove:
     """Approves, after someone else pushed to the MR's branch (the head moves during the flow)."""
 
-    gitlab_mr: object
+    gitlab_mr: Any
     name: str = "file"
 
     def decide(self, question: Question) -> Decision:
@@ -155,6 +156,7 @@ class RacingPublisher(GitLabPublisher):
     """Someone changes app/webhooks.py right after the flow re-read the MR (GitLab's lock must catch it)."""
 
     calls = 0
+    racer: Any = None  # the GitLab double's merge request, set by the test
 
     def _merge_request(self, project):
         mr = super()._merge_request(project)
@@ -168,6 +170,7 @@ def test_gitlabs_per_file_lock_refuses_a_file_changed_in_between(gitlab_env, tmp
     gl = gitlab_env
     checkout = gl.clone(tmp_path / "ci-checkout")
     publisher = RacingPublisher.from_env(1)
+    assert isinstance(publisher, RacingPublisher)
     publisher.racer = gl
     RacingPublisher.calls = 0
     result = run_flow(_config(checkout, tmp_path, AutoApprove(delegated_by="test"), publisher))

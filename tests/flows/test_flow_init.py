@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from acklab.flows.errors import FlowSpecInvalid
-from acklab.flows.init import handler_imports, init_flow, last_run, pytest_testpaths
+from acklab.flows.init import FlowUsageError, handler_imports, init_flow, last_run, pytest_testpaths
 from acklab.flows.proposers import make_proposer
 from acklab.flows.spec import load_spec
 from acklab.harness.errors import SpecError
@@ -75,7 +75,9 @@ def test_init_reproduces_the_last_runs_failures_and_strikes_again_with_the_rest(
         {"lost-ack": "fail", "timeout-overlap": "pass", "crash-after-commit": "pass"},
     )
     write_run(shop, "other", "2026-03-01T00:00:00Z", {"replay": "fail"}, target="billing")
-    assert last_run(shop / "out", "shop")["run_id"] == "newer"
+    newest = last_run(shop / "out", "shop")
+    assert newest is not None
+    assert newest["run_id"] == "newer"
     output = shop / "repair.flow.yaml"
     init_flow(shop, target="shop.target.yaml", scope=("shop/hooks.py",), output=output, runs=shop / "out")
     doc = yaml.safe_load(output.read_text())
@@ -106,7 +108,7 @@ def test_init_reproduces_the_last_runs_failures_and_strikes_again_with_the_rest(
     output.write_text(yaml.safe_dump(doc))
     with pytest.raises(FlowSpecInvalid, match="recipes repair acklab's own fixture"):
         make_proposer("recipe", load_spec(output))
-    with pytest.raises(Exception, match="exists; pass --force") as info:
+    with pytest.raises(FlowUsageError, match="exists; pass --force") as info:
         init_flow(shop, target="shop.target.yaml", scope=("shop/hooks.py",), output=output, runs=shop / "out")
     assert info.value.exit_code == 2
 

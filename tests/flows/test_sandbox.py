@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
@@ -54,14 +55,16 @@ def checkout(tmp_path: Path) -> Path:
     return where
 
 
-def probe(checkout: Path, evidence: Path, *, network: str = "host") -> tuple[dict[str, object], list[str]]:
+def probe(
+    checkout: Path, evidence: Path, *, network: Literal["host", "loopback"] = "host"
+) -> tuple[dict[str, Any], list[str]]:
     sandbox = choose(hide=(evidence,))
     place = sandbox.prepare(checkout, label="probe")
     try:
         own = {"ACKLAB_WEBHOOK_SECRET": "its-own", "GITLAB_TOKEN": "glpat-passed-by-mistake"}
         launch = place.launch(
             Launch((sys.executable, "-I", "-c", PROBE, str(evidence)), own), network=network
-        )  # type: ignore[arg-type]
+        )
         done = subprocess.run(
             list(launch.argv),
             env=dict(launch.env),
@@ -96,15 +99,15 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
         for p in modes.interpreter_paths()
         if p.is_relative_to(Path.home())
     }
-    assert set(seen["root_home"]) <= needed or os.geteuid() != 0  # type: ignore[arg-type]
+    assert set(seen["root_home"]) <= needed or os.geteuid() != 0
     assert seen["copy_writable"] is True  # its own copy: written, and noticed
     assert changed == []  # a new file is not a rewritten one
-    env = set(seen["env"])  # type: ignore[arg-type]
+    env = set(seen["env"])
     assert "ACKLAB_WEBHOOK_SECRET" in env
     assert not env & environment.CREDENTIALS
     if mode.startswith("bubblewrap"):
         assert seen["pid_1_environ"] is False
-        assert len(seen["processes"]) <= 3  # its own PID namespace: bwrap's init and itself  # type: ignore[arg-type]
+        assert len(seen["processes"]) <= 3  # its own PID namespace: bwrap's init and itself
 
 
 def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):

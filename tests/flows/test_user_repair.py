@@ -310,7 +310,7 @@ def test_head_and_patched_served_at_once_share_no_port_database_or_process(
     sandbox = choose()
     targets = [served_spec_target("shop.target.yaml", c, confinement=sandbox) for c in (head, patched)]
 
-    async def both() -> list[tuple[int, int]]:
+    async def both() -> list[int]:
         await asyncio.gather(*(t.preflight() for t in targets))
         event_id = "evt_only_the_head_sees_this"
         body = json.dumps(
@@ -336,9 +336,13 @@ def test_head_and_patched_served_at_once_share_no_port_database_or_process(
 
     try:
         counts = asyncio.run(both())
-        ports = [t.isolation.values["port"] for t in targets]
-        databases = [t.isolation.values["database_url"] for t in targets]
-        pids = [t.service.pid for t in targets]
+        ports, databases, pids = [], [], []
+        for target in targets:
+            assert target.isolation is not None
+            assert target.service is not None
+            ports.append(target.isolation.values["port"])
+            databases.append(target.isolation.values["database_url"])
+            pids.append(target.service.pid)
         roots = [t.place.root for t in targets]
     finally:
         for target in targets:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,7 +17,7 @@ SECRET = "whsec_" + base64.b64encode(b"acklab-test-secret-0123456789ab").decode(
 SECRET_ENV = "ACKLAB_TEST_WEBHOOK_SECRET"
 
 
-def target_doc(name: str, endpoint: str, db_url: str, *, timeout_s: float = 2.0) -> dict[str, object]:
+def target_doc(name: str, endpoint: str, db_url: str, *, timeout_s: float = 2.0) -> dict[str, Any]:
     return {
         "apiVersion": "acklab/v1",
         "kind": "target",

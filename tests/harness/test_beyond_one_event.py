@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -163,7 +164,12 @@ def test_the_permutations():
 
 
 def test_a_lifecycle_event_is_the_event_with_its_set_its_type_and_its_own_time():
-    template = {"id": "{{event_id}}", "type": "x", "created": "{{event_time}}", "data": {"status": "?"}}
+    template: dict[str, Any] = {
+        "id": "{{event_id}}",
+        "type": "x",
+        "created": "{{event_time}}",
+        "data": {"status": "?"},
+    }
     derived = with_set(template, {"data.status": "{{order_id}}-active"}, event_type="sub.updated")
     event = render(
         derived,

@@ -268,7 +268,8 @@ def test_what_a_handler_says_of_its_clock_is_read_only_when_it_is_a_number():
     assert entered_ns(httpx.Headers({"x-acklab-entered-ns": "123456789"})) == 123456789
     fullwidth_digits = "\uff10\uff11".encode()  # digits to str.isdigit, not to the lab
     for hostile in ("-1", "1e9", "12 34", "9" * 21, "", fullwidth_digits):
-        assert entered_ns(httpx.Headers({"x-acklab-entered-ns": hostile})) is None, hostile
+        value = hostile if isinstance(hostile, bytes) else hostile.encode()
+        assert entered_ns(httpx.Headers({b"x-acklab-entered-ns": value})) is None, hostile
 
 
 def test_the_run_summary_says_how_close_together_each_experiments_bursts_arrived():

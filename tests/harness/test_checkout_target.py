@@ -62,7 +62,7 @@ class Keeping:
                 into.write_bytes(written.read_bytes())
             close()
 
-        place.close = keep
+        place.close = keep  # type: ignore[method-assign]  # the place the sandbox made, kept a moment longer
         return place
 
 
@@ -91,7 +91,7 @@ def test_a_hostile_handler_served_from_its_checkout_cannot_reach_the_verdicts(tm
             experiments=FLOW_EXPERIMENTS,
             trials=1,
             out=tmp_path / "out",
-            confinement=Keeping(kept),  # type: ignore[arg-type]
+            confinement=Keeping(kept),
         )
     )
     verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}

@@ -35,7 +35,7 @@ def doc(tmp_path: Path, **changes: Any) -> dict[str, Any]:
     return base
 
 
-CASES = {
+CASES: dict[str, tuple[dict[str, Any], str | None, str]] = {
     "nan-timeout": ({"delivery__timeout_s": float("nan")}, None, "delivery.timeout_s: got nan"),
     "inf-within": ({"expect__effects_within_s": float("inf")}, None, "expect.effects_within_s: got inf"),
     "port-99999": (

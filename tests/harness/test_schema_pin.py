@@ -79,7 +79,7 @@ def test_on_postgres_the_served_role_can_run_no_ddl(source, tmp_path, pg_url):
     assert "schema-unchanged" not in invariants(result)
     engine = create_engine(pg_url.replace("postgresql+psycopg", "postgresql+psycopg"))
     with engine.connect() as conn:
-        kinds = dict(
+        kinds: dict[str, str] = dict(
             conn.execute(
                 text(
                     "SELECT relname, relkind FROM pg_class WHERE relname IN ('fulfillments', 'fulfillment_log') AND relkind IN ('r', 'v', 'm')"
@@ -153,7 +153,8 @@ def test_a_pinned_probe_refuses_to_count_a_changed_schema(tmp_path):
 
 def test_a_database_file_put_in_the_pinned_ones_place_is_a_change(tmp_path):
     url = f"sqlite:///{tmp_path / 'f.db'}"
-    info = (created := create_schema(url, models())) and (tmp_path / "f.db").stat()
+    created = create_schema(url, models())
+    info = (tmp_path / "f.db").stat()
     pin = SchemaPin(created, file=(info.st_dev, info.st_ino))
     other = tmp_path / "other.db"
     create_schema(f"sqlite:///{other}", models())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,7 +26,7 @@ class Rebinding(Shop):
 
     def record(self, event_id: str) -> str:
         if verdicts.judge is self.original:
-            verdicts.judge = lambda trial, expect: self.original(trial.but(violations=[]), expect).__class__()
+            verdicts.judge = lambda trial, expect: verdicts.Judgement(trial.trial_id)  # nothing found: a pass
         return super().record(event_id)
 
     def __init__(self) -> None:
@@ -34,7 +35,7 @@ class Rebinding(Shop):
 
 
 @pytest.fixture
-def restore() -> types.SimpleNamespace:
+def restore() -> Iterator[types.SimpleNamespace]:
     kept = types.SimpleNamespace(judge=verdicts.judge, module=sys.modules[verdicts.__name__])
     yield kept
     verdicts.judge = kept.judge

@@ -13,9 +13,9 @@ from tests.harness.test_cli import acklab
 def _spec(tmp_path, count: str, *, state: str | None = None):
     db = tmp_path / "shop.db"
     doc = target_doc("shop", f"http://127.0.0.1:{free_port()}/hooks", f"sqlite:///{db}")
-    doc["effects"]["sql"]["count"] = count  # type: ignore[index]
+    doc["effects"]["sql"]["count"] = count
     if state is not None:
-        doc["effects"]["sql"]["state"] = state  # type: ignore[index]
+        doc["effects"]["sql"]["state"] = state
     return db, write_spec(tmp_path / "shop.yaml", doc)
 
 

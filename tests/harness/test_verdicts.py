@@ -146,6 +146,7 @@ def test_every_attempt_answered_5xx_fails_eventually_acknowledged():
     result = judge(trial(deliveries, [observation(0, "before"), observation(4, "final")]), EXPECT)
     assert {v.invariant for v in result.violations} == {"at-most-once-effect", "eventually-acknowledged"}
     unacked = next(v for v in result.violations if v.invariant == "eventually-acknowledged")
+    assert unacked.delivery is not None
     assert (unacked.observed, unacked.delivery.seq) == ("500, 500, 500, 500", 3)
     # No effect either: still the handler's 5xx, not an untested target.
     nothing = judge(trial(deliveries, [observation(0, "before"), observation(0, "final")]), EXPECT)

@@ -18,8 +18,8 @@ from pathlib import Path
 import click
 import pytest
 
-from acklab.cli import missing_module
 from acklab.evidence.bundle import atomic_write, dump_json, file_table
+from acklab.evidence.extras import missing_module
 from tests.hostile.conftest import billion_laughs, nested_json, nested_yaml, target_spec, write
 
 DEEP = 20_000  # far past Python's recursion limit

@@ -115,7 +115,7 @@ def interpolate(node: Any, values: Mapping[str, Any]) -> Any:
 def included(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration `include: component: .../name@... inputs: given` adds to a pipeline."""
     header, body = load(name)
-    return interpolate(body, inputs_of(header, given))  # type: ignore[no-any-return]
+    return interpolate(body, inputs_of(header, given))
 
 
 def local_component(path: str) -> str:

@@ -48,7 +48,7 @@ class CiLoader(yaml.SafeLoader):
 def _reference(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
     if not isinstance(node, yaml.SequenceNode):
         raise yaml.constructor.ConstructorError(
-            None, None, f"!reference needs a sequence, got {node.id}", node.start_mark
+            None, None, f"!reference needs a sequence, got a {type(node).__name__}", node.start_mark
         )
     return [Reference(str(item)) for item in loader.construct_sequence(node)]
 

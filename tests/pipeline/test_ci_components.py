@@ -22,14 +22,14 @@ from tests.pipeline.gitlab import ROOT, SCHEMA, CiLoader, load_yaml, resolve_job
 LEGACY = load_yaml(ROOT / "ci" / "acklab.gitlab-ci.yml")
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 # The inputs each component needs beyond its defaults, as a user would give them.
-REQUIRED = {
+REQUIRED: dict[str, dict[str, Any]] = {
     "run": {"target": "acklab/shop.target.yaml"},
     "evidence": {"needs": ["webhooks"], "shards": "out/webhooks-*/"},
     "pages": {"needs": ["webhooks-evidence"]},
     "repair": {},
 }
 # Other inputs GitLab accepts, each changing what the job looks like.
-OTHERS = {
+OTHERS: dict[str, dict[str, Any]] = {
     "run": {
         "target": "fixture:unsafe",
         "expect": "fail",
@@ -54,7 +54,7 @@ MIRRORS = {
 
 def the_job(name: str, given: dict[str, Any]) -> dict[str, Any]:
     (job,) = included(name, given).values()
-    return job  # type: ignore[no-any-return]
+    return job
 
 
 def test_the_components_are_the_four_templates() -> None:
@@ -175,7 +175,7 @@ def readme_component_example() -> dict[str, Any]:
     blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
     examples = [b for b in blocks if "component:" in b]
     assert len(examples) == 1, "the section shows one pipeline with the components"
-    return yaml.load(examples[0], Loader=CiLoader)  # type: ignore[no-any-return]
+    return yaml.load(examples[0], Loader=CiLoader)
 
 
 def test_the_readme_example_includes_real_components_with_inputs_they_take() -> None:

@@ -34,11 +34,11 @@ def tiny_wheel(where: Path, name: str = "tiny_pkg", version: str = "1.0") -> Pat
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
-    path = where / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
+    wheel = where / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
         for member, text in files.items():
             archive.writestr(member, text)
-    return path
+    return wheel
 
 
 def registry(double: RunningDouble, project: int = PROJECT) -> str:

@@ -115,12 +115,12 @@ def test_the_marker_makes_one_test_per_experiment_and_skips_what_does_not_apply(
         ]
     )
     cases = ET.parse(pytester.path / "junit.xml").getroot().findall(".//testcase")
-    assert sorted(c.get("name") for c in cases) == [
+    assert sorted(c.attrib["name"] for c in cases) == [
         "test_webhook[concurrent-duplicates]",
         "test_webhook[crash-after-commit]",
         "test_webhook[lost-ack]",
     ]
-    (skipped,) = [c.find("skipped") for c in cases if c.find("skipped") is not None]
+    (skipped,) = [s for c in cases if (s := c.find("skipped")) is not None]
     assert "the lab cannot kill it without killing the tests" in skipped.get("message", "")
     # The spec's name names the target; the skipped experiment is recorded as such.
     runs = [json.loads(p.read_text()) for p in (pytester.path / "evidence").glob("*/run.json")]

@@ -78,7 +78,7 @@ def test_a_fastapi_check_then_insert_handler_fails_and_its_receipt_fix_passes(us
     verdicts = sorted(acklab.RunResult.load(b).verdict for b in bundles)
     assert verdicts == ["fail", "pass"]
     junit = ET.parse(pytester.path / "junit.xml").getroot()
-    recorded = [p.get("value") for p in junit.iter("property") if p.get("name") == "acklab_bundle"]
+    recorded = [p.attrib["value"] for p in junit.iter("property") if p.get("name") == "acklab_bundle"]
     assert sorted(recorded) == [str(b.resolve()) for b in bundles]
     assert "2 attack(s); evidence in" in result.stdout.str()
 

@@ -109,6 +109,8 @@ class GitLabDouble:
     # Object storage (`object_storage.serve_storage`): when set, artifact downloads answer a
     # redirect there, as GitLab does when artifacts live in object storage.
     artifact_storage: str = ""
+    # Bare repositories served over git's smart HTTP (`git_http.serve_git`): <git_root>/<path>.git.
+    git_root: str = ""
     storage_requests: list[dict[str, str]] = field(default_factory=list)  # headers storage received
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def acklab(capsys, *argv: str) -> tuple[int, dict]:
     with pytest.raises(SystemExit) as exited:
         main([*argv, "--json"])
-    return int(exited.value.code), json.loads(capsys.readouterr().out)
+    return int(exited.value.code or 0), json.loads(capsys.readouterr().out)
 
 
 def test_explore_finds_and_shrinks_the_unsafe_handlers_failure_then_replays_it(tmp_path, capsys):

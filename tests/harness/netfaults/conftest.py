@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -26,8 +27,8 @@ def connect(proxy: ProxyThread, pg_url: str) -> Iterator[Connect]:
     dbname = pg_url.rsplit("/", 1)[1]
     opened: list[psycopg.Connection] = []
 
-    def _connect(**kwargs: object) -> psycopg.Connection:
-        options: dict[str, object] = {"connect_timeout": 5, "autocommit": True, **kwargs}
+    def _connect(**kwargs: Any) -> psycopg.Connection:
+        options: dict[str, Any] = {"connect_timeout": 5, "autocommit": True, **kwargs}
         conn = psycopg.connect(
             host="127.0.0.1", port=proxy.listen_port, user="postgres", dbname=dbname, **options
         )

@@ -70,8 +70,8 @@ def test_the_record_reads_like_a_toxiproxy_toxic():
     ("build", "message"),
     [
         (lambda: Latency(ms=-1), "latency: got ms=-1; expected a whole number >= 0"),
-        (lambda: Latency(ms=1.5), "latency: got ms=1.5; expected a whole number >= 0"),
-        (lambda: Bandwidth(rate=10, stream="sideways"), "bandwidth: got stream='sideways'"),
+        (lambda: Latency(ms=1.5), "latency: got ms=1.5; expected a whole number >= 0"),  # type: ignore[arg-type]
+        (lambda: Bandwidth(rate=10, stream="sideways"), "bandwidth: got stream='sideways'"),  # type: ignore[arg-type]
         (lambda: Slicer(average_size=4, size_variation=4), "expected average_size >= 1 and size_variation"),
     ],
 )

@@ -14,16 +14,7 @@ import time
 import psycopg
 import pytest
 
-from acklab.harness.netfaults import (
-    Bandwidth,
-    Down,
-    Latency,
-    LimitData,
-    ResetPeer,
-    Slicer,
-    SlowClose,
-    Timeout,
-)
+from acklab.harness.netfaults import faults
 
 pytestmark = pytest.mark.postgres
 
@@ -52,16 +43,16 @@ def test_without_a_fault_the_proxy_is_transparent(proxy, connect):
 
 def test_latency_adds_at_least_the_injected_delay_per_direction(proxy, connect):
     conn = connect()
-    with proxy.inject(Latency(ms=150, stream="both")):
+    with proxy.inject(faults.Latency(ms=150, stream="both")):
         # One query is one chunk up and one chunk down: each waits 150 ms.
         assert roundtrip_s(conn) >= 0.300
-    with proxy.inject(Latency(ms=200, jitter=50)):
+    with proxy.inject(faults.Latency(ms=200, jitter=50)):
         assert roundtrip_s(conn) >= 0.150  # downstream only, ms - jitter at the least
     assert kinds(proxy)[1:] == ["injected", "lifted", "healthy-verified"] * 2
 
 
 def test_latency_applies_to_new_connections_too(proxy, connect):
-    with proxy.inject(Latency(ms=100)):
+    with proxy.inject(faults.Latency(ms=100)):
         started = time.perf_counter()
         conn = connect()  # the startup exchange takes several downstream chunks
         assert time.perf_counter() - started >= 0.100
@@ -70,7 +61,7 @@ def test_latency_applies_to_new_connections_too(proxy, connect):
 
 def test_reset_peer_fails_the_query_with_a_connection_error(proxy, connect):
     conn = connect()
-    with proxy.inject(ResetPeer(timeout=0)), pytest.raises(psycopg.OperationalError):
+    with proxy.inject(faults.ResetPeer(timeout=0)), pytest.raises(psycopg.OperationalError):
         conn.execute("SELECT 1")
     assert conn.closed
     assert "connection-reset" in kinds(proxy)
@@ -80,7 +71,7 @@ def test_reset_peer_fails_the_query_with_a_connection_error(proxy, connect):
 def test_reset_peer_sends_a_real_rst(proxy):
     with (
         socket.create_connection(("127.0.0.1", proxy.listen_port), timeout=5) as sock,
-        proxy.inject(ResetPeer()),
+        proxy.inject(faults.ResetPeer()),
     ):
         sock.sendall(struct.pack("!ii", 8, 80877103))  # SSLRequest: the server answers one byte
         with pytest.raises(ConnectionResetError):
@@ -90,7 +81,7 @@ def test_reset_peer_sends_a_real_rst(proxy):
 def test_reset_peer_downstream_loses_the_answer_to_a_commit_that_happened(proxy, connect):
     conn = connect()
     conn.execute("CREATE TABLE marks (id int)")
-    with proxy.inject(ResetPeer(stream="downstream")), pytest.raises(psycopg.OperationalError):
+    with proxy.inject(faults.ResetPeer(stream="downstream")), pytest.raises(psycopg.OperationalError):
         conn.execute("INSERT INTO marks VALUES (1)")
     assert connect().execute("SELECT count(*) FROM marks").fetchone() == (1,)  # committed, never acknowledged
 
@@ -98,14 +89,14 @@ def test_reset_peer_downstream_loses_the_answer_to_a_commit_that_happened(proxy,
 def test_reset_peer_upstream_stops_the_request_before_the_server(proxy, connect):
     conn = connect()
     conn.execute("CREATE TABLE marks (id int)")
-    with proxy.inject(ResetPeer(stream="upstream")), pytest.raises(psycopg.OperationalError):
+    with proxy.inject(faults.ResetPeer(stream="upstream")), pytest.raises(psycopg.OperationalError):
         conn.execute("INSERT INTO marks VALUES (1)")
     assert connect().execute("SELECT count(*) FROM marks").fetchone() == (0,)
 
 
 def test_reset_peer_waits_its_timeout_after_the_first_chunk(proxy, connect):
     conn = connect()
-    with proxy.inject(ResetPeer(timeout=300)):
+    with proxy.inject(faults.ResetPeer(timeout=300)):
         started = time.perf_counter()
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 1")
@@ -114,7 +105,7 @@ def test_reset_peer_waits_its_timeout_after_the_first_chunk(proxy, connect):
 
 def test_timeout_closes_an_open_connection_after_its_timeout(proxy, connect):
     conn = connect()
-    with proxy.inject(Timeout(timeout=400)):
+    with proxy.inject(faults.Timeout(timeout=400)):
         started = time.perf_counter()
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 1")  # dropped on the floor until the proxy closes the link
@@ -123,7 +114,7 @@ def test_timeout_closes_an_open_connection_after_its_timeout(proxy, connect):
 
 
 def test_a_blackhole_without_timeout_leaves_the_client_to_time_out(proxy, connect):
-    with proxy.inject(Timeout(timeout=0)):
+    with proxy.inject(faults.Timeout(timeout=0)):
         started = time.perf_counter()
         with pytest.raises(psycopg.OperationalError):
             connect(connect_timeout=2)  # libpq's smallest connect timeout
@@ -133,7 +124,7 @@ def test_a_blackhole_without_timeout_leaves_the_client_to_time_out(proxy, connec
 
 def test_lifting_a_blackhole_closes_the_connections_it_held(proxy, connect):
     conn = connect()
-    with proxy.inject(Timeout(timeout=0)):
+    with proxy.inject(faults.Timeout(timeout=0)):
         pass
     with pytest.raises(psycopg.OperationalError):
         conn.execute("SELECT 1")
@@ -144,7 +135,10 @@ def test_a_blackhole_on_the_server_side_outlives_the_statement_timeout(proxy, co
     """Downstream only: the server runs the statement, the client never hears; its own timeout ends it."""
     conn = connect()
     conn.execute("CREATE TABLE marks (id int)")
-    with proxy.inject(Timeout(timeout=600, stream="downstream")), pytest.raises(psycopg.OperationalError):
+    with (
+        proxy.inject(faults.Timeout(timeout=600, stream="downstream")),
+        pytest.raises(psycopg.OperationalError),
+    ):
         conn.execute("INSERT INTO marks VALUES (1)")
     check = connect()
     assert check.execute("SELECT count(*) FROM marks").fetchone() == (1,)  # committed, never acknowledged
@@ -153,7 +147,7 @@ def test_a_blackhole_on_the_server_side_outlives_the_statement_timeout(proxy, co
 def test_down_refuses_new_connections_and_closes_open_ones(proxy, connect):
     conn = connect()
     port = proxy.listen_port
-    with proxy.inject(Down()):
+    with proxy.inject(faults.Down()):
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
         with pytest.raises(psycopg.OperationalError):
@@ -166,7 +160,7 @@ def test_down_refuses_new_connections_and_closes_open_ones(proxy, connect):
 
 def test_limit_data_cuts_the_connection_after_the_limit(proxy, connect):
     conn = connect()
-    with proxy.inject(LimitData(bytes=2000)):
+    with proxy.inject(faults.LimitData(bytes=2000)):
         assert conn.execute("SELECT 1").fetchone() == (1,)  # well under the limit
         with pytest.raises(psycopg.OperationalError):
             conn.execute(BIG.format(n=1000))  # 32 kB of answer
@@ -174,14 +168,14 @@ def test_limit_data_cuts_the_connection_after_the_limit(proxy, connect):
 
 
 def test_slicer_delivers_the_same_answer_in_small_pieces(proxy, connect):
-    with proxy.inject(Slicer(average_size=7, size_variation=3, delay=50, stream="both")):
+    with proxy.inject(faults.Slicer(average_size=7, size_variation=3, delay=50, stream="both")):
         conn = connect()
         assert conn.execute(BIG.format(n=150)).fetchone() == (expected_big(150),)
 
 
 def test_bandwidth_delivers_the_same_answer_slowly(proxy, connect):
     conn = connect()
-    with proxy.inject(Bandwidth(rate=64)):
+    with proxy.inject(faults.Bandwidth(rate=64)):
         started = time.perf_counter()
         assert conn.execute(BIG.format(n=1000)).fetchone() == (expected_big(1000),)
         assert time.perf_counter() - started >= 32_000 / 64_000 * 0.9
@@ -197,5 +191,5 @@ def test_slow_close_holds_the_servers_close(proxy):
                 pass
             return time.perf_counter() - started
 
-    with proxy.inject(SlowClose(delay=400)):
+    with proxy.inject(faults.SlowClose(delay=400)):
         assert rejected_after() >= 0.400

@@ -22,7 +22,7 @@ from acklab.harness.procs.leases import LeaseBook, same_process_alive, start_tic
 def janitor(capsys, out: Path) -> tuple[int, dict]:
     with pytest.raises(SystemExit) as exited:
         main(["janitor", "--out", str(out), "--json"])
-    return int(exited.value.code), json.loads(capsys.readouterr().out)
+    return int(exited.value.code or 0), json.loads(capsys.readouterr().out)
 
 
 def wait_for(predicate, timeout_s: float = 60.0):
@@ -102,6 +102,8 @@ def test_a_lease_whose_lab_still_runs_is_left_alone(tmp_path):
 
 def test_a_reused_pid_is_never_killed(tmp_path):
     sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    ticks = start_ticks(sleeper.pid)
+    assert ticks is not None
     try:
         with Journal(tmp_path / "journal.sqlite") as journal:
             journal.record(
@@ -115,7 +117,7 @@ def test_a_reused_pid_is_never_killed(tmp_path):
                     "detail": {
                         "pid": sleeper.pid,
                         "pgid": sleeper.pid,
-                        "start_ticks": start_ticks(sleeper.pid) - 1,
+                        "start_ticks": ticks - 1,
                     },
                     "owner": {"pid": 2**22 + 7, "start_ticks": 1, "host": os.uname().nodename},
                 },

@@ -32,8 +32,8 @@ def test_every_cell_says_its_verdict_rate_and_counts_in_text():
     assert "link to the" in words
     assert "not run" in words  # live x db-reset has no cell
     assert svg.get("role") == "img"
-    assert svg.find(f"{SVG}title").text == "sweep s: fail"
-    titles = [g.find(f"{SVG}title").text for g in svg.iter(f"{SVG}g")]
+    assert svg.findtext(f"{SVG}title") == "sweep s: fail"
+    titles = [g.findtext(f"{SVG}title") for g in svg.iter(f"{SVG}g")]
     assert (
         "unsafe \u00b7 sqlite \u00d7 lost-ack: fail, 1/4 trials passed, 3 failed, 0 errors, 5 violations"
         in titles

@@ -11,13 +11,13 @@ from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.validate import validate
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import EXPERIMENTS
+from acklab.harness.specs.credentials import redact
 from acklab.harness.sweep.matrix import (
     TEMP_SQLITE,
     Database,
     derive_seed,
     parse_database,
     parse_databases,
-    redact,
     secrets_of,
 )
 
