@@ -20,5 +20,6 @@ Layout: `providers` (facts), `signing`, `transports` + `faults` (the one seam),
 fault proves it landed), `plan`, `trial`, `execute` + `runner` (engine), `late_read` (the
 end-of-run re-read), `checkpoint` (bundle, resume), `verdicts`, `records`, `service_process`
 (``command:``: readiness, kill, restart), `events` -> `progress` / `journal_sink`, `cli`,
-`demo`. Errors: `harness.errors`.
+`demo`. Errors: the harness's one exception tree, every class in it, is drawn in
+``harness/errors.py``.
 """
