@@ -20,7 +20,7 @@ AcklabError (evidence.exitcodes)
 Signals caught where they are raised, never an exit code of their own:
 
 ValueError
-└── AllowlistError (capabilities)      an import allowlist entry is malformed (the spec check says which)
+└── AllowlistError (allowlist)         an import allowlist entry is malformed (the spec check says which)
 
 A handler that still fails after a patch is not an error of the flow: it is a verdict, and
 the flow ends with exit 1 (recorded as outcome "failed").

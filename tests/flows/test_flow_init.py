@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from acklab import DEFAULT_EXPERIMENTS
 from acklab.flows.errors import FlowSpecInvalid
 from acklab.flows.init import FlowUsageError, handler_imports, init_flow, last_run, pytest_testpaths
 from acklab.flows.proposers import make_proposer
@@ -84,17 +85,7 @@ def test_init_reproduces_the_last_runs_failures_and_strikes_again_with_the_rest(
     assert doc["experiments"] == {
         "reproduce": ["lost-ack"],
         # every experiment a run runs by default, and what else the last run ran, but lost-ack
-        "strike_again": [
-            "lost-ack-reset",
-            "timeout-overlap",
-            "concurrent-duplicates",
-            "conflicting-payload",
-            "replay",
-            "out-of-order",
-            "sibling-events",
-            "race-with-request",
-            "crash-after-commit",
-        ],
+        "strike_again": [*(name for name in DEFAULT_EXPERIMENTS if name != "lost-ack"), "crash-after-commit"],
         "trials": 3,
         "seed": 11,
     }

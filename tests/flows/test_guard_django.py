@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,7 +159,7 @@ def test_what_a_django_patch_may_not_reach_is_refused(shop, old, new, rule, why)
     assert any(f"capability rule {rule!r}" in r and why in r for r in result.reasons), result.reasons
 
 
-def in_a_fresh_lab(cwd: Path, script: str, *args: str) -> object:
+def in_a_fresh_lab(cwd: Path, script: str, *args: str) -> Any:
     """What `script` prints (JSON), run with `args` by this interpreter in a process of its own."""
     done = subprocess.run(
         [sys.executable, "-c", script, *args],
