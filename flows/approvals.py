@@ -7,7 +7,8 @@ and, when delegated, who delegated it.
 
 Sources: a decisions file (`--decisions FILE`, consumed in order per gate), an interactive
 prompt on a terminal, or `--auto-approve` (recorded as actor "auto", source "auto",
-delegated by whoever turned it on). Auto-approval covers the `approve` gate only: a known
+delegated by whoever turned it on: in a GitLab Duo flow the person who triggered it and
+approved its human-input step, `DUO_WORKFLOW_GIT_USER_NAME <..._EMAIL>`). Auto-approval covers the `approve` gate only: a known
 gap is published only on a decision that was taken knowing it.
 
 `actor`, `delegated_by` and `reason` end up in the trail, the MR note and the commit message:
@@ -32,6 +33,7 @@ from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.loading import SPEC, DocumentError, load_json, load_yaml
 from acklab.evidence.validate import validate
 
+from .duo import triggered_by
 from .errors import FlowSpecInvalid, GateRefused, NoDecision
 from .escape import hidden_count, line_break, visible
 
@@ -97,7 +99,11 @@ class DecisionSource(Protocol):
 
 
 def invoking_user() -> str:
-    """Who runs the flow: GitLab's user in a pipeline, the login name otherwise."""
+    """Who runs the flow: the person who triggered a GitLab Duo flow (a flow has no
+    GITLAB_USER_LOGIN), GitLab's user in a pipeline, the login name otherwise."""
+    who = triggered_by(os.environ)
+    if who:
+        return who
     for var in ("GITLAB_USER_LOGIN", "USER", "LOGNAME"):
         if os.environ.get(var):
             return os.environ[var]

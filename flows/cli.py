@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -15,6 +18,7 @@ from acklab.evidence.redaction import remember
 from acklab.harness.specs.credentials import url_credentials_of
 
 from .approvals import choose_source
+from .duo import fetch_merge_request_head, merge_request_from_goal
 from .escape import hidden_count, numbered, visible
 from .proposers import make_proposer
 from .publish import GitLabPublisher, LocalPublisher, NoPublisher, Publisher
@@ -24,7 +28,13 @@ from .scratch_repo import make_scratch_repo
 from .spec import check_target_file, load_spec
 from .worktree import toplevel
 
-SECRET_VARIABLES = ("GITLAB_TOKEN", "CI_JOB_TOKEN", "ACKLAB_LLM_API_KEY", "ACKLAB_MANIFEST_KEY")
+SECRET_VARIABLES = (
+    "GITLAB_TOKEN",
+    "CI_JOB_TOKEN",
+    "DUO_WORKFLOW_GIT_HTTP_PASSWORD",  # a Duo flow's OAuth token again, for git
+    "ACKLAB_LLM_API_KEY",
+    "ACKLAB_MANIFEST_KEY",
+)
 
 
 def secrets_from_env() -> list[str]:
@@ -42,19 +52,31 @@ def flow() -> None:
 def _mr_iid(value: str | None) -> int | None:
     if value is None:
         return None
+    if value == "goal":
+        # A GitLab Duo flow: the merge request comes in its goal (exit 3 when it names none).
+        return merge_request_from_goal(os.environ)
     if value == "ci":
         value = os.environ.get("CI_MERGE_REQUEST_IID", "")
         if not value:
-            raise click.BadParameter("--mr ci needs CI_MERGE_REQUEST_IID (a merge request pipeline)")
+            raise click.BadParameter(
+                "--mr ci needs CI_MERGE_REQUEST_IID (a merge request pipeline); in a GitLab Duo flow, "
+                "--mr goal reads it from the flow's goal"
+            )
     if not value.isdigit() or int(value) < 1:
-        raise click.BadParameter(f"got {value!r}; expected a merge request IID like 12, or 'ci'")
+        raise click.BadParameter(f"got {value!r}; expected a merge request IID like 12, 'ci' or 'goal'")
     return int(value)
 
 
 @flow.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path))
 @click.option("--local", is_flag=True, help="Commit the verified patch to a new local branch.")
-@click.option("--mr", "mr", metavar="IID", help="Publish to this merge request ('ci': CI_MERGE_REQUEST_IID).")
+@click.option(
+    "--mr",
+    "mr",
+    metavar="IID",
+    help="Publish to this merge request ('ci': CI_MERGE_REQUEST_IID; 'goal': the one a GitLab Duo "
+    "flow's goal names, its head fetched first).",
+)
 @click.option(
     "--proposer", type=click.Choice(["recipe", "llm"]), help="Override the spec's proposer (default: recipe)."
 )
@@ -134,10 +156,15 @@ def run(
     check_target_file(spec, repo)
     source = choose_source(decisions=decisions, auto_approve=auto_approve, interactive=sys.stdin.isatty())
     publisher: Publisher = NoPublisher()
+    expected_head = None
     if local:
         publisher = LocalPublisher(repo=repo, branch_prefix=spec.branch_prefix)
     elif iid is not None:
-        publisher = GitLabPublisher.from_env(iid)
+        gitlab_publisher = GitLabPublisher.from_env(iid)
+        if mr == "goal":
+            # A workload is a depth-1 clone of a ref of its own: repair the MR's head, fetched.
+            expected_head = fetch_merge_request_head(repo, gitlab_publisher.head())
+        publisher = gitlab_publisher
     config = FlowConfig(
         repo=repo,
         spec=spec,
@@ -149,15 +176,36 @@ def run(
         propose_only=propose_only,
         unsandboxed=unsandboxed,
         db=db,
+        expected_head=expected_head,
     )
     # The tokens live in their clients now: nothing the flow starts can inherit them.
-    with withheld():
+    with withheld(), _terminated_as_interrupted():
         result = run_flow(config)
-    _print(result, as_json=as_json)
+    _print(result, scope=spec.scope.as_dict(), as_json=as_json)
     return result.exit_code
 
 
-def _print(result: FlowResult, *, as_json: bool) -> None:
+@contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM (a cancelled job; a GitLab Duo step past its timeout) ends the flow as Ctrl-C
+    does: the trail says interrupted, its worktrees and processes go, nothing is published
+    (exit 6). Python's default would end the process on the spot and leave them behind."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupted)
+    except ValueError:  # not the main thread: the caller keeps its signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _print(result: FlowResult, *, scope: dict[str, list[str]], as_json: bool) -> None:
     doc = {
         "run_id": result.run_id,
         "outcome": result.outcome,
@@ -180,6 +228,9 @@ def _print(result: FlowResult, *, as_json: bool) -> None:
     click.echo(f"  trail: {doc['trail']}")
     if result.outcome == "proposed" and result.proposal:
         diff = result.proposal["diff"]
+        # What an approver needs beside the diff: what the patch may touch, and what it may not.
+        allowed, denied = ", ".join(scope["allow"]), ", ".join(scope["deny"]) or "-"
+        click.echo(visible(f"scope: may change {allowed}; never {denied}", keep_newlines=False))
         click.echo(f"proposal {result.proposal['id']} (sha256 {result.proposal['diff_sha256']}):")
         if hidden_count(diff):
             click.echo(

@@ -50,6 +50,9 @@ class FlowConfig:
     unsandboxed: bool = False
     # The fixture flow's PostgreSQL server (--db); a target spec names its own database.
     db: str | None = None
+    # The commit to repair when it is not the checkout's HEAD (a Duo flow's workload is cloned
+    # at a ref of its own; the merge request's head is fetched and named here).
+    expected_head: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ AcklabError (evidence.exitcodes)
 └── FlowError                          exit 4: the flow could not run (git, a worktree, the lab)
     ├── FlowSpecInvalid                exit 3: a flow spec or decisions file is not valid
     ├── FlowUsageError (init)          exit 2: `flow init` would overwrite a file (no --force)
+    ├── GoalInvalid                    exit 3: a Duo flow's goal names no merge request (`--mr goal`)
     ├── ProposerUnavailable            exit 4: the proposer could not be asked (LLM endpoint down, bad reply)
     ├── ModelReplyInvalid              exit 3: the model's reply is too large, too deep or not JSON
     ├── PublishFailed                  exit 4: GitLab could not be reached or refused for a non-gate reason
@@ -39,6 +40,12 @@ class FlowError(AcklabError):
 
 class FlowSpecInvalid(FlowError):
     """A flow spec or a decisions file does not validate; nothing ran."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class GoalInvalid(FlowError):
+    """A GitLab Duo flow's goal is not an IID or an event naming a merge request; nothing ran."""
 
     exit_code = ExitCode.INVALID_INPUT
 

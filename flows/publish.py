@@ -4,6 +4,12 @@ Both refuse (exit 5) when the head moved since the flow started. On GitLab the M
 right before committing; only the scoped files are committed (Commits API), each with
 `last_commit_id`, GitLab's per-file optimistic lock; a note with the verdicts follows.
 Nothing is ever force-pushed or merged. python-gitlab's errors are converted here.
+
+Which GitLab and which credential is what the environment says, never guessed: in a GitLab
+Duo flow (`flows.duo.in_flow`) the instance is `GITLAB_BASE_URL`, the project
+`DUO_WORKFLOW_PROJECT_ID` and `GITLAB_TOKEN` an OAuth token, sent as `Authorization: Bearer`
+(GitLab answers 401 to an OAuth token sent as `PRIVATE-TOKEN`); anywhere else `GITLAB_URL`
+or `CI_SERVER_URL`, `CI_PROJECT_ID`, and `GITLAB_TOKEN` as a private token, else the job token.
 """
 
 from __future__ import annotations
@@ -12,11 +18,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from acklab.evidence.gitlab_access import strip_credentials
 from acklab.evidence.redaction import remember
 
+from . import duo
 from .errors import FlowSpecInvalid, HeadMoved, PublishFailed
 from .worktree import Worktree, git, head_sha, identity_env
 
@@ -106,13 +113,22 @@ class LocalPublisher:
         return {"mode": "local", "branch": branch, "commit": commit, "files": list(paths)}
 
 
+Auth = Literal["private", "job", "oauth"]
+# How each credential reaches GitLab, and what to check when it is refused.
+_CREDENTIAL = {
+    "private": "GITLAB_TOKEN (a token with the api scope)",
+    "job": "CI_JOB_TOKEN (it may not commit: set GITLAB_TOKEN)",
+    "oauth": "the flow's OAuth token (GITLAB_TOKEN): the service account needs the Developer role",
+}
+
+
 @dataclass
 class GitLabPublisher:
     """`--mr IID`: commit to the merge request's source branch with python-gitlab."""
 
     url: str
     token: str
-    job_token: bool
+    auth: Auth
     project_id: str
     mr_iid: int
     name: str = "gitlab"
@@ -120,46 +136,72 @@ class GitLabPublisher:
     @classmethod
     def from_env(cls, mr_iid: int, env: Mapping[str, str] | None = None) -> GitLabPublisher:
         env = os.environ if env is None else env
+        if duo.in_flow(env):
+            return cls._in_flow(mr_iid, env)
         url = env.get("GITLAB_URL") or env.get("CI_SERVER_URL")
-        if url:
-            # A user:password@ in the URL is never sent (requests would turn it into Basic auth
-            # beside the token) and never written: the token comes from the variables below.
-            url, removed = strip_credentials(url)
-            remember(*removed)
-        job_token = not env.get("GITLAB_TOKEN")
-        token = env.get("CI_JOB_TOKEN") if job_token else env.get("GITLAB_TOKEN")
+        auth: Auth = "private" if env.get("GITLAB_TOKEN") else "job"
+        token = env.get("GITLAB_TOKEN") if auth == "private" else env.get("CI_JOB_TOKEN")
         project = env.get("CI_PROJECT_ID")
-        missing = [
-            name
-            for name, value in (
-                ("GITLAB_URL (or CI_SERVER_URL)", url),
-                ("GITLAB_TOKEN (or CI_JOB_TOKEN)", token),
-                ("CI_PROJECT_ID", project),
-            )
-            if not value
-        ]
-        if missing:
-            raise FlowSpecInvalid(
-                f"publishing to !{mr_iid} needs {', '.join(missing)}; set them, or use --local"
-            )
-        return cls(
-            url=str(url), token=str(token), job_token=job_token, project_id=str(project), mr_iid=mr_iid
+        needed = (
+            ("GITLAB_URL (or CI_SERVER_URL)", url),
+            ("GITLAB_TOKEN (or CI_JOB_TOKEN)", token),
+            ("CI_PROJECT_ID", project),
         )
+        return cls._made(mr_iid, needed, auth, "set them, or use --local")
+
+    @classmethod
+    def _in_flow(cls, mr_iid: int, env: Mapping[str, str]) -> GitLabPublisher:
+        # A flow has no CI/CD variables of the project and no CI_SERVER_URL: its own only.
+        needed = (
+            ("GITLAB_BASE_URL", env.get("GITLAB_BASE_URL")),
+            ("GITLAB_TOKEN", env.get("GITLAB_TOKEN")),
+            (duo.PROJECT_ID, env.get(duo.PROJECT_ID) or env.get(duo.PROJECT_PATH)),
+        )
+        why = f"GitLab sets them in every Duo flow ({duo.MARKER} is set here)"
+        return cls._made(mr_iid, needed, "oauth", why)
+
+    @classmethod
+    def _made(
+        cls, mr_iid: int, needed: tuple[tuple[str, str | None], ...], auth: Auth, fix: str
+    ) -> GitLabPublisher:
+        missing = [name for name, value in needed if not value]
+        if missing:
+            raise FlowSpecInvalid(f"publishing to !{mr_iid} needs {', '.join(missing)}; {fix}")
+        url, token, project = (str(value) for _, value in needed)
+        # A user:password@ in the URL is never sent (requests would turn it into Basic auth
+        # beside the token) and never written: the token comes from the variables above.
+        url, removed = strip_credentials(url)
+        remember(*removed)
+        return cls(url=url, token=token, auth=auth, project_id=project, mr_iid=mr_iid)
 
     def _project(self) -> Any:
         import gitlab
 
-        if self.job_token:
+        if self.auth == "oauth":
+            client = gitlab.Gitlab(self.url, oauth_token=self.token, timeout=60)
+        elif self.auth == "job":
             client = gitlab.Gitlab(self.url, job_token=self.token, timeout=60)
         else:
             client = gitlab.Gitlab(self.url, private_token=self.token, timeout=60)
         return client.projects.get(self.project_id, lazy=True)
 
+    def head(self) -> duo.MergeRequestHead:
+        """Where the merge request's head is (read from GitLab), to fetch it before the flow."""
+        with _gitlab_errors(f"reading merge request !{self.mr_iid}", self.auth):
+            mr = self._merge_request(self._project())
+        return duo.MergeRequestHead(
+            iid=self.mr_iid,
+            sha=str(mr.sha),
+            source_branch=str(mr.source_branch),
+            source_project=str(mr.source_project_id),
+            target_project=str(mr.target_project_id),
+        )
+
     def _merge_request(self, project: Any) -> Any:
         return project.mergerequests.get(self.mr_iid)
 
     def precheck(self, expected_sha: str) -> dict[str, Any] | None:
-        with _gitlab_errors(f"reading merge request !{self.mr_iid}"):
+        with _gitlab_errors(f"reading merge request !{self.mr_iid}", self.auth):
             mr = self._merge_request(self._project())
         if mr.sha != expected_sha:
             raise HeadMoved(
@@ -179,7 +221,7 @@ class GitLabPublisher:
         note: str,
     ) -> dict[str, Any]:
         project = self._project()
-        with _gitlab_errors(f"re-reading merge request !{self.mr_iid}"):
+        with _gitlab_errors(f"re-reading merge request !{self.mr_iid}", self.auth):
             mr = self._merge_request(project)
         if mr.sha != expected_sha:
             raise HeadMoved(
@@ -188,7 +230,7 @@ class GitLabPublisher:
             )
         actions = []
         for path in paths:
-            with _gitlab_errors(f"finding the last commit of {path}"):
+            with _gitlab_errors(f"finding the last commit of {path}", self.auth):
                 # The file's last commit as of the expected head, not the branch's current one:
                 # looked up on the branch, a change pushed meanwhile would become our
                 # last_commit_id and the lock would wave it through. (python-gitlab takes
@@ -206,11 +248,11 @@ class GitLabPublisher:
                     "last_commit_id": last[0].id,
                 }
             )
-        with _gitlab_errors(f"committing to {mr.source_branch}"):
+        with _gitlab_errors(f"committing to {mr.source_branch}", self.auth):
             commit = project.commits.create(
                 {"branch": mr.source_branch, "commit_message": message, "actions": actions}
             )
-        with _gitlab_errors(f"posting the note on !{self.mr_iid}"):
+        with _gitlab_errors(f"posting the note on !{self.mr_iid}", self.auth):
             posted = mr.notes.create({"body": note})
         return {
             "mode": "gitlab",
@@ -226,8 +268,9 @@ class GitLabPublisher:
 class _gitlab_errors:
     """Convert python-gitlab and transport errors at the boundary, naming what was being done."""
 
-    def __init__(self, doing: str) -> None:
+    def __init__(self, doing: str, auth: Auth) -> None:
         self.doing = doing
+        self.auth = auth
 
     def __enter__(self) -> None:
         return None
@@ -241,7 +284,7 @@ class _gitlab_errors:
         if isinstance(exc, gle.GitlabAuthenticationError):
             raise PublishFailed(
                 f"GitLab refused the credentials while {self.doing} (HTTP {exc.response_code}); "
-                "check GITLAB_TOKEN (api scope) or CI_JOB_TOKEN permissions"
+                f"check {_CREDENTIAL[self.auth]}"
             ) from exc
         if isinstance(exc, gle.GitlabError):
             text = str(exc.error_message)

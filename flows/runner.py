@@ -87,7 +87,7 @@ def _drive(ctx: FlowContext) -> Ended:
 def _preflight(ctx: FlowContext) -> str | Ended:
     """The expected head, and the refusals that come before anything is read or proposed."""
     config = ctx.config
-    expected = head_sha(config.repo)
+    expected = config.expected_head or head_sha(config.repo)
     # Before anything reads the handler: a symlinked file or folder would lead every read
     # (the prompt, the guard, the publish) somewhere else.
     ctx.trail.expect_head(expected)

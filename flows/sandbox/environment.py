@@ -30,6 +30,7 @@ CREDENTIALS = frozenset(
         "ACKLAB_MANIFEST_KEY",
         "ACKLAB_LLM_API_KEY",
         "GITLAB_TOKEN",
+        "DUO_WORKFLOW_GIT_HTTP_PASSWORD",  # a GitLab Duo flow's OAuth token, for git
         "CI_JOB_TOKEN",
         "CI_JOB_JWT",
         "CI_JOB_JWT_V1",

@@ -430,7 +430,7 @@ def _stopped(options: RunOptions, interrupted: _Flag, target: Target) -> str:
 
 
 def _cancel_interrupts(interrupted: _Flag) -> None:
-    _remove_interrupts()
+    _remove_interrupts(interrupted.previous)
     if interrupted.timer is not None:
         interrupted.timer.cancel()
 
@@ -440,6 +440,8 @@ class _Flag:
         self._set = False
         self.deadline = False
         self.timer: asyncio.TimerHandle | None = None
+        # The handlers the run replaced (a caller's own, e.g. the repair flow's), put back after.
+        self.previous: dict[signal.Signals, Any] = {}
 
     def set(self) -> None:
         self._set = True
@@ -469,15 +471,21 @@ def _install_interrupts(deadline_s: float | None = None) -> _Flag:
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Not the main thread (e.g. a test harness): signals stay with the caller.
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, interrupt)
+            flag.previous[sig] = previous
     return flag
 
 
-def _remove_interrupts() -> None:
+def _remove_interrupts(previous: dict[signal.Signals, Any]) -> None:
+    """Take the run's handlers off, and put back the ones it replaced (asyncio would leave the
+    default behind, and a caller's SIGTERM handler would be lost for the rest of its work)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.remove_signal_handler(sig)
+            if sig in previous and previous[sig] is not None:
+                signal.signal(sig, previous[sig])
 
 
 __all__ = ["EXPERIMENTS", "HarnessError", "RunOptions", "RunResult", "build_plan", "prepare", "run"]

@@ -65,14 +65,15 @@ def small_repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def gitlab_mr(tmp_path: Path):
-    """A GitLab double with a project backed by a real bare repository and MR !1.
+    """A GitLab double with a project backed by a real bare repository (also served over git's
+    HTTP, `git_url`) and MR !1; it takes a private, a job and an OAuth token.
 
     The bare repository holds a sandbox of this project (unsafe handler) on main, and the
     MR's source branch adds one more commit that does not touch app/webhooks.py.
     """
     from acklab.flows.scratch_repo import make_scratch_repo
     from tests.doubles.gitlab import merge_requests
-    from tests.doubles.gitlab.fixtures import JOB_TOKEN, PRIVATE_TOKEN
+    from tests.doubles.gitlab.fixtures import JOB_TOKEN, OAUTH_TOKEN, PRIVATE_TOKEN
     from tests.doubles.gitlab.server import create_app, serve
     from tests.doubles.gitlab.state import GitLabDouble
 
@@ -81,9 +82,12 @@ def gitlab_mr(tmp_path: Path):
     run_git(seed, "checkout", "--quiet", "-b", "feature/orders")
     (seed / "README.md").write_text((seed / "README.md").read_text() + "\nOrders ship on payment.\n")
     run_git(seed, "commit", "--quiet", "-am", "Document shipping")
-    bare = tmp_path / "project.git"
+    # Served over git's smart HTTP too (http://HOST/shop/orders.git), as a flow's runner clones it.
+    bare = tmp_path / "git" / "shop" / "orders.git"
+    bare.parent.mkdir(parents=True)
     run_git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(bare))
-    state = GitLabDouble(private_tokens={PRIVATE_TOKEN}, job_tokens={JOB_TOKEN})
+    state = GitLabDouble(private_tokens={PRIVATE_TOKEN}, job_tokens={JOB_TOKEN}, oauth_tokens={OAUTH_TOKEN})
+    state.git_root = str(tmp_path / "git")
     project = state.add_project("shop/orders", id=42)
     merge_requests.add_repository(project, bare)
     mr = merge_requests.add_merge_request(
@@ -101,6 +105,10 @@ class GitLabMR:
     project: object
     mr: object
     bare: Path
+
+    @property
+    def git_url(self) -> str:
+        return f"{self.url}/shop/orders.git"
 
     def head(self, branch: str = "feature/orders") -> str:
         return run_git(self.bare, "rev-parse", f"refs/heads/{branch}").strip()

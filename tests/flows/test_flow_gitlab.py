@@ -196,9 +196,9 @@ def test_ci_variables_are_the_fallbacks():
     publisher = GitLabPublisher.from_env(
         7, env={"CI_SERVER_URL": "https://gitlab.example", "CI_JOB_TOKEN": "job", "CI_PROJECT_ID": "9"}
     )
-    assert (publisher.url, publisher.job_token, publisher.project_id, publisher.mr_iid) == (
+    assert (publisher.url, publisher.auth, publisher.project_id, publisher.mr_iid) == (
         "https://gitlab.example",
-        True,
+        "job",
         "9",
         7,
     )

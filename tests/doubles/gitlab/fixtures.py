@@ -15,6 +15,7 @@ from tests.doubles.gitlab.state import DeployToken, GitLabDouble
 
 PRIVATE_TOKEN = "glpat-double-private-0123456789"  # test tokens the double accepts
 JOB_TOKEN = "glcbt-double-job-0123456789"
+OAUTH_TOKEN = "double-oauth-0123456789abcdef"  # a Duo flow's GITLAB_TOKEN: Bearer only
 DEPLOY_READ = "gldt-double-read-0123456789"  # deploy tokens: read, and read + write packages
 DEPLOY_WRITE = "gldt-double-write-0123456789"
 DEPLOY_TOKENS = {

@@ -8,7 +8,8 @@ Compose it::
         gl = gitlab.Gitlab(base_url, private_token="glpat-test")
 
 Routers get the state with a ``state: State`` parameter; every route under ``/api/v4`` requires
-a token (``PRIVATE-TOKEN``, ``JOB-TOKEN`` or ``Authorization: Bearer``) and answers 401
+a token (``PRIVATE-TOKEN``, ``JOB-TOKEN`` or ``Authorization: Bearer``; an OAuth token only as
+``Bearer``, never as ``PRIVATE-TOKEN``, as GitLab does) and answers 401
 ``{"message": "401 Unauthorized"}`` otherwise, as GitLab does; the PyPI registry's routes take
 HTTP Basic credentials instead (``pypi.py``); ``/group/project.git`` answers git over smart HTTP
 (``git_http.py``). `paginate` sends GitLab's
@@ -114,13 +115,16 @@ class _TokenGate:
         if "job_token" in params:
             return "job", params["job_token"][0] in self.state.job_tokens
         if "private-token" in headers:
+            # GitLab reads PRIVATE-TOKEN as a personal, project or group access token only:
+            # an OAuth token sent there is refused (401), as a Duo flow's GITLAB_TOKEN would be.
             return "private", headers["private-token"] in self.state.private_tokens
         if "job-token" in headers:
             return "job", headers["job-token"] in self.state.job_tokens
         bearer = headers.get("authorization", "")
         if bearer.lower().startswith("bearer "):
             token = bearer[7:]
-            return "bearer", token in self.state.private_tokens | self.state.job_tokens
+            accepted = self.state.private_tokens | self.state.job_tokens | self.state.oauth_tokens
+            return "bearer", token in accepted
         return None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,5 +1,5 @@
 """The double's state: projects, pipelines, jobs (with artifact zip bytes), package files and
-accepted tokens.
+accepted tokens (private, job, OAuth, deploy).
 
 Tests arrange it directly (`add_project`, `add_pipeline`, `add_job`) and read back the
 request log. Routers of other helpers keep their own data in `Project.extra`.
@@ -89,7 +89,7 @@ class Request:
     method: str
     path: str
     query: str
-    auth: str | None  # "private", "job", "bearer", "deploy" or None
+    auth: str | None  # "private", "job", "bearer" (a private or OAuth token), "deploy" or None
     status: int
 
 
@@ -99,6 +99,8 @@ class GitLabDouble:
 
     private_tokens: set[str] = field(default_factory=set)
     job_tokens: set[str] = field(default_factory=set)
+    # OAuth tokens (a Duo flow's GITLAB_TOKEN): accepted as `Authorization: Bearer` only
+    oauth_tokens: set[str] = field(default_factory=set)
     deploy_tokens: dict[str, DeployToken] = field(default_factory=dict)  # token -> what it may do
     projects: dict[int, Project] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
@@ -106,6 +108,7 @@ class GitLabDouble:
         default_factory=list
     )  # the PyPI registries (tests/doubles/gitlab/pypi.py)
     base_url: str = ""  # set by the live server: http://127.0.0.1:PORT
+    git_root: str = ""  # where git_http serves GROUP/PROJECT.git from (empty: no git over HTTP)
     # Object storage (`object_storage.serve_storage`): when set, artifact downloads answer a
     # redirect there, as GitLab does when artifacts live in object storage.
     artifact_storage: str = ""
