@@ -5,15 +5,23 @@ the configuration, in which every ``$[[ inputs.NAME ]]`` is replaced before anyt
 reads it. A whole value that is one interpolation keeps the input's type (``parallel:
 $[[ inputs.shards ]]`` is a number); inside a longer string the value is written as text.
 Inputs are checked as GitLab checks them: an unknown input, a missing required one (no
-default), a value of the wrong type or outside ``options`` is refused. Interpolation
-functions (``| expand_vars``) are not evaluated here, so a template using one is refused
-rather than read wrongly.
+default), a value of the wrong type, outside ``options`` or not matching ``regex`` is refused.
+Interpolation functions (``| expand_vars``) are not evaluated here, so a template using one is
+refused rather than read wrongly.
+
+The component context (``spec: component: [name, sha, version, reference]``, ``doc/ci/yaml``
+"spec:component", GitLab 18.7) is interpolated the same way, from a `Context`: only the fields
+the header declares; ``version`` is the release the reference resolves to in the CI/CD
+Catalog, and null (empty inside a string) for a branch, a commit or a tag that is no catalog
+release (`catalog_version`). gitlab-ci-local 4.64.1 does not interpolate it: the pipeline tests
+fill its include cache with `interpolate_context` applied, as GitLab would have read the file.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,45 @@ TYPES: dict[str, tuple[type, ...]] = {
     "array": (list,),
 }
 INPUT_KEYS = frozenset({"type", "description", "default", "options", "regex"})
+CONTEXT = re.compile(r"\$\[\[\s*component\.(?P<name>[\w-]+)\s*\]\]")
+CONTEXT_FIELDS = ("name", "sha", "version", "reference")
+# A catalog version: a semantic version, optionally with a pre-release (doc/ci/components).
+SEMVER = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(-?[0-9A-Za-z.]+)?$")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What GitLab knows of an included component (``$[[ component.FIELD ]]``)."""
+
+    name: str
+    reference: str
+    sha: str | None = None
+    version: str | None = None  # null unless the reference resolves to a catalog release
+
+    def field(self, name: str) -> str | None:
+        return {"name": self.name, "sha": self.sha, "version": self.version, "reference": self.reference}[
+            name
+        ]
+
+
+def catalog_version(reference: str, released: Sequence[str]) -> str | None:
+    """The catalog release `reference` resolves to (doc/ci/components "Component versions"):
+    the release of that tag, or the newest release a partial version (``1``, ``1.2``) or
+    ``~latest`` names (pre-releases only when named exactly); None for anything else."""
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"[0-9]+", version.split("-", maxsplit=1)[0])[:3])
+
+    if reference in released:
+        return reference
+    stable = [v for v in released if SEMVER.match(v) and re.fullmatch(r"[0-9.]+", v)]
+    if reference == "~latest":
+        candidates = stable
+    elif re.fullmatch(r"[0-9]+(\.[0-9]+)?", reference):
+        candidates = [v for v in stable if v.startswith(reference + ".")]
+    else:
+        return None
+    return max(candidates, key=key, default=None)
 
 
 class InputError(ValueError):
@@ -83,6 +130,23 @@ def inputs_of(header: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, 
     return values
 
 
+def interpolate_context(text: str, header: Mapping[str, Any], context: Context) -> str:
+    """`text` (a component file's configuration) with every ``$[[ component.FIELD ]]`` the
+    header declares replaced, as GitLab does before the inputs: a null field inside a string is
+    empty. An undeclared or unknown field is refused, as GitLab refuses it."""
+    declared = header["spec"].get("component") or []
+    unknown = sorted(set(declared) - set(CONTEXT_FIELDS))
+    if unknown:
+        raise InputError(f"spec:component: unknown field(s) {unknown}; GitLab knows {list(CONTEXT_FIELDS)}")
+
+    def value_of(match: re.Match[str]) -> str:
+        if match["name"] not in declared:
+            raise InputError(f"{match.group()}: declare {match['name']!r} in spec:component to use it")
+        return context.field(match["name"]) or ""
+
+    return CONTEXT.sub(value_of, text)
+
+
 def interpolate(node: Any, values: Mapping[str, Any]) -> Any:
     """`node` with every ``$[[ inputs.NAME ]]`` replaced (keys included)."""
     if isinstance(node, dict):
@@ -112,10 +176,16 @@ def interpolate(node: Any, values: Mapping[str, Any]) -> Any:
     return INTERPOLATION.sub(text, node)
 
 
-def included(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration `include: component: .../name@... inputs: given` adds to a pipeline."""
-    header, body = load(name)
-    return interpolate(body, inputs_of(header, given))
+def included(name: str, given: Mapping[str, Any], context: Context | None = None) -> dict[str, Any]:
+    """The configuration `include: component: .../name@REF inputs: given` adds to a pipeline
+    (`context`: what GitLab knows of the component; default: included at a commit)."""
+    from tests.pipeline.gitlab import CiLoader
+
+    header, _ = load(name)
+    context = context or Context(name=name, reference="0" * 40, sha="0" * 40)
+    text = (TEMPLATES / f"{name}.yml").read_text(encoding="utf-8").split("\n---\n", 1)[1]
+    body = yaml.load(interpolate_context(text, header, context), Loader=CiLoader)
+    return interpolate(body, inputs_of(header, given))  # type: ignore[no-any-return]
 
 
 def local_component(path: str) -> str:
@@ -126,3 +196,12 @@ def local_component(path: str) -> str:
             f"only this project's own components at $CI_COMMIT_SHA are resolved here; got {path!r}"
         )
     return match["name"]
+
+
+def resolve_context_in_place(path: Path, context: Context) -> None:
+    """Rewrite a fetched component file as GitLab reads it: its ``$[[ component.FIELD ]]``
+    filled in (gitlab-ci-local 4.64.1 leaves them as they are; the inputs it fills itself)."""
+    text = path.read_text(encoding="utf-8")
+    head, separator, body = text.partition("\n---\n")
+    header = yaml.safe_load(head)
+    path.write_text(head + separator + interpolate_context(body, header, context), encoding="utf-8")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.pipeline import components
-from tests.pipeline.components import InputError, included, inputs_of
+from tests.pipeline.components import Context, InputError, included, inputs_of
 from tests.pipeline.gitlab import ROOT, SCHEMA, CiLoader, load_yaml, resolve_job, schema_errors
 
 LEGACY = load_yaml(ROOT / "ci" / "acklab.gitlab-ci.yml")
@@ -71,7 +71,10 @@ def test_the_vendored_schema_knows_the_spec_header() -> None:
 @pytest.mark.parametrize("name", sorted(REQUIRED))
 def test_the_header_is_valid_and_every_input_is_described_and_used(name: str) -> None:
     header, _ = components.load(name)
-    assert schema_errors(header) == []
+    # GitLab's editor schema (vendored) predates spec:component (GitLab 18.7): that key is
+    # checked against the documented fields, the rest against the schema.
+    assert set(header["spec"]["component"]) <= set(components.CONTEXT_FIELDS)
+    assert schema_errors({"spec": {k: v for k, v in header["spec"].items() if k != "component"}}) == []
     declared = header["spec"]["inputs"]
     for input_name, declaration in declared.items():
         assert declaration.get("description"), f"{name}: input {input_name} has no description"
@@ -116,10 +119,12 @@ def test_every_knob_of_the_templates_is_an_input_of_a_component() -> None:
     set_by_inputs = set()
     for name in REQUIRED:
         for variable in the_job(name, REQUIRED[name])["variables"]:
-            if variable.startswith("ACKLAB_"):
+            template = components.load(name)[1]
+            (raw,) = template.values()
+            if variable == "ACKLAB_COMPONENT":  # GitLab's knowledge of the component, no knob
+                assert "$[[ component.version ]]" in raw["variables"][variable]
+            elif variable.startswith("ACKLAB_"):
                 set_by_inputs.add(variable)
-                template = components.load(name)[1]
-                (raw,) = template.values()
                 assert "$[[ inputs." in str(raw["variables"][variable]), f"{name}: {variable} is not an input"
     assert knobs <= set_by_inputs, knobs - set_by_inputs
 
@@ -140,10 +145,30 @@ def test_the_scripts_are_those_of_the_project_include_templates(name: str) -> No
             assert job[key] == legacy[key], key
 
 
-def test_the_default_release_is_this_version() -> None:
-    for name in REQUIRED:
-        header, _ = components.load(name)
-        assert header["spec"]["inputs"]["acklab_version"]["default"] == VERSION, name
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+@pytest.mark.parametrize(
+    ("reference", "released", "component"),
+    [
+        (VERSION, [VERSION], f"{VERSION}@{VERSION}"),  # a catalog release
+        ("0", ["0.9.0", VERSION, "0.10.0rc1"], "0.10.0@0"),  # a partial version: the newest
+        ("~latest", ["0.9.0", "1.2.0"], "1.2.0@~latest"),
+        (VERSION, [], f"@{VERSION}"),  # a tag outside the catalog: its reference only
+        ("main", [VERSION], "@main"),  # a branch names no release
+    ],
+    ids=["release", "partial", "latest", "plain-tag", "branch"],
+)
+def test_the_default_release_is_the_components_own(
+    name: str, reference: str, released: list[str], component: str
+) -> None:
+    """No version is hard-coded: acklab_version defaults to empty, and the job is told the
+    version@reference GitLab resolved for the include (the install script picks from it)."""
+    header, _ = components.load(name)
+    assert header["spec"]["inputs"]["acklab_version"]["default"] == ""
+    released = ["0.10.0", *released] if reference == "0" else released
+    context = Context(name=name, reference=reference, version=components.catalog_version(reference, released))
+    (job,) = included(name, REQUIRED[name], context).values()
+    assert job["variables"]["ACKLAB_VERSION"] == ""
+    assert job["variables"]["ACKLAB_COMPONENT"] == component
 
 
 @pytest.mark.parametrize(
@@ -154,6 +179,12 @@ def test_the_default_release_is_this_version() -> None:
         ({"target": "t.yaml", "shards": "2"}, "is not a number"),
         ({"target": "t.yaml", "trials": True}, "is not a number"),
         ({"target": "t.yaml", "expect": "maybe"}, "is not one of"),
+        ({"target": "../elsewhere/t.yaml"}, "does not match"),
+        ({"target": "/etc/t.yaml"}, "does not match"),
+        ({"target": "fixture:other"}, "does not match"),
+        ({"target": "t.yaml", "acklab_version": "v1.2.0"}, "does not match"),
+        ({"target": "t.yaml", "acklab_version": "latest"}, "does not match"),
+        ({"target": "t.yaml", "acklab_project": "https://gitlab.example/acme/acklab"}, "does not match"),
     ],
 )
 def test_inputs_gitlab_would_refuse_are_refused(given: dict[str, Any], error: str) -> None:
@@ -193,3 +224,49 @@ def test_the_readme_example_includes_real_components_with_inputs_they_take() -> 
         if name not in ("include", "stages", "variables", "default", "workflow"):
             assert name in merged, f"docs/ci.md completes a job no component adds: {name}"
     assert schema_errors({**merged, **{k: v for k, v in example.items() if k != "include"}}) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "given"),
+    [
+        ("run", {"target": "acklab/shop.target.yaml", "acklab_version": "1.2.0rc1"}),
+        ("run", {"target": ".acklab/shop.yaml", "acklab_project": "1217"}),
+        ("repair", {"flow": "ci/flows/repair.yaml"}),
+        ("evidence", {"needs": ["w"], "shards": "out/webhooks-*/"}),
+        ("pages", {"needs": ["e"], "docs": "site/"}),
+    ],
+)
+def test_the_regexes_take_what_users_write(name: str, given: dict[str, Any]) -> None:
+    assert inputs_of(components.load(name)[0], given)
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_every_regex_is_one_re2_reads(name: str) -> None:
+    """GitLab checks inputs:regex with RE2: no lookaround, no backreference, anchored."""
+    for input_name, declaration in components.load(name)[0]["spec"]["inputs"].items():
+        pattern = declaration.get("regex")
+        if pattern is None:
+            continue
+        assert declaration.get("type", "string") == "string", input_name
+        assert pattern.startswith("^"), input_name
+        assert pattern.endswith("$"), input_name
+        assert not re.search(r"\(\?|\\[1-9]", pattern), f"{name}.{input_name}: {pattern}"
+
+
+def test_the_docs_show_every_components_inputs_as_its_header_declares_them() -> None:
+    """docs/ci.md has a section per component whose inputs table is generated from the header."""
+    import subprocess
+    import sys
+
+    script = ROOT / "scripts" / "component_docs.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    doc = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    for name in REQUIRED:
+        table = doc.split(f"<!-- inputs: templates/{name}.yml -->", 1)[1].split("<!-- end of inputs -->", 1)[
+            0
+        ]
+        for input_name in components.load(name)[0]["spec"]["inputs"]:
+            assert f"| `{input_name}` |" in table, f"{name}: {input_name}"

@@ -94,8 +94,8 @@ def test_default_branch_pipelines_publish_pages_and_never_offer_the_repair() -> 
 
 def test_a_tag_pipeline_tests_everything_then_releases() -> None:
     selected = selection(PUSH_TAG)
-    assert set(selected) == LAB_AND_CODE | {"evidence", "release"}
-    assert selected["release"] == "on_success"
+    assert set(selected) == LAB_AND_CODE | {"evidence", "release", "catalog"}
+    assert selected["release"] == selected["catalog"] == "on_success"
 
 
 def test_evidence_is_merged_even_when_a_verdict_failed() -> None:

@@ -218,3 +218,79 @@ def test_pages_refuses_a_history_that_is_not_a_number(tmp_path: Path) -> None:
     rc, calls = run_template(tmp_path, ".acklab-pages", {**PAGES_CI, "ACKLAB_HISTORY": "twenty"})
     assert rc == 2
     assert calls == []
+
+
+# `python3 -m venv DIR` makes DIR/bin/python, which records each `-m pip install` it is given.
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+if [ "$1 $2" = "-m venv" ]; then
+  mkdir -p "$3/bin"
+  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >> "$FAKE_LOG"\n' > "$3/bin/python"
+  chmod +x "$3/bin/python"
+fi
+"""
+
+
+def install(tmp_path: Path, variables: dict[str, str]) -> tuple[int, list[str], str]:
+    """The templates' install step (.acklab before_script, the components' too), with a stand-in
+    python3; returns its exit code, the pip commands it ran and its stderr."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "python3").write_text(FAKE_PYTHON, encoding="utf-8")
+    (bindir / "python3").chmod(0o755)
+    log = tmp_path / "pip.log"
+    script = "set -eo pipefail\n" + TEMPLATES[".acklab"]["before_script"][0] + "\n"
+    env = {
+        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "FAKE_LOG": str(log),
+        "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
+        "CI_JOB_TOKEN": "job-token-1",
+        "ACKLAB_PROJECT": "acme/acklab",
+        **variables,
+    }
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    pips = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return done.returncode, pips, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variables", "version"),
+    [
+        ({"ACKLAB_COMPONENT": "1.4.0@1.4.0"}, "1.4.0"),  # a catalog release
+        ({"ACKLAB_COMPONENT": "1.4.2@1"}, "1.4.2"),  # a partial version GitLab resolved
+        ({"ACKLAB_COMPONENT": "@1.4.0rc1"}, "1.4.0rc1"),  # a tag outside the catalog
+        ({"ACKLAB_COMPONENT": "1.4.0@1.4.0", "ACKLAB_VERSION": "1.3.0"}, "1.3.0"),  # named wins
+        ({"ACKLAB_VERSION": "1.3.0"}, "1.3.0"),  # include: project: names it
+    ],
+    ids=["catalog", "partial", "plain-tag", "named", "project-include"],
+)
+def test_the_job_installs_the_components_own_release(
+    tmp_path: Path, variables: dict[str, str], version: str
+) -> None:
+    rc, pips, _ = install(tmp_path, variables)
+    assert rc == 0
+    index = "https://gitlab-ci-token:job-token-1@gitlab.example.com/api/v4/projects/acme%2Facklab/packages/pypi/simple"
+    assert pips == [
+        f"-m pip install -q --no-deps --index-url {index} acklab=={version}",
+        f"-m pip install -q acklab=={version}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"ACKLAB_COMPONENT": "@main"},  # a branch
+        {"ACKLAB_COMPONENT": "@" + "4f" * 20},  # a commit
+        {"ACKLAB_COMPONENT": "$[[ component.version ]]@$[[ component.reference ]]"},  # not filled in
+        {"ACKLAB_COMPONENT": "1.4.0@1.4.0", "ACKLAB_VERSION": "latest"},  # not a release
+        {},
+    ],
+    ids=["branch", "commit", "uninterpolated", "bad-version", "nothing"],
+)
+def test_no_release_named_installs_nothing_and_says_how(tmp_path: Path, variables: dict[str, str]) -> None:
+    rc, pips, stderr = install(tmp_path, variables)
+    assert (rc, pips) == (2, [])
+    assert "set acklab_version (ACKLAB_VERSION)" in stderr

@@ -60,13 +60,13 @@ def test_merge_request_pipeline_selects_the_lab_and_offers_the_repair(gitlab_ci_
     }
     assert jobs["repair"]["allow_failure"] is True
     assert jobs["pages"]["when"] == "never"
-    assert jobs["release"]["when"] == "never"
+    assert jobs["release"]["when"] == jobs["catalog"]["when"] == "never"
 
 
 def test_a_tag_pipeline_tests_everything_then_releases(gitlab_ci_local: Pipeline) -> None:
     jobs = listed(gitlab_ci_local, "--tag", "0.1.0")
     assert selected(jobs) == {
-        **dict.fromkeys([*CODE_JOBS, UNSAFE, *SHARDS, "release"], "on_success"),
+        **dict.fromkeys([*CODE_JOBS, UNSAFE, *SHARDS, "release", "catalog"], "on_success"),
         "evidence": "always",
     }
 
@@ -150,7 +150,7 @@ def test_the_default_branch_pipeline_runs_locally(tmp_path: Path, gitlab_ci_loca
     expected = [*CODE_JOBS, *LAB_JOBS, "pages"]
     # core:lower-bounds installs from the package index: GitLab runs it, a local run skips it
     # (tests/test_core_install.py installs the same core at the same bounds).
-    skipped = {"repair", "release", "core:lower-bounds"}
+    skipped = {"repair", "release", "catalog", "core:lower-bounds"}
     assert set(job_names(load_ci())) - skipped == {j.split(": [")[0] for j in expected}
     assert {job: status for job, (status, _) in results.items()} == dict.fromkeys(expected, "PASS"), log
     assert done.returncode == 0, log

@@ -1,6 +1,7 @@
 """A user's pipeline, run by gitlab-ci-local as GitLab would: it includes acklab's `run` component at
 a release tag (offline: gitlab-ci-local's include cache is filled from this checkout), the job
-installs that release from the acklab project's package registry (the GitLab double's, holding
+installs that release (no version named: the tag it was included at) from the acklab project's
+package registry (the GitLab double's, holding
 the wheel built here) into a virtualenv of its own and calls it by path, and the spec's
 `command:` serves the user's service with the job's own `python` on a `{{port}}` the lab picks:
 two shards, each attacking a service of its own.
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.doubles.gitlab.fixtures import RunningDouble
+from tests.pipeline.components import Context, catalog_version, resolve_context_in_place
 from tests.pipeline.conftest import ROOT, GitlabCiLocal
 from tests.pipeline.gitlab import gcl_job_dir
 from tests.pipeline.test_include_elsewhere import git
@@ -121,6 +123,10 @@ def user_project(where: Path, double: RunningDouble) -> Path:
     host = double.url.split("://", 1)[1].split(":", 1)[0]
     cache = where / ".gitlab-ci-local" / "includes" / host / "acme" / "acklab" / VERSION / "templates"
     shutil.copytree(ROOT / "templates", cache)
+    # As GitLab reads the file: a tag with no CI/CD Catalog release resolves to no version,
+    # so the job installs the tag it was included at (gitlab-ci-local fills in no context).
+    context = Context(name="run", reference=VERSION, version=catalog_version(VERSION, released=[]))
+    resolve_context_in_place(cache / "run.yml", context)
     return where
 
 
