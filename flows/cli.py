@@ -5,16 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
+from acklab.harness.engine.interrupts import sigterm_interrupts
 from acklab.harness.specs.credentials import url_credentials_of
 
 from .approvals import choose_source
@@ -179,30 +177,12 @@ def run(
         expected_head=expected_head,
     )
     # The tokens live in their clients now: nothing the flow starts can inherit them.
-    with withheld(), _terminated_as_interrupted():
+    # SIGTERM (a cancelled job, a GitLab Duo step past its timeout) ends it as Ctrl-C does: the
+    # trail says interrupted, worktrees and processes go, nothing is published (exit 6).
+    with withheld(), sigterm_interrupts():
         result = run_flow(config)
     _print(result, scope=spec.scope.as_dict(), as_json=as_json)
     return result.exit_code
-
-
-@contextmanager
-def _terminated_as_interrupted() -> Iterator[None]:
-    """SIGTERM (a cancelled job; a GitLab Duo step past its timeout) ends the flow as Ctrl-C
-    does: the trail says interrupted, its worktrees and processes go, nothing is published
-    (exit 6). Python's default would end the process on the spot and leave them behind."""
-
-    def interrupted(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"terminated by signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupted)
-    except ValueError:  # not the main thread: the caller keeps its signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _print(result: FlowResult, *, scope: dict[str, list[str]], as_json: bool) -> None:

@@ -20,14 +20,11 @@ only the trials without a file) and starts the runs never started.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter, acklab_version
@@ -41,6 +38,7 @@ from acklab.evidence.heatmap import sweep_heatmap
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.core.run_events import Consumer, RunEvent, RunStarted
+from acklab.harness.engine.interrupts import sigterm_interrupts
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as run_lab
 from acklab.harness.errors import HarnessError, RunInterrupted, SpecError
@@ -227,24 +225,6 @@ class _Index:
             self.write()
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the sweep like Ctrl-C (exit 6) outside the runner's loop, which handles it itself."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not the main thread: signals stay with the caller
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _locate(run: SweepRun, root: Path, out: Path) -> str:
     """Where the run stands on disk: "moved" (in the sweep), "staged" (complete in <out>),
     "resumable" (interrupted in <out>) or "none"."""
@@ -342,7 +322,7 @@ def run_sweep(
                 on_run(run, number, len(todo))
             try:
                 # Installed anew for each run: the runner's event loop resets SIGTERM when it ends.
-                with _sigterm_interrupts():
+                with sigterm_interrupts():
                     _execute(run, options, plan, index, consumers)
             except RunInterrupted:
                 raise

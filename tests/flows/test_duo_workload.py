@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,7 @@ def test_a_step_past_its_timeout_fails_the_flow_cleanly(duo_project, tmp_path) -
     assert gl.head() == head
     assert gl.mr.notes == []
     assert {r.method for r in api_requests(gl)} == {"GET"}
-    assert not in_session(repair_step.session), "a process of the stopped step is still running"
+    assert still_running(repair_step.session, within_s=10) == [], "a process of the stopped step lives on"
     worktrees = run_git(tmp_path / "workload", "worktree", "list").splitlines()
     assert len(worktrees) == 1, worktrees  # the flow's worktrees went with it
     # The stopped run says so in its trail (when it got as far as starting one).
@@ -154,14 +155,21 @@ def test_a_step_past_its_timeout_fails_the_flow_cleanly(duo_project, tmp_path) -
     assert set(outcomes) <= {"proposed", "interrupted"}, outcomes
 
 
-def in_session(session: int | None) -> list[int]:
-    """The processes of a session (a command's process group leader's pid)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session:  # the fields after "(comm)": state, ppid, pgrp, session
-            found.append(int(stat.parent.name))
-    return found
+def still_running(session: int | None, *, within_s: float) -> list[str]:
+    """The processes of a session (its leader's pid) that have not exited within `within_s`
+    (a process the stopped step was ending may take a moment); each with its state and argv."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                argv = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            # the fields after "(comm)": state, ppid, pgrp, session; a zombie is gone already
+            if int(fields[3]) == session and fields[0] != "Z":
+                found.append(f"{stat.parent.name} {fields[0]} {argv.strip()}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)

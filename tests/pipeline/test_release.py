@@ -26,7 +26,7 @@ from tests.pipeline.components import Context, catalog_version, resolve_context_
 from tests.pipeline.conftest import ROOT, Pipeline
 from tests.pipeline.gitlab import gcl_job_dir, job_when, load_ci, resolve_job
 from tests.pipeline.release_step import create_release
-from tests.pipeline.test_include_elsewhere import git
+from tests.pipeline.test_include_elsewhere import shop_project
 
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 RELEASE = ROOT / "scripts" / "release.sh"
@@ -178,15 +178,7 @@ include:
       acklab_project: acklab/acklab
       acklab_extras: fixture
 """
-    where.mkdir()
-    (where / ".gitlab-ci.yml").write_text(ci, encoding="utf-8")
-    git(where, "init", "-q", "-b", "main")
-    git(where, "add", "-A")
-    git(where, "commit", "-q", "-m", "shop")
-    git(where, "remote", "add", "origin", f"{double.url}/acme/shop.git")
-    git(where, "update-ref", "refs/remotes/origin/main", "HEAD")
-    git(where, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
-    return where
+    return shop_project(double, where, ci)
 
 
 def git_out(where: Path, *args: str) -> str:
