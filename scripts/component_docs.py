@@ -39,7 +39,9 @@ def _cell(text: str) -> str:
 
 def _code(text: str) -> str:
     # A regex holds `|`, which a Markdown table takes for a cell border even in backticks.
-    return f"<code>{html.escape(text).replace('|', '&#124;')}</code>"
+    # `[...][...]` would read as a Markdown reference link (mkdocs-autorefs then warns).
+    escaped = html.escape(text).replace("|", "&#124;").replace("[", "&#91;").replace("]", "&#93;")
+    return f"<code>{escaped}</code>"
 
 
 def table(name: str) -> str:

@@ -185,7 +185,7 @@ def included(name: str, given: Mapping[str, Any], context: Context | None = None
     context = context or Context(name=name, reference="0" * 40, sha="0" * 40)
     text = (TEMPLATES / f"{name}.yml").read_text(encoding="utf-8").split("\n---\n", 1)[1]
     body = yaml.load(interpolate_context(text, header, context), Loader=CiLoader)
-    return interpolate(body, inputs_of(header, given))  # type: ignore[no-any-return]
+    return interpolate(body, inputs_of(header, given))
 
 
 def local_component(path: str) -> str:

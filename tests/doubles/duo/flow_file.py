@@ -33,8 +33,10 @@ def validator() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def _node_at(root: yaml.Node, path: Sequence[Any]) -> yaml.Node:
+def _node_at(root: yaml.Node | None, path: Sequence[Any]) -> yaml.Node:
     """The key node of the last step of `path` (or the value node when it is a list index)."""
+    if root is None:
+        raise ValueError("the flow file is empty")
     node, found = root, root
     for step in path:
         if isinstance(node, yaml.MappingNode):

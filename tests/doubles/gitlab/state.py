@@ -108,7 +108,6 @@ class GitLabDouble:
         default_factory=list
     )  # the PyPI registries (tests/doubles/gitlab/pypi.py)
     base_url: str = ""  # set by the live server: http://127.0.0.1:PORT
-    git_root: str = ""  # where git_http serves GROUP/PROJECT.git from (empty: no git over HTTP)
     # Object storage (`object_storage.serve_storage`): when set, artifact downloads answer a
     # redirect there, as GitLab does when artifacts live in object storage.
     artifact_storage: str = ""
