@@ -5,7 +5,9 @@
   count also tallies the emails) and once without (no SMTP configured: it sends nothing), the
   two alternating, median wall time of each. Target: the sinks cost <= 1.10x.
 * Reliability: each correct twin of `tests.consumers.test_sinks` (receipts after the commit
-  on Django, the worker that mails later, refunds keyed by the event id) passes 20 of 20 runs.
+  on Django, the worker that mails later, refunds keyed by the event id) passes 20 of 20 runs,
+  and so do those of `tests.consumers.test_sink_encodings` (receipts sent plain, base64,
+  quoted-printable and multipart in turn; refunds whose JSON escapes the order id).
 
 ``python -m bench.sinks [--quick]`` prints the figures.
 """
@@ -28,6 +30,8 @@ from tests.consumers.scenarios import DEFAULT_SET, Scenario
 
 COST_TARGET = 1.10
 RUNS = 20
+# Four experiments, at least four events: each receipt in the next of the four encodings.
+ENCODED = ("lost-ack", "lost-ack-reset", "timeout-overlap", "concurrent-duplicates")
 
 
 def _without_sinks(scenario: Scenario) -> Scenario:
@@ -80,6 +84,12 @@ def reliability_figures(quick: bool, root: Path) -> list[Figure]:
         ),
         "worker that mails later": lambda tmp: sink_scenarios.receipt_mailer(tmp, "worker", ("lost-ack",), {"lost-ack": "pass"}),
         "refunds keyed by the event id": lambda tmp: sink_scenarios.refunds(tmp, "event-key", ("lost-ack",), {"lost-ack": "pass"}),
+        "receipts in every encoding": lambda tmp: sink_scenarios.receipt_mailer(
+            tmp, "after-commit", ENCODED, dict.fromkeys(ENCODED, "pass"), encoding="rotate"
+        ),
+        "refunds with escaped JSON": lambda tmp: sink_scenarios.refunds(
+            tmp, "event-key", ("lost-ack",), {"lost-ack": "pass"}, body="escaped"
+        ),
     }  # fmt: skip
     found = []
     for name, make in twins.items():

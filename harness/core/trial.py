@@ -70,6 +70,8 @@ class TrialContext:
         self._events: dict[int, WebhookEvent] = {}
         self._objects: dict[str, str] = {}  # event id -> its object (:object_id)
         self._on_delivery, self._on_observation = on_delivery, on_observation
+        self._started = datetime.now(UTC)
+        self._unread_at: int | None = None  # where in `errors` the sinks' unkept records are told
 
     # -- events ------------------------------------------------------------------------
 
@@ -287,6 +289,7 @@ class TrialContext:
         at: str | None = None,
         state: str | None = None,
     ) -> Observation:
+        self._note_unread()
         return with_sinks(
             Observation(
                 at=at or utcnow(),
@@ -300,6 +303,19 @@ class TrialContext:
             ),
             self.lab.endpoint.sinks,
         )
+
+    def _note_unread(self) -> None:
+        """A trial whose sinks could not keep everything since it started is an error (unless it
+        proved a violation): its counts are whole, its evidence is not."""
+        sinks = self.lab.endpoint.sinks
+        why = sinks.unread_since(self._started) if sinks is not None else None
+        if why is None:
+            return
+        if self._unread_at is None:
+            self._unread_at = len(self.errors)
+            self.errors.append(why)
+        else:
+            self.errors[self._unread_at] = why
 
     async def observe(
         self, event: WebhookEvent, note: str, *, state: bool = False, after_seq: int | None = None

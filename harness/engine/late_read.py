@@ -7,7 +7,8 @@ of the run is stopped, the lab reads every event of every finished trial again (
 state, where probed), records that as an observation with note ``late`` and judges the
 trial again (`harness.engine.execute.rejudge`): a count that grew turns a pass into a fail naming
 the invariant the late count breaks. A re-read that fails is recorded (``late_read.error``)
-and makes a trial without a proven violation an error — never a silent pass.
+and makes a trial without a proven violation an error — never a silent pass; so does a
+message or call the sinks could not keep whole after the trial was judged.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from datetime import datetime
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.records import LateRead, Observation
@@ -69,10 +71,16 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
         final = finals.get(event_id)
         if final is not None and (effects > final.effects or _sinks_grew(final, seen)):
             grew.append(event_id)
+    unread = (
+        endpoint.sinks.unread_since(datetime.fromisoformat(record.ended_at), "after this trial was judged")
+        if endpoint.sinks is not None
+        else None
+    )
     return rejudge(
         record.but(
             observations=[*record.observations, *late],
             late_read=LateRead(at=utcnow(), error=error, grew=grew or None),
+            lab_errors=[*record.lab_errors, unread] if unread else record.lab_errors,
         )
     )
 

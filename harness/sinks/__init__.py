@@ -10,13 +10,16 @@ the events it matched, and each matched event's database effects read the moment
 `Sinks.tally` is what a trial observes of one event beside its rows: emails, calls (one per
 idempotency key: the downstream's dedupe makes calls with one key one effect; ``GET`` and
 ``HEAD`` are reads, never effects), the keys, and how many of them arrived while the event had
-no committed row. `Sinks.documents` is the bundle's ``sinks/*.json``.
+no committed row — from the ledger's per-event counts, which no cap drops. A message or call
+matches an event by what its reader reads (`reading`: MIME and JSON decoded, whole identifiers
+only). `Sinks.documents` is the bundle's ``sinks/*.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from acklab.harness.errors import SpecError
@@ -26,8 +29,6 @@ from acklab.harness.sinks.records import EventKeys, Ledger, RowsNow, SinkLimits,
 from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
 
 __all__ = ["EventKeys", "SinkLimits", "SinkRecord", "SinkTally", "Sinks", "sink_configs"]
-READS = frozenset({"GET", "HEAD", "OPTIONS"})
-MAX_KEYS_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,12 @@ class SinkTally:
 
     emails: int | None  # None: no SMTP sink
     calls: int | None  # None: no outbound sink; distinct idempotency keys (a keyless call is one)
-    call_keys: tuple[str | None, ...]  # per effect call, in arrival order (None: no key sent)
+    call_keys: tuple[str | None, ...]  # the first effect calls' keys, in arrival order (None: no key sent)
     before_commit: int  # emails and call effects (per key) that arrived while the event had no row
+    effect_calls: int = 0  # every effect call, keyed or not
 
     def total(self) -> tuple[int, int, int]:
-        return (self.emails or 0, len(self.call_keys), self.before_commit)
+        return (self.emails or 0, self.effect_calls, self.before_commit)
 
 
 def _listen(value: str, field_name: str) -> tuple[str, int]:
@@ -76,12 +78,6 @@ def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, Outboun
         header = doc.get("idempotency_header")
         outbound = OutboundConfig(host, port, routes, str(header) if header else None)
     return smtp, outbound
-
-
-def _effects_of(calls: list[SinkRecord]) -> int:
-    """The downstream effects of `calls`: one per idempotency key, one per call without a key."""
-    keys = [c.idempotency_key for c in calls]
-    return len({k for k in keys if k is not None}) + keys.count(None)
 
 
 class Sinks:
@@ -164,19 +160,27 @@ class Sinks:
         self.ledger.register(EventKeys(event_id, order_id, object_id or order_id))
 
     def tally(self, event_id: str) -> SinkTally:
-        records = self.ledger.of(event_id)
-        emails = [r for r in records if r.kind == "email"]
-        calls = [r for r in records if r.kind == "call" and (r.method or "").upper() not in READS]
-        keys = tuple(c.idempotency_key for c in calls)
-        distinct = _effects_of(calls)
-        early = [c for c in calls if c.rows_at_arrival.get(event_id) == 0]
-        # Calls with one key are one effect downstream, before the commit too (a retried call).
-        before = sum(1 for r in emails if r.rows_at_arrival.get(event_id) == 0) + _effects_of(early)
+        count = self.ledger.count(event_id)
         return SinkTally(
-            emails=len(emails) if self.smtp is not None else None,
-            calls=distinct if self.outbound is not None else None,
-            call_keys=keys[:MAX_KEYS_SHOWN],
-            before_commit=before,
+            emails=count.emails if self.smtp is not None else None,
+            calls=count.call_effects if self.outbound is not None else None,
+            call_keys=count.shown_keys(),
+            before_commit=count.before_commit,
+            effect_calls=count.calls,
+        )
+
+    def unread_since(self, moment: datetime, when: str = "while this trial ran") -> str | None:
+        """Why a trial cannot show all it counted: the sinks could not keep whole something that
+        arrived since `moment` (`when` says when that was; None: everything since is recorded)."""
+        unread = self.ledger.unread_since(moment)
+        if not unread:
+            return None
+        dropped = sum(self.ledger.dropped.values())
+        limits = self.ledger.limits
+        return (
+            f"the sinks could not keep {unread} message(s)/call(s) whole ({dropped} past their "
+            f"{limits.max_records} records, the rest past {limits.max_bytes} bytes), the last {when}: they "
+            "are counted, but sinks/*.json does not show everything the verdict rests on"
         )
 
     def documents(self) -> dict[str, dict[str, Any]]:

@@ -3,8 +3,9 @@
 An ASGI app (Starlette) served by uvicorn on loopback, in a thread of its own so a busy lab
 never slows its answers. Each route says which calls it takes (``method``, ``path`` — a
 template: ``/v1/subscriptions/{{object_id}}`` takes any one segment there), which events a
-call is for (``match``, filled per event, looked for in the path, query and body; by default
-the path's own placeholders) and how it answers (``respond``: ``status``, ``json`` with
+call is for (``match``, filled per event, looked for as a whole identifier in the path, query
+and body as the API reads them — unquoted, a JSON body parsed: `reading.call_text`; by
+default the path's own placeholders) and how it answers (``respond``: ``status``, ``json`` with
 ``{{seq}}`` and the event's placeholders filled, ``delay_s``). ``first`` answers the first call
 for each event differently, so the consumer's own retries are attacked too: an error
 (``status: 503``), a slow answer (``delay_s``) or ``drop: true`` — the headers are sent and the
@@ -28,6 +29,7 @@ from typing import Any
 from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
 from acklab.harness.errors import HarnessError
+from acklab.harness.sinks.reading import call_text
 from acklab.harness.sinks.records import (
     EventKeys,
     Ledger,
@@ -148,8 +150,7 @@ class _App:
         found = self._route(request.method, path)
         events: tuple[str, ...] = ()
         if found is not None and found[1].needle is not None and not capped:
-            haystack = f"{path}?{request.url.query}\n{raw.decode('utf-8', 'replace')}"
-            events = self.ledger.matching(found[1].needle, haystack)
+            events = self.ledger.matching(found[1].needle, call_text(path, request.url.query, raw))
         key_header = self.config.idempotency_header
         key = request.headers.get(key_header) if key_header else None
         answer = Answer(status=413) if capped else Answer(status=404) if found is None else found[1].respond

@@ -7,6 +7,12 @@ past ``max_records`` the sink stops keeping records (it counts what it dropped).
 values whose names say credential (``Authorization``, ``X-Api-Key``, ``Cookie``...) are
 never kept, and are remembered as secrets, so no writer of the lab prints them elsewhere
 (an excerpt that quotes them is redacted too).
+
+What the verdicts count is not the records: each message or call that matched an event is
+added to that event's `EventCount` whether or not its record is kept, so no cap drops a
+duplicate. A record the sinks could not keep whole (capped or dropped) is remembered with its
+time: a trial running since then has evidence that does not show everything it counted
+(`Ledger.unread_since`), and is an error unless it proved a violation.
 """
 
 from __future__ import annotations
@@ -16,15 +22,19 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from acklab.evidence.redaction import REDACTED, redact, remember
+from acklab.harness.sinks.reading import Text
 
 SinkKind = Literal["email", "call"]
 # A header whose name says credential: its value is a secret of the consumer's.
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|signature|credential", re.IGNORECASE)
 EXCERPT_BYTES = 2048
+READS = frozenset({"GET", "HEAD", "OPTIONS"})  # a call with these methods is a read, never an effect
+MAX_KEYS_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -128,8 +138,71 @@ class EventKeys:
 RowsNow = Callable[[str, str], "int | None"]
 
 
+@dataclass
+class EventCount:
+    """Everything the sinks received for one event, counted as it arrived (never capped).
+
+    ``early``: arrived while the event had no committed row. Calls are effects (not reads);
+    calls with one idempotency key are one effect downstream, each keyless call one of its own."""
+
+    emails: int = 0
+    emails_early: int = 0
+    calls: int = 0
+    keyless: int = 0
+    keyless_early: int = 0
+    keys: set[str] = field(default_factory=set)
+    keys_early: set[str] = field(default_factory=set)
+    first_keys: list[str | None] = field(default_factory=list)  # the first calls' keys, in arrival order
+
+    def add(self, record: SinkRecord, event_id: str) -> None:
+        early = record.rows_at_arrival.get(event_id) == 0
+        if record.kind == "email":
+            self.emails += 1
+            self.emails_early += early
+            return
+        if (record.method or "").upper() in READS:
+            return
+        self.calls += 1
+        key = record.idempotency_key
+        if len(self.first_keys) < MAX_KEYS_SHOWN:
+            self.first_keys.append(key)
+        if key is None:
+            self.keyless += 1
+            self.keyless_early += early
+        else:
+            self.keys.add(key)
+            if early:
+                self.keys_early.add(key)
+
+    @property
+    def call_effects(self) -> int:
+        return len(self.keys) + self.keyless
+
+    @property
+    def before_commit(self) -> int:
+        """Emails and call effects that arrived while the event had no row (a retried call
+        with one key is one effect, before the commit too)."""
+        return self.emails_early + len(self.keys_early) + self.keyless_early
+
+    def shown_keys(self) -> tuple[str | None, ...]:
+        """The first calls' keys in arrival order; when later calls added what they do not show
+        (a call without a key, another key), the last slots show that: what is judged of the
+        keys is judged from all of them."""
+        shown = list(self.first_keys)
+        if self.calls <= len(shown):
+            return tuple(shown)
+        if self.keyless and None not in shown:
+            shown[-1] = None
+        seen = {k for k in shown if k is not None}
+        if len(self.keys) > 1 and len(seen) < 2:
+            other = min(self.keys - seen)
+            shown[-2 if shown[-1] is None else -1] = other
+        return tuple(shown)
+
+
 class Ledger:
-    """The events of the run (registered as trials make them) and every record the sinks keep.
+    """The events of the run (registered as trials make them), each one's `EventCount`, and
+    every record the sinks keep.
 
     Shared by the sinks' threads and the lab's loop: one lock guards it."""
 
@@ -138,24 +211,22 @@ class Ledger:
         self._rows_now = rows_now
         self._lock = threading.Lock()
         self._events: dict[str, EventKeys] = {}
+        self._counts: dict[str, EventCount] = {}
         self._records: list[SinkRecord] = []
         self._seq: dict[SinkKind, int] = {"email": 0, "call": 0}
         self.dropped: dict[SinkKind, int] = {"email": 0, "call": 0}
+        self._unread = 0  # records capped or dropped
+        self._last_unread: datetime | None = None
 
     def register(self, keys: EventKeys) -> None:
         with self._lock:
             self._events[keys.event_id] = keys
 
-    def matching(self, template: str, haystack: str) -> tuple[str, ...]:
-        """The registered events whose filled `template` occurs in `haystack`."""
+    def matching(self, template: str, text: Text) -> tuple[str, ...]:
+        """The registered events whose filled `template` `text` names as a whole identifier."""
         with self._lock:
             events = list(self._events.values())
-        found = []
-        for keys in events:
-            needle = keys.fill(template)
-            if needle and needle in haystack:
-                found.append(keys.event_id)
-        return tuple(found)
+        return tuple(keys.event_id for keys in events if text.names(keys.fill(template)))
 
     def keys_of(self, event_id: str) -> EventKeys | None:
         with self._lock:
@@ -182,11 +253,39 @@ class Ledger:
             return seq
 
     def keep(self, record: SinkRecord) -> None:
+        """Count `record` for its events, and keep it while fewer than ``max_records`` are kept."""
         with self._lock:
-            if len(self._records) >= self.limits.max_records:
+            for event_id in record.events:
+                self._counts.setdefault(event_id, EventCount()).add(record, event_id)
+            full = len(self._records) >= self.limits.max_records
+            if full:
                 self.dropped[record.kind] += 1
-                return
-            self._records.append(record)
+            if full or record.capped:
+                self._unread += 1
+                self._last_unread = datetime.now(UTC)
+            if not full:
+                self._records.append(record)
+
+    def count(self, event_id: str) -> EventCount:
+        """What the sinks received for `event_id` so far (a copy)."""
+        with self._lock:
+            found = self._counts.get(event_id)
+            if found is None:
+                return EventCount()
+            return replace(
+                found,
+                keys=set(found.keys),
+                keys_early=set(found.keys_early),
+                first_keys=list(found.first_keys),
+            )
+
+    def unread_since(self, moment: datetime) -> int:
+        """How many messages or calls the sinks could not keep whole (capped or dropped) in
+        all; 0 when none came at or after `moment`."""
+        with self._lock:
+            if self._last_unread is None or self._last_unread < moment:
+                return 0
+            return self._unread
 
     def records(self, kind: SinkKind | None = None) -> list[SinkRecord]:
         with self._lock:

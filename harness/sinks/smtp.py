@@ -2,7 +2,8 @@
 
 Every message is accepted (``250``) and recorded; a message counts for every event whose
 ``match`` (filled for that event: ``{{order_id}}``, ``{{event_id}}``, ``{{object_id}}``)
-occurs in its headers or text. A consumer that logs in (``AUTH PLAIN``/``LOGIN``, as
+its headers or text name as a whole identifier, read as its reader reads them (every
+transfer encoding, charset and part decoded: `reading.email_text`). A consumer that logs in (``AUTH PLAIN``/``LOGIN``, as
 Django's backend does with ``EMAIL_HOST_USER``) is let in; its login and password are
 remembered as secrets and never recorded. A message past ``SinkLimits.max_bytes`` is
 refused by aiosmtpd (``552``: at ``MAIL FROM ... SIZE=``, or after it read and discarded the
@@ -12,8 +13,6 @@ rest), and recorded as ``capped`` with no event: its text is gone.
 from __future__ import annotations
 
 import contextlib
-import email.parser
-import email.policy
 import logging
 from dataclasses import dataclass
 from typing import Any, AnyStr
@@ -22,6 +21,7 @@ from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError
+from acklab.harness.sinks.reading import email_text, header_pairs, parsed
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 
 DEFAULT_MATCH = "{{order_id}}"
@@ -42,9 +42,8 @@ class _Handler:
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         body: bytes = envelope.original_content or b""
-        message = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(body, headersonly=True)
-        text = body.decode("utf-8", "replace")
-        events = self.ledger.matching(self.config.match, text)
+        message = parsed(body)
+        events = self.ledger.matching(self.config.match, email_text(body))
         self.ledger.keep(
             SinkRecord(
                 kind="email",
@@ -52,7 +51,7 @@ class _Handler:
                 at=utcnow(),
                 at_mono=now_mono(),
                 events=events,
-                headers=redacted_headers(message.items()),
+                headers=redacted_headers(header_pairs(message) if message is not None else ()),
                 excerpt=excerpt_of(body),
                 sha256=digest(body),
                 size=len(body),

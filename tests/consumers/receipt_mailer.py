@@ -14,12 +14,20 @@ difference between the modes:
 * ``worker``: acknowledges first and hands the event to a worker thread that writes the row
   and mails 200 ms later (correct, with ``expect.effects_within_s``).
 
+``--encoding`` is how the receipt travels, as real mailers send it: ``plain`` (7bit, the order
+id readable on the wire); ``base64`` (``MIMEText`` in UTF-8, as Django and most libraries do
+for non-ASCII text, its subject one RFC 2047 encoded word); ``quoted-printable`` (one long
+line, soft-broken inside the order id); ``multipart`` (an HTML and a text alternative and a
+PDF invoice, every part base64); ``rotate`` (each receipt in the next of the four). In none
+but ``plain`` does the order id appear on the wire as written.
+
     SMTP_PORT=2525 python -m tests.consumers.receipt_mailer --port 9000 --db /tmp/r.sqlite --mode after-commit
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import queue
@@ -27,7 +35,12 @@ import smtplib
 import sqlite3
 import threading
 import time
-from email.message import EmailMessage
+from email.charset import QP, Charset
+from email.header import Header
+from email.message import EmailMessage, Message
+from email.mime.application import MIMEApplication
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook
@@ -39,6 +52,10 @@ EFFECTS_QUERY = "SELECT count(*) FROM orders WHERE event_id = :event_id"
 # email could land after the first delivery's commit, and the sinks (which stamp each email with
 # the event's committed rows) could not tell it from a second email sent after a commit.
 INVOICE_S = 0.3
+ENCODINGS = ("plain", "base64", "quoted-printable", "multipart")
+# The quoted-printable receipt's one line puts the order id at column 70 (the lead is ASCII,
+# so encoded as written): the encoder's soft break at column 75 falls inside it.
+QP_LEAD = "Thank you for shopping with us; the reference of your paid order is:  "
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -47,13 +64,43 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def receipt(order_id: str, encoding: str) -> Message:
+    """The receipt for `order_id`, encoded as `encoding` says."""
+    if encoding == "plain":
+        plain = EmailMessage()
+        plain["Subject"] = f"Your receipt for order {order_id}"
+        plain.set_content(f"Thank you for your order {order_id}.")
+        message: Message = plain
+    elif encoding == "base64":
+        message = MIMEText(f"Merci ! Votre commande {order_id} est payée.", "plain", "utf-8")
+    elif encoding == "quoted-printable":
+        charset = Charset("utf-8")
+        charset.body_encoding = QP
+        message = MIMEText(f"{QP_LEAD}{order_id}, payée.", "plain", charset)
+    else:
+        message = MIMEMultipart("mixed")
+        alternative = MIMEMultipart("alternative")
+        alternative.attach(MIMEText(f"Votre commande {order_id} est payée.", "plain", "utf-8"))
+        alternative.attach(
+            MIMEText(f"<p>Votre commande <strong>{order_id}</strong> est payée.</p>", "html", "utf-8")
+        )
+        message.attach(alternative)
+        invoice = MIMEApplication(b"%PDF-1.4\n% the invoice\n", "pdf")
+        invoice.add_header("Content-Disposition", "attachment", filename="facture.pdf")
+        message.attach(invoice)
+    if encoding != "plain":
+        message["Subject"] = Header(f"Reçu de votre commande {order_id}", "utf-8")
+    message["From"], message["To"] = "shop@example.test", "buyer@example.test"
+    return message
+
+
 def send_receipt(order_id: str) -> None:
     if "SMTP_PORT" not in os.environ:
         return  # no mail server configured: the shop sends no receipts (the bench's baseline)
-    message = EmailMessage()
-    message["From"], message["To"] = "shop@example.test", "buyer@example.test"
-    message["Subject"] = f"Your receipt for order {order_id}"
-    message.set_content(f"Thank you for your order {order_id}.")
+    encoding = Handler.encoding
+    if encoding == "rotate":
+        encoding = ENCODINGS[next(Handler.sent) % len(ENCODINGS)]
+    message = receipt(order_id, encoding)
     with smtplib.SMTP("127.0.0.1", int(os.environ["SMTP_PORT"]), timeout=10) as smtp:
         smtp.login(os.environ["SMTP_USER"], os.environ["SMTP_PASSWORD"])
         smtp.send_message(message)
@@ -62,6 +109,8 @@ def send_receipt(order_id: str) -> None:
 class Handler(BaseHTTPRequestHandler):
     db_path = ""
     mode = "after-commit"
+    encoding = "plain"
+    sent = itertools.count()
     webhook: Webhook
     work: queue.Queue[tuple[str, str]]
 
@@ -131,11 +180,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--db", required=True)
     parser.add_argument("--mode", choices=("every-delivery", "after-commit", "before-commit", "worker"))
+    parser.add_argument("--encoding", choices=(*ENCODINGS, "rotate"), default="plain")
     args = parser.parse_args()
     conn = connect(args.db)
     conn.execute(SCHEMA)
     conn.close()
-    Handler.db_path, Handler.mode = args.db, args.mode
+    Handler.db_path, Handler.mode, Handler.encoding = args.db, args.mode, args.encoding
     Handler.webhook = Webhook(os.environ["ACKLAB_TEST_WEBHOOK_SECRET"])
     Handler.work = queue.Queue()
     if args.mode == "worker":

@@ -9,15 +9,22 @@ is retried up to three times — with ``REFUNDS_MODE``:
   downstream and its retry are two refunds;
 * ``event-key``: the event's id as the key: the downstream dedupes the retry (correct).
 
+``REFUNDS_JSON=escaped`` sends the body as an ASCII-safe JSON encoder does (every character
+of a string but letters and digits as a ``\\uXXXX`` escape, as PHP's ``JSON_HEX_*`` flags or an
+HTML-safe serializer write them): the API reads the same object, the order id never appears
+on the wire as written.
+
     REFUNDS_URL=... REFUNDS_API_KEY=... REFUNDS_DB=/tmp/r.sqlite REFUNDS_MODE=event-key \\
         uvicorn tests.consumers.refunds:app --port 9000
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import uuid
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request, Response
@@ -35,13 +42,31 @@ def connect() -> sqlite3.Connection:
     return conn
 
 
+def escaped(value: Any) -> str:
+    """`value` as JSON with every string character but letters and digits ``\\u``-escaped."""
+    if isinstance(value, str):
+        return '"' + "".join(c if c.isascii() and c.isalnum() else f"\\u{ord(c):04x}" for c in value) + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{escaped(k)}:{escaped(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def body(order_id: str) -> bytes:
+    document = {"order_id": order_id, "amount": 1200}
+    if os.environ.get("REFUNDS_JSON") == "escaped":
+        return escaped(document).encode("ascii")
+    return json.dumps(document).encode()
+
+
 async def refund(client: httpx.AsyncClient, event_id: str, order_id: str) -> str:
     last: Exception | None = None
     for _ in range(3):
         key = event_id if os.environ["REFUNDS_MODE"] == "event-key" else str(uuid.uuid4())
         try:
             answer = await client.post(
-                "/v1/refunds", json={"order_id": order_id, "amount": 1200}, headers={"Idempotency-Key": key}
+                "/v1/refunds",
+                content=body(order_id),
+                headers={"Idempotency-Key": key, "Content-Type": "application/json"},
             )
             answer.raise_for_status()
             return str(answer.json()["id"])

@@ -44,16 +44,22 @@ SMTP_SINK = {"smtp": {"listen": "127.0.0.1:{{smtp_port}}", "match": "{{order_id}
 SMTP_ENV = {"SMTP_PORT": "{{smtp_port}}", "SMTP_USER": SMTP_USER, "SMTP_PASSWORD": SMTP_PASSWORD}
 
 
-def receipt_mailer(tmp: Path, mode: str, experiments: tuple[str, ...], expected: dict[str, str]) -> Scenario:
-    """`tests.consumers.receipt_mailer` (smtplib) in `mode`."""
-    db = tmp / f"receipts-{mode}.sqlite"
+def receipt_mailer(
+    tmp: Path, mode: str, experiments: tuple[str, ...], expected: dict[str, str], *, encoding: str = "plain"
+) -> Scenario:
+    """`tests.consumers.receipt_mailer` (smtplib) in `mode`, its receipts sent as `encoding`."""
+    name = mode if encoding == "plain" else f"{mode}-{encoding}"
+    db = tmp / f"receipts-{name}.sqlite"
     argv = [sys.executable, "-m", "tests.consumers.receipt_mailer", "--port", "{{port}}", "--db", str(db),
-            "--mode", mode]  # fmt: skip
+            "--mode", mode, "--encoding", encoding]  # fmt: skip
     # It dedupes by the event id and keeps the first body: a conflicting one is acknowledged, unchanged.
     expect: dict[str, Any] = {"conflict": "ignore"} | ({"effects_within_s": 1.0} if mode == "worker" else {})
-    spec = _spec(f"receipts-{mode}", argv, db, effects=SMTP_SINK, expect=expect, env=SMTP_ENV)
+    spec = _spec(f"receipts-{name}", argv, db, effects=SMTP_SINK, expect=expect, env=SMTP_ENV)
     return Scenario(
-        f"receipt mailer ({mode})", write(tmp / f"receipts-{mode}.yaml", spec), experiments, expected
+        f"receipt mailer ({mode}, {encoding})",
+        write(tmp / f"receipts-{name}.yaml", spec),
+        experiments,
+        expected,
     )
 
 
@@ -71,9 +77,13 @@ def django_receipts(tmp: Path, mode: str, experiments: tuple[str, ...], expected
     )
 
 
-def refunds(tmp: Path, mode: str, experiments: tuple[str, ...], expected: dict[str, str]) -> Scenario:
-    """`tests.consumers.refunds` (FastAPI, httpx) in `mode`; the payment API drops each event's first call."""
-    db = tmp / f"refunds-{mode}.sqlite"
+def refunds(
+    tmp: Path, mode: str, experiments: tuple[str, ...], expected: dict[str, str], *, body: str = "plain"
+) -> Scenario:
+    """`tests.consumers.refunds` (FastAPI, httpx) in `mode`, its JSON `body` ``plain`` or ``escaped``;
+    the payment API drops each event's first call."""
+    name = mode if body == "plain" else f"{mode}-{body}"
+    db = tmp / f"refunds-{name}.sqlite"
     argv = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", "{{port}}", "--log-level", "warning",
             "tests.consumers.refunds:app"]  # fmt: skip
     outbound = {
@@ -86,6 +96,7 @@ def refunds(tmp: Path, mode: str, experiments: tuple[str, ...], expected: dict[s
         }
     }  # fmt: skip
     env = {"REFUNDS_URL": "http://127.0.0.1:{{outbound_port}}", "REFUNDS_API_KEY": API_KEY,
-           "REFUNDS_DB": str(db), "REFUNDS_MODE": mode}  # fmt: skip
-    spec = _spec(f"refunds-{mode}", argv, db, effects=outbound, expect={}, env=env)
-    return Scenario(f"refunds ({mode})", write(tmp / f"refunds-{mode}.yaml", spec), experiments, expected)
+           "REFUNDS_DB": str(db), "REFUNDS_MODE": mode, "REFUNDS_JSON": body}  # fmt: skip
+    spec = _spec(f"refunds-{name}", argv, db, effects=outbound, expect={}, env=env)
+    scenario_name = f"refunds ({mode}, {body} JSON)"
+    return Scenario(scenario_name, write(tmp / f"refunds-{name}.yaml", spec), experiments, expected)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import smtplib
 import socket
+from datetime import UTC, datetime
 from email.message import EmailMessage
+from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+import acklab
 from acklab.evidence.redaction import redact
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
@@ -183,3 +191,128 @@ def test_the_fixture_served_as_a_process_for_crashes_tells_the_same_sinks(tmp_pa
         assert sinks.tally(trial["event_ids"][0]).emails == final["emails"]
     assert verdicts["live"] == set()
     assert {("at-most-once-effect", "emails"), ("at-most-once-effect", "calls")} <= verdicts["unsafe"]
+
+
+def test_duplicates_past_the_record_cap_still_count_and_the_trials_since_are_told(tmp_path):
+    # The attack: junk fills the records first (10 000 by default; 5 here), then the duplicate
+    # receipts arrive. Counted anyway; their records are gone, and a trial since then says so.
+    sinks = _sinks({}, SinkLimits(max_records=5))
+    sinks.start()
+    try:
+        sinks.register("evt_1", "ord_111", "ord_111")
+        assert sinks.smtp is not None
+        before = datetime.now(UTC)
+        with smtplib.SMTP("127.0.0.1", sinks.smtp.config.port, timeout=5) as client:
+            for n in range(5):
+                client.sendmail("x@example.test", ["y@example.test"], f"Subject: junk {n}\r\n\r\nnothing\r\n")
+        for _ in range(2):
+            _mail(sinks.smtp.config.port, "Receipt for ord_111")
+        assert (sinks.tally("evt_1").emails, sinks.ledger.dropped["email"]) == (2, 2)
+        assert sinks.ledger.of("evt_1") == []  # not one of them was kept
+        told = sinks.unread_since(before)
+        assert told is not None
+        assert "could not keep 2" in told
+        assert sinks.unread_since(datetime.now(UTC)) is None  # a trial started after it has all its records
+    finally:
+        sinks.stop()
+
+
+def test_an_order_whose_id_another_extends_is_neither_counted_nor_answered_for_it():
+    # The explorer's lifecycle object is "<order_id>lc": its calls once counted for <order_id>
+    # (a false duplicate) and were answered with <order_id>'s object.
+    sinks = _sinks({})
+    sinks.start()
+    try:
+        sinks.register("evt_1", "ord_111", "ord_111")
+        sinks.register("evt_1-lc0", "ord_111lc", "ord_111lc")
+        assert sinks.outbound is not None
+        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
+            with pytest.raises(httpx.RemoteProtocolError):  # the route drops each event's first call
+                client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
+            answer = client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
+            client.get("/v1/orders/ord_111lc")
+        assert answer.json() == {"id": "re_1", "order": "ord_111lc"}
+        assert (sinks.tally("evt_1").calls, sinks.tally("evt_1-lc0").calls) == (0, 1)
+        records = sinks.documents()["outbound"]["records"]
+        assert [r["events"] for r in records] == [["evt_1-lc0"]] * 3
+    finally:
+        sinks.stop()
+
+
+def test_what_the_keys_show_beyond_the_first_twenty_calls_is_still_judged():
+    sinks = _sinks({})
+    sinks.start()
+    try:
+        sinks.register("evt_1", "ord_111", "ord_111")
+        assert sinks.outbound is not None
+        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
+            with pytest.raises(httpx.RemoteProtocolError):
+                client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
+            for _ in range(24):
+                client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
+            client.post("/v1/refunds", json={"order": "ord_111"})  # the 26th: no key
+            client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k2"})
+        told = sinks.tally("evt_1")
+        assert (told.calls, told.effect_calls, len(told.call_keys)) == (3, 27, 20)
+        assert None in told.call_keys
+        assert "k2" in told.call_keys
+    finally:
+        sinks.stop()
+
+
+def _flooding_shop(smtp_port: int, *, every_delivery: bool, junk: int) -> tuple[Starlette, Any]:
+    """A shop that mails a receipt per new order (or per delivery); before its first receipt it
+    sends `junk` messages that name no order (the flood that fills the sink's records)."""
+    orders: set[str] = set()
+
+    def mail(order_id: str, flood: int) -> None:
+        with smtplib.SMTP("127.0.0.1", smtp_port, timeout=5) as client:
+            for n in range(flood):
+                client.sendmail("shop@example.test", ["x@example.test"], f"Subject: news {n}\r\n\r\nsale\r\n")
+            message = EmailMessage()
+            message["From"], message["To"], message["Subject"] = (
+                "shop@example.test",
+                "b@example.test",
+                "Receipt",
+            )
+            message.set_content(f"Your order {order_id}", cte="base64")
+            client.send_message(message)
+
+    async def receive(request: Request) -> Response:
+        event = json.loads(await request.body())
+        new = event["id"] not in orders
+        orders.add(event["id"])
+        if new or every_delivery:
+            await asyncio.to_thread(mail, event["data"]["order_id"], junk if len(orders) == 1 and new else 0)
+        return Response(status_code=200)
+
+    return Starlette(routes=[Route("/webhooks", receive, methods=["POST"])]), lambda e: int(e in orders)
+
+
+@pytest.mark.slow
+def test_a_run_whose_sink_dropped_records_fails_a_duplicate_and_never_passes_the_rest(tmp_path):
+    verdicts = {}
+    for every_delivery in (True, False):
+        config, _ = sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"}})
+        sinks = Sinks(config, None, limits=SinkLimits(max_records=3))
+        sinks.start()
+        try:
+            assert sinks.smtp_port is not None
+            app, count = _flooding_shop(sinks.smtp_port, every_delivery=every_delivery, junk=5)
+            result = acklab.attack(app, endpoint="/webhooks", signing="none", effects=count, sinks=sinks,
+                                   experiments=["lost-ack"], trials=2, seed=3, out=tmp_path / str(every_delivery),
+                                   journal=False)  # fmt: skip
+        finally:
+            sinks.stop()
+        (entry,) = result.experiments
+        verdicts[every_delivery] = entry.verdict
+        trials = [json.loads(p.read_text()) for p in sorted((result.bundle / "trials").glob("*.json"))]
+        assert all("could not keep" in (t["error"] or "") for t in trials)
+        if every_delivery:
+            found = {
+                (v["invariant"], v.get("source"), v["observed"]) for t in trials for v in t["violations"]
+            }
+            assert found == {("at-most-once-effect", "emails", 2)}
+        else:
+            assert [t["verdict"] for t in trials] == ["error", "error"]
+    assert verdicts == {True: "fail", False: "error"}
