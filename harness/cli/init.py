@@ -17,7 +17,7 @@ from acklab.evidence.exitcodes import ExitCode
 from acklab.evidence.redaction import remember
 from acklab.harness.cli.params import Finite
 from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover
+from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover, shown
 from acklab.harness.init.examples import PROVIDERS, Example, example
 from acklab.harness.init.scaffold import (
     NAME,
@@ -78,10 +78,10 @@ def _choose(discovery: Discovery, *, yes: bool, interactive: bool) -> Candidate:
         )
     if len(discovery.candidates) == 1:
         best = discovery.candidates[0]
-        click.confirm(f"count effects in {best.table}.{best.column}?", default=True, abort=True, err=True)
+        click.confirm(f"count effects in {_where(best)}?", default=True, abort=True, err=True)
         return best
     for n, candidate in enumerate(discovery.candidates, 1):
-        _say(f"  {n}. {candidate.table}.{candidate.column}")
+        _say(f"  {n}. {_where(candidate)}")
     picked = click.prompt(
         "which table holds the effect?",
         type=click.IntRange(1, len(discovery.candidates)),
@@ -89,6 +89,11 @@ def _choose(discovery: Discovery, *, yes: bool, interactive: bool) -> Candidate:
         err=True,
     )
     return discovery.candidates[int(picked) - 1]
+
+
+def _where(candidate: Candidate) -> str:
+    """``table.column`` as the database named them, escaped for the terminal and the spec."""
+    return f"{shown(candidate.table)}.{shown(candidate.column)}"
 
 
 def _report(discovery: Discovery) -> list[str]:
@@ -105,9 +110,7 @@ def _report(discovery: Discovery) -> list[str]:
         ]
     for candidate in discovery.candidates:
         why = "; ".join(candidate.reasons) or "a new row holds the " + candidate.keyed_by + " id"
-        lines.append(
-            f"candidate {candidate.table}.{candidate.column} (holds the {candidate.keyed_by} id): {why}"
-        )
+        lines.append(f"candidate {_where(candidate)} (holds the {candidate.keyed_by} id): {shown(why)}")
     return lines
 
 
@@ -280,9 +283,9 @@ def init(**kwargs: Any) -> int:
         state = state_query(best, prefix)
         if state:
             effects["state"] = state
-        _say(f"proposed effects.sql.count: {effects['count']}")
+        _say(f"proposed effects.sql.count: {shown(effects['count'])}")
         if state:
-            _say(f"proposed effects.sql.state: {state}")
+            _say(f"proposed effects.sql.state: {shown(state)}")
     else:
         seen = ["(not looked at: --count given)"]
         effects = {"url": db or "env:SERVICE_DB_URL", "count": count}

@@ -14,12 +14,17 @@ how the service answers one. What changed is compared row by row:
   table that stores more of the event (amounts, names) is more likely the effect;
 * the state query reads the columns of the effect row whose values came from the body.
 
-Nothing is written to the database by the lab; rows are read up to `MAX_ROWS` a table (a
-bigger table is compared by its count only, and says so).
+Nothing is written to the database by the lab, and what init reads of it and of the service is
+bounded, whatever their size: rows are streamed, up to `MAX_ROWS` a table and `MAX_READ_BYTES`
+of values a read (smaller tables first; a table past either is compared by its count only, and
+says so); a value longer than `MAX_VALUE` is kept as its beginning and the digest of all of it
+(`Clipped`); the service's answer is read up to `ANSWER_BYTES`. Names the database gives
+(tables, columns) are the service's data: what shows them escapes them (`shown`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import time
@@ -31,9 +36,10 @@ from typing import Any
 
 import httpx
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from acklab.evidence.history import printable
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, TargetUnreachable
 from acklab.harness.targets.effects import read_only_engine
@@ -42,6 +48,9 @@ from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.templates import WebhookEvent, conflicting, render
 
 MAX_ROWS = 5000
+MAX_VALUE = 512  # characters (or bytes) of one value kept whole
+MAX_READ_BYTES = 16 << 20  # of values kept by one read of the database
+ANSWER_BYTES = 4096  # of the service's answer to a delivery
 QUIET_S = 1.0  # the database reads the same for this long: the handler is done
 POLL_S = 0.2
 BOOKKEEPING = re.compile(
@@ -49,6 +58,44 @@ BOOKKEEPING = re.compile(
     re.IGNORECASE,
 )
 Row = tuple[Any, ...]
+
+
+def shown(name: str) -> str:
+    """A name the database gave, safe on a terminal and in a comment line (controls, line breaks
+    and format characters escaped)."""
+    return printable(name)
+
+
+@dataclass(frozen=True)
+class Clipped:
+    """A value longer than `MAX_VALUE`, as init keeps it: its beginning, its length and the
+    sha256 of all of it (two such values are equal when all of them is)."""
+
+    head: str | bytes
+    size: int
+    sha256: str
+
+
+def kept(value: Any) -> Any:
+    """`value` as a snapshot keeps it (a long text or blob `Clipped`)."""
+    if isinstance(value, memoryview | bytearray):
+        value = bytes(value)
+    if isinstance(value, str) and len(value) > MAX_VALUE:
+        return Clipped(
+            value[:MAX_VALUE], len(value), hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()
+        )
+    if isinstance(value, bytes) and len(value) > MAX_VALUE:
+        return Clipped(value[:MAX_VALUE], len(value), hashlib.sha256(value).hexdigest())
+    return value
+
+
+def _weight(value: Any) -> int:
+    """Roughly what keeping `value` costs, in bytes."""
+    if isinstance(value, Clipped):
+        return len(value.head) + 100
+    if isinstance(value, str | bytes):
+        return len(value) + 50
+    return 32
 
 
 @dataclass(frozen=True)
@@ -78,8 +125,8 @@ class Change:
 
     def describe(self) -> str:
         delta = self.after - self.before
-        rows = "" if self.rows_compared else f" (more than {MAX_ROWS} rows: compared by count only)"
-        return f"{self.table}: {self.before} -> {self.after} rows ({delta:+d}){rows}"
+        rows = "" if self.rows_compared else " (too large to read whole: compared by count only)"
+        return f"{shown(self.table)}: {self.before} -> {self.after} rows ({delta:+d}){rows}"
 
 
 @dataclass(frozen=True)
@@ -134,13 +181,20 @@ class Deliverer:
         headers = {"Content-Type": "application/json", **self.headers}
         headers.update(SIGNERS[self.scheme].headers(attempt, self.secret))
         try:
-            answer = self._client.post(self.url, content=event.body, headers=headers)
+            # Streamed, and read no further than ANSWER_BYTES (undecoded: no compression bomb):
+            # init shows the start of the answer, never holds all of it.
+            with self._client.stream("POST", self.url, content=event.body, headers=headers) as answer:
+                start = bytearray()
+                for chunk in answer.iter_raw():
+                    start += chunk
+                    if len(start) >= ANSWER_BYTES:
+                        break
         except httpx.HTTPError as exc:
             raise TargetUnreachable(
                 f"the service at {redact(self.url)} did not answer the delivery: {type(exc).__name__}: "
                 f"{redact(str(exc))}; is it running, and is --url its webhook endpoint?"
             ) from exc
-        return answer.status_code, redact(answer.text[:300])
+        return answer.status_code, shown(redact(bytes(start[:300]).decode("utf-8", "replace")))
 
     def close(self) -> None:
         self._client.close()
@@ -155,20 +209,21 @@ class Database:
 
     def snapshot(self) -> Snapshot:
         try:
-            names = sorted(inspect(self._engine).get_table_names())
+            names = inspect(self._engine).get_table_names()
             quote = self._engine.dialect.identifier_preparer.quote
             found: Snapshot = {}
             with self._engine.connect() as conn:
                 # Table names come from the database itself, quoted by its dialect; the connection
                 # is read-only (harness.targets.effects).
-                for name in names:
-                    result = conn.execute(text(f"SELECT * FROM {quote(name)} LIMIT {MAX_ROWS + 1}"))  # noqa: S608  # nosec B608
-                    columns = tuple(result.keys())
-                    rows = [tuple(row) for row in result]
-                    count = int(conn.execute(text(f"SELECT count(*) FROM {quote(name)}")).scalar() or 0)  # noqa: S608  # nosec B608
-                    found[name] = Table(
-                        name, columns, count, Counter(rows) if len(rows) <= MAX_ROWS else None
-                    )
+                counts = {
+                    name: int(conn.execute(text(f"SELECT count(*) FROM {quote(name)}")).scalar() or 0)  # noqa: S608  # nosec B608
+                    for name in names
+                }
+                budget = MAX_READ_BYTES
+                # Smaller tables first: an effect table is rarely the database's largest.
+                for name in sorted(names, key=lambda n: (counts[n], n)):
+                    columns, rows, budget = self._rows(conn, quote(name), counts[name], budget)
+                    found[name] = Table(name, columns, counts[name], rows)
                 conn.rollback()
         except SQLAlchemyError as exc:
             raise ProbeError(
@@ -176,6 +231,28 @@ class Database:
                 f"{redact(str(getattr(exc, 'orig', exc)))}; check --db"
             ) from exc
         return found
+
+    @staticmethod
+    def _rows(
+        conn: Connection, table: str, count: int, budget: int
+    ) -> tuple[tuple[str, ...], Counter[Row] | None, int]:
+        """`table`'s columns and rows (None: past `MAX_ROWS` or the `budget` left), streamed;
+        and the budget left after them."""
+        query = text(f"SELECT * FROM {table} LIMIT {MAX_ROWS + 1}")  # noqa: S608  # nosec B608
+        result = conn.execute(query.execution_options(stream_results=True, max_row_buffer=100))
+        columns = tuple(result.keys())
+        rows: Counter[Row] | None = None
+        if count <= MAX_ROWS:
+            rows = Counter()
+            for n, row in enumerate(result):
+                values = tuple(kept(v) for v in row)
+                budget -= sum(map(_weight, values))
+                if budget < 0 or n >= MAX_ROWS:
+                    rows = None
+                    break
+                rows[values] += 1
+        result.close()
+        return columns, rows, max(budget, 0)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -219,6 +296,8 @@ def settled(database: Database, since: Snapshot, *, wait_s: float, expect_change
 
 
 def _holds(value: Any, wanted: str) -> bool:
+    if isinstance(value, Clipped) and isinstance(value.head, str):
+        return wanted in value.head
     return isinstance(value, str) and (value == wanted or wanted in value)
 
 
@@ -301,21 +380,23 @@ def discover(
     token = secrets.token_hex(8)
     event_id, object_id = f"evt_init{token}", f"ord_init{token}"
     event = render(template, event_id=event_id, order_id=object_id, seq=1, created=datetime.now(UTC))
-    start = database.snapshot()
-    say(f"read {len(start)} table(s) of the database; delivering event {event_id}")
+    # Each change is taken as soon as both of its reads are done: no more than two reads of the
+    # database are held at once.
+    before = database.snapshot()
+    say(f"read {len(before)} table(s) of the database; delivering event {event_id}")
     first_status, first_answer = deliverer.send(event)
     say(f"  the event: answered {first_status} {first_answer[:120]!r}")
-    after_first = settled(database, start, wait_s=wait_s, expect_change=True)
+    after = settled(database, before, wait_s=wait_s, expect_change=True)
+    first = changes(before, after)
     say("  then the duplicate (the same event, signed again, as a retry)")
     dup_status, _ = deliverer.send(event)
-    after_dup = settled(database, after_first, wait_s=wait_s, expect_change=False)
+    before, after = after, settled(database, after, wait_s=wait_s, expect_change=False)
+    duplicate = changes(before, after)
     twin = conflicting(event, conflict_set)
     say(f"  then a conflicting body under the same id ({', '.join(conflict_set)} changed)")
     conflict_status, _ = deliverer.send(twin)
-    after_conflict = settled(database, after_dup, wait_s=wait_s, expect_change=False)
-    first = changes(start, after_first)
-    duplicate = changes(after_first, after_dup)
-    conflict = changes(after_dup, after_conflict)
+    before, after = after, settled(database, after, wait_s=wait_s, expect_change=False)
+    conflict = changes(before, after)
     return Discovery(
         event_id=event_id,
         object_id=object_id,

@@ -4,6 +4,11 @@
 validate`` does (from its final folder, so a relative ``command.cwd`` means what it will
 mean), then puts every file in place by rename. Any failure before the last rename leaves
 nothing behind: no half-written file, no folder it made.
+
+The spec is YAML written by `yaml.safe_dump`; the names the database gave (tables, columns)
+reach it only as values it quotes, or escaped in a comment line (`discover.shown`), and the
+text is read back before it is written: what it says is exactly the document init built, or
+nothing is written (`spec_text`).
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from acklab.harness.errors import SpecError
-from acklab.harness.init.discover import Candidate
+from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.init.discover import Candidate, shown
 from acklab.harness.init.examples import Example
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -78,11 +83,19 @@ def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> s
         "#   with {{event_id}} and {{order_id}} fresh for every event the lab sends.",
         "# conflict: not set, so a conflicting body changes what docs/conflicts.md says (the amount, if any).",
         "# What init saw in the database:",
-        *(f"#   {line}" for line in seen),
+        # Each line holds names the database gave: escaped, it cannot end the comment.
+        *(f"#   {shown(line)}" for line in seen),
         "# Check it: acklab validate THIS_FILE; attack it: acklab run --target THIS_FILE",
     ]
-    body = yaml.safe_dump(dict(doc), sort_keys=False, width=100, allow_unicode=True)
-    return "\n".join(header) + "\n" + body
+    text = (
+        "\n".join(header) + "\n" + yaml.safe_dump(dict(doc), sort_keys=False, width=100, allow_unicode=True)
+    )
+    if yaml.safe_load(text) != doc:
+        raise HarnessError(
+            "init built a spec whose YAML does not read back as what it built (a bug of init, or a name "
+            "in the database it failed to escape); nothing was written"
+        )
+    return text
 
 
 def test_text(*, name: str, spec_rel: str, app_ref: str | None) -> str:
