@@ -198,6 +198,7 @@ class WebhookLab:
         self._request, self.out = request, out
         self._isolation: Any = None
         self._sinks: Any = None
+        self.attacked = False  # an app ran in this process: the verdict code is checked after the test
 
     @property
     def placeholders(self) -> dict[str, str]:
@@ -275,6 +276,7 @@ class WebhookLab:
             options["name"] = target_name(
                 getattr(self._request.node, "originalname", self._request.node.name)
             )
+        self.attacked = True
         result = acklab.attack(app, **options)
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
@@ -338,6 +340,7 @@ class WebhookLab:
             seed = secrets.randbits(32)
         fields = {key: options.pop(key) for key in FIELDS if key in options}
         default_name = target_name(getattr(self._request.node, "originalname", self._request.node.name))
+        self.attacked = True
         result = explore_app(
             app,
             budget=budget,
@@ -372,6 +375,12 @@ def webhook_lab(request: pytest.FixtureRequest) -> Iterator[WebhookLab]:
         yield lab
     finally:
         lab.close()
+    if lab.attacked:
+        # The app ran in this process; what it left running, or a check of the API it bypassed,
+        # could have changed the verdict code or the result after the attack's own check.
+        from acklab.harness.core import self_check
+
+        self_check.check(f"after {request.node.nodeid}, which attacked an app in this process")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
