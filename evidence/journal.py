@@ -27,7 +27,7 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +41,7 @@ from .redaction import known
 from .validate import validate
 
 JOURNAL_FILE = "journal.sqlite"
+PULL_RUN = "evidence-pull"  # the name of the run entries `acklab evidence pull` records
 BUSY_TIMEOUT_S = 30.0
 SCHEMA_VERSION = 2
 
@@ -124,6 +125,21 @@ class JournalEntry:
             "payload": self.payload,
             "recorded_at": self.recorded_at,
         }
+
+
+@dataclass(frozen=True)
+class TrialCheckpoints:
+    """What the journal recorded of one trial file: the sha256 of its first ``ok`` checkpoint,
+    and each later ``rewritten`` one as (entry id, sha256), oldest first."""
+
+    first: str
+    rewrites: tuple[tuple[int, str], ...] = ()
+
+    def expected(self, before: int | None = None) -> str:
+        """The sha256 the file must have: its last rewrite before entry `before` (any, when
+        None), else its first checkpoint."""
+        kept = [sha for entry_id, sha in self.rewrites if before is None or entry_id < before]
+        return kept[-1] if kept else self.first
 
 
 def _duration_ms(started_at: str | None, ended_at: str | None) -> float | None:
@@ -437,24 +453,55 @@ class Journal:
             found.append((int(entry_id), str(status), doc if isinstance(doc, dict) else {}))
         return found
 
-    def checkpoints(self, run_id: str) -> dict[str, str]:
-        """Trial file (bundle-relative) -> the sha256 the journal recorded when it was last
-        written (``checkpoint`` entries of `run_id`; the newest entry of a file wins)."""
-        found: dict[str, str] = {}
-        for (payload,) in self._query(
-            "SELECT payload FROM entries WHERE kind = 'checkpoint' AND run_id = ? ORDER BY id", (run_id,)
+    def checkpoints(self, run_id: str) -> dict[str, TrialCheckpoints]:
+        """Trial file (bundle-relative) -> what the journal recorded of it (``checkpoint`` entries
+        of `run_id`): the sha256 of its first ``ok`` entry — a later ``ok`` for the same file
+        counts for nothing — and each ``rewritten`` entry after it (the end-of-run re-read)."""
+        found: dict[str, TrialCheckpoints] = {}
+        for entry_id, status, payload in self._query(
+            "SELECT id, status, payload FROM entries WHERE kind = 'checkpoint' AND run_id = ? ORDER BY id",
+            (run_id,),
         ):
             try:
                 doc = json.loads(payload)
             except ValueError:
                 continue
-            if (
+            if not (
                 isinstance(doc, dict)
                 and isinstance(doc.get("file"), str)
                 and isinstance(doc.get("sha256"), str)
             ):
-                found[doc["file"]] = doc["sha256"]
+                continue
+            file, sha, earlier = doc["file"], doc["sha256"], found.get(doc["file"])
+            if status == "ok" and earlier is None:
+                found[file] = TrialCheckpoints(first=sha)
+            elif status == "rewritten" and earlier is not None:
+                found[file] = replace(earlier, rewrites=(*earlier.rewrites, (int(entry_id), sha)))
         return found
+
+    def pulls(self, bundle_id: str) -> list[dict[str, Any]]:
+        """The payloads of the ``bundle/pulled`` entries of `bundle_id` that lie inside a pull
+        run of their own (`PULL_RUN`): after its ``started`` entry, which comes first in that
+        run, and before its ``ok`` entry, whose ``bundles`` name `bundle_id`."""
+        vouched = []
+        for entry_id, run_id, payload in self._query(
+            "SELECT id, run_id, payload FROM entries WHERE kind = 'bundle' AND status = 'pulled' AND name = ?"
+            " ORDER BY id",
+            (bundle_id,),
+        ):
+            run = self._query(
+                "SELECT id, kind, name, status, payload FROM entries WHERE run_id = ? ORDER BY id", (run_id,)
+            )
+            if not run or run[0][1:4] != ("run", PULL_RUN, "started"):
+                continue
+            ends = [r for r in run if r[1:4] == ("run", PULL_RUN, "ok") and r[0] > entry_id]
+            try:
+                doc, end = json.loads(payload), json.loads(ends[0][4]) if ends else {}
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and isinstance(end, dict) and bundle_id in (end.get("bundles") or ()):
+                vouched.append(doc)
+        return vouched
 
     def ran(self, run_id: str) -> bool:
         """Whether this journal saw run `run_id` run (a ``run`` entry of it)."""

@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -251,7 +252,7 @@ def pull(
         for item in found:
             _mark(item, source)
         stored = _store(found, destinations)
-        _record(out_dir, stored)
+        _record(out_dir, pipeline, stored)
         return stored
     except EvidenceError:
         raise
@@ -287,17 +288,29 @@ def _store(found: list[_Found], destinations: list[Path]) -> list[PulledBundle]:
     return pulled
 
 
-def _record(out_dir: Path, pulled: list[PulledBundle]) -> None:
-    """Each stored bundle in the local journal (``bundle``/``pulled``, the sha256 of its marked
-    manifest): `evidence verify --journal` skips the journal check of a ``pulled_from`` bundle
-    only when this journal says `pull` stored it, with that manifest."""
-    from acklab.evidence.journal import Journal, journal_path  # the journal imports bundle
+def _record(out_dir: Path, pipeline: int, pulled: list[PulledBundle]) -> None:
+    """The pull in the local journal, as a run of its own (`PULL_RUN`): its start, each stored
+    bundle (``bundle``/``pulled``, the sha256 of its marked manifest and where it lies), its end
+    naming them. `evidence verify --journal` takes a ``pulled_from`` bundle as pulled only for a
+    ``pulled`` entry inside such a run, with that manifest, at that place."""
+    from acklab.evidence.journal import PULL_RUN, Journal, journal_path  # the journal imports bundle
 
+    run_id = f"pull-{pipeline}-{secrets.token_hex(6)}"
+    bundles = [bundle.bundle_id for bundle in pulled]
     with Journal(journal_path(out_dir)) as journal:
+        started = utcnow()
+        journal.record(
+            run_id=run_id,
+            kind="run",
+            name=PULL_RUN,
+            status="started",
+            started_at=started,
+            payload={"pipeline": pipeline, "bundles": bundles},
+        )
         for bundle in pulled:
             manifest = json.loads((bundle.path / MANIFEST).read_bytes())
             journal.record(
-                run_id=bundle.bundle_id,
+                run_id=run_id,
                 kind="bundle",
                 name=bundle.bundle_id,
                 status="pulled",
@@ -309,3 +322,12 @@ def _record(out_dir: Path, pulled: list[PulledBundle]) -> None:
                     "job_id": bundle.job_id,
                 },
             )
+        journal.record(
+            run_id=run_id,
+            kind="run",
+            name=PULL_RUN,
+            status="ok",
+            started_at=started,
+            ended_at=utcnow(),
+            payload={"pipeline": pipeline, "bundles": bundles},
+        )

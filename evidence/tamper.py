@@ -8,7 +8,16 @@ the journal's newest entry (``journal_head``). So a bundle is checked for
 * its manifest's sha256 being one the journal recorded for that bundle id;
 * the journal still holding the entry ``journal_head`` names, with the same hash (a journal
   cut short or rewritten below the bundle);
+* each trial file against the one the journal recorded when the trial finished (the first
+  ``ok`` checkpoint of the file, or a rewrite recorded before the bundle was finalised);
 * the journal's own hash chain (`evidence.chain`), once per journal.
+
+Anyone who can write the evidence directory can append a chained row, so no single appended
+row vouches for anything: a second finalisation is refused, a later ``ok`` checkpoint of a
+file counts for nothing, a rewrite after the finalisation neither. A bundle whose manifest
+says ``pulled_from`` is taken as pulled only for a ``bundle/pulled`` entry inside a pull run
+of its own (`Journal.pulls`), naming that manifest and where the bundle lies — and never
+when this journal saw the bundle run or finalised here (a local bundle marked "pulled").
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .bundle import MANIFEST, Verification
-from .journal import JOURNAL_FILE, Journal
+from .journal import JOURNAL_FILE, Journal, TrialCheckpoints
 from .loading import EVIDENCE, DocumentError, parse_json, read_bounded
 
 
@@ -57,26 +66,51 @@ def compare(results: Iterable[Verification], journal: Journal) -> list[Verificat
             out.append(result)
             continue
         sha, manifest = found
-        problems = _problems(sha, manifest, journal)
+        problems = _problems(sha, manifest, journal, _where(result.bundle, journal))
         out.append(replace(result, journal=result.journal + tuple(problems)) if problems else result)
     return out
 
 
-def _problems(sha: str, manifest: dict[str, Any], journal: Journal) -> list[str]:
+def _where(bundle: Path, journal: Journal) -> str | None:
+    """`bundle`'s place in the evidence directory of `journal` (None: outside it)."""
+    try:
+        return Path(bundle).resolve().relative_to(journal.path.resolve().parent).as_posix()
+    except ValueError:
+        return None
+
+
+def _pulled_problems(sha: str, manifest: dict[str, Any], journal: Journal, where: str | None) -> list[str]:
+    """A bundle marked ``pulled_from``: its journal stayed in the pipeline and pull verified it
+    on arrival. That holds only for a bundle `evidence pull` stored here, as and where it stored
+    it: the field itself is not signed, and anyone can write it."""
+    bundle_id = str(manifest.get("bundle_id", ""))
+    claim = f"manifest.json says the bundle was pulled from a pipeline (pulled_from), but {journal.path}"
+    problems = []
+    if journal.ran(bundle_id) or any(
+        status == "finalised" for _, status, _ in journal.bundle_entries(bundle_id)
+    ):
+        problems.append(
+            f"{claim} saw bundle {bundle_id!r} run or finalised here: a bundle of this evidence directory "
+            "is checked against this journal, never taken as pulled (a local bundle rewritten and marked pulled)"
+        )
+    origin = manifest.get("pulled_from")
+    pipeline = str(origin.get("pipeline")) if isinstance(origin, dict) else None
+    if not any(
+        p.get("manifest_sha256") == sha and p.get("path") == where and str(p.get("pipeline")) == pipeline
+        for p in journal.pulls(bundle_id)
+    ):
+        problems.append(
+            f"{claim} has no record of `acklab evidence pull` storing bundle {bundle_id!r} with this manifest "
+            f"(sha256 {sha[:12]}) at {where or 'this place'} in a pull run of its own"
+        )
+    return problems
+
+
+def _problems(sha: str, manifest: dict[str, Any], journal: Journal, where: str | None) -> list[str]:
+    if "pulled_from" in manifest:
+        return _pulled_problems(sha, manifest, journal, where)
     bundle_id = str(manifest.get("bundle_id", ""))
     entries = journal.bundle_entries(bundle_id)
-    if "pulled_from" in manifest:
-        # Pulled from a pipeline: its journal stayed there and pull verified it on arrival. That
-        # holds only for a bundle `evidence pull` stored here, as it stored it: the field itself is
-        # not signed, and anyone can write it.
-        pulled = [payload for _, status, payload in entries if status == "pulled"]
-        if not any(p.get("manifest_sha256") == sha for p in pulled):
-            return [
-                f"manifest.json says the bundle was pulled from a pipeline (pulled_from), but {journal.path} "
-                f"has no record of `acklab evidence pull` storing bundle {bundle_id!r} with this manifest "
-                f"(sha256 {sha[:12]})"
-            ]
-        return []
     problems: list[str] = []
     finalised = [(entry_id, payload) for entry_id, status, payload in entries if status == "finalised"]
     head = manifest.get("journal_head")
@@ -119,13 +153,17 @@ def _problems(sha: str, manifest: dict[str, Any], journal: Journal) -> list[str]
             f"was finalised (sha256 {recorded[:12]}): the bundle was rewritten and its manifest recomputed"
         )
     if manifest.get("kind") == "run" and journal.ran(bundle_id):
-        problems += _trial_problems(manifest, journal.checkpoints(bundle_id))
+        problems += _trial_problems(manifest, journal.checkpoints(bundle_id), counted[0] if counted else None)
     return problems
 
 
-def _trial_problems(manifest: dict[str, Any], recorded: dict[str, str]) -> list[str]:
+def _trial_problems(
+    manifest: dict[str, Any], recorded: dict[str, TrialCheckpoints], finalised: int | None
+) -> list[str]:
     """Every trial file of the manifest against the sha256 the journal recorded when it was
-    written (a run this journal saw; a merge's trials were journalled where their shards ran)."""
+    written — its first checkpoint, or its last rewrite before the finalisation (entry
+    `finalised`) — for a run this journal saw (a merge's trials were journalled where their
+    shards ran)."""
     problems = []
     files = manifest.get("files")
     for rel, entry in sorted(files.items() if isinstance(files, dict) else []):
@@ -133,9 +171,11 @@ def _trial_problems(manifest: dict[str, Any], recorded: dict[str, str]) -> list[
             continue
         if rel not in recorded:
             problems.append(f"{rel}: the journal has no record of this trial file being written")
-        elif entry.get("sha256") != recorded[rel]:
+            continue
+        expected = recorded[rel].expected(before=finalised if finalised is not None else 0)
+        if entry.get("sha256") != expected:
             problems.append(
                 f"{rel} (sha256 {str(entry.get('sha256'))[:12]}) is not the trial file the journal recorded "
-                f"when the trial finished (sha256 {recorded[rel][:12]})"
+                f"when the trial finished (sha256 {expected[:12]})"
             )
     return problems

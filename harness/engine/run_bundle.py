@@ -15,7 +15,7 @@ from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError, IntegrityError
-from acklab.evidence.journal import Journal, journal_path
+from acklab.evidence.journal import Journal, TrialCheckpoints, journal_path
 from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunPlan
 from acklab.harness.core.run_events import EventBus, ExperimentFinished, TrialCheckpointed
@@ -77,14 +77,20 @@ class RunState:
     def checkpoint(self, record: Trial) -> tuple[str, str]:
         """Write the trial's file; (its bundle-relative path, the sha256 of what was written).
 
-        Its sha256 is announced (`TrialCheckpointed`: the journal records it) before the file is
-        written."""
+        Its sha256 is announced (`TrialCheckpointed`: the journal records it) after a first write
+        and before a rewrite: only the first ``ok`` of a file counts (`Journal.checkpoints`), so a
+        process killed between the two leaves a file the journal never named (run again on
+        resume) or the file the journal named first — never a second first."""
         rel = f"trials/{record.trial_id}.json"
         data = self.writer.document_bytes(rel, record)
         sha256 = hashlib.sha256(data).hexdigest()
         rewrite = record.trial_id in self.finished
-        self.bus.emit(TrialCheckpointed(self.run_id, record.trial_id, rel, sha256, record.verdict, rewrite))
+        checkpointed = TrialCheckpointed(self.run_id, record.trial_id, rel, sha256, record.verdict, rewrite)
+        if rewrite:
+            self.bus.emit(checkpointed)
         self.writer.write_prepared(rel, data)
+        if not rewrite:
+            self.bus.emit(checkpointed)
         self.finished[record.trial_id] = record
         return rel, sha256
 
@@ -162,10 +168,15 @@ def load_resume(out: Path, run_id: str, target: Target) -> tuple[RunDocument, di
                 sha = sha256_file(trial_file)
             except OSError as exc:
                 raise IntegrityError(f"--resume {run_id!r}: {trial_file} cannot be read: {exc}") from exc
-            if sha != recorded[rel]:
+            first = recorded[rel].first
+            if sha != first and sha in {s for _, s in recorded[rel].rewrites}:
+                # A rewrite of the end-of-run re-read (the run was killed after it): nothing
+                # vouches for a rewrite of a run that never finished, so the trial is run again.
+                continue
+            if sha != first:
                 raise IntegrityError(
                     f"--resume {run_id!r}: {trial_file} is not the trial file the journal recorded when the "
-                    f"trial finished (sha256 {sha[:12]}, recorded {recorded[rel][:12]}): it was changed "
+                    f"trial finished (sha256 {sha[:12]}, recorded {first[:12]}): it was changed "
                     "after the trial ended, so the run is not resumed; start a new run"
                 )
         try:
@@ -176,7 +187,7 @@ def load_resume(out: Path, run_id: str, target: Target) -> tuple[RunDocument, di
     return run, finished
 
 
-def _recorded_checkpoints(out: Path, run_id: str) -> dict[str, str] | None:
+def _recorded_checkpoints(out: Path, run_id: str) -> dict[str, TrialCheckpoints] | None:
     """What the journal recorded of the run's trial files (None: the run kept no journal).
 
     The chain is checked first: rows forged into the journal do not vouch for a trial file."""
