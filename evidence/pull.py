@@ -296,38 +296,22 @@ def _record(out_dir: Path, pipeline: int, pulled: list[PulledBundle]) -> None:
     from acklab.evidence.journal import PULL_RUN, Journal, journal_path  # the journal imports bundle
 
     run_id = f"pull-{pipeline}-{secrets.token_hex(6)}"
-    bundles = [bundle.bundle_id for bundle in pulled]
+    summary = {"pipeline": pipeline, "bundles": [bundle.bundle_id for bundle in pulled]}
     with Journal(journal_path(out_dir)) as journal:
         started = utcnow()
         journal.record(
-            run_id=run_id,
-            kind="run",
-            name=PULL_RUN,
-            status="started",
-            started_at=started,
-            payload={"pipeline": pipeline, "bundles": bundles},
+            run_id=run_id, kind="run", name=PULL_RUN, status="started", started_at=started, payload=summary
         )
         for bundle in pulled:
-            manifest = json.loads((bundle.path / MANIFEST).read_bytes())
-            journal.record(
-                run_id=run_id,
-                kind="bundle",
-                name=bundle.bundle_id,
-                status="pulled",
-                ended_at=manifest["pulled_from"]["pulled_at"],
-                payload={
-                    "manifest_sha256": hashlib.sha256((bundle.path / MANIFEST).read_bytes()).hexdigest(),
-                    "path": bundle.path.relative_to(out_dir).as_posix(),
-                    "pipeline": manifest["pulled_from"]["pipeline"],
-                    "job_id": bundle.job_id,
-                },
-            )
-        journal.record(
-            run_id=run_id,
-            kind="run",
-            name=PULL_RUN,
-            status="ok",
-            started_at=started,
-            ended_at=utcnow(),
-            payload={"pipeline": pipeline, "bundles": bundles},
-        )
+            data = (bundle.path / MANIFEST).read_bytes()
+            origin = json.loads(data)["pulled_from"]
+            stored = {
+                "manifest_sha256": hashlib.sha256(data).hexdigest(),
+                "path": bundle.path.relative_to(out_dir).as_posix(),
+                "pipeline": origin["pipeline"],
+                "job_id": bundle.job_id,
+            }
+            journal.record(run_id=run_id, kind="bundle", name=bundle.bundle_id, status="pulled",
+                           ended_at=origin["pulled_at"], payload=stored)  # fmt: skip
+        journal.record(run_id=run_id, kind="run", name=PULL_RUN, status="ok", started_at=started,
+                       ended_at=utcnow(), payload=summary)  # fmt: skip

@@ -23,6 +23,14 @@ def violations(result: RunResult, experiment: str) -> list[dict]:
     return entry["violations"]
 
 
+# A fresh key per attempt: two refunds downstream for one row; the first belongs to no committed refund.
+TWO_REFUNDS = {
+    ("idempotent-outbound", None),
+    ("at-most-once-effect", "calls"),
+    ("no-effect-without-commit", None),
+}
+
+
 def every_byte(bundle: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file())
 
@@ -79,12 +87,7 @@ def test_refunds_with_a_fresh_key_per_attempt_fail_idempotent_outbound_and_the_e
     scenario = sink_scenarios.refunds(tmp_path, "fresh-key", ("lost-ack",), {"lost-ack": "fail"})
     (bad,) = check(scenario, tmp_path / "out")
     found = {(v["invariant"], v.get("source")) for v in violations(bad, "lost-ack")}
-    # two refunds downstream for one row: the first belongs to no committed refund
-    assert found == {
-        ("idempotent-outbound", None),
-        ("at-most-once-effect", "calls"),
-        ("no-effect-without-commit", None),
-    }
+    assert found == TWO_REFUNDS
     calls = json.loads((bad.bundle / "sinks" / "outbound.json").read_text())["records"]
     assert [c["status"] for c in calls] == [None, 200]  # the first call dropped, the retry answered
     assert calls[0]["headers"]["authorization"] == "[redacted]"

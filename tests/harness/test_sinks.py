@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import smtplib
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
@@ -43,6 +45,21 @@ def _sinks(rows: dict[str, int], limits: SinkLimits | None = None) -> Sinks:
         }
     )  # fmt: skip
     return Sinks(smtp, outbound, rows_now=lambda event_id, _object: rows.get(event_id, 0), limits=limits)
+
+
+@contextlib.contextmanager
+def _api(sinks: Sinks, *events: tuple[str, str]) -> Iterator[httpx.Client]:
+    """`sinks` started with `events` (event id, order id) registered, and a client of their
+    outbound API; stopped after."""
+    sinks.start()
+    try:
+        for event_id, order_id in events:
+            sinks.register(event_id, order_id, order_id)
+        assert sinks.outbound is not None
+        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
+            yield client
+    finally:
+        sinks.stop()
 
 
 def _mail(port: int, subject: str, *, login: tuple[str, str] | None = None, body: str = "thanks") -> None:
@@ -221,43 +238,30 @@ def test_an_order_whose_id_another_extends_is_neither_counted_nor_answered_for_i
     # The explorer's lifecycle object is "<order_id>lc": its calls once counted for <order_id>
     # (a false duplicate) and were answered with <order_id>'s object.
     sinks = _sinks({})
-    sinks.start()
-    try:
-        sinks.register("evt_1", "ord_111", "ord_111")
-        sinks.register("evt_1-lc0", "ord_111lc", "ord_111lc")
-        assert sinks.outbound is not None
-        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
-            with pytest.raises(httpx.RemoteProtocolError):  # the route drops each event's first call
-                client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
-            answer = client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
-            client.get("/v1/orders/ord_111lc")
+    with _api(sinks, ("evt_1", "ord_111"), ("evt_1-lc0", "ord_111lc")) as client:
+        with pytest.raises(httpx.RemoteProtocolError):  # the route drops each event's first call
+            client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
+        answer = client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
+        client.get("/v1/orders/ord_111lc")
         assert answer.json() == {"id": "re_1", "order": "ord_111lc"}
         assert (sinks.tally("evt_1").calls, sinks.tally("evt_1-lc0").calls) == (0, 1)
         records = sinks.documents()["outbound"]["records"]
         assert [r["events"] for r in records] == [["evt_1-lc0"]] * 3
-    finally:
-        sinks.stop()
 
 
 def test_what_the_keys_show_beyond_the_first_twenty_calls_is_still_judged():
     sinks = _sinks({})
-    sinks.start()
-    try:
-        sinks.register("evt_1", "ord_111", "ord_111")
-        assert sinks.outbound is not None
-        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
-            with pytest.raises(httpx.RemoteProtocolError):
-                client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
-            for _ in range(24):
-                client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
-            client.post("/v1/refunds", json={"order": "ord_111"})  # the 26th: no key
-            client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k2"})
+    with _api(sinks, ("evt_1", "ord_111")) as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
+        for _ in range(24):
+            client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k1"})
+        client.post("/v1/refunds", json={"order": "ord_111"})  # the 26th: no key
+        client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k2"})
         told = sinks.tally("evt_1")
         assert (told.calls, told.effect_calls, len(told.call_keys)) == (3, 27, 20)
         assert None in told.call_keys
         assert "k2" in told.call_keys
-    finally:
-        sinks.stop()
 
 
 def _flooding_shop(smtp_port: int, *, every_delivery: bool, junk: int) -> tuple[Starlette, Any]:

@@ -28,6 +28,17 @@ from tests.hostile.test_janitor_forged import forge, janitor
 from tests.hostile.test_pull import bundle_files, env, pipeline_with  # noqa: F401 - env is a fixture
 
 ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(sys.argv[1:])"]
+# What `evidence pull` writes into a manifest, as a forger writes it.
+PULLED_FROM = {
+    "gitlab_url": "https://gitlab.example",
+    "project": "acme/shop",
+    "pipeline": "1",
+    "job": "run",
+    "job_id": "2",
+    "pulled_at": "2026-01-01T00:00:00.000000Z",
+    "verified": True,
+    "original_manifest_sha256": "0" * 64,
+}
 
 
 @pytest.fixture
@@ -38,6 +49,23 @@ def recorded(tmp_path: Path) -> Path:
         journal.record(run_id="r1", kind="run", name="fixture:live", status="started")
     journal_checkpoints(write_run_bundle(out / "r1", "r1", {"lost-ack": [(0, "fail")]}))
     return out
+
+
+def killed_run(tmp_path: Path, *, trials: int) -> tuple[Path, Path, list[str]]:
+    """A run of `trials` lost-ack trials killed (SIGKILL) after two finished: its evidence
+    directory, its bundle, and the command that resumes it."""
+    from tests.harness.test_resume import wait_for_trials
+
+    out = tmp_path / "out"
+    db = ("--db", f"sqlite:///{tmp_path / 'shop.db'}")  # a store the resumed run reads again
+    argv = [*ACKLAB, "run", *db, "--target", "fixture:live", "--experiment", "lost-ack"]
+    seeded = ("--trials", str(trials), "--seed", "7", "--out", str(out))
+    process = subprocess.Popen([*argv, *seeded], stderr=subprocess.PIPE)
+    bundle = wait_for_trials(out, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+    resume = [*ACKLAB, "run", *db, "--target", "fixture:live", "--resume", bundle.name, "--out", str(out)]
+    return out, bundle, resume
 
 
 def forge_pass(bundle: Path, **manifest_fields: Any) -> dict[str, Any]:
@@ -55,21 +83,12 @@ def forge_pass(bundle: Path, **manifest_fields: Any) -> dict[str, Any]:
 @pytest.mark.slow
 def test_a_kept_trial_edited_before_resume_is_refused_and_verify_names_it(tmp_path):
     """Attack 12: kill -9 a run, edit a kept trial file to pass, resume."""
-    out = tmp_path / "out"
-    db = ("--db", f"sqlite:///{tmp_path / 'shop.db'}")  # a store the resumed run reads again
-    argv = [*ACKLAB, "run", *db, "--target", "fixture:live", "--experiment", "lost-ack", "--trials", "8"]
-    process = subprocess.Popen([*argv, "--seed", "7", "--out", str(out)], stderr=subprocess.PIPE)
-    from tests.harness.test_resume import wait_for_trials
-
-    bundle = wait_for_trials(out, 2)
-    os.kill(process.pid, signal.SIGKILL)
-    process.communicate(timeout=30)
+    out, bundle, resume = killed_run(tmp_path, trials=8)
     kept = sorted((bundle / "trials").glob("*.json"))[0]
     original = kept.read_bytes()
     trial = json.loads(original)
     trial["duration_ms"] += 1  # any edit: the file is no longer the one the trial wrote
     kept.write_text(json.dumps(trial))
-    resume = [*ACKLAB, "run", *db, "--target", "fixture:live", "--resume", bundle.name, "--out", str(out)]
     refused = subprocess.run(resume, capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode == 7, refused.stderr[-2000:]
     assert f"trials/{kept.name} is not the trial file the journal recorded" in refused.stderr
@@ -92,17 +111,7 @@ def test_a_kept_trial_edited_before_resume_is_refused_and_verify_names_it(tmp_pa
 
 def test_an_unsigned_pulled_from_does_not_switch_the_journal_off(recorded, acklab):
     """Attack 13: `pulled_from` written into a forged bundle's manifest."""
-    pulled = {
-        "gitlab_url": "https://gitlab.example",
-        "project": "acme/shop",
-        "pipeline": "1",
-        "job": "run",
-        "job_id": "2",
-        "pulled_at": "2026-01-01T00:00:00.000000Z",
-        "verified": True,
-        "original_manifest_sha256": "0" * 64,
-    }
-    forge_pass(recorded / "r1", pulled_from=pulled)
+    forge_pass(recorded / "r1", pulled_from=PULLED_FROM)
     code, out, _ = acklab("evidence", "verify", recorded, "--journal")
     assert code == 7, out
     assert "r1: NOT INTACT" in out
