@@ -291,10 +291,6 @@ class Ledger:
         with self._lock:
             return [r for r in self._records if kind is None or r.kind == kind]
 
-    def of(self, event_id: str) -> list[SinkRecord]:
-        with self._lock:
-            return [r for r in self._records if event_id in r.events]
-
 
 def now_mono() -> float:
     return time.monotonic()
