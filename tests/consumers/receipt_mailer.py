@@ -40,6 +40,7 @@ from email.header import Header
 from email.message import EmailMessage, Message
 from email.mime.application import MIMEApplication
 from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
 from email.mime.text import MIMEText
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -64,6 +65,15 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def quoted_printable(text: str, charset_name: str = "utf-8") -> Message:
+    """`text` as a ``text/plain`` part sent quoted-printable in `charset_name`."""
+    charset = Charset(charset_name)
+    charset.body_encoding = QP
+    part = MIMENonMultipart("text", "plain")
+    part.set_payload(text, charset)
+    return part
+
+
 def receipt(order_id: str, encoding: str) -> Message:
     """The receipt for `order_id`, encoded as `encoding` says."""
     if encoding == "plain":
@@ -74,9 +84,7 @@ def receipt(order_id: str, encoding: str) -> Message:
     elif encoding == "base64":
         message = MIMEText(f"Merci ! Votre commande {order_id} est payée.", "plain", "utf-8")
     elif encoding == "quoted-printable":
-        charset = Charset("utf-8")
-        charset.body_encoding = QP
-        message = MIMEText(f"{QP_LEAD}{order_id}, payée.", "plain", charset)
+        message = quoted_printable(f"{QP_LEAD}{order_id}, payée.")
     else:
         message = MIMEMultipart("mixed")
         alternative = MIMEMultipart("alternative")
@@ -89,7 +97,7 @@ def receipt(order_id: str, encoding: str) -> Message:
         invoice.add_header("Content-Disposition", "attachment", filename="facture.pdf")
         message.attach(invoice)
     if encoding != "plain":
-        message["Subject"] = Header(f"Reçu de votre commande {order_id}", "utf-8")
+        message["Subject"] = Header(f"Reçu de votre commande {order_id}", "utf-8").encode()
     message["From"], message["To"] = "shop@example.test", "buyer@example.test"
     return message
 

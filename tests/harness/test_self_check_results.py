@@ -14,11 +14,16 @@ from typing import Any
 import pytest
 
 import acklab
-import acklab.harness.engine.api as api
-import acklab.harness.engine.results as results
+import acklab.harness.engine.api
+import acklab.harness.engine.results
 from acklab.harness.core import self_check
 from acklab.harness.core.self_check import LabIntegrityError
 from tests.harness.test_app_targets import Shop, attack
+
+# The modules as a hostile app sees them: anything may be assigned to anything.
+results: Any = acklab.harness.engine.results
+api: Any = acklab.harness.engine.api
+public: Any = acklab
 
 
 def _always_passed() -> Any:
@@ -26,29 +31,29 @@ def _always_passed() -> Any:
 
 
 def _fake_code(_: Any) -> None:
-    results.RunResult.passed.fget.__code__ = (lambda self: True).__code__  # type: ignore[attr-defined]
+    results.RunResult.passed.fget.__code__ = (lambda self: True).__code__
 
 
 def _class_swapped(_: Any) -> None:
-    class Passing(results.RunResult):
-        passed = _always_passed()  # type: ignore[assignment]
+    class Passing(acklab.harness.engine.results.RunResult):
+        passed = _always_passed()
 
-    results.RunResult = Passing  # type: ignore[misc]
+    results.RunResult = Passing
 
 
 def _hook_added(_: Any) -> None:
     def lie(self: Any, name: str) -> Any:
         return True if name == "passed" else object.__getattribute__(self, name)
 
-    results.RunResult.__getattribute__ = lie  # type: ignore[method-assign]
+    results.RunResult.__getattribute__ = lie
 
 
 def _public_name(_: Any) -> None:
-    acklab.attack = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+    public.attack = lambda *args, **kwargs: None
 
 
 def _checker_bypassed(_: Any) -> None:
-    api.self_check = types.SimpleNamespace(check=lambda when: None)  # type: ignore[assignment]
+    api.self_check = types.SimpleNamespace(check=lambda when: None)
 
 
 PATCHES: dict[str, tuple[Callable[[Any], None], str]] = {
@@ -81,21 +86,21 @@ class Patching(Shop):
 def restore() -> Iterator[None]:
     kept_class = results.RunResult
     kept_members = dict(vars(results.RunResult))
-    kept_code = results.RunResult.passed.fget.__code__  # type: ignore[attr-defined]
-    kept_attack = acklab.__dict__.get("attack")
+    kept_code = results.RunResult.passed.fget.__code__
+    kept_attack = vars(public).get("attack")
     kept_checker = api.self_check
     yield
-    results.RunResult = kept_class  # type: ignore[misc]
+    results.RunResult = kept_class
     for name in set(vars(kept_class)) - set(kept_members):
         delattr(kept_class, name)
     for name in ("passed", "__getattribute__"):
         if name in kept_members:
             setattr(kept_class, name, kept_members[name])
-    kept_class.passed.fget.__code__ = kept_code  # type: ignore[attr-defined]
+    kept_class.passed.fget.__code__ = kept_code
     if kept_attack is None:
-        acklab.__dict__.pop("attack", None)
+        vars(public).pop("attack", None)
     else:
-        acklab.attack = kept_attack  # type: ignore[attr-defined]
+        public.attack = kept_attack
     api.self_check = kept_checker
     assert self_check.problems() == []
 
@@ -115,7 +120,7 @@ def test_a_bypassed_check_is_still_seen_by_the_next_check_of_the_process(tmp_pat
     # next check made from anywhere else does (the pytest plugin's, after the test; the next attack's).
     def both(_: Any) -> None:
         _checker_bypassed(_)
-        results.RunResult.passed = _always_passed()  # type: ignore[method-assign,assignment]
+        results.RunResult.passed = _always_passed()
 
     shop = Patching(both)
     result = attack(shop.asgi(), tmp_path, effects=shop.count, serving="in-process", experiments=["lost-ack"])
