@@ -8,11 +8,14 @@ is parsed (a ``\\u``-escaped id is the id), a form body and the query string are
 The raw text stays in what is searched too, so nothing the wire shows is lost by decoding.
 
 Matching is by **whole identifiers**: ``ord_12`` does not match inside ``ord_123``,
-``ord_12lc`` or ``xord_12``. Identifier characters are letters, digits, ``_`` and ``-`` (so a
-uuid is one identifier, and ``evt_1-lc0`` is not ``evt_1``). Where a filled ``match`` starts
-(or ends) with an identifier character, the character before (after) it in the text must not
-be one; a ``match`` that starts or ends with punctuation (``"order {{order_id}}:"``) is bound
-there by its own text.
+``ord_12lc``, ``xord_12`` or ``ord_12-lc0``. Identifier characters are letters, digits, ``_``
+and ``-`` (so a uuid is one identifier, and ``evt_1-lc0`` is not ``evt_1``). Nothing may
+continue a filled ``match``: where it ends with an identifier character, the character after
+it must not be one. Before it, a *type prefix* ending in ``_`` or ``-`` is allowed — providers
+and apps tag ids that way (Stripe's ``in_``, ``cus_``, ``ch_``; ``order-``), so a receipt for
+invoice ``in_ord_12`` names order ``ord_12`` — but a letter or digit is not (``xord_12``).
+A ``match`` that starts or ends with punctuation (``"order {{order_id}}:"``) is bound there by
+its own text.
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def is_identifier_char(char: str) -> bool:
     return char in {"-", "_"} or char.isalnum()
 
 
+def _starts_clear(needle: str, text: str, at: int) -> bool:
+    """Whether `needle` found at `at` starts an identifier, or follows a type prefix (``in_``)."""
+    if at == 0 or not is_identifier_char(needle[0]):
+        return True
+    before = text[at - 1]
+    if needle[0].isalnum():
+        return not before.isalnum()  # ``in_<id>``, ``order-<id>``: a prefix tags the id
+    return not is_identifier_char(before)
+
+
 class Text:
     """Searchable text: its identifiers as a set (a whole-identifier needle is one lookup) and
     the text itself (for a needle with punctuation in it)."""
@@ -49,14 +62,13 @@ class Text:
         """Whether `needle` occurs in the text as a whole identifier (see the module's rule)."""
         if not needle:
             return False
-        if _IDENTIFIER.fullmatch(needle):
-            return needle in self.identifiers
-        bound_start, bound_end = is_identifier_char(needle[0]), is_identifier_char(needle[-1])
+        if _IDENTIFIER.fullmatch(needle) and needle in self.identifiers:
+            return True
         text, start = self.text, 0
         while (at := text.find(needle, start)) >= 0:
             end = at + len(needle)
-            if not (bound_start and at > 0 and is_identifier_char(text[at - 1])) and not (
-                bound_end and end < len(text) and is_identifier_char(text[end])
+            if _starts_clear(needle, text, at) and not (
+                is_identifier_char(needle[-1]) and end < len(text) and is_identifier_char(text[end])
             ):
                 return True
             start = at + 1

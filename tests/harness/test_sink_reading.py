@@ -29,7 +29,9 @@ ORDER = "ord_5f2a9c0e71d4b836"
         (f"x{ORDER}", False),
         (f"{ORDER}_2", False),
         (f"{ORDER}-lc0", False),  # a hyphen continues an identifier (uuids, derived ids)
-        (f"re-{ORDER}", False),
+        (f"in_{ORDER}", True),  # a type prefix tags the id (Stripe's in_, cus_, ch_)
+        (f"re-{ORDER}", True),
+        (f"x_y{ORDER}", False),
         (ORDER[:-1], False),
     ],
 )
