@@ -2,6 +2,7 @@
 # Installs the system packages the test suite needs, when they are missing:
 #   PostgreSQL server (Debian postgresql), Chromium (Debian chromium), rsync, Node.js + npm,
 #   bubblewrap and setpriv (the repair flow's sandbox, docs/sandbox.md),
+#   redis-server (services: [redis], docs/fleet.md), libfaketime and faketime (a consumer's shifted clock),
 #   and gitlab-ci-local 4.64.1 (npm, into .tools/ of this checkout).
 # As root it installs with apt-get/npm; otherwise it stops and names the package to install.
 set -euo pipefail
@@ -17,6 +18,9 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(libfaketime)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

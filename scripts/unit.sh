@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make unit`: the unit tier — the tests that need nothing but Python and acklab's own
-# dependencies — run with PostgreSQL, Chromium, Node and gitlab-ci-local hidden, so that a
+# dependencies — run with PostgreSQL, Chromium, Node, gitlab-ci-local, redis-server and libfaketime hidden, so that a
 # test which still reaches one of them fails instead of quietly using it.
 #
 #   scripts/unit.sh [pytest arguments...]
@@ -26,7 +26,7 @@ if [ -z "${ACKLAB_UNIT_HIDING:-}" ]; then
     exec env ACKLAB_UNIT_HIDING=1 "${ns[@]}" "$0" "$@"
   fi
   echo "acklab: no private mount namespace here (unshare); the unit tier runs without hiding" \
-       "PostgreSQL, Chromium, Node and gitlab-ci-local" >&2
+       "PostgreSQL, Chromium, Node, gitlab-ci-local, redis-server and libfaketime" >&2
 else
   # In the namespace: programs first (a symlink is followed to the file it names), then the
   # directories, whose tmpfs may cover a program's real file: either way it cannot run.

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
+
+if TYPE_CHECKING:
+    from acklab.harness.procs.clock import ShiftedClock
+    from acklab.harness.services.redis import RedisServer
 
 # pytester: pytest's own fixture for testing plugins (tests/pytest_plugin run user suites with it);
 # pytest_plugins may only be set in the top-level conftest.
@@ -42,3 +47,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if bare:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         sys.stderr.write(f"\nacklab modules imported under a bare name (import acklab.<name>): {bare}\n")
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """Debian's redis-server on a free port and a directory of its own, as the lab starts it."""
+    from acklab.harness.services.redis import RedisServer
+    from acklab.harness.targets.isolation import free_port
+
+    root = tmp_path_factory.mktemp("redis")
+    server = RedisServer(free_port(), root, root)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def shifted_clock() -> Iterator[ShiftedClock]:
+    """A run's shifted clock (libfaketime), at offset 0; removed afterwards."""
+    from acklab.harness.procs.clock import ShiftedClock
+
+    clock = ShiftedClock.create()
+    try:
+        yield clock
+    finally:
+        clock.close()

@@ -4,10 +4,12 @@
     postgres         the private PostgreSQL server (initdb, pg_ctl)  the postgres_server / pg_url fixtures
     browser          headless Chromium driven by Playwright          the browser fixture
     gitlab_ci_local  gitlab-ci-local on Node                          the gitlab_ci_local fixture
+    redis            Debian's redis-server (the lab's services:)      the redis_server fixture, or hand
+    faketime         Debian's libfaketime (a shifted consumer clock)  the shifted_clock fixture, or hand
     slow             seconds to minutes: real runs, servers, builds  hand (a module's pytestmark)
 
 A test with none of them is in the unit tier: ``pytest --tier=unit`` runs only those, and
-``make unit`` runs that with PostgreSQL, Chromium, Node and gitlab-ci-local hidden
+``make unit`` runs that with PostgreSQL, Chromium, Node, gitlab-ci-local, Redis and libfaketime hidden
 (scripts/unit.sh). ``make test`` runs every tier: the unit tier that way, then ``--tier=rest``
 (the tests that carry a marker), so no test runs twice.
 
@@ -90,6 +92,28 @@ NEEDS = (
         programs=frozenset({"gitlab-ci-local", "node", "nodejs", "npm", "npx", "pipeline.sh"}),
         paths=("/gitlab-ci-local/",),
         homes=("<repo>/.tools", "/usr/lib/node_modules", "/usr/local/lib/node_modules"),
+    ),
+    Need(
+        marker="redis",
+        what="Debian's redis-server",
+        fixtures=frozenset({"redis_server"}),
+        programs=frozenset({"redis-server", "redis-cli"}),
+        paths=(),
+        homes=(),
+    ),
+    # A library, not a program: the audit hook cannot see it in an argv (it is preloaded through
+    # the environment); hiding its folder is what proves the unit tier does without it.
+    Need(
+        marker="faketime",
+        what="Debian's libfaketime",
+        fixtures=frozenset({"shifted_clock"}),
+        programs=frozenset({"faketime"}),
+        paths=("/faketime/libfaketime",),
+        homes=(
+            "/usr/lib/x86_64-linux-gnu/faketime",
+            "/usr/lib/aarch64-linux-gnu/faketime",
+            "/usr/lib/faketime",
+        ),
     ),
 )
 SLOW = "slow"
