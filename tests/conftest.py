@@ -52,8 +52,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """Debian's redis-server on a free port and a directory of its own, as the lab starts it."""
+    from acklab.harness.ports import free_port
     from acklab.harness.services.redis import RedisServer
-    from acklab.harness.targets.isolation import free_port
 
     root = tmp_path_factory.mktemp("redis")
     server = RedisServer(free_port(), root, root)

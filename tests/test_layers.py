@@ -103,6 +103,7 @@ HARNESS_RANKS: tuple[frozenset[str], ...] = (
     frozenset({"specs"}),
     frozenset({"wire"}),
     frozenset({"procs", "netfaults", "sinks"}),
+    frozenset({"services"}),
     frozenset({"targets"}),
     frozenset({"core"}),
     frozenset({"experiments"}),

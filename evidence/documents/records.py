@@ -61,6 +61,7 @@ class Delivery(Document):
     response_sha256: Omit[Sha256] = None
     response_truncated: Omit[bool] = None
     service_ready: Omit[bool] = None
+    replica: Omit[Count] = None
 
     @property
     def acknowledged(self) -> bool:

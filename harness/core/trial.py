@@ -31,6 +31,7 @@ from acklab.harness.core.plan import TrialPlan
 from acklab.harness.core.proofs import Proof, try_record
 from acklab.harness.sinks import Sinks
 from acklab.harness.targets.state import read_together
+from acklab.harness.wire.balancer import REPLICA
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.signing import Attempt, redact_headers
@@ -85,7 +86,7 @@ class TrialContext:
                     event_id=self.plan.event_ids[k],
                     order_id=self.plan.order_ids[k],
                     seq=self.plan.index * 100 + k,
-                    created=datetime.now(UTC),
+                    created=datetime.fromtimestamp(self.lab.endpoint.now(), UTC),
                     object_template=target.objects.object,
                     vary=target.varies,
                     avoid_amounts=tuple(v for v in target.conflict_set.values() if isinstance(v, int)),
@@ -120,10 +121,13 @@ class TrialContext:
         timestamp: int | None = None,
         secret: str | None = None,
         signed_body: bytes | None = None,
+        replica: int | None = None,
     ) -> tuple[httpx.Request, DeliveryRecord]:
-        """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when tampering."""
+        """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when
+        tampering; `replica`: the replica the balancer must send it to (topology.replicas)."""
         lab = self.lab
-        stamp = int(time.time()) if timestamp is None else timestamp
+        # The provider's clock: the lab's, shifted with the consumer's when an experiment moved it.
+        stamp = int(lab.endpoint.now()) if timestamp is None else timestamp
         target = lab.target
         signed = Attempt(
             event.event_id,
@@ -135,6 +139,8 @@ class TrialContext:
         )
         # The provider's headers, then the spec's own (headers:, an API key, say).
         headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
+        # A retry says so where its provider does (Slack's X-Slack-Retry-Num and -Reason).
+        headers.update(lab.profile.retry.headers(attempt, self._failure_of(event.event_id)))
         service = lab.endpoint.service_state()
         record = DeliveryRecord(
             seq=len(self.deliveries),
@@ -150,10 +156,20 @@ class TrialContext:
         )
         self.deliveries.append(record)
         ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
+        extensions: dict[str, object] = {TICKET: ticket}
+        if replica is not None:
+            extensions[REPLICA] = replica
         request = lab.client.build_request(
-            "POST", lab.url, content=event.body, headers=headers, extensions={TICKET: ticket}
+            "POST", lab.url, content=event.body, headers=headers, extensions=extensions
         )
         return request, record
+
+    def _failure_of(self, event_id: str) -> str:
+        """Why the event's last attempt failed as its sender saw it, in `harness.wire.retry_policy.REASONS`' terms."""
+        last = next((d for d in reversed(self.deliveries) if d.event_id == event_id), None)
+        if last is None or (last.sender_error or "").startswith("timeout"):
+            return "timeout"
+        return "error" if last.sender_status is not None else "connect"
 
     def prepare_plain(
         self,

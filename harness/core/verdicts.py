@@ -67,6 +67,8 @@ from acklab.harness.core.conflict_verdicts import judge_conflict
 from acklab.harness.core.object_verdicts import judge_objects
 from acklab.harness.core.sink_verdicts import judge_sinks
 from acklab.harness.targets import Expect
+from acklab.harness.wire.providers import PROFILES, profile
+from acklab.harness.wire.retry_policy import policy
 
 BOOTING_STATUSES = frozenset({502, 503, 504})  # what a booting service or its proxy answers
 __all__ = ["INVARIANTS", "Judgement", "combine", "judge"]
@@ -79,6 +81,7 @@ class Judgement:
     trial_id: str
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    provider: str | None = None  # the scheme the trial's sender imitated (what it does when it gives up)
 
     @property
     def verdict(self) -> Verdict:
@@ -145,7 +148,8 @@ class Counts:
 
 def judge(trial: Trial, expect: Expect) -> Judgement:
     """The judgement of one trial record (its deliveries, observations and fault proof)."""
-    result = Judgement(trial.trial_id)
+    provider = trial.parameters.get("provider")
+    result = Judgement(trial.trial_id, provider=provider if isinstance(provider, str) else None)
     fault = trial.fault
     tries = fault.tries if fault is not None else []
     unproven = {e for t in tries if not t.landed for e in t.event_ids}
@@ -329,6 +333,14 @@ def _seen(delivery: Delivery) -> str:
     return f"seq {delivery.seq} ({delivery.kind}): {handler}, the sender got {sender}{via}"
 
 
+def _gives_up(scheme: str | None) -> str:
+    """What the provider does to a consumer that never acknowledges (its retry policy, in words)."""
+    if scheme is None:
+        return "the provider keeps retrying until it disables the endpoint"
+    provider = profile(scheme) if scheme in PROFILES else None
+    return policy(scheme).consequence(provider.name.split(" (")[0] if provider else scheme)
+
+
 def _hung(delivery: Delivery) -> bool:
     """The handler never answered within the lab's per-delivery bound: its failure, whatever
     fault the lab meant to apply to its answer (there was none to lose, reset or cut short)."""
@@ -408,8 +420,8 @@ def _judge_unacknowledged(
                 for d in delivered
             ),
             f"a 2xx received by the sender within {len(delivered)} attempt(s)",
-            f"{role}no attempt was acknowledged as the sender saw it: {why} ({seen}); the provider keeps "
-            "retrying until it disables the endpoint",
+            f"{role}no attempt was acknowledged as the sender saw it: {why} ({seen}); "
+            f"{_gives_up(result.provider)}",
             delivery=failures[-1],
         )
         return True

@@ -163,17 +163,23 @@ class ShiftedClock:
     _book: LeaseBook | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls) -> ShiftedClock:
-        """A fresh clock at offset 0 in a leased directory; ClockUnavailable without libfaketime."""
+    def create(cls, inside: Path | None = None) -> ShiftedClock:
+        """A fresh clock at offset 0 in a leased directory (or in `inside`: a confined place's scratch,
+        which its sandbox sees and its lease covers); ClockUnavailable without libfaketime."""
         library = libfaketime()
         if library is None:
             raise ClockUnavailable(unavailable() or "libfaketime is not installed")
-        directory = Path(tempfile.mkdtemp(prefix="acklab-clock-"))
+        if inside is None:
+            directory = Path(tempfile.mkdtemp(prefix="acklab-clock-"))
+        else:
+            directory = inside / "acklab-clock"
+            directory.mkdir()
         # Readable by the consumer's user (a sandbox's too), writable by the lab only.
         directory.chmod(0o755)
         book = current_book()
         clock = cls(directory, library, _first(MALLOC_DEBUG), _book=book)
-        clock._lease = book.acquire("directory", str(directory), path=str(directory))
+        if inside is None:
+            clock._lease = book.acquire("directory", str(directory), path=str(directory))
         clock._write(0.0)
         return clock
 

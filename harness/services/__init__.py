@@ -168,11 +168,15 @@ class Services:
             for name, server in self.servers.items()
         )
 
-    def stop(self) -> None:
-        """Stop every server, remove the directories, release the lease (idempotent)."""
+    def stop_servers(self) -> None:
+        """Stop every server; `start` makes them anew (a restart under another clock)."""
         for server in self.servers.values():
             server.stop()
         self.servers.clear()
+
+    def stop(self) -> None:
+        """Stop every server, remove the directories, release the lease (idempotent)."""
+        self.stop_servers()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None

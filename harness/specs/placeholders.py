@@ -2,7 +2,8 @@
 
 ``{{port}}`` (a free loopback port for the service), ``{{scratch}}`` (a fresh private
 directory), ``{{database_url}}`` (a fresh PostgreSQL database on the server ``database.url``
-names), and the sinks' ``{{smtp_port}}`` and ``{{outbound_port}}``. They may appear in any
+names), the sinks' ``{{smtp_port}}`` and ``{{outbound_port}}``, and ``{{redis_url}}`` (the
+Redis of ``services: [redis]``, `harness.services`). They may appear in any
 string of the spec but the event body (``event``, ``conflict``: those are filled per event,
 `harness.wire.templates`); per-event placeholders elsewhere (``{{event_id}}`` in an effects
 URL) are left for their own stage.
@@ -21,7 +22,7 @@ from typing import Any
 
 from acklab.harness.errors import SpecError
 
-RUN_PLACEHOLDERS = ("port", "scratch", "database_url", "smtp_port", "outbound_port")
+RUN_PLACEHOLDERS = ("port", "scratch", "database_url", "smtp_port", "outbound_port", "redis_url")
 # Filled per event or per delivery by their own stages (templates, probes, sinks' routes).
 LATER = frozenset(
     {"event_id", "order_id", "object_id", "seq", "timestamp", "unix_time", "unix_time_ms", "event_time"}
@@ -35,6 +36,7 @@ STAND_INS: Mapping[str, str] = {
     "database_url": "postgresql://acklab@127.0.0.1:5432/acklab_standin",
     "smtp_port": "65534",
     "outbound_port": "65533",
+    "redis_url": "redis://127.0.0.1:65532/0",
 }
 
 

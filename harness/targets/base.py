@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
@@ -17,6 +18,8 @@ import httpx
 from acklab.evidence.documents.incident import IncidentTarget
 from acklab.evidence.documents.sinks import SinkLog
 from acklab.harness.errors import RemoteRefused, SpecError
+from acklab.harness.procs.clock import ShiftedClock
+from acklab.harness.procs.replicas import Restart
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.targets.effects import EffectsProbe
@@ -30,6 +33,14 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 
 
 CONFLICT_POLICIES = ("reject", "ignore")
+NO_CLOCK = (
+    "the lab shifts the clock only of a consumer it starts: a target spec with command: (the built-in "
+    "fixture and an app served in this process run on the lab's own clock)"
+)
+NO_RESTART = (
+    "the lab restarts only a consumer it starts: a target spec with command: (argv that serves it), so a "
+    "deploy can stop and start it between deliveries"
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,7 @@ class Needs:
 
     socket: bool = False  # real TCP: concurrency, timeouts and resets need one
     processing_delay_ms: int = 0  # fixture only: simulated work inside the handler's transaction
+    clock: bool = False  # the consumer's clock shifted by the lab (late-redelivery, provider-retries)
 
 
 @dataclass
@@ -93,6 +105,12 @@ class Endpoint:
     processing_delay_ms: int = 0
     state: StateProbe | None = None  # effects.sql.state / effects.http.state_path
     sinks: Sinks | None = None  # effects.smtp / effects.outbound (harness.sinks), run for the whole run
+    clock: ShiftedClock | None = None  # the consumer's shifted clock (Needs.clock), None: the lab's own
+    replicas: int = 1  # processes of the consumer behind the lab's balancer (topology.replicas)
+
+    def now(self) -> float:
+        """The provider's time as the consumer sees it: the lab's clock, plus the shift when there is one."""
+        return self.clock.now() if self.clock is not None else time.time()
 
     def service_state(self) -> tuple[bool, int] | None:
         """(ready, starts) of the service process the lab runs for this endpoint; None: it runs none."""
@@ -101,6 +119,19 @@ class Endpoint:
     def down(self) -> str | None:
         """Why the lab's own service is down and could not be brought back (None: it is not)."""
         return None
+
+    def restart(self) -> Restart | None:
+        """Stop the lab's own service and start it again, as a deploy does (every replica), and wait
+        until it is ready; what happened. None: the lab runs no service for this endpoint."""
+        return None
+
+    def consumer_pids(self) -> list[int]:
+        """Every live process of the consumer the lab started (each replica's whole process group)."""
+        return []
+
+    def service_clocks(self) -> dict[str, float | None]:
+        """The clocks of the services the lab started for the consumer (``services:``), by name."""
+        return {}
 
 
 @dataclass
@@ -224,6 +255,14 @@ class Target(ABC):
     def sinks_of(self) -> Sinks | None:
         """The sinks this target runs for the whole run (None: none)."""
         return None
+
+    def clock_unavailable(self) -> str | None:
+        """Why the lab cannot shift this consumer's clock (None: it can, it starts its processes)."""
+        return NO_CLOCK
+
+    def restart_unavailable(self) -> str | None:
+        """Why the lab cannot stop and start this consumer as a deploy does (None: it can)."""
+        return NO_RESTART
 
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""

@@ -33,8 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import SpecError, TargetUnreachable
 from acklab.harness.procs.confinement import Confined, Confinement
-from acklab.harness.procs.leases import current_book
-from acklab.harness.procs.service_process import Command, ServiceProcess
+from acklab.harness.procs.service_process import Command
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env
 from acklab.harness.targets.effects import EffectsProbe
@@ -64,7 +63,10 @@ class ServedSpecTarget(SpecTarget):
         return self._place
 
     def source_dir(self) -> Path | None:
-        return self.checkout  # the checkout's commit, not the copy's (which has no .git)
+        return self.checkout
+
+    def _confined(self) -> Confined | None:
+        return self.place  # the checkout's commit, not the copy's (which has no .git)
 
     def bind(self) -> None:
         """This checkout's port, database and scratch directory (inside its place), filled in."""
@@ -77,18 +79,19 @@ class ServedSpecTarget(SpecTarget):
             server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
         isolation = Isolation.allocate(unbound.names - {"scratch"}, database_server=server, label=self.name)
         try:
-            values = dict(isolation.values)
+            values = {**isolation.values, **self.fleet.allocate(isolation.values)}
             if "scratch" in unbound.names:
                 values["scratch"] = str(_scratch_of(place))
             filled = placeholders.fill(unbound.doc, values)
-            parts = _served_parts(
-                filled,
-                spec_dir=place.root / PurePosixPath(self.spec_ref).parent,
-                allow_remote=False,
-                workdir=place.root,
-            )
+            spec_dir = place.root / PurePosixPath(self.spec_ref).parent
+            parts = _served_parts(filled, spec_dir=spec_dir, allow_remote=False, workdir=place.root)
+            self._replica_parts = [
+                (endpoint, shared_env(command, filled) or command)
+                for endpoint, command in self._served_at(values, spec_dir=spec_dir, workdir=place.root)
+            ]
         except BaseException:
             isolation.release()
+            self.fleet.stop()
             raise
         self.isolation = isolation
         self.endpoint, self.effects, self.command = (
@@ -99,18 +102,11 @@ class ServedSpecTarget(SpecTarget):
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
 
     def start_service(self) -> None:
+        self.fleet.start_services(self.place)
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
-            self.service = ServiceProcess(
-                self.command,
-                self.endpoint,
-                name=self.name,
-                leases=current_book(),
-                routes=self._route_probe,
-                confined=self.place,
-                after_setup=self.pin,
-            )
+            self.service = self._consumer(confined=self.place, after_setup=self.pin)
         self.service.start()
         self.pin()  # without a setup: the schema as the service made it when it first answered
 

@@ -19,8 +19,11 @@ from urllib.parse import urlsplit
 from acklab.evidence.documents.incident import IncidentTarget
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import ForeignService, HarnessError, SpecError, TargetUnreachable
+from acklab.harness.procs.confinement import Confined
+from acklab.harness.procs.leased_process import live_members
 from acklab.harness.procs.leases import current_book
 from acklab.harness.procs.listener import Listener, listener_of
+from acklab.harness.procs.replicas import ReplicaSet, Restart, restart
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_SETUP_TIMEOUT_S,
@@ -31,10 +34,12 @@ from acklab.harness.procs.service_process import (
     host_port,
     wait_ready,
 )
+from acklab.harness.services import Services
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import check_wire_value, resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
+from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
@@ -44,6 +49,7 @@ from acklab.harness.targets.effects import (
     SqlProbe,
     database_kind,
 )
+from acklab.harness.targets.fleet import Fleet
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.spec_checks import (
@@ -79,14 +85,28 @@ def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str,
 class ServiceEndpoint(Endpoint):
     """A spec target's endpoint; `service` is the process of its ``command:`` (None without one)."""
 
-    service: ServiceProcess | None = None
+    service: ServiceProcess | ReplicaSet | None = None
     probe_url: str | None = None  # effects.http.url, when the probe is HTTP
+    services: Services | None = None  # services: the lab started for the consumer
 
     def service_state(self) -> tuple[bool, int] | None:
         return None if self.service is None else self.service.state()
 
     def down(self) -> str | None:
         return None if self.service is None else self.service.down_reason
+
+    def restart(self) -> Restart | None:
+        if self.service is None:
+            return None
+        return restart(self.service)
+
+    def consumer_pids(self) -> list[int]:
+        processes = self.service.replicas if isinstance(self.service, ReplicaSet) else [self.service]
+        leaders = [p.pid for p in processes if p is not None and p.pid is not None and p.running()]
+        return [member for leader in leaders for member in live_members(leader)]
+
+    def service_clocks(self) -> dict[str, float | None]:
+        return self.services.clocks() if self.services is not None else {}
 
     def probe_served_by_service(self) -> bool:
         """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
@@ -107,7 +127,9 @@ class SpecTarget(Target):
     effects: Mapping[str, Any] = field(default_factory=dict, repr=False)  # env: values read
     source: str = ""
     command: Command | None = None
-    service: ServiceProcess | None = field(default=None, repr=False)
+    service: ServiceProcess | ReplicaSet | None = field(default=None, repr=False)
+    # services:, topology: and the consumer's clock (harness.targets.fleet)
+    fleet: Fleet = field(default_factory=Fleet, repr=False)
     endpoint_ref: str = ""  # the spec's endpoint as written (env:NAME, or the URL)
     # A spec with run placeholders, until `bind` fills them for the service about to be served.
     unbound: _Unbound | None = field(default=None, repr=False)
@@ -118,6 +140,8 @@ class SpecTarget(Target):
     listener: Listener | None = field(default=None, repr=False)
     sinks: Sinks | None = field(default=None, repr=False)  # effects.smtp / effects.outbound, the whole run
     _sink_rows: SqlProbe | None = field(default=None, repr=False)
+    # The endpoint and command of each replica beyond the first (topology.replicas), once bound.
+    _replica_parts: list[tuple[str, Command]] = field(default_factory=list, repr=False)
 
     @property
     def ephemeral_effects(self) -> bool:
@@ -136,12 +160,15 @@ class SpecTarget(Target):
             server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
         isolation = Isolation.allocate(unbound.names, database_server=server, label=self.name)
         try:
-            filled = placeholders.fill(unbound.doc, isolation.values)
+            values = {**isolation.values, **self.fleet.allocate(isolation.values)}
+            filled = placeholders.fill(unbound.doc, values)
             parts = _served_parts(
                 filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote, workdir=unbound.workdir
             )
+            self._replica_parts = self._served_at(values, spec_dir=unbound.spec_dir, workdir=unbound.workdir)
         except BaseException:
             isolation.release()
+            self.fleet.stop()
             raise
         self.isolation = isolation
         self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
@@ -163,15 +190,57 @@ class SpecTarget(Target):
         self.sinks = Sinks(smtp, outbound, rows_now=rows_now)
         self.sinks.start()
 
+    def _served_at(
+        self, values: Mapping[str, str], *, spec_dir: Path, workdir: Path | None
+    ) -> list[tuple[str, Command]]:
+        """Each extra replica's endpoint and command: the spec filled with its own ``{{port}}``."""
+        assert self.unbound is not None
+        served = []
+        for port in self.fleet.ports:
+            parts = _served_parts(
+                placeholders.fill(self.unbound.doc, {**values, "port": str(port)}),
+                spec_dir=spec_dir,
+                allow_remote=self.unbound.allow_remote,
+                workdir=workdir,
+            )
+            # setup: runs once, before the first replica starts.
+            served.append((parts["endpoint"], dataclasses.replace(parts["command"], setup=None)))
+        return served
+
+    def _process(self, command: Command, endpoint: str, **how: Any) -> ServiceProcess:
+        return ServiceProcess(
+            command, endpoint, name=self.name, leases=current_book(), routes=self._route_probe, **how
+        )
+
+    def _consumer(self, **how: Any) -> ServiceProcess | ReplicaSet:
+        """The consumer's process, or its replicas (``topology.replicas``); `how` for each
+        (``after_setup`` for the first only: the setup runs once)."""
+        assert self.command is not None
+        first = self._process(self.command, self.endpoint, **how)
+        if self.fleet.replicas == 1:
+            return first
+        how.pop("after_setup", None)
+        return ReplicaSet([first, *(self._process(c, e, **how) for e, c in self._replica_parts)])
+
+    def _confined(self) -> Confined | None:
+        """The place the consumer runs in (a checkout served confined); None: the lab's own user."""
+        return None
+
     def start_service(self) -> None:
-        """Start the service of ``command:`` for the run (once); a no-op without one."""
+        """Start the services of ``services:``, then the service of ``command:`` (its replicas) for the
+        run (once); a no-op without one."""
+        self.fleet.start_services()
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
-            self.service = ServiceProcess(
-                self.command, self.endpoint, name=self.name, leases=current_book(), routes=self._route_probe
-            )
+            self.service = self._consumer()
         self.service.start()
+
+    def clock_unavailable(self) -> str | None:
+        return self.fleet.clock_unavailable(self.command)
+
+    def restart_unavailable(self) -> str | None:
+        return None if self.command is not None else super().restart_unavailable()
 
     def _route_probe(self) -> tuple[str, str, dict[str, str], bytes]:
         """The lab's readiness probe delivery: signed as every delivery, of an event type no
@@ -291,6 +360,9 @@ class SpecTarget(Target):
 
     @asynccontextmanager
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+        if needs.clock and self.service is not None and self.fleet.clock is None:
+            # From now on the consumer and its services run under a clock the lab moves.
+            await asyncio.to_thread(self.fleet.use_clock, self.service, self._confined())
         if self.service is not None and not self.service.running():
             # Down since a crash it did not come back from: try once more for this experiment;
             # its trials are lab errors with the cause when it still does not come back.
@@ -299,7 +371,8 @@ class SpecTarget(Target):
             except HarnessError as exc:
                 raise TargetUnreachable(f"the lab's service is down and did not come back: {exc}") from exc
         probe, state = self._probe(), self._state()
-        transport = socket_transport()
+        origins = self.service.origins if isinstance(self.service, ReplicaSet) else []
+        transport = self.fleet.transport(socket_transport(), origins)
         try:
             yield ServiceEndpoint(
                 url=self.endpoint,
@@ -310,6 +383,9 @@ class SpecTarget(Target):
                 service=self.service,
                 probe_url=self.effects["http"]["url"] if "http" in self.effects else None,
                 sinks=self.sinks,
+                clock=self.fleet.clock,
+                replicas=self.fleet.replicas,
+                services=self.fleet.services,
             )
         finally:
             await probe.aclose()
@@ -323,12 +399,14 @@ class SpecTarget(Target):
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
         log = self.service.log_bytes() if self.service is not None else b""
-        return {"service.log": log} if log else {}
+        services = self.fleet.services.log_bytes() if self.fleet.services is not None else b""
+        return {"service.log": log + services} if log or services else {}
 
     async def aclose(self) -> None:
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
             self.service.remove_logs()
+        await asyncio.to_thread(self.fleet.stop)  # after the consumer: it may still write on its way down
         if self.sinks is not None:  # after the service: what it sent on its way down still counts
             await asyncio.to_thread(self.sinks.stop)
         if self._sink_rows is not None:
@@ -390,6 +468,7 @@ def load_target(
     source = str(path)
     placeholders.check(doc, source=source)
     names = placeholders.used(doc)
+    fleets.check(doc, names, source=source)
     spec_dir = path.resolve().parent
     checked = placeholders.stand_in(doc) if names else doc
     check_target_doc(checked, source=source)
@@ -432,6 +511,7 @@ def load_target(
         unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
         workdir=workdir,
         allow_foreign_service=allow_foreign_service,
+        fleet=Fleet.of(doc),
     )
 
 

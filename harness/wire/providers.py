@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.wire.retry_policy import RetryPolicy, policy
 
-SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify", "none")
+SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify", "slack", "none")
 DEFAULT_TIME_COMPRESSION = 10_000.0
 
 _STANDARD_SCHEDULE = (0, 5, 305, 2105, 9305, 27305, 63305, 113705, 185705, 272105)
@@ -55,6 +56,11 @@ class ProviderProfile:
     schedule_stand_in: bool
     note: str
     sources: tuple[str, ...]
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """What a retry carries, when the provider gives up and what it does then (`harness.wire.retry_policy`)."""
+        return policy(self.scheme)
 
     def compressed_schedule(self, factor: float) -> tuple[float, ...]:
         """The schedule divided by `factor`: same order, same count, shorter gaps."""
@@ -150,6 +156,23 @@ PROFILES: dict[str, ProviderProfile] = {
         sources=(
             "https://shopify.dev/docs/apps/build/webhooks/subscribe/https",
             "https://shopify.dev/docs/apps/build/webhooks/verify-deliveries",
+        ),
+    ),
+    "slack": ProviderProfile(
+        scheme="slack",
+        name="Slack (Events API request URLs)",
+        event_id_header=None,  # event_id in the body; retries say so in X-Slack-Retry-Num
+        signature_header="X-Slack-Signature",
+        signs_timestamp=True,
+        tolerance_s=300,
+        timeout_s=3.0,
+        timeout_stand_in=False,
+        schedule_s=(0, 1, 61, 361),
+        schedule_stand_in=True,
+        note="3 retries: nearly at once, after 1 minute, after 5 minutes; an answer is due within 3 seconds",
+        sources=(
+            "https://api.slack.com/apis/events-api#retries",
+            "https://api.slack.com/authentication/verifying-requests-from-slack",
         ),
     ),
     "none": ProviderProfile(

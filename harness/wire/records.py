@@ -66,6 +66,8 @@ class DeliveryRecord:
     service_at_send: tuple[bool, int] | None = field(default=None, repr=False)
     service_now: Callable[[], tuple[bool, int] | None] | None = field(default=None, repr=False)
     service_ready: bool | None = None
+    # Which replica of the consumer the balancer sent it to (topology.replicas; None: one process).
+    replica: int | None = None
 
     @property
     def body_sha256(self) -> str:
@@ -139,6 +141,7 @@ class DeliveryRecord:
             response_sha256=body.sha256 if body is not None else None,
             response_truncated=body.truncated if body is not None else None,
             service_ready=self.service_ready,
+            replica=self.replica,
         )
 
     @property

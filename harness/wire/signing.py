@@ -29,6 +29,7 @@ REDACTED_HEADERS = frozenset(
         "x-gitlab-token",
         "x-shopify-hmac-sha256",
         "svix-signature",
+        "x-slack-signature",
     }
 )
 
@@ -223,6 +224,24 @@ class ShopifySigner(Signer):
 
 
 @dataclass(frozen=True)
+class SlackSigner(Signer):
+    """Slack: ``v0=`` + hex HMAC-SHA256 of ``v0:{timestamp}:{body}`` with the signing secret, and the
+    timestamp in ``X-Slack-Request-Timestamp``."""
+
+    scheme: ClassVar[str] = "slack"
+    derived: ClassVar[frozenset[str]] = frozenset({"x-slack-signature", "x-slack-request-timestamp"})
+
+    def headers(self, attempt: Attempt, secret: str) -> dict[str, str]:
+        signed = f"v0:{attempt.timestamp}:".encode() + attempt.body
+        digest = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        return {
+            "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
+            "X-Slack-Request-Timestamp": str(attempt.timestamp),
+            "X-Slack-Signature": f"v0={digest}",
+        }
+
+
+@dataclass(frozen=True)
 class Unsigned(Signer):
     """No signature at all (``scheme: none``)."""
 
@@ -237,7 +256,15 @@ class Unsigned(Signer):
 
 SIGNERS: dict[str, Signer] = {
     s.scheme: s
-    for s in (StandardSigner(), StripeSigner(), GitHubSigner(), GitLabSigner(), ShopifySigner(), Unsigned())
+    for s in (
+        StandardSigner(),
+        StripeSigner(),
+        GitHubSigner(),
+        GitLabSigner(),
+        ShopifySigner(),
+        SlackSigner(),
+        Unsigned(),
+    )
 }
 
 
@@ -245,7 +272,7 @@ def signs_timestamp(scheme: str, secret: str) -> bool:
     """Whether a signature of `scheme` covers the attempt's timestamp (replay: stale check)."""
     if scheme == "gitlab":
         return secret.startswith("whsec_")
-    return scheme in ("standard", "stripe")
+    return scheme in ("standard", "stripe", "slack")
 
 
 def foreign_secret(scheme: str, entropy: bytes) -> str:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.ports import free_port
 from acklab.harness.procs.clock import ShiftedClock, mapped_in
 from acklab.harness.services import Services, check
 from acklab.harness.services.redis import RedisServer, ask
-from acklab.harness.targets.isolation import free_port
 
 pytestmark = pytest.mark.redis
 
