@@ -55,6 +55,12 @@ ExperimentName = Literal[
     "db-latency",
     "db-reset",
     "db-blackhole",
+    # beyond one process (docs/fleet.md), run only when named; the clock experiments last: the
+    # consumer's clock only moves forward, and every later delivery is signed at its time
+    "replica-duplicates",
+    "restart-redelivery",
+    "late-redelivery",
+    "provider-retries",
 ]
 EXPERIMENT_NAMES: tuple[ExperimentName, ...] = get_args(ExperimentName)
 # Most telling first: a tuple, not a dict keyed by "pass" (bandit reads that as a password).

@@ -31,7 +31,7 @@ from acklab.harness.core.plan import TrialPlan
 from acklab.harness.core.proofs import Proof, try_record
 from acklab.harness.sinks import Sinks
 from acklab.harness.targets.state import read_together
-from acklab.harness.wire.balancer import REPLICA
+from acklab.harness.wire.balancer import RECORD, REPLICA
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.signing import Attempt, redact_headers
@@ -156,7 +156,7 @@ class TrialContext:
         )
         self.deliveries.append(record)
         ticket = Ticket(record, fault, lab.target.timeout_s, confirm=self._confirm)
-        extensions: dict[str, object] = {TICKET: ticket}
+        extensions: dict[str, object] = {TICKET: ticket, RECORD: record}
         if replica is not None:
             extensions[REPLICA] = replica
         request = lab.client.build_request(

@@ -337,8 +337,7 @@ def _gives_up(scheme: str | None) -> str:
     """What the provider does to a consumer that never acknowledges (its retry policy, in words)."""
     if scheme is None:
         return "the provider keeps retrying until it disables the endpoint"
-    provider = profile(scheme) if scheme in PROFILES else None
-    return policy(scheme).consequence(provider.name.split(" (")[0] if provider else scheme)
+    return policy(scheme).consequence(profile(scheme).short_name if scheme in PROFILES else scheme)
 
 
 def _hung(delivery: Delivery) -> bool:

@@ -21,8 +21,11 @@ from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMi
 from acklab.harness.experiments.crash_after_ack import CrashAfterAckExperiment
 from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
 from acklab.harness.experiments.ordering import OutOfOrderExperiment
+from acklab.harness.experiments.provider_retries import ProviderRetriesExperiment
 from acklab.harness.experiments.race import RaceWithRequestExperiment
+from acklab.harness.experiments.redelivery import LateRedeliveryExperiment, RestartRedeliveryExperiment
 from acklab.harness.experiments.replay import ReplayExperiment
+from acklab.harness.experiments.replicas import ReplicaDuplicatesExperiment
 from acklab.harness.experiments.retrying import (
     LostAckExperiment,
     LostAckResetExperiment,
@@ -46,6 +49,10 @@ _REGISTERED: tuple[Experiment, ...] = (
     DbLatencyExperiment(),
     DbResetExperiment(),
     DbBlackholeExperiment(),
+    ReplicaDuplicatesExperiment(),
+    RestartRedeliveryExperiment(),
+    LateRedeliveryExperiment(),
+    ProviderRetriesExperiment(),
 )
 # In the one list's order, whatever the order above.
 EXPERIMENTS: dict[str, Experiment] = {

@@ -33,6 +33,31 @@ def no_answer(first: DeliveryRecord) -> Proof:
     return missed(f"the original (seq {first.seq}) got no answer from the handler ({first.error})")
 
 
+def ack_lost(trial: TrialContext, first: DeliveryRecord) -> Proof:
+    """Whether the acknowledgement of `first` (sent with `LostAck`) was lost after its commit was seen."""
+    if first.status is None:
+        return no_answer(first)
+    if not first.acknowledged:
+        return missed(
+            f"the handler answered {first.status} to the original (seq {first.seq}); only an "
+            f"acknowledgement can be lost, so the sender got the {first.status} as it was"
+        )
+    confirmation = trial.confirmation(first.seq)
+    if confirmation is None or not confirmation.confirmed:
+        return missed(
+            f"the handler answered {first.status} but its commit did not show in the effects within "
+            f"{trial.confirm_window_s:g} s; the sender got the {first.status} (if the consumer works "
+            "after answering, set expect.effects_within_s)"
+        )
+    return landed(
+        f"the handler answered {first.status} to seq {first.seq}; its commit was seen "
+        f"({confirmation.effects} effect) before the sender got the synthetic "
+        f"{confirmation.synthetic_status}",
+        confirmed_effects=confirmation.effects,
+        synthetic_status=confirmation.synthetic_status,
+    )
+
+
 class _Retrying(Experiment):
     invariants: ClassVar[tuple[str, ...]] = RETRY_INVARIANTS
 
@@ -67,27 +92,7 @@ class LostAckExperiment(_Retrying):
         return LostAck()
 
     def proof(self, trial: TrialContext, first: DeliveryRecord) -> Proof:
-        if first.status is None:
-            return no_answer(first)
-        if not first.acknowledged:
-            return missed(
-                f"the handler answered {first.status} to the original (seq {first.seq}); only an "
-                f"acknowledgement can be lost, so the sender got the {first.status} as it was"
-            )
-        confirmation = trial.confirmation(first.seq)
-        if confirmation is None or not confirmation.confirmed:
-            return missed(
-                f"the handler answered {first.status} but its commit did not show in the effects within "
-                f"{trial.confirm_window_s:g} s; the sender got the {first.status} (if the consumer works "
-                "after answering, set expect.effects_within_s)"
-            )
-        return landed(
-            f"the handler answered {first.status} to seq {first.seq}; its commit was seen "
-            f"({confirmation.effects} effect) before the sender got the synthetic "
-            f"{confirmation.synthetic_status}",
-            confirmed_effects=confirmation.effects,
-            synthetic_status=confirmation.synthetic_status,
-        )
+        return ack_lost(trial, first)
 
 
 class LostAckResetExperiment(_Retrying):

@@ -6,9 +6,11 @@ Stripe. The lab does not wait three days. It starts the consumer's processes and
 services it runs for them (`harness.services`) with Debian's libfaketime preloaded, reading
 the offset from a file the lab owns (``FAKETIME_TIMESTAMP_FILE``, re-read on every call:
 ``FAKETIME_NO_CACHE``), and moves that offset forward when a trial needs the future
-(`ShiftedClock.shift_to`). Only the wall clock moves (``FAKETIME_DONT_FAKE_MONOTONIC``,
-``NO_FAKE_STAT``): timers, timeouts and gunicorn's worker heartbeats keep real time, and an
-expiry computed from the wall clock — Redis's, ``time.time()`` — sees the days go by.
+(`ShiftedClock.shift_to`). An expiry computed from the consumer's clock — Redis's,
+``time.time()`` — sees the days go by. The monotonic clock moves with it, as after a suspend:
+Debian's libfaketime 0.9.10 fails an absolute ``clock_nanosleep`` on an unfaked monotonic
+clock with EINVAL (``FAKETIME_DONT_FAKE_MONOTONIC``), and Python's ``time.sleep`` is one.
+File times are left alone (``NO_FAKE_STAT``).
 
 glibc's ``libc_malloc_debug.so.0`` is preloaded before libfaketime: Debian's ``redis-server``
 (jemalloc) hangs under libfaketime alone, jemalloc's initialisation calling ``clock_gettime``
@@ -194,7 +196,6 @@ class ShiftedClock:
             "LD_PRELOAD": preload,
             "FAKETIME_TIMESTAMP_FILE": str(self.rate_file),
             "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "NO_FAKE_STAT": "1",
         }
 

@@ -256,6 +256,11 @@ class Target(ABC):
         """The sinks this target runs for the whole run (None: none)."""
         return None
 
+    @property
+    def replicas(self) -> int:
+        """Processes of the consumer the lab runs behind its balancer (``topology.replicas``)."""
+        return 1
+
     def clock_unavailable(self) -> str | None:
         """Why the lab cannot shift this consumer's clock (None: it can, it starts its processes)."""
         return NO_CLOCK

@@ -236,6 +236,10 @@ class SpecTarget(Target):
             self.service = self._consumer()
         self.service.start()
 
+    @property
+    def replicas(self) -> int:
+        return self.fleet.replicas
+
     def clock_unavailable(self) -> str | None:
         return self.fleet.clock_unavailable(self.command)
 

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 import httpx
 
 from acklab.harness.errors import HarnessError
-from acklab.harness.wire.transports import TICKET, Ticket
+from acklab.harness.wire.records import DeliveryRecord
 
 REPLICA = "acklab.replica"  # request extension: the index of the replica this request must reach
+RECORD = "acklab.record"  # request extension: the delivery's record (the lab's transport takes its ticket)
 
 
 class Balancer(httpx.AsyncBaseTransport):
@@ -46,9 +47,9 @@ class Balancer(httpx.AsyncBaseTransport):
         request.url = request.url.copy_with(host=host, port=port)
         if host_header is not None:
             request.headers["host"] = host_header
-        ticket = request.extensions.get(TICKET)
-        if isinstance(ticket, Ticket):
-            ticket.record.replica = index
+        record = request.extensions.get(RECORD)
+        if isinstance(record, DeliveryRecord):
+            record.replica = index
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:

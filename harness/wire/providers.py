@@ -58,6 +58,11 @@ class ProviderProfile:
     sources: tuple[str, ...]
 
     @property
+    def short_name(self) -> str:
+        """The provider's name without its qualifier ("Stripe", not "Stripe (webhook endpoints)")."""
+        return self.name.split(" (")[0]
+
+    @property
     def retry(self) -> RetryPolicy:
         """What a retry carries, when the provider gives up and what it does then (`harness.wire.retry_policy`)."""
         return policy(self.scheme)

@@ -33,10 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwQ1Rhc3Rz"
 STRIPE_SECRET = "whsec_test_acklab_consumers_0123456789"
 GITLAB_TOKEN = "ci-hook-token-0123456789abcdef"
+GITHUB_SECRET = "gh-app-webhook-secret-0123456789"
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 SECRETS = {
     "ACKLAB_TEST_WEBHOOK_SECRET": WEBHOOK_SECRET,
     "ACKLAB_TEST_STRIPE_SECRET": STRIPE_SECRET,
     "ACKLAB_TEST_GITLAB_TOKEN": GITLAB_TOKEN,
+    "ACKLAB_TEST_GITHUB_SECRET": GITHUB_SECRET,
+    "ACKLAB_TEST_SLACK_SECRET": SLACK_SECRET,
 }
 # The experiments on one event (the first six of the one list of names): what every consumer faces.
 DEFAULT_SET: tuple[str, ...] = EXPERIMENT_NAMES[:6]
