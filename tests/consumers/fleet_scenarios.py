@@ -94,7 +94,7 @@ def github_redelivery(tmp: Path) -> Scenario:
         event={
             "ref": "refs/heads/main",
             "before": "0000000000000000000000000000000000000000",
-            "after": "{{order_id}}",
+            "after": "{{event_id}}",
             "repository": {"full_name": "acme/shop"},
             "head_commit": {"id": "{{order_id}}", "message": "Fix the checkout"},
         },
