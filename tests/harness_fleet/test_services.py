@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.errors import TargetUnreachable
 from acklab.harness.ports import free_port
 from acklab.harness.procs.clock import ShiftedClock, mapped_in
-from acklab.harness.services import Services, check
+from acklab.harness.services import Services
 from acklab.harness.services.redis import RedisServer, ask
 
 pytestmark = pytest.mark.redis
@@ -46,16 +46,6 @@ def test_a_ttl_expires_on_redis_s_shifted_clock(shifted_clock: ShiftedClock) -> 
     finally:
         services.stop()
     assert not services.servers
-
-
-def test_services_are_named_and_their_placeholders_need_them() -> None:
-    check(["redis"], frozenset({"redis_url", "port"}), source="shop.yaml")
-    with pytest.raises(SpecError, match="got 'memcached'; the lab starts redis"):
-        check(["memcached"], frozenset(), source="shop.yaml")
-    with pytest.raises(SpecError, match="named twice"):
-        check(["redis", "redis"], frozenset(), source="shop.yaml")
-    with pytest.raises(SpecError, match=r"\{\{redis_url\}\} is used, but services: does not name redis"):
-        check([], frozenset({"redis_url"}), source="shop.yaml")
 
 
 def test_a_redis_that_cannot_start_says_why(tmp_path: Path) -> None:
