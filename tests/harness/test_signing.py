@@ -83,7 +83,7 @@ def test_signature_and_token_headers_are_redacted():
 
 
 def test_which_schemes_sign_a_timestamp():
-    assert [s for s in SCHEMES if signs_timestamp(s, SECRET)] == ["standard", "stripe", "gitlab"]
+    assert [s for s in SCHEMES if signs_timestamp(s, SECRET)] == ["standard", "stripe", "gitlab", "slack"]
     assert not signs_timestamp("gitlab", "legacy-token-value")
 
 
