@@ -22,6 +22,7 @@ from acklab.evidence.documents.incident import Incident
 from acklab.evidence.documents.records import CommitConfirmation, Delivery, Observation, Violation
 from acklab.evidence.documents.trial import Trial
 
+from .fleet import Moment, moments_of
 from .objects import ObjectView, object_views
 
 _AT_MOST = re.compile(r"^<=\s*(\d+)$")
@@ -63,6 +64,7 @@ class Row:
     limit: int | None = None  # the recorded at-most-once limit of the event, where it was violated
     state_after: str | None = None  # beyond one event: the object's state read right after it
     sinks_after: str | None = None  # effects.smtp / effects.outbound: "2 emails · 1 call" read after it
+    replica: int | None = None  # topology.replicas: which replica of the consumer answered it
 
     @property
     def ack_differs(self) -> bool:
@@ -93,6 +95,7 @@ class TrialView:
     confirmations: list[CommitConfirmation]
     tries: list[ProofTry] = field(default_factory=list)
     objects: list[ObjectView] = field(default_factory=list)  # beyond one event (console.objects)
+    moments: list[Moment] = field(default_factory=list)  # beyond one process: restarts, clock moves
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -229,6 +232,7 @@ def _row(
         confirmation=next((c for c in trial.commit_confirmations if c.seq == d.seq), None),
         limit=limit,
         sinks_after=sinks_after(trial.observations, d.event_id, d.seq),
+        replica=d.replica,
     )
 
 
@@ -290,6 +294,7 @@ def trial_view(raw: Any, n: int) -> TrialView:
         confirmations=list(trial.commit_confirmations),
         tries=tries_of(trial),
         objects=object_views(trial),
+        moments=moments_of(trial),
     )
 
 
