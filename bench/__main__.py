@@ -35,6 +35,7 @@ SUITE = (
     "race_sharpness",
     "verdict_trust",
     "sinks",
+    "fleet",
     "explorer",
     "console_scale",
     "hostile_inputs",
