@@ -163,7 +163,7 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
         if not (judged.event_ids & unproven) or not some_landed:
             result.errors.extend(judged.errors)
     for event_id in (e for e in trial.event_ids if e not in played):
-        event = Judgement(result.trial_id)
+        event = Judgement(result.trial_id, provider=result.provider)
         _judge_event(event, trial, event_id, expect, control=replay)
         result.violations.extend(event.violations)
         # A try whose fault did not land only lends its violations once another try landed.
@@ -206,7 +206,7 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
         # probe (a handler holding its database locked, say) does not turn its hang into the lab's.
         delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
         if delivered and not any(d.received for d in delivered):
-            hung = Judgement(result.trial_id)
+            hung = Judgement(result.trial_id, provider=result.provider)
             _judge_unacknowledged(hung, event_id, delivered, None, timeout_s=_sender_timeout(trial), role="")
             result.violations.extend(hung.violations)
         result.errors.append(f"{event_id}: no {missing!r} effects observation was recorded")

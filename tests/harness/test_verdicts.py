@@ -153,6 +153,20 @@ def test_every_attempt_answered_5xx_fails_eventually_acknowledged():
     assert [v.invariant for v in nothing.violations] == ["eventually-acknowledged"]
 
 
+def test_a_consumer_that_never_acknowledges_is_told_what_its_provider_then_does():
+    deliveries = [delivery(i, 500, "original" if i == 0 else "retry") for i in range(4)]
+    record = trial(deliveries, [observation(0, "before"), observation(0, "final")])
+    told = {}
+    for provider in ("stripe", "shopify", "github"):
+        result = judge({**record, "parameters": {"provider": provider}}, EXPECT)
+        (unacked,) = result.violations
+        told[provider] = unacked.detail.rsplit("); ", 1)[1]
+    assert told["stripe"].startswith("Stripe stops retrying the event and may disable the endpoint")
+    assert told["stripe"].endswith("after 3 days of failed deliveries")
+    assert told["shopify"].startswith("Shopify deletes the subscription")
+    assert told["github"].startswith("GitHub never retries by itself")
+
+
 def test_answers_from_the_labs_own_booting_service_make_the_trial_an_error_never_a_pass():
     booting = [
         {**delivery(i, 503, "original" if i == 0 else "retry"), "service_ready": False} for i in range(4)
