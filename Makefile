@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: install
 	@scripts/demo.sh
 
-## system-deps: PostgreSQL, Chromium, rsync, Node + gitlab-ci-local (apt-get/npm when root)
+## system-deps: PostgreSQL, Chromium, rsync, Redis, libfaketime, Node + gitlab-ci-local (apt-get/npm when root)
 system-deps:
 	@scripts/ensure-system-deps.sh
 
