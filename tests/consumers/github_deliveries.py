@@ -18,27 +18,18 @@ import os
 import sqlite3
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from tests.consumers.json_http import JsonHandler
 
 REMEMBER_S = 3600.0
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     db_path = ""
     secret = b""
     seen: dict[str, float] = {}
     lock = threading.Lock()
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int, doc: object) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self) -> None:
         payload = self.rfile.read(int(self.headers.get("Content-Length", 0)))

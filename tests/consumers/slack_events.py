@@ -16,26 +16,17 @@ import json
 import os
 import sqlite3
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from tests.consumers.json_http import JsonHandler
 
 TOLERANCE_S = 300
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     db_path = ""
     secret = b""
     mode = "dedupe"
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int, doc: object) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def verified(self, body: bytes) -> bool:
         stamp = self.headers.get("X-Slack-Request-Timestamp", "")
