@@ -1,8 +1,9 @@
 """Beyond one process: what replicas and a shifted clock cost, and the unique key's verdicts over many runs.
 
 * Replicas: the unique-key consumer (`tests.consumers.fleet_orders`, gunicorn, SQLite) attacked with
-  the six default experiments as one process and as three replicas behind the lab's balancer, the
-  two alternating, median wall time of each. Target: each replica beyond one adds <= 10 % to the run.
+  a default run (the six default experiments, 5 trials each) as one process and as three replicas
+  behind the lab's balancer, the two alternating, median wall time of each. Target: each replica
+  beyond one adds <= 10 % to the run.
 * The clock: the same consumer, `late-redelivery` (the consumer restarted once under libfaketime,
   its clock moved three days) against `lost-ack` (the same lost acknowledgement and retry, no shift),
   one trial each, alternating, median of each. Target: <= 2 s more.
@@ -30,17 +31,18 @@ REPLICAS = 3
 PER_REPLICA_TARGET = 0.10
 CLOCK_TARGET_S = 2.0
 RUNS = 20
+DEFAULT_TRIALS = 5  # acklab run's default --trials
 
 
-def _timed(root: Path, label: str, make: object) -> tuple[float, list[str]]:
+def _timed(root: Path, label: str, make: object, trials: int) -> tuple[float, list[str]]:
     scenario = make(root / label)  # type: ignore[operator]
     started = time.perf_counter()
-    result = scenario.run(root / label / "out")
+    result = scenario.run(root / label / "out", trials=trials)
     return time.perf_counter() - started, scenario.mismatches(result)
 
 
 def _alternating(
-    root: Path, rounds: int, makers: dict[str, object]
+    root: Path, rounds: int, makers: dict[str, object], trials: int = 1
 ) -> tuple[dict[str, list[float]], list[str]]:
     walls: dict[str, list[float]] = {label: [] for label in makers}
     wrong: list[str] = []
@@ -48,7 +50,7 @@ def _alternating(
         order = list(makers.items())
         for label, make in order if n % 2 == 0 else order[::-1]:
             (root / f"{label}-{n}").mkdir(parents=True)
-            wall, missed = _timed(root, f"{label}-{n}", make)
+            wall, missed = _timed(root, f"{label}-{n}", make, trials)
             walls[label].append(wall)
             wrong += missed
     return walls, wrong
@@ -65,6 +67,7 @@ def replicas_figure(quick: bool, root: Path) -> Figure:
             "one": lambda tmp: fleet_orders(tmp, "unique", chosen, expected),
             "replicas": lambda tmp: fleet_orders(tmp, "unique", chosen, expected, replicas=REPLICAS),
         },
+        trials=1 if quick else DEFAULT_TRIALS,
     )
     value, baseline = statistics.median(walls["replicas"]), statistics.median(walls["one"])
     per_replica = (value / baseline - 1) / (REPLICAS - 1)
@@ -76,7 +79,7 @@ def replicas_figure(quick: bool, root: Path) -> Figure:
         ratio=value / baseline,
         target=None if quick else f"<= +{PER_REPLICA_TARGET:.0%} per replica beyond one",
         met=None if quick else per_replica <= PER_REPLICA_TARGET and not wrong,
-        note=f"median of {rounds}, {len(chosen)} experiment(s) x 1 trial, the unique-key consumer under gunicorn "
+        note=f"median of {rounds}, {len(chosen)} experiment(s) x {1 if quick else DEFAULT_TRIALS} trial(s), the unique-key consumer under gunicorn "
         f"(1 worker each); +{per_replica:.1%} per replica beyond one; baseline: the same spec as one process"
         + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
     )
