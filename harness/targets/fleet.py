@@ -2,15 +2,16 @@
 
 Read in one place (`Fleet.of`, from the spec document) and used by the spec targets at four
 moments: when the run placeholders are filled (`allocate`: the services' ports, one more
-``{{port}}`` per replica), when the consumer starts (`start_services` before it, `replica_set`
-for more than one), when an experiment needs the consumer's clock shifted (`use_clock`: the
-services and the consumer are restarted once under libfaketime), and at the end (`stop`).
+``{{port}}`` per replica), when the consumer starts (`start_services` before it), when an
+experiment needs the consumer's clock shifted (`use_clock`: the services and the consumer are
+restarted once under libfaketime), and at the end (`stop`).
 Deliveries reach the replicas through the `Balancer` transport (`transport`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,16 +80,6 @@ class Fleet:
             self.ports = tuple(fresh() for _ in range(self.replicas - 1))
         return self.services.values
 
-    def replica_set(
-        self,
-        first: ServiceProcess,
-        served: Callable[[int], tuple[str, Command]],
-        make: Callable[[Command, str], ServiceProcess],
-    ) -> ReplicaSet:
-        """The set of `first` and one process per extra port (`served(port)`: its endpoint and command)."""
-        others = [make(command, endpoint) for endpoint, command in map(served, self.ports)]
-        return ReplicaSet([first, *others])
-
     def start_services(self, confined: Confined | None = None) -> None:
         if self.services is not None:
             self.services.start(env=self.clock.env() if self.clock else None, confined=confined)
@@ -129,6 +120,4 @@ class Fleet:
 
 
 def _with_env(command: Command, env: Mapping[str, str]) -> Command:
-    import dataclasses
-
     return dataclasses.replace(command, env={**command.env, **env})
