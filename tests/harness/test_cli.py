@@ -37,7 +37,7 @@ def test_a_bad_field_is_exit_3_naming_the_field_the_value_and_the_fix(tmp_path, 
     err = capsys.readouterr().err
     assert "signing.scheme" in err
     assert "'hmac-sha256'" in err
-    assert "use one of: standard, stripe, github, gitlab, shopify, none" in err
+    assert "use one of: standard, stripe, github, gitlab, shopify, slack, none" in err
 
 
 def test_a_misspelt_field_gets_a_did_you_mean(tmp_path, capsys):
