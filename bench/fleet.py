@@ -80,7 +80,7 @@ def replicas_figure(quick: bool, root: Path) -> Figure:
         target=None if quick else f"<= +{PER_REPLICA_TARGET:.0%} per replica beyond one",
         met=None if quick else per_replica <= PER_REPLICA_TARGET and not wrong,
         note=f"median of {rounds}, {len(chosen)} experiment(s) x {1 if quick else DEFAULT_TRIALS} trial(s), the unique-key consumer under gunicorn "
-        f"(1 worker each); +{per_replica:.1%} per replica beyond one; baseline: the same spec as one process"
+        f"(1 worker each); {per_replica:+.1%} per replica beyond one; baseline: the same spec as one process"
         + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
     )
 
