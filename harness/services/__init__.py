@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from acklab.harness.errors import SpecError
+from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import Lease, LeaseBook, current_book
 from acklab.harness.services.redis import PROGRAM as REDIS_PROGRAM
@@ -136,7 +136,8 @@ class Services:
 
     def _make(self, name: str, env: Mapping[str, str], confined: Confined | None) -> Server:
         kind = KINDS[name]
-        assert self._root is not None  # allocated with names
+        if self._root is None:
+            raise HarnessError(f"services: {name} was started before it was allocated (Services.allocate)")
         if confined is not None:
             directory = confined.scratch / f"service-{name}"
             directory.mkdir(mode=0o700, exist_ok=True)

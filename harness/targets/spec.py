@@ -194,13 +194,15 @@ class SpecTarget(Target):
         self, values: Mapping[str, str], *, spec_dir: Path, workdir: Path | None
     ) -> list[tuple[str, Command]]:
         """Each extra replica's endpoint and command: the spec filled with its own ``{{port}}``."""
-        assert self.unbound is not None
+        unbound = self.unbound
+        if unbound is None:
+            return []
         served = []
         for port in self.fleet.ports:
             parts = _served_parts(
-                placeholders.fill(self.unbound.doc, {**values, "port": str(port)}),
+                placeholders.fill(unbound.doc, {**values, "port": str(port)}),
                 spec_dir=spec_dir,
-                allow_remote=self.unbound.allow_remote,
+                allow_remote=unbound.allow_remote,
                 workdir=workdir,
             )
             # setup: runs once, before the first replica starts.
@@ -215,7 +217,8 @@ class SpecTarget(Target):
     def _consumer(self, **how: Any) -> ServiceProcess | ReplicaSet:
         """The consumer's process, or its replicas (``topology.replicas``); `how` for each
         (``after_setup`` for the first only: the setup runs once)."""
-        assert self.command is not None
+        if self.command is None:
+            raise HarnessError(f"target {self.name!r}: no command: to start")
         first = self._process(self.command, self.endpoint, **how)
         if self.fleet.replicas == 1:
             return first
