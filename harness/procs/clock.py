@@ -14,7 +14,7 @@ File times are left alone (``NO_FAKE_STAT``).
 
 glibc's ``libc_malloc_debug.so.0`` is preloaded before libfaketime: Debian's ``redis-server``
 (jemalloc) hangs under libfaketime alone, jemalloc's initialisation calling ``clock_gettime``
-from inside libfaketime's own first call (libfaketime issues #130, #327 and #478); glibc's
+from inside libfaketime's own first call (wolfcw/libfaketime #130, #327 and #478); glibc's
 debug malloc in front breaks that recursion.
 
 The offset only ever grows within a run: a clock that went back would lengthen every TTL the
