@@ -14,23 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from tests.consumers.json_http import JsonHandler
 
-class Handler(BaseHTTPRequestHandler):
+
+class Handler(JsonHandler):
     db_path = ""
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int, doc: object) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.db_path, timeout=30, isolation_level=None)

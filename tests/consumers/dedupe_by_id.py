@@ -12,12 +12,13 @@ too. ``--mode ignore`` changes nothing for it (correct under ``expect.conflict: 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sqlite3
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import stripe
+
+from tests.consumers.json_http import JsonHandler
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS processed_events (event_id TEXT PRIMARY KEY)",
@@ -34,21 +35,10 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     db_path = ""
     secret = ""
     mode = "ignore"
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int, doc: object) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self) -> None:
         payload = self.rfile.read(int(self.headers.get("Content-Length", 0)))

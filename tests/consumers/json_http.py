@@ -1,4 +1,4 @@
-"""What the standard-library consumers beyond one process share: a quiet handler that answers JSON."""
+"""What the standard-library consumers share: a quiet request handler that answers JSON."""
 
 from __future__ import annotations
 

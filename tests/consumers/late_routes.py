@@ -13,27 +13,18 @@ import json
 import os
 import sqlite3
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from tests.consumers.json_http import JsonHandler
 
-class Handler(BaseHTTPRequestHandler):
+
+class Handler(JsonHandler):
     db_path = ""
     routes_at = 0.0
     verifier: Webhook
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int, doc: object) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self.answer(200 if self.path == "/health" else 404, {"status": "ok"})
