@@ -146,7 +146,8 @@ async def shift(trial: TrialContext, by_s: float, why: str) -> Proof:
     await asyncio.to_thread(clock.shift_to, clock.offset_s + by_s)
     reading = await asyncio.to_thread(clock.reading)
     services_after = await asyncio.to_thread(endpoint.service_clocks)
-    pids = endpoint.consumer_pids()
+    # The consumer's own processes, not a sandbox's wrappers around them (started off the clock).
+    pids = [pid for pid in endpoint.consumer_pids() if clock.started_on(pid) is not False]
     mapped = {pid: mapped_in(pid) for pid in pids}
     facts: dict[str, Any] = {
         "clock": reading.as_dict(),

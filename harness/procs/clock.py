@@ -37,11 +37,13 @@ import shutil
 import subprocess  # nosec B404
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from acklab.harness.errors import HarnessError
+from acklab.harness.procs.faketime_shared import SharedPair
 from acklab.harness.procs.leases import Lease, LeaseBook, current_book
 
 LIBFAKETIME = (
@@ -161,6 +163,7 @@ class ShiftedClock:
     malloc: str | None
     offset_s: float = 0.0
     shifts: list[tuple[float, float]] = field(default_factory=list)  # (lab unix time, new offset)
+    shared: SharedPair | None = field(default=None, repr=False)
     _lease: Lease | None = field(default=None, repr=False)
     _book: LeaseBook | None = field(default=None, repr=False)
 
@@ -179,7 +182,7 @@ class ShiftedClock:
         # Readable by the consumer's user (a sandbox's too), writable by the lab only.
         directory.chmod(0o755)
         book = current_book()
-        clock = cls(directory, library, _first(MALLOC_DEBUG), _book=book)
+        clock = cls(directory, library, _first(MALLOC_DEBUG), shared=SharedPair.create(), _book=book)
         if inside is None:
             clock._lease = book.acquire("directory", str(directory), path=str(directory))
         clock._write(0.0)
@@ -192,12 +195,30 @@ class ShiftedClock:
     def env(self) -> dict[str, str]:
         """What a process needs in its environment to run on this clock."""
         preload = " ".join(p for p in (self.malloc, self.library) if p)
+        shared = {"FAKETIME_SHARED": self.shared.value} if self.shared is not None else {}
         return {
             "LD_PRELOAD": preload,
             "FAKETIME_TIMESTAMP_FILE": str(self.rate_file),
             "FAKETIME_NO_CACHE": "1",
             "NO_FAKE_STAT": "1",
+            **shared,
         }
+
+    def wrap(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """`argv` run on this clock: ``env`` sets the variables for the program itself, so a sandbox's
+        wrappers around it (bubblewrap, setpriv) do not load libfaketime — one of them, running as
+        root, would make libfaketime's shared semaphore its own, and the program, as the sandbox's
+        user, could not open it."""
+        return (shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in self.env().items()), *argv)
+
+    def started_on(self, pid: int) -> bool | None:
+        """Whether process `pid` was started on this clock (its environment names this clock's file);
+        None when its environment cannot be read. A sandbox's wrappers around the consumer were not."""
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return None
+        return f"FAKETIME_TIMESTAMP_FILE={self.rate_file}".encode() in environ.split(b"\0")
 
     def now(self) -> float:
         """The provider's time as the shifted consumer sees it (the lab's clock plus the offset)."""
@@ -237,6 +258,8 @@ class ShiftedClock:
 
     def close(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.shared is not None:
+            self.shared.remove()
         if self._lease is not None:
             with contextlib.suppress(OSError):
                 (self._book or current_book()).release(self._lease)

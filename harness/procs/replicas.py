@@ -106,8 +106,14 @@ class ReplicaSet:
         return all(r.running() for r in self.replicas)
 
     def start(self) -> None:
-        """Start every replica that is not running, in parallel, and wait until each is ready."""
-        _each(lambda r: None if r.running() else r.start(), self.replicas)
+        """Start every replica that is not running and wait, in parallel, until each is ready.
+
+        Each is launched from the calling thread, which outlives it: a sandbox's bubblewrap
+        dies with the thread that started it (``--die-with-parent``)."""
+        stopped = [r for r in self.replicas if not r.running()]
+        for replica in stopped:
+            replica.launch()
+        _each(lambda r: r.await_ready(), stopped)
 
     def kill(self) -> int | None:
         """SIGKILL every replica (a crash of the whole service); the first one's exit code."""

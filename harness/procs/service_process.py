@@ -234,8 +234,25 @@ class ServiceProcess(LeasedProcess):
 
     def start(self) -> None:
         """Start the command and wait until it is ready; `down_reason` says why when it is not."""
+        self.launch()
+        self.await_ready()
+
+    def launch(self) -> None:
+        """Run the setup (once) and start the command, without waiting for it to be ready.
+
+        Call it from a thread that outlives the process: a sandbox's bubblewrap dies with the
+        thread that started it (``--die-with-parent``); `await_ready` may run in any thread.
+        """
         try:
-            self._start()
+            self._launch()
+        except HarnessError as exc:
+            self.down_reason = str(exc)
+            raise
+
+    def await_ready(self) -> None:
+        """Wait until the launched command is ready; `down_reason` says why when it is not."""
+        try:
+            self._wait_ready()
         except HarnessError as exc:
             self.down_reason = str(exc)
             raise
@@ -284,7 +301,7 @@ class ServiceProcess(LeasedProcess):
                 f"service was started:\n{tail}"
             )
 
-    def _start(self) -> None:
+    def _launch(self) -> None:
         if self.command.setup is not None and self._setup_output is None:
             self._run_setup(self.command.setup)
             if self._after_setup is not None:
@@ -309,7 +326,6 @@ class ServiceProcess(LeasedProcess):
                 + (f" in command.cwd {str(self.command.cwd)!r}" if self.command.cwd else "")
                 + f": {exc}"
             ) from exc
-        self._wait_ready()
 
     def _wait_ready(self) -> None:
         command = self.command

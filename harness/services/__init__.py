@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from acklab.harness.errors import HarnessError, SpecError
+from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import Lease, LeaseBook, current_book
 from acklab.harness.services.redis import PROGRAM as REDIS_PROGRAM
@@ -59,7 +60,7 @@ class ServiceKind:
     name: str
     placeholder: str  # the run placeholder it fills
     program: str  # what must be installed (named when it is not)
-    # (port, its directory, the log directory, leases, confined place, environment) -> the server
+    # (port, its directory, the log directory, leases, confined place, clock) -> the server
     make: Callable[..., Server]
     url: Callable[[int], str]
 
@@ -125,16 +126,16 @@ class Services:
         """The run placeholders the services fill (``redis_url``...)."""
         return {KINDS[name].placeholder: KINDS[name].url(self.ports[name]) for name in self.names}
 
-    def start(self, *, env: Mapping[str, str] | None = None, confined: Confined | None = None) -> None:
-        """Start every service not running yet; `env`: the shifted clock's variables, when there is one."""
+    def start(self, *, clock: ShiftedClock | None = None, confined: Confined | None = None) -> None:
+        """Start every service not running yet, on the run's shifted `clock` when there is one."""
         for name in self.names:
             server = self.servers.get(name)
             if server is None:
-                server = self.servers[name] = self._make(name, env or {}, confined)
+                server = self.servers[name] = self._make(name, clock, confined)
             if not server.running():
                 server.start()
 
-    def _make(self, name: str, env: Mapping[str, str], confined: Confined | None) -> Server:
+    def _make(self, name: str, clock: ShiftedClock | None, confined: Confined | None) -> Server:
         kind = KINDS[name]
         if self._root is None:
             raise HarnessError(f"services: {name} was started before it was allocated (Services.allocate)")
@@ -150,7 +151,12 @@ class Services:
         logs = self._root / f"{name}-logs"
         logs.mkdir(exist_ok=True)
         return kind.make(
-            self.ports[name], directory, logs, leases=self._book or current_book(), confined=confined, env=env
+            self.ports[name],
+            directory,
+            logs,
+            leases=self._book or current_book(),
+            confined=confined,
+            clock=clock,
         )
 
     def pids(self) -> list[int]:

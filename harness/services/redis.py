@@ -14,10 +14,10 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from acklab.harness.errors import TargetUnreachable
+from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
@@ -67,11 +67,10 @@ class RedisServer(LeasedProcess):
         *,
         leases: LeaseBook = NO_LEASES,
         confined: Confined | None = None,
-        env: Mapping[str, str] | None = None,
+        clock: ShiftedClock | None = None,
     ) -> None:
         super().__init__(log_dir=log_dir, log_prefix=f"redis-{port}", leases=leases)
-        self.port, self.directory, self.confined = port, directory, confined
-        self.env = dict(env or {})
+        self.port, self.directory, self.confined, self.clock = port, directory, confined, clock
 
     @property
     def url(self) -> str:
@@ -87,11 +86,10 @@ class RedisServer(LeasedProcess):
                 f"services: redis: something already accepts connections on 127.0.0.1:{self.port}; the lab "
                 "starts its own redis-server on a free port (stop whatever holds it)"
             )
-        own = dict(self.env)
-        env = own if self.confined is not None else {**os.environ, **own}
+        argv = command(self.port, self.directory)
         self._spawn(
-            command(self.port, self.directory),
-            env,
+            self.clock.wrap(argv) if self.clock is not None else argv,
+            {} if self.confined is not None else dict(os.environ),
             lease_what=f"services: redis (port {self.port})",
             cwd=self.directory if self.confined is None else None,
             confined=self.confined,

@@ -82,7 +82,7 @@ class Fleet:
 
     def start_services(self, confined: Confined | None = None) -> None:
         if self.services is not None:
-            self.services.start(env=self.clock.env() if self.clock else None, confined=confined)
+            self.services.start(clock=self.clock, confined=confined)
 
     def clock_unavailable(self, command: Command | None) -> str | None:
         """Why the consumer's clock cannot be shifted (None: it can)."""
@@ -100,9 +100,9 @@ class Fleet:
         service.stop()
         if self.services is not None:
             self.services.stop_servers()
-            self.services.start(env=clock.env(), confined=confined)
+            self.services.start(clock=clock, confined=confined)
         for process in service.replicas if isinstance(service, ReplicaSet) else [service]:
-            process.command = _with_env(process.command, clock.env())
+            process.command = dataclasses.replace(process.command, argv=clock.wrap(process.command.argv))
         service.start()
         return clock
 
@@ -117,7 +117,3 @@ class Fleet:
             self.services.stop()
         if self.clock is not None:
             self.clock.close()
-
-
-def _with_env(command: Command, env: Mapping[str, str]) -> Command:
-    return dataclasses.replace(command, env={**command.env, **env})

@@ -167,3 +167,49 @@ def slack_events(tmp: Path, mode: str) -> Scenario:
 
 def settings(**changes: Any) -> RunSettings:
     return RunSettings(**changes)
+
+
+def confined_orders(tmp: Path) -> tuple[Path, Path]:
+    """A checkout holding the Redis-deduping Stripe consumer (TTL 300 s) and its spec — two replicas,
+    services: [redis] — for the lab to serve confined (``--checkout``): (checkout, spec inside it)."""
+    import shutil
+
+    shop = tmp / "shop"
+    shop.mkdir()
+    shutil.copy(ROOT / "tests" / "consumers" / "fleet_orders.py", shop / "orders.py")
+    env = {
+        "ACKLAB_TEST_DB_URL": SQLITE,
+        "ACKLAB_TEST_DEDUPE": "redis",
+        "ACKLAB_TEST_TTL_S": "300",
+        "REDIS_URL": "{{redis_url}}",
+    }
+    spec = target_spec(
+        "confined-orders",
+        "http://127.0.0.1:{{port}}/stripe",
+        signing={"scheme": "stripe", "secret": "env:ACKLAB_TEST_STRIPE_SECRET"},
+        event=STRIPE_EVENT,
+        effects={
+            "sql": {"url": SQLITE, "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id"}
+        },
+        expect={"max_effects": 1, "conflict": "ignore"},
+        command={
+            "argv": [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--workers",
+                "1",
+                "--bind",
+                "127.0.0.1:{{port}}",
+                "orders:create_app()",
+            ],
+            "env": env,
+            "ready_timeout_s": 60,
+        },
+    )
+    spec |= {
+        "services": ["redis"],
+        "topology": {"replicas": 2},
+        "setup": {"argv": [sys.executable, "-c", "import orders; orders.migrate()"]},
+    }
+    return shop, write(shop / "shop.target.yaml", spec)

@@ -121,3 +121,37 @@ def test_gunicorn_workers_are_one_replica_and_only_a_restart_sees_through_them(t
     assert scenario.mismatches(result) == []
     skipped = {e["name"]: e for e in result.run["experiments"]}["replica-duplicates"]
     assert "workers inside one process" in skipped["reason"]
+
+
+@pytest.mark.redis
+def test_a_confined_consumer_gets_its_replicas_redis_and_clock_inside_its_sandbox(tmp_path: Path) -> None:
+    from acklab.flows.sandbox import choose
+    from acklab.harness.engine.runner import RunOptions, run
+    from acklab.harness.procs.faketime_shared import SHM
+
+    chosen = ("restart-redelivery", "late-redelivery")
+    checkout, spec = fleet_scenarios.confined_orders(tmp_path)
+    out = tmp_path / "out"
+    before = {p.name for p in SHM.iterdir()}
+    result = run(
+        RunOptions(
+            target=spec.name,
+            checkout=checkout,
+            experiments=chosen,
+            trials=1,
+            out=out,
+            journal=False,
+            confinement=choose(hide=(out.resolve(),)),
+        )
+    )
+    verdicts = {e["name"]: e["verdict"] for e in result.run["experiments"]}
+    # Redis keeps the key across the restart; its TTL of five minutes does not last Stripe's three days.
+    assert verdicts == {"restart-redelivery": "pass", "late-redelivery": "fail"}
+    (late,) = trials(result, "late-redelivery")
+    facts = late["fault"]["tries"][-1]["facts"]
+    assert late["fault"]["landed"] is True
+    # The consumer's own processes (not the sandbox's wrappers) run on the clock, and so does Redis.
+    assert facts["consumer_processes"] == facts["libfaketime_mapped"] > 0
+    assert facts["services_clock_unix"]["redis"] == pytest.approx(facts["clock"]["consumer_unix"], abs=5)
+    # No process left libfaketime's shared memory behind: the run's one pair is gone too.
+    assert not [n for n in {p.name for p in SHM.iterdir()} - before if "faketime" in n or "acklab_ft" in n]

@@ -28,7 +28,7 @@ def test_redis_answers_and_forgets_nothing_across_runs(redis_server: RedisServer
 def test_a_ttl_expires_on_redis_s_shifted_clock(shifted_clock: ShiftedClock) -> None:
     services = Services.allocate(["redis"], free_port)
     try:
-        services.start(env=shifted_clock.env())
+        services.start(clock=shifted_clock)
         port = services.ports["redis"]
         (server,) = services.servers.values()
         assert server.pid is not None
