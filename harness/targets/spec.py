@@ -210,9 +210,8 @@ class SpecTarget(Target):
         return served
 
     def _process(self, command: Command, endpoint: str, **how: Any) -> ServiceProcess:
-        return ServiceProcess(
-            command, endpoint, name=self.name, leases=current_book(), routes=self._route_probe, **how
-        )
+        routes = functools.partial(self._route_probe_to, endpoint)
+        return ServiceProcess(command, endpoint, name=self.name, leases=current_book(), routes=routes, **how)
 
     def _consumer(self, **how: Any) -> ServiceProcess | ReplicaSet:
         """The consumer's process, or its replicas (``topology.replicas``); `how` for each
@@ -249,20 +248,21 @@ class SpecTarget(Target):
     def restart_unavailable(self) -> str | None:
         return None if self.command is not None else super().restart_unavailable()
 
-    def _route_probe(self) -> tuple[str, str, dict[str, str], bytes]:
-        """The lab's readiness probe delivery: signed as every delivery, of an event type no
-        consumer handles (its id is never a trial's), to the endpoint."""
+    def _route_probe_to(self, endpoint: str) -> tuple[str, str, dict[str, str], bytes]:
+        """The lab's readiness probe delivery: signed as every delivery (at the consumer's time, when
+        the lab moved its clock), of an event type no consumer handles (its id is never a trial's),
+        to `endpoint` (a replica's own)."""
         event_id = f"acklab-ready-{uuid.uuid4().hex[:12]}"
         body = json.dumps({"id": event_id, "type": ROUTE_PROBE_TYPE, "data": {}}).encode()
         attempt = Attempt(
             event_id,
             self.event_type_of({"type": ROUTE_PROBE_TYPE}, ROUTE_PROBE_TYPE),
             body,
-            int(time.time()),
+            int(self.fleet.clock.now() if self.fleet.clock is not None else time.time()),
             str(uuid.uuid4()),
             datetime.now(UTC).isoformat(),
         )
-        return "POST", self.endpoint, self.delivery_headers(SIGNERS[self.scheme], attempt, self.secret), body
+        return "POST", endpoint, self.delivery_headers(SIGNERS[self.scheme], attempt, self.secret), body
 
     def _probe(self) -> EffectsProbe:
         if "sql" in self.effects:
