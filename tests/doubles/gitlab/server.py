@@ -145,9 +145,24 @@ class _TokenGate:
             kind, ok = self._auth(headers, query)
         status: list[int] = []
 
+        def log(code: int) -> None:
+            with self.state.lock:
+                self.state.requests.append(
+                    LoggedRequest(
+                        method=scope["method"],
+                        path=scope["path"],
+                        query=_without_tokens(query),
+                        auth=kind,
+                        status=code,
+                    )
+                )
+
         async def logging_send(message: Message) -> None:
             if message["type"] == "http.response.start":
+                # Logged before the client can read the answer: a test that asserts on the last
+                # request right after its call returned would otherwise race the server thread.
                 status.append(int(message["status"]))
+                log(status[0])
             await send(message)
 
         try:
@@ -156,16 +171,8 @@ class _TokenGate:
             else:
                 await self.app(scope, receive, logging_send)
         finally:
-            with self.state.lock:
-                self.state.requests.append(
-                    LoggedRequest(
-                        method=scope["method"],
-                        path=scope["path"],
-                        query=_without_tokens(query),
-                        auth=kind,
-                        status=status[0] if status else 500,
-                    )
-                )
+            if not status:  # no answer started: the app raised
+                log(500)
 
 
 def _without_tokens(query: str) -> str:
