@@ -1,4 +1,5 @@
-"""The sinks' logs (``sinks/smtp.json``, ``sinks/outbound.json``): every message or call received.
+"""The sinks' logs (``sinks/smtp.json``, ``sinks/outbound.json``, ``sinks/provider_api.json``): every
+message or call received.
 
 Built by `acklab.harness.sinks.Sinks.documents`, written with the bundle; mirrors
 ``sinks.schema.json``.
@@ -19,7 +20,7 @@ class SinkEntry(Document):
 
     SCHEMA = "sinks#/properties/records/items"
 
-    kind: Literal["email", "call"]
+    kind: Literal["email", "call", "api"]
     seq: Count
     at: Timestamp
     events: list[str]
@@ -38,6 +39,15 @@ class SinkEntry(Document):
     route: int | None = None
     status: int | None = None
     idempotency_key: Annotated[str, Field(max_length=200)] | None = None
+    # a fault the lab served instead of the effect: refused (an email), unavailable, lag, stale, throttled
+    served: Omit[str] = None
+    # api (the provider's API): the objects the call touched, the event a served fault was armed for,
+    # whether it executed a change, answered from an idempotency key, and the events sent back first
+    objects: Omit[list[str]] = None
+    served_for: str | None = None
+    effect: Omit[bool] = None
+    replayed: Omit[bool] = None
+    echoed: Omit[list[str]] = None
 
 
 class SinkLimitsDoc(Document):
@@ -52,7 +62,7 @@ class SinkLog(Document):
 
     SCHEMA = "sinks"
 
-    sink: Literal["smtp", "outbound"]
+    sink: Literal["smtp", "outbound", "provider_api"]
     records: list[SinkEntry]
     capped: Count
     dropped: Count

@@ -3,16 +3,18 @@
 A consumer's duplicates are often outside its database: two receipt emails, two refunds sent
 to the payment provider. ``effects.smtp`` runs an SMTP server (aiosmtpd, `smtp`) where the
 consumer's mail settings point; ``effects.outbound`` a fake of the downstream API it calls
-(Starlette on uvicorn, `outbound`). Both record into one `Ledger`: each message or call with
-the events it matched, and each matched event's database effects read the moment it arrived
-(so an email sent before the commit is told from one sent after it).
+(Starlette on uvicorn, `outbound`); ``effects.provider_api`` the provider's own API, which the
+consumer fetches from and refunds through (`provider_api`, docs/provider-api.md). All record into
+one `Ledger`: each message or call with the events it matched, and each matched event's database
+effects read the moment it arrived (so an email sent before the commit is told from one sent
+after it). `Sinks.fail` makes every sink refuse one event's effects (effect-failure).
 
 `Sinks.tally` is what a trial observes of one event beside its rows: emails, calls (one per
 idempotency key: the downstream's dedupe makes calls with one key one effect; ``GET`` and
-``HEAD`` are reads, never effects), the keys, and how many of them arrived while the event had
-no committed row — from the ledger's per-event counts, which no cap drops. A message or call
-matches an event by what its reader reads (`reading`: MIME and JSON decoded, whole identifiers
-only). `Sinks.documents` is the bundle's ``sinks/*.json``.
+``HEAD`` are reads, never effects; a change the provider's API executed is one), the keys, and how
+many of them arrived while the event had no committed row — from the ledger's per-event counts,
+which no cap drops. A message or call matches an event by what its reader reads (`reading`: MIME
+and JSON decoded, whole identifiers only). `Sinks.documents` is the bundle's ``sinks/*.json``.
 """
 
 from __future__ import annotations
@@ -25,10 +27,21 @@ from typing import Any
 from acklab.harness.errors import SpecError
 from acklab.harness.ports import free_port
 from acklab.harness.sinks.outbound import Answer, OutboundConfig, OutboundSink, Route
+from acklab.harness.sinks.provider_api import PROVIDERS, ProviderApi, ProviderApiConfig
+from acklab.harness.sinks.provider_api.faults import Unavailable
 from acklab.harness.sinks.records import EventKeys, Ledger, RowsNow, SinkLimits, SinkRecord
 from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
 
-__all__ = ["EventKeys", "SinkLimits", "SinkRecord", "SinkTally", "Sinks", "sink_configs"]
+__all__ = [
+    "EventKeys",
+    "ProviderApiConfig",
+    "SinkLimits",
+    "SinkRecord",
+    "SinkTally",
+    "Sinks",
+    "provider_api_config",
+    "sink_configs",
+]
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,28 @@ def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, Outboun
     return smtp, outbound
 
 
+def provider_api_config(effects: Mapping[str, Any], url: str | None = None) -> ProviderApiConfig | None:
+    """``effects.provider_api`` of a spec (run placeholders filled): the provider's API the lab serves,
+    at its ``listen``, else at `url` (``{{provider_api_url}}``)."""
+    doc = effects.get("provider_api")
+    if doc is None:
+        return None
+    listen = doc.get("listen") or (url or "").removeprefix("http://")
+    if not listen:
+        raise SpecError(
+            "effects.provider_api: no listen and no {{provider_api_url}} for this service; the lab picks the "
+            "port when the spec is served (leave listen out), or write listen: 127.0.0.1:PORT"
+        )
+    provider = str(doc.get("provider", "stripe"))
+    if provider not in PROVIDERS:
+        raise SpecError(
+            f"effects.provider_api.provider: got {provider!r}; expected one of {', '.join(PROVIDERS)} "
+            "(the providers whose API the lab serves)"
+        )
+    host, port = _listen(str(listen), "effects.provider_api.listen")
+    return ProviderApiConfig(host, port, provider)
+
+
 class Sinks:
     """The run's sinks (either may be absent), started once and stopped after the final re-read.
 
@@ -88,11 +123,18 @@ class Sinks:
 
     @classmethod
     def for_test(
-        cls, *, smtp: bool | Mapping[str, Any] = True, outbound: Mapping[str, Any] | None = None
+        cls,
+        *,
+        smtp: bool | Mapping[str, Any] = True,
+        outbound: Mapping[str, Any] | None = None,
+        provider_api: Mapping[str, Any] | None = None,
     ) -> Sinks:
-        """Started sinks on free loopback ports: ``smtp`` (True, or ``{"match": ...}``) and
-        ``outbound`` (``{"routes": [...], "idempotency_header": ...}``, as a spec's)."""
+        """Started sinks on free loopback ports: ``smtp`` (True, or ``{"match": ...}``),
+        ``outbound`` (``{"routes": [...], "idempotency_header": ...}``, as a spec's) and
+        ``provider_api`` (``{"provider": "stripe"}``)."""
         doc: dict[str, Any] = {}
+        if provider_api is not None:
+            doc["provider_api"] = {**provider_api, "listen": f"127.0.0.1:{free_port()}"}
         if smtp:
             doc["smtp"] = {
                 **(smtp if isinstance(smtp, Mapping) else {}),
@@ -100,7 +142,7 @@ class Sinks:
             }
         if outbound is not None:
             doc["outbound"] = {**outbound, "listen": f"127.0.0.1:{free_port()}"}
-        sinks = cls(*sink_configs(doc))
+        sinks = cls(*sink_configs(doc), provider_api=provider_api_config(doc))
         sinks.start()
         return sinks
 
@@ -109,12 +151,14 @@ class Sinks:
         smtp: SmtpConfig | None,
         outbound: OutboundConfig | None,
         *,
+        provider_api: ProviderApiConfig | None = None,
         rows_now: RowsNow | None = None,
         limits: SinkLimits | None = None,
     ) -> None:
         self.ledger = Ledger(limits or SinkLimits(), rows_now)
         self.smtp = SmtpSink(smtp, self.ledger) if smtp is not None else None
         self.outbound = OutboundSink(outbound, self.ledger) if outbound is not None else None
+        self.provider_api = ProviderApi(provider_api, self.ledger) if provider_api is not None else None
         self.idempotency_header = outbound.idempotency_header if outbound is not None else None
         self._started = False
 
@@ -133,40 +177,77 @@ class Sinks:
         )
 
     @property
+    def provider_api_url(self) -> str | None:
+        """The provider's API, ``http://127.0.0.1:PORT`` (None: no effects.provider_api)."""
+        return self.provider_api.url if self.provider_api is not None else None
+
+    @property
     def sources(self) -> tuple[str, ...]:
-        """The sources these sinks add beside ``rows``: ``emails``, ``calls``."""
-        return tuple(name for name, sink in (("emails", self.smtp), ("calls", self.outbound)) if sink)
+        """The sources these sinks add beside ``rows``: ``emails``, ``calls`` (outbound, the provider's API)."""
+        calls = self.outbound is not None or self.provider_api is not None
+        return tuple(
+            name for name, present in (("emails", self.smtp is not None), ("calls", calls)) if present
+        )
+
+    def _each(self) -> tuple[SmtpSink | OutboundSink | ProviderApi, ...]:
+        return tuple(s for s in (self.smtp, self.outbound, self.provider_api) if s is not None)
 
     def start(self) -> None:
         if self._started:
             return
         try:
-            if self.smtp is not None:
-                self.smtp.start()
-            if self.outbound is not None:
-                self.outbound.start()
+            for sink in self._each():
+                sink.start()
         except BaseException:
             self.stop()
             raise
         self._started = True
 
     def stop(self) -> None:
-        for sink in (self.smtp, self.outbound):
-            if sink is not None:
-                sink.stop()
+        for sink in self._each():
+            sink.stop()
         self._started = False
 
     def register(self, event_id: str, order_id: str, object_id: str) -> None:
         self.ledger.register(EventKeys(event_id, order_id, object_id or order_id))
 
+    def emit(self, event_id: str, document: Mapping[str, Any], created: int) -> None:
+        """The provider sent this event: the objects it names exist in the provider's API from now on."""
+        if self.provider_api is not None:
+            self.provider_api.emit(event_id, document, created=created)
+
+    def fail(self, event_id: str) -> tuple[str, ...]:
+        """Refuse `event_id`'s effects in every sink from now on (until `recover`): the SMTP server
+        answers 554, the outbound API and the provider's API 503. The sources failed."""
+        self.ledger.fail(event_id)
+        if self.provider_api is not None:
+            self.provider_api.arm(event_id, Unavailable())
+        return self.sources
+
+    def recover(self, event_id: str) -> None:
+        self.ledger.recover(event_id)
+        if self.provider_api is not None:
+            self.provider_api.disarm(event_id)
+
+    def refused(self, event_id: str) -> list[SinkRecord]:
+        """The messages and calls for `event_id` a sink refused (`fail`), as kept in the records."""
+        return [
+            r
+            for r in self.ledger.records()
+            if event_id in r.events
+            and r.served in ("refused", "unavailable")
+            and r.served_for in (None, event_id)
+        ]
+
     def tally(self, event_id: str) -> SinkTally:
         count = self.ledger.count(event_id)
+        counts_calls = self.outbound is not None or self.provider_api is not None
         return SinkTally(
             emails=count.emails if self.smtp is not None else None,
-            calls=count.call_effects if self.outbound is not None else None,
+            calls=count.call_effects if counts_calls else None,
             call_keys=count.shown_keys(),
             before_commit=count.before_commit,
-            effect_calls=count.calls,
+            effect_calls=count.calls + count.executed,
         )
 
     def unread_since(self, moment: datetime, when: str = "while this trial ran") -> str | None:
@@ -186,7 +267,12 @@ class Sinks:
     def documents(self) -> dict[str, dict[str, Any]]:
         """The bundle's ``sinks/<name>.json``: every record of each sink, and what was dropped."""
         docs: dict[str, dict[str, Any]] = {}
-        for name, kind, sink in (("smtp", "email", self.smtp), ("outbound", "call", self.outbound)):
+        named = (
+            ("smtp", "email", self.smtp),
+            ("outbound", "call", self.outbound),
+            ("provider_api", "api", self.provider_api),
+        )
+        for name, kind, sink in named:
             if sink is None:
                 continue
             records = self.ledger.records(kind)  # type: ignore[arg-type]

@@ -13,13 +13,13 @@ connection is closed before the body.
 
 Every call is recorded with its ``idempotency_header`` value. A call whose body is past
 ``SinkLimits.max_bytes`` is answered 413 and recorded as ``capped``; a call no route takes is
-answered 404 and recorded for no event.
+answered 404 and recorded for no event. A call for an event whose effects the lab fails on
+purpose (`Ledger.fail`, effect-failure) is answered 503 and is no effect.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -28,7 +28,6 @@ from typing import Any
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
-from acklab.harness.errors import HarnessError
 from acklab.harness.sinks.reading import call_text
 from acklab.harness.sinks.records import (
     EventKeys,
@@ -39,9 +38,9 @@ from acklab.harness.sinks.records import (
     now_mono,
     redacted_headers,
 )
+from acklab.harness.sinks.serving import ThreadedServer
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-START_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +153,9 @@ class _App:
         key_header = self.config.idempotency_header
         key = request.headers.get(key_header) if key_header else None
         answer = Answer(status=413) if capped else Answer(status=404) if found is None else found[1].respond
+        # effect-failure refuses the calls that would take effect; a read still answers
+        write = request.method.upper() not in ("GET", "HEAD", "OPTIONS")
+        refused = found is not None and not capped and write and self.ledger.refuses(events)
         if (
             found is not None
             and not capped
@@ -161,6 +163,8 @@ class _App:
             and self._is_first(found[0], events)
         ):
             answer = found[1].first
+        if refused:  # effect-failure: the downstream is down for this event's calls
+            answer = Answer(status=503, json={"error": "service unavailable"})
         seq = self.ledger.next_seq("call")
         keep = frozenset({key_header.lower()}) if key_header else frozenset()
         self.ledger.keep(
@@ -181,6 +185,7 @@ class _App:
                 route=None if found is None else found[0],
                 status=None if answer.drop else answer.status,
                 idempotency_key=key[:200] if key is not None else None,
+                served="unavailable" if refused else None,
             )
         )
         if answer.delay_s:
@@ -207,45 +212,23 @@ class OutboundSink:
 
     def __init__(self, config: OutboundConfig, ledger: Ledger) -> None:
         self.config, self.ledger = config, ledger
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._server: ThreadedServer | None = None
 
     def start(self) -> None:
         require("sinks", "starlette", "effects.outbound (the outbound API sink)")
-        import uvicorn
-
-        config = uvicorn.Config(
+        self._server = ThreadedServer(
             _App(self.config, self.ledger),
-            host=self.config.host,
-            port=self.config.port,
-            log_config=None,
-            log_level="critical",
-            access_log=False,
-            lifespan="off",
+            self.config.host,
+            self.config.port,
+            name="outbound",
+            placeholder="{{outbound_port}}",
         )
-        self._server = server = uvicorn.Server(config)
-
-        def serve() -> None:
-            # uvicorn exits (SystemExit) when it cannot bind: the thread ends, start() says why.
-            with contextlib.suppress(SystemExit, OSError):
-                server.run()
-
-        self._thread = threading.Thread(target=serve, name="acklab-outbound-sink", daemon=True)
-        self._thread.start()
-        deadline = now_mono() + START_TIMEOUT_S
-        while not server.started:
-            if not self._thread.is_alive() or now_mono() > deadline:
-                raise HarnessError(
-                    f"effects.outbound: the sink could not listen on {self.config.host}:{self.config.port}; "
-                    "is the port taken? use {{outbound_port}}"
-                )
-            threading.Event().wait(0.01)
+        self._server.start()
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
 
 
 def keys_for(event_id: str, order_id: str, object_id: str) -> EventKeys:

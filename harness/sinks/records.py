@@ -29,7 +29,7 @@ from typing import Any, Literal
 from acklab.evidence.redaction import REDACTED, redact, remember
 from acklab.harness.sinks.reading import Text
 
-SinkKind = Literal["email", "call"]
+SinkKind = Literal["email", "call", "api"]  # api: a call to the provider's API (effects.provider_api)
 # A header whose name says credential: its value is a secret of the consumer's.
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|signature|credential", re.IGNORECASE)
 EXCERPT_BYTES = 2048
@@ -62,7 +62,8 @@ def redacted_headers(
 
 @dataclass(frozen=True)
 class SinkRecord:
-    """One message the SMTP sink received, or one call the outbound sink answered."""
+    """One message the SMTP sink received, one call the outbound sink answered, or one call the
+    provider's API answered."""
 
     kind: SinkKind
     seq: int  # per sink, from 0
@@ -85,6 +86,14 @@ class SinkRecord:
     route: int | None = None  # index into outbound.routes (None: no route matched: 404)
     status: int | None = None  # what the sink answered (None: it dropped the connection)
     idempotency_key: str | None = None
+    # api
+    objects: tuple[str, ...] = ()  # the provider's objects the call read or changed
+    # the fault that answered it: lag, stale, throttled, unavailable (a call), refused (an email)
+    served: str | None = None
+    served_for: str | None = None  # the event that fault was armed for
+    effect: bool = False  # the provider executed a change (a refund made); a replay is none
+    replayed: bool = False  # answered with an idempotency key's saved answer
+    echoed: tuple[str, ...] = ()  # events the provider sent back before answering it
 
     def as_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -99,8 +108,22 @@ class SinkRecord:
             "capped": self.capped,
             "rows_at_arrival": dict(self.rows_at_arrival),
         }
+        if self.served is not None:
+            doc["served"] = self.served
         if self.kind == "email":
             doc.update(sender=self.sender, recipients=list(self.recipients))
+        elif self.kind == "api":
+            doc.update(
+                method=self.method,
+                path=self.path,
+                status=self.status,
+                idempotency_key=self.idempotency_key,
+                objects=list(self.objects),
+                served_for=self.served_for,
+                effect=self.effect,
+                replayed=self.replayed,
+                echoed=list(self.echoed),
+            )
         else:
             doc.update(
                 method=self.method,
@@ -153,9 +176,19 @@ class EventCount:
     keys: set[str] = field(default_factory=set)
     keys_early: set[str] = field(default_factory=set)
     first_keys: list[str | None] = field(default_factory=list)  # the first calls' keys, in arrival order
+    executed: int = 0  # changes the provider's API executed (each one effect: it dedupes by key itself)
+    executed_early: int = 0
+    refused: int = 0  # emails and effect calls a sink refused on purpose (effect-failure): no effect
 
     def add(self, record: SinkRecord, event_id: str) -> None:
         early = record.rows_at_arrival.get(event_id) == 0
+        if record.served in ("refused", "unavailable"):
+            self.refused += record.kind == "email" or (record.method or "").upper() not in READS
+            return
+        if record.kind == "api":
+            self.executed += record.effect
+            self.executed_early += record.effect and early
+            return
         if record.kind == "email":
             self.emails += 1
             self.emails_early += early
@@ -176,13 +209,13 @@ class EventCount:
 
     @property
     def call_effects(self) -> int:
-        return len(self.keys) + self.keyless
+        return len(self.keys) + self.keyless + self.executed
 
     @property
     def before_commit(self) -> int:
         """Emails and call effects that arrived while the event had no row (a retried call
         with one key is one effect, before the commit too)."""
-        return self.emails_early + len(self.keys_early) + self.keyless_early
+        return self.emails_early + len(self.keys_early) + self.keyless_early + self.executed_early
 
     def shown_keys(self) -> tuple[str | None, ...]:
         """The first calls' keys in arrival order; when later calls added what they do not show
@@ -213,10 +246,11 @@ class Ledger:
         self._events: dict[str, EventKeys] = {}
         self._counts: dict[str, EventCount] = {}
         self._records: list[SinkRecord] = []
-        self._seq: dict[SinkKind, int] = {"email": 0, "call": 0}
-        self.dropped: dict[SinkKind, int] = {"email": 0, "call": 0}
+        self._seq: dict[SinkKind, int] = {"email": 0, "call": 0, "api": 0}
+        self.dropped: dict[SinkKind, int] = {"email": 0, "call": 0, "api": 0}
         self._unread = 0  # records capped or dropped
         self._last_unread: datetime | None = None
+        self._failing: set[str] = set()  # events whose effects the sinks refuse now (effect-failure)
 
     def register(self, keys: EventKeys) -> None:
         with self._lock:
@@ -227,6 +261,20 @@ class Ledger:
         with self._lock:
             events = list(self._events.values())
         return tuple(keys.event_id for keys in events if text.names(keys.fill(template)))
+
+    def fail(self, event_id: str) -> None:
+        """Refuse the effects of `event_id` from now on (the SMTP server refuses, the API answers 503)."""
+        with self._lock:
+            self._failing.add(event_id)
+
+    def recover(self, event_id: str) -> None:
+        with self._lock:
+            self._failing.discard(event_id)
+
+    def refuses(self, events: Iterable[str]) -> bool:
+        """Whether a message or call for `events` is refused now."""
+        with self._lock:
+            return any(e in self._failing for e in events)
 
     def keys_of(self, event_id: str) -> EventKeys | None:
         with self._lock:

@@ -1,6 +1,8 @@
 """The SMTP sink: aiosmtpd on loopback, where the consumer's mail settings point (``effects.smtp``).
 
-Every message is accepted (``250``) and recorded; a message counts for every event whose
+Every message is accepted (``250``) and recorded — but one for an event whose effects the
+lab fails on purpose (`Ledger.fail`, effect-failure) is refused with ``554`` and counts as
+no email; a message counts for every event whose
 ``match`` (filled for that event: ``{{order_id}}``, ``{{event_id}}``, ``{{object_id}}``)
 its headers or text name as a whole identifier, read as its reader reads them (every
 transfer encoding, charset and part decoded: `reading.email_text`). A consumer that logs in (``AUTH PLAIN``/``LOGIN``, as
@@ -25,6 +27,8 @@ from acklab.harness.sinks.reading import email_text, header_pairs, parsed
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 
 DEFAULT_MATCH = "{{order_id}}"
+# effect-failure: what the server answers a message for an event whose effects it refuses.
+REFUSED, REFUSAL = "refused", "554 5.3.0 Transaction failed: the mail system is not accepting messages"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class _Handler:
         body: bytes = envelope.original_content or b""
         message = parsed(body)
         events = self.ledger.matching(self.config.match, email_text(body))
+        refused = self.ledger.refuses(events)
         self.ledger.keep(
             SinkRecord(
                 kind="email",
@@ -59,9 +64,10 @@ class _Handler:
                 rows_at_arrival=self.ledger.rows_at(events),
                 sender=str(envelope.mail_from or ""),
                 recipients=tuple(str(r) for r in envelope.rcpt_tos),
+                served=REFUSED if refused else None,
             )
         )
-        return "250 OK"
+        return REFUSAL if refused else "250 OK"
 
     def capped(self, envelope: Any) -> None:
         self.ledger.keep(
