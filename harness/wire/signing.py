@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from acklab.evidence.redaction import REDACTED, known
 from acklab.harness.errors import SpecError
+from acklab.harness.wire.signatures import check_asymmetric, is_asymmetric, sign_v1a
 
 # Headers whose values are (or are derived from) a secret; never written to evidence.
 REDACTED_HEADERS = frozenset(
@@ -90,11 +91,14 @@ class Signer:
 
 def _standard_headers(attempt: Attempt, secret: str) -> dict[str, str]:
     signed = f"{attempt.event_id}.{attempt.timestamp}.".encode() + attempt.body
-    signature = base64.b64encode(_hmac(whsec_key(secret), signed)).decode()
+    if is_asymmetric(secret):  # whsk_: Ed25519, verified with the whpk_ public key
+        signature = sign_v1a(secret, signed)
+    else:
+        signature = "v1," + base64.b64encode(_hmac(whsec_key(secret), signed)).decode()
     return {
         "webhook-id": attempt.event_id,
         "webhook-timestamp": str(attempt.timestamp),
-        "webhook-signature": f"v1,{signature}",
+        "webhook-signature": signature,
     }
 
 
@@ -103,7 +107,8 @@ _STANDARD = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
 
 @dataclass(frozen=True)
 class StandardSigner(Signer):
-    """Standard Webhooks: HMAC-SHA256 over ``id.timestamp.body``, base64, ``v1,`` prefix."""
+    """Standard Webhooks: HMAC-SHA256 over ``id.timestamp.body``, base64, ``v1,`` prefix; with a
+    ``whsk_`` secret Ed25519, ``v1a,`` prefix (`harness.wire.signatures`)."""
 
     scheme: ClassVar[str] = "standard"
     derived: ClassVar[frozenset[str]] = _STANDARD
@@ -113,7 +118,10 @@ class StandardSigner(Signer):
 
     def check_secret(self, secret: str) -> None:
         super().check_secret(secret)
-        whsec_key(secret)
+        if is_asymmetric(secret):
+            check_asymmetric(secret)
+        else:
+            whsec_key(secret)
 
 
 @dataclass(frozen=True)
@@ -275,8 +283,10 @@ def signs_timestamp(scheme: str, secret: str) -> bool:
     return scheme in ("standard", "stripe", "slack")
 
 
-def foreign_secret(scheme: str, entropy: bytes) -> str:
-    """Another valid-looking secret of the same format: a signature with it must be rejected."""
+def foreign_secret(scheme: str, entropy: bytes, like: str = "") -> str:
+    """Another valid-looking secret of the same format as `like`: a signature with it must be rejected."""
+    if scheme == "standard" and is_asymmetric(like):
+        return "whsk_" + base64.b64encode(hashlib.sha256(entropy).digest()).decode()
     if scheme in ("standard", "gitlab"):
         return "whsec_" + base64.b64encode(entropy[:24]).decode()
     return "whsec_" + entropy.hex()
