@@ -214,16 +214,23 @@ class WebhookLab:
             self._isolation = Isolation.allocate(frozenset({"port", "scratch"}), label="pytest")
         return dict(self._isolation.values)
 
-    def sinks(self, *, smtp: bool | dict[str, Any] = True, outbound: dict[str, Any] | None = None) -> Any:
+    def sinks(
+        self,
+        *,
+        smtp: bool | dict[str, Any] = True,
+        outbound: dict[str, Any] | None = None,
+        provider_api: dict[str, Any] | None = None,
+    ) -> Any:
         """The lab's SMTP and outbound API sinks, started on free loopback ports for this test
         (stopped after it): point the app at ``.smtp_port`` / ``.outbound_url`` before
         ``attack``, which then counts its emails and calls beside the rows (``expect.max_emails``,
         ``max_calls``; docs/sinks.md). `outbound`: ``{"routes": [...], "idempotency_header": ...}``
-        as in a spec's ``effects.outbound``."""
+        as in a spec's ``effects.outbound``; `provider_api`: ``{"provider": "stripe"}``, the
+        provider's API at ``.provider_api_url`` (docs/provider-api.md)."""
         if self._sinks is None:
             from acklab.harness.sinks import Sinks
 
-            self._sinks = Sinks.for_test(smtp=smtp, outbound=outbound)
+            self._sinks = Sinks.for_test(smtp=smtp, outbound=outbound, provider_api=provider_api)
         return self._sinks
 
     def close(self) -> None:

@@ -25,6 +25,8 @@ DeliveryKind = Literal[
     "replay-stale",
     "replay-tampered",
     "replay-foreign-secret",
+    "replay-cross-wired",  # an unsigned event naming one order's charge and another's payment intent
+    "replay-expired-secret",  # signed only with the secret a key rotation retired
     "probe",
     "competitor",  # the app's own request (race-with-request), not a webhook
 ]
@@ -110,6 +112,8 @@ class Observation(Document):
         None
     )
     sent_before_commit: Omit[Count] = None
+    # expect.totals: the consumer's running total for the event's object (None: no number read)
+    total: float | int | None = None
 
 
 class CommitConfirmation(Document):

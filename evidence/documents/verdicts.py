@@ -32,6 +32,8 @@ Invariant = Literal[
     # effects outside the database (harness.sinks)
     "idempotent-outbound",
     "no-effect-without-commit",
+    # the provider talks back (docs/provider-api.md): a running total the consumer keeps
+    "totals-match",
 ]
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 # Every stable experiment name, in the order a reader meets them (the order runs, tables and
@@ -55,6 +57,16 @@ ExperimentName = Literal[
     "db-latency",
     "db-reset",
     "db-blackhole",
+    # the provider talks back (docs/provider-api.md), run only when named
+    "fetch-lag",
+    "fetch-stale",
+    "fetch-throttled",
+    "provider-echo",
+    "effect-failure",
+    # signatures as providers send them (docs/signatures.md), run only when named
+    "key-rotation",
+    "raw-bytes",
+    "clock-skew",
     # beyond one process (docs/fleet.md), run only when named; the clock experiments last: the
     # consumer's clock only moves forward, and every later delivery is signed at its time
     "replica-duplicates",

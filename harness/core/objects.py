@@ -111,6 +111,8 @@ def lifecycle_events(
             object_template=target.objects.object,
         )
         made.append(trial.remember(dataclasses.replace(event, type_header=step.type)))
+    for event in made:  # the provider emitted them in its order, whatever order they are delivered in
+        trial.emit(event)
     return made
 
 

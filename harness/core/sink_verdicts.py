@@ -41,6 +41,36 @@ def _grew(final: Observation, last: Observation, name: str) -> str:
     return f" (read {before} when the trial was judged, {after} at the end of the run: they arrived later)"
 
 
+def _judge_failed(
+    result: Judged, event_id: str, *, mine: Sequence[Delivery], last: Observation, failed: Sequence[str]
+) -> None:
+    """acked-exactly-once per failed source: an acknowledged event has its email (its call) in the end.
+
+    The sink refused the event's first attempt; a handler that answered 2xx anyway told the provider
+    the work was done, and the provider never sends it again."""
+    acked = [d for d in mine if d.acknowledged]
+    if not acked:
+        return
+    sources: dict[str, EffectSource] = {"emails": "emails", "calls": "calls"}
+    for name in failed:
+        source = sources.get(name)
+        if source is None or getattr(last, source) or 0:
+            continue
+        refused = "refused the email (554)" if source == "emails" else "answered the call 503"
+        result.violate(
+            "acked-exactly-once",
+            event_id,
+            0,
+            f"{source} >= 1",
+            f"{source}: the sink {refused} during the first attempt, yet the handler answered {acked[0].status} "
+            f"to delivery seq {acked[0].seq} and no {source[:-1]} was ever sent: an acknowledged event with no "
+            "effect, which the provider never retries (answer 5xx when the effect failed, or retry it yourself "
+            "from an outbox)",
+            delivery=acked[0],
+            source=source,
+        )
+
+
 def judge_sinks(
     result: Judged,
     event_id: str,
@@ -50,11 +80,14 @@ def judge_sinks(
     late: Observation | None,
     rows: int,
     expect: Expect,
+    failed: Sequence[str] = (),
 ) -> None:
-    """The sinks' invariants for one event; nothing when the target runs no sinks."""
+    """The sinks' invariants for one event; nothing when the target runs no sinks. `failed`: the
+    sources whose sink refused the event's first attempt (effect-failure)."""
     if final.emails is None and final.calls is None:
         return
     last = late if late is not None else final
+    _judge_failed(result, event_id, mine=mine, last=last, failed=failed)
     cause = next((d for d in mine if d.kind in ("retry", "duplicate")), None)
     emails, calls = last.emails or 0, last.calls or 0
     if last.emails is not None and emails > expect.max_emails:

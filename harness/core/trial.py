@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +34,8 @@ from acklab.harness.targets.state import read_together
 from acklab.harness.wire.balancer import RECORD, REPLICA
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.wire.signing import Attempt, redact_headers
+from acklab.harness.wire.signatures import rotated
+from acklab.harness.wire.signing import SIGNERS, Attempt, redact_headers
 from acklab.harness.wire.templates import WebhookEvent, render
 from acklab.harness.wire.transports import TICKET, Ticket
 
@@ -106,6 +107,24 @@ class TrialContext:
     def object_of(self, event_id: str) -> str | None:
         return self._objects.get(event_id)
 
+    def expect_total(self, events: Sequence[WebhookEvent]) -> None:
+        """expect.totals: the running total the consumer must end with for the object of `events` — the
+        newest's (the last of `events`, in the provider's order), recorded for ``totals-match``."""
+        totals = self.lab.target.expect.totals
+        if totals is None or not events:
+            return
+        newest = events[-1]
+        self.parameters.setdefault("totals", {})[newest.object_id] = totals.of(newest.document)
+
+    def emit(self, event: WebhookEvent) -> None:
+        """The provider sent `event`: the objects it names exist in the provider's API (effects.provider_api)
+        from now on, in this version. Genuine deliveries emit their event when first signed; a lifecycle
+        emits its events in the provider's order before any is delivered (the provider's state is the
+        newest, however they arrive)."""
+        sinks = self.lab.endpoint.sinks
+        if sinks is not None:
+            sinks.emit(event.event_id, event.document, event.event_time)
+
     # -- delivering --------------------------------------------------------------------
 
     def _last_seq(self) -> int | None:
@@ -122,13 +141,22 @@ class TrialContext:
         secret: str | None = None,
         signed_body: bytes | None = None,
         replica: int | None = None,
+        signed_with: Sequence[str] = (),
+        skew_s: int = 0,
+        unsigned: bool = False,
     ) -> tuple[httpx.Request, DeliveryRecord]:
         """Sign and build one attempt (not sent yet); `signed_body` differs from the sent body only when
-        tampering; `replica`: the replica the balancer must send it to (topology.replicas)."""
+        tampering; `replica`: the replica the balancer must send it to (topology.replicas).
+        `signed_with`: several secrets, each signature in the provider's header in this order (a key
+        rotation's overlap); `skew_s`: the signed timestamp this far from the provider's clock (a clock
+        that is off); `unsigned`: no signature at all (a forger's). A delivery that is not forged (a
+        ``replay-*`` kind) emits its event to the provider's API."""
         lab = self.lab
         # The provider's clock: the lab's, shifted with the consumer's when an experiment moved it.
-        stamp = int(lab.endpoint.now()) if timestamp is None else timestamp
+        stamp = (int(lab.endpoint.now()) if timestamp is None else timestamp) + skew_s
         target = lab.target
+        if not kind.startswith("replay-"):
+            self.emit(event)
         signed = Attempt(
             event.event_id,
             target.event_type_of(event.document, event.type_header),
@@ -138,7 +166,14 @@ class TrialContext:
             event.created_at,
         )
         # The provider's headers, then the spec's own (headers:, an API key, say).
-        headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
+        if unsigned:
+            headers = target.delivery_headers(SIGNERS["none"], signed, "")
+        elif signed_with:
+            headers = rotated(
+                target.scheme, [target.delivery_headers(lab.signer, signed, s) for s in signed_with]
+            )
+        else:
+            headers = target.delivery_headers(lab.signer, signed, target.secret if secret is None else secret)
         # A retry says so where its provider does (Slack's X-Slack-Retry-Num and -Reason).
         headers.update(lab.profile.retry.headers(attempt, self._failure_of(event.event_id)))
         service = lab.endpoint.service_state()
@@ -226,20 +261,34 @@ class TrialContext:
         return await self.transmit(request, record)
 
     async def deliver(
-        self, event: WebhookEvent, *, first_fault: Fault | None = None, kind: str = "original"
+        self,
+        event: WebhookEvent,
+        *,
+        first_fault: Fault | None = None,
+        kind: str = "original",
+        after_first: Callable[[DeliveryRecord], None] | None = None,
+        **how: Any,
     ) -> list[DeliveryRecord]:
         """Attempt 1 (with `first_fault`), then the provider's retries until the sender sees a 2xx.
 
         Attempt n is sent at the compressed schedule's n-th offset from the first attempt, and
         never before the sender is done with attempt n-1. A fresh signature each time; the
-        same body bytes and event id.
+        same body bytes and event id. `after_first` is called once attempt 1 is done (a fault of the
+        provider's own lifted before its retries); `how` signs every attempt (`prepare`).
         """
         started = time.monotonic()
-        first = await self.send(event, kind=kind, attempt=1, fault=first_fault or NoFault())
-        return [first, *await self.retry_until_acked(event, started=started, first=first)]
+        first = await self.send(event, kind=kind, attempt=1, fault=first_fault or NoFault(), **how)
+        if after_first is not None:
+            after_first(first)
+        return [first, *await self.retry_until_acked(event, started=started, first=first, how=how)]
 
     async def retry_until_acked(
-        self, event: WebhookEvent, *, started: float, first: DeliveryRecord
+        self,
+        event: WebhookEvent,
+        *,
+        started: float,
+        first: DeliveryRecord,
+        how: Mapping[str, Any] | None = None,
     ) -> list[DeliveryRecord]:
         """Attempts 2..N at the schedule's offsets from ``started`` (when attempt 1 was sent), until
         the sender sees a 2xx (or a status that stops the provider retrying): the sender's one
@@ -254,7 +303,7 @@ class TrialContext:
             delay = started + schedule[n - 1] - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            last = await self.send(event, kind="retry", attempt=n)
+            last = await self.send(event, kind="retry", attempt=n, **(how or {}))
             sent.append(last)
         return sent
 
@@ -401,8 +450,19 @@ class TrialContext:
             )
             counts, states = [c for c, _ in both], [s for _, s in both]
         last = self._last_seq()
-        for event, effects, state in zip(events, counts, states, strict=True):
-            self._record(self._observation(event.event_id, effects, last, note, state=state))
+        totals = await self._totals(events)
+        for event, effects, state, total in zip(events, counts, states, totals, strict=True):
+            seen = self._observation(event.event_id, effects, last, note, state=state)
+            self._record(seen.but(total=total) if self.lab.endpoint.totals is not None else seen)
+
+    async def _totals(self, events: list[WebhookEvent]) -> list[float | int | None]:
+        """expect.totals.sum for each event's object (None everywhere without expect.totals)."""
+        probe = self.lab.endpoint.totals
+        if probe is None:
+            return [None] * len(events)
+        return list(
+            await asyncio.gather(*(probe.read(e.event_id, self.object_of(e.event_id)) for e in events))
+        )
 
     # -- proving the fault -------------------------------------------------------------
 

@@ -66,6 +66,7 @@ from acklab.evidence.documents.verdicts import INVARIANTS, Invariant, Verdict, c
 from acklab.harness.core.conflict_verdicts import judge_conflict
 from acklab.harness.core.object_verdicts import judge_objects
 from acklab.harness.core.sink_verdicts import judge_sinks
+from acklab.harness.core.total_verdicts import judge_totals
 from acklab.harness.targets import Expect
 from acklab.harness.wire.providers import PROFILES, profile
 from acklab.harness.wire.retry_policy import policy
@@ -175,6 +176,7 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
             f"the fault {fault.name!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
             f"on fresh events ({whys}); these deliveries are no evidence of how the handler survives it"
         )
+    judge_totals(result, trial)
     if trial.schema_change:
         result.violate(
             "schema-unchanged",
@@ -229,7 +231,17 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
     if any(d.kind == "conflict" for d in mine):
         judge_conflict(result, event_id, trial=trial, mine=mine, counts=counts, expect=expect)
     _judge_fault_window(result, event_id, mine, trial.observation(event_id, "after-fault"))
-    judge_sinks(result, event_id, mine=mine, final=final, late=late, rows=counts.last, expect=expect)
+    failed = (trial.parameters.get("failed_sources") or {}).get(event_id, ())
+    judge_sinks(
+        result,
+        event_id,
+        mine=mine,
+        final=final,
+        late=late,
+        rows=counts.last,
+        expect=expect,
+        failed=tuple(failed),
+    )
 
 
 def sinks_seen(trial: Trial, event_id: str) -> bool:
@@ -267,8 +279,17 @@ def _judge_delivered(
     delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
     acked = [d for d in delivered if d.acknowledged]
     role = "the control event (valid and fresh, not a forged delivery): " if control else ""
+    genuine = (trial.parameters.get("genuine") or {}).get(event_id)
+    if genuine:
+        role = ""  # a genuine variant, not the control of a replay
     if not any(d.received for d in delivered) and not _judge_unacknowledged(
-        result, event_id, delivered, counts.last, timeout_s=_sender_timeout(trial), role=role
+        result,
+        event_id,
+        delivered,
+        counts.last,
+        timeout_s=_sender_timeout(trial),
+        role=role,
+        genuine=str(genuine) if genuine else None,
     ):
         return False
     if counts.last > expect.max_effects:
@@ -301,8 +322,12 @@ def _judge_delivered(
                 "expect.effects_within_s"
             )
         else:
+            served = (trial.parameters.get("api_faults") or {}).get(event_id)
             hint = (
-                ""
+                f"; while it was handled the provider's API answered {', '.join(served[:3])}: an event acknowledged "
+                "without its effect is never sent again (answer 5xx so the provider retries)"
+                if served
+                else ""
                 if expect.effects_within_s
                 else " (if this consumer acknowledges first and works "
                 "afterwards, set expect.effects_within_s to how long the work may take)"
@@ -360,9 +385,12 @@ def _judge_unacknowledged(
     *,
     timeout_s: float | None,
     role: str,
+    genuine: str | None = None,
 ) -> bool:
     """eventually-acknowledged, for an event the sender never received a 2xx for; False: stop
-    judging it. `effects`: its count (None: the probe could not read it)."""
+    judging it. `effects`: its count (None: the probe could not read it). `genuine`: how the event
+    was sent when its trial proved the handler accepts the provider's plain deliveries (a control
+    was acknowledged): refusing it then is losing it, whatever the status."""
     statuses = ", ".join(str(d.status) for d in delivered) or "none"
     booting = [
         d
@@ -384,7 +412,7 @@ def _judge_unacknowledged(
     ]
     unreachable = [d for d in delivered if _unreachable(d) and d not in booting]
     processed = bool(effects) or any(d.acknowledged for d in delivered)
-    severe = all(d.sender_status is None or d.sender_status >= 500 for d in failures)
+    severe = genuine is not None or all(d.sender_status is None or d.sender_status >= 500 for d in failures)
     if failures and (severe or processed):
         timed_out = [d for d in failures if d.sender_timed_out]
         within = f" of {timeout_s:g} s" if timeout_s is not None else ""
@@ -401,6 +429,12 @@ def _judge_unacknowledged(
             why = (
                 f"the handler acknowledged seq {lost[0].seq} but the sender never received it, and its "
                 f"duplicates were answered {answers}: a duplicate of a processed event must be answered 2xx"
+            )
+        elif genuine is not None and not processed:
+            answers = ", ".join(str(d.sender_status) for d in failures)
+            why = (
+                f"every attempt was refused ({answers}) although the event was genuine — {genuine} — and a plain "
+                "delivery of this trial was acknowledged: the provider sends it this way every time, so it is lost"
             )
         elif all(d.status is not None and d.sender_status is not None for d in failures) and severe:
             why = f"every one of its {len(failures)} answers was a 5xx"

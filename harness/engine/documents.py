@@ -55,7 +55,7 @@ def incident(
             skipped_variants=experiment.skipped_variants(target) or None,
         ),
         seed=plan.seed,
-        invariants=experiment.invariants,
+        invariants=experiment.checks(target),
         trials=trials,
         boundary=boundary(target, experiment, socket),
         created_at=utcnow(),

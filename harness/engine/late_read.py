@@ -51,6 +51,9 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
             async with gate:
                 object_id = objects.get(event_id)
                 effects, state = await read_together(endpoint.probe, endpoint.state, event_id, object_id)
+                total = (
+                    await endpoint.totals.read(event_id, object_id) if endpoint.totals is not None else None
+                )
         except HarnessError as exc:
             error = redact(str(exc))
             break
@@ -67,6 +70,8 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
             ),
             endpoint.sinks,
         )
+        if endpoint.totals is not None:  # expect.totals: the consumer's running total, read again
+            seen = seen.but(total=total)
         late.append(seen)
         final = finals.get(event_id)
         if final is not None and (effects > final.effects or _sinks_grew(final, seen)):

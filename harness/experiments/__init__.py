@@ -5,7 +5,9 @@ this registry equal to it).
 The first six run by default. Beyond one event (docs/beyond-one-event.md): out-of-order,
 sibling-events and race-with-request run by default too, but only on a target with their
 section (lifecycle:, siblings:, competitor:); without it they are listed as skipped, with the
-reason, and never judged. The deeper faults (crash-*, db-*) run only when named."""
+reason, and never judged. The deeper faults (crash-*, db-*), the provider's API (fetch-*,
+provider-echo, effect-failure: docs/provider-api.md) and signatures as providers send them
+(key-rotation, raw-bytes, clock-skew: docs/signatures.md) run only when named."""
 
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ from acklab.harness.experiments.conflict import ConflictingPayloadExperiment
 from acklab.harness.experiments.crash import CrashAfterCommitExperiment, CrashMidTransactionExperiment
 from acklab.harness.experiments.crash_after_ack import CrashAfterAckExperiment
 from acklab.harness.experiments.db_faults import DbBlackholeExperiment, DbLatencyExperiment, DbResetExperiment
+from acklab.harness.experiments.echo import ProviderEchoExperiment
+from acklab.harness.experiments.effect_failure import EffectFailureExperiment
+from acklab.harness.experiments.fetching import (
+    FetchLagExperiment,
+    FetchStaleExperiment,
+    FetchThrottledExperiment,
+)
 from acklab.harness.experiments.ordering import OutOfOrderExperiment
 from acklab.harness.experiments.provider_retries import ProviderRetriesExperiment
 from acklab.harness.experiments.race import RaceWithRequestExperiment
@@ -32,6 +41,11 @@ from acklab.harness.experiments.retrying import (
     TimeoutOverlapExperiment,
 )
 from acklab.harness.experiments.siblings import SiblingEventsExperiment
+from acklab.harness.experiments.signatures import (
+    ClockSkewExperiment,
+    KeyRotationExperiment,
+    RawBytesExperiment,
+)
 
 _REGISTERED: tuple[Experiment, ...] = (
     LostAckExperiment(),
@@ -49,6 +63,14 @@ _REGISTERED: tuple[Experiment, ...] = (
     DbLatencyExperiment(),
     DbResetExperiment(),
     DbBlackholeExperiment(),
+    FetchLagExperiment(),
+    FetchStaleExperiment(),
+    FetchThrottledExperiment(),
+    ProviderEchoExperiment(),
+    EffectFailureExperiment(),
+    KeyRotationExperiment(),
+    RawBytesExperiment(),
+    ClockSkewExperiment(),
     ReplicaDuplicatesExperiment(),
     RestartRedeliveryExperiment(),
     LateRedeliveryExperiment(),

@@ -9,6 +9,7 @@ its records prove a violation (`harness.core.proofs`, `harness.core.verdicts`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
@@ -18,6 +19,7 @@ from acklab.harness.core.proofs import FAULT_TRIES, Proof
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.targets import Endpoint, Needs, Target
 from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 
 
@@ -37,6 +39,15 @@ class Experiment(ABC):
     proves: ClassVar[str] = (
         "at most one side effect per event, and exactly one for every event the handler acknowledged"
     )
+
+    # Experiments whose trials record an object's running total: totals-match is judged there too.
+    judges_totals: ClassVar[bool] = False
+
+    def checks(self, target: Target) -> tuple[str, ...]:
+        """The invariants a trial on `target` is judged by: `invariants`, and ``totals-match`` where the
+        target keeps a running total (``expect.totals``) and this experiment records one."""
+        extra = ("totals-match",) if self.judges_totals and target.expect.totals is not None else ()
+        return (*self.invariants, *extra)
 
     def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
         """How the lab serves `target` for this experiment (deeper faults serve it their own way)."""
@@ -113,3 +124,16 @@ def retry_plan(
         )
         for n in range(1, attempts + 1)
     )
+
+
+async def deliver_struck(
+    trial: TrialContext, event: WebhookEvent, *, strike: Callable[[], object], lift: Callable[[], None]
+) -> list[DeliveryRecord]:
+    """`event` delivered as the provider would, with a fault of the provider's own struck (`strike`)
+    while its first attempt is open and lifted (`lift`) as that attempt is answered: the provider's
+    retries, minutes later in real time, find what failed caught up."""
+    strike()
+    try:
+        return await trial.deliver(event, after_first=lambda _: lift())
+    finally:
+        lift()

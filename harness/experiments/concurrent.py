@@ -80,6 +80,7 @@ class ConcurrentDuplicatesExperiment(Experiment):
         "eventually-acknowledged",
     )
     fault_name = "concurrent-duplicates"
+    judges_totals = True
     bursts = True
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
@@ -113,5 +114,6 @@ class ConcurrentDuplicatesExperiment(Experiment):
         # duplicate timed out behind the first, say): eventually-acknowledged judges those too.
         received = [r for _, r in prepared if sender_acked(r)]
         await trial.retry_until_acked(event, started=started, first=received[0] if received else record)
+        trial.expect_total([event])
         await trial.settle([event])
         return burst_proof(burst)

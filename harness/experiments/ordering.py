@@ -71,6 +71,7 @@ class OutOfOrderExperiment(Experiment):
     )
     invariants: ClassVar[tuple[str, ...]] = ("newest-state-wins", "state-never-regresses")
     fault_name = "out-of-order"
+    judges_totals = True
     proves = (
         "once an object's events were delivered in these orders, its state is the newest event's and never "
         "went back to an older one's"
@@ -155,6 +156,8 @@ class OutOfOrderExperiment(Experiment):
         settled = (
             [p.primary for p in plays] if counted(trial) == "object" else [e for p in plays for e in p.events]
         )
+        for play in plays:
+            trial.expect_total(play.events)
         await trial.settle(settled)
         trial.objects += [play.case(counted(trial)) for play in plays]
         sent = [r for play in plays for r in play.arrival]

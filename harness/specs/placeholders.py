@@ -2,8 +2,10 @@
 
 ``{{port}}`` (a free loopback port for the service), ``{{scratch}}`` (a fresh private
 directory), ``{{database_url}}`` (a fresh PostgreSQL database on the server ``database.url``
-names), the sinks' ``{{smtp_port}}`` and ``{{outbound_port}}``, and ``{{redis_url}}`` (the
-Redis of ``services: [redis]``, `harness.services`). They may appear in any
+names), the sinks' ``{{smtp_port}}`` and ``{{outbound_port}}``, ``{{redis_url}}`` (the Redis of
+``services: [redis]``, `harness.services`), and ``{{provider_api_url}}`` (where the lab serves the
+provider's API, ``effects.provider_api``: ``http://127.0.0.1:PORT``, the stripe library's
+``api_base``; used by every spec with that section). They may appear in any
 string of the spec but the event body (``event``, ``conflict``: those are filled per event,
 `harness.wire.templates`); per-event placeholders elsewhere (``{{event_id}}`` in an effects
 URL) are left for their own stage.
@@ -22,7 +24,15 @@ from typing import Any
 
 from acklab.harness.errors import SpecError
 
-RUN_PLACEHOLDERS = ("port", "scratch", "database_url", "smtp_port", "outbound_port", "redis_url")
+RUN_PLACEHOLDERS = (
+    "port",
+    "scratch",
+    "database_url",
+    "smtp_port",
+    "outbound_port",
+    "redis_url",
+    "provider_api_url",
+)
 # Filled per event or per delivery by their own stages (templates, probes, sinks' routes).
 LATER = frozenset(
     {"event_id", "order_id", "object_id", "seq", "timestamp", "unix_time", "unix_time_ms", "event_time"}
@@ -37,6 +47,7 @@ STAND_INS: Mapping[str, str] = {
     "smtp_port": "65534",
     "outbound_port": "65533",
     "redis_url": "redis://127.0.0.1:65532/0",
+    "provider_api_url": "http://127.0.0.1:65531",
 }
 
 
@@ -54,10 +65,16 @@ def _strings(doc: Any, where: str = "") -> Iterator[tuple[str, str]]:
 
 
 def used(doc: Mapping[str, Any]) -> frozenset[str]:
-    """The run placeholders `doc` uses (outside its event body)."""
-    return frozenset(
+    """The run placeholders `doc` uses (outside its event body); ``effects.provider_api`` without a
+    fixed ``listen`` is served at ``{{provider_api_url}}``, written or not."""
+    names = {
         name for _, text in _strings(doc) for name in PLACEHOLDER.findall(text) if name in RUN_PLACEHOLDERS
-    )
+    }
+    effects = doc.get("effects")
+    api = effects.get("provider_api") if isinstance(effects, Mapping) else None
+    if isinstance(api, Mapping) and "listen" not in api:
+        names.add("provider_api_url")
+    return frozenset(names)
 
 
 def check(doc: Mapping[str, Any], *, source: str, in_process: bool = False) -> None:

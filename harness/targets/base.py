@@ -26,6 +26,7 @@ from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.provenance import Revision, revision_of
 from acklab.harness.targets.state import StateProbe
+from acklab.harness.targets.totals import TotalProbe, Totals
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import Attempt, Signer
 
@@ -60,9 +61,10 @@ class Expect:
     conflict_status: tuple[int, ...] = (409, 422)
     conflict: str = "reject"
     effects_within_s: float = 0.0
+    totals: Totals | None = None  # a running total the consumer keeps (totals-match)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "max_effects": self.max_effects,
             "max_emails": self.max_emails,
             "max_calls": self.max_calls,
@@ -70,6 +72,9 @@ class Expect:
             "conflict_status": list(self.conflict_status),
             "effects_within_s": self.effects_within_s,
         }
+        if self.totals is not None:
+            doc["totals"] = self.totals.as_dict()
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Expect:
@@ -82,6 +87,9 @@ class Expect:
             conflict_status=tuple(doc.get("conflict_status", (409, 422))),
             conflict=str(doc.get("conflict", "reject")),
             effects_within_s=float(doc.get("effects_within_s", 0.0)),
+            totals=Totals(str(doc["totals"]["field"]), str(doc["totals"]["sum"]))
+            if doc.get("totals")
+            else None,
         )
 
 
@@ -107,6 +115,7 @@ class Endpoint:
     sinks: Sinks | None = None  # effects.smtp / effects.outbound (harness.sinks), run for the whole run
     clock: ShiftedClock | None = None  # the consumer's shifted clock (Needs.clock), None: the lab's own
     replicas: int = 1  # processes of the consumer behind the lab's balancer (topology.replicas)
+    totals: TotalProbe | None = None  # expect.totals.sum: the consumer's running total of an object
 
     def now(self) -> float:
         """The provider's time as the consumer sees it: the lab's clock, plus the shift when there is one."""
@@ -160,6 +169,8 @@ class Target(ABC):
     event_type: str | None = None
     # Beyond one event: lifecycle:, siblings:, competitor:, expect.order (harness.targets.objects).
     objects: ObjectEvents = field(default_factory=ObjectEvents)
+    # signing.rotation: the secret a key rotation retires (key-rotation); None: no rotation.
+    old_secret: str | None = field(default=None, repr=False)
     # Why the target cannot speak HTTP/2 when the lab knows it (the single-packet burst is
     # refused with it); None: the endpoint is asked when a run needs HTTP/2.
     http2_refusal: ClassVar[str | None] = None
@@ -233,7 +244,7 @@ class Target(ABC):
         password in every spelling."""
         competitor = self.objects.competitor
         shared = (*self.headers.values(), *(competitor.headers.values() if competitor is not None else ()))
-        found = {s for s in (self.secret, *shared) if len(s) >= MIN_SECRET_CHARS}
+        found = {s for s in (self.secret, self.old_secret or "", *shared) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
 
     def schema_change(self) -> str | None:
@@ -268,6 +279,20 @@ class Target(ABC):
     def restart_unavailable(self) -> str | None:
         """Why the lab cannot stop and start this consumer as a deploy does (None: it can)."""
         return NO_RESTART
+
+    def sink_sources(self) -> tuple[str, ...]:
+        """The sources the target's sinks count beside ``rows`` (``emails``, ``calls``), known before they start."""
+        sinks = self.sinks_of()
+        return sinks.sources if sinks is not None else ()
+
+    def provider_api(self) -> str | None:
+        """Whose API the lab serves the consumer (``effects.provider_api``: ``stripe``); None: none."""
+        sinks = self.sinks_of()
+        return (
+            sinks.provider_api.config.provider
+            if sinks is not None and sinks.provider_api is not None
+            else None
+        )
 
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""

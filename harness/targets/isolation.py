@@ -53,6 +53,8 @@ class Isolation:
             for name in ("port", "smtp_port", "outbound_port"):
                 if name in names:
                     iso.values[name] = str(iso._fresh_port())
+            if "provider_api_url" in names:
+                iso.values["provider_api_url"] = f"http://127.0.0.1:{iso._fresh_port()}"
             if "scratch" in names:
                 iso.values["scratch"] = str(iso._make_scratch(label))
             if "database_url" in names:
@@ -65,7 +67,8 @@ class Isolation:
         return iso
 
     def _fresh_port(self) -> int:
-        taken = {int(v) for k, v in self.values.items() if k.endswith("port")}
+        ports = ("port", "smtp_port", "outbound_port", "provider_api_url")
+        taken = {int(v.rpartition(":")[2]) for k, v in self.values.items() if k in ports}
         while (port := free_port()) in taken:
             continue
         return port

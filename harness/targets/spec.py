@@ -35,7 +35,7 @@ from acklab.harness.procs.service_process import (
     wait_ready,
 )
 from acklab.harness.services import Services
-from acklab.harness.sinks import Sinks, sink_configs
+from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import check_wire_value, resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
@@ -61,10 +61,12 @@ from acklab.harness.targets.spec_checks import (
     shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
+from acklab.harness.targets.totals import TotalProbe
 from acklab.harness.wire.providers import profile
 from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.transports import socket_transport
 
+API_URL = "provider_api_url"  # the run placeholder effects.provider_api is served at
 # The event type of the lab's readiness probe delivery: one no consumer handles.
 ROUTE_PROBE_TYPE = "acklab.readiness-probe"
 
@@ -175,19 +177,23 @@ class SpecTarget(Target):
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
 
     def start_sinks(self) -> None:
-        """Start ``effects.smtp`` / ``effects.outbound`` for the whole run (once), before the service:
+        """Start ``effects.smtp`` / ``effects.outbound`` / ``effects.provider_api`` for the whole run (once),
+        before the service:
         a consumer that mails at boot finds its server. Each matched event's rows are read the
         moment a message or call arrives (effects.sql), so a send before the commit shows."""
         if self.sinks is not None:
             return
         smtp, outbound = sink_configs(self.effects)
-        if smtp is None and outbound is None:
+        api = provider_api_config(
+            self.effects, self.isolation.values.get(API_URL) if self.isolation else None
+        )
+        if smtp is None and outbound is None and api is None:
             return
         rows_now = None
         if "sql" in self.effects:
             self._sink_rows = probe = SqlProbe(self.effects["sql"]["url"], self.effects["sql"]["count"])
             rows_now = probe.count_now
-        self.sinks = Sinks(smtp, outbound, rows_now=rows_now)
+        self.sinks = Sinks(smtp, outbound, provider_api=api, rows_now=rows_now)
         self.sinks.start()
 
     def _served_at(
@@ -379,6 +385,10 @@ class SpecTarget(Target):
                 raise TargetUnreachable(f"the lab's service is down and did not come back: {exc}") from exc
         probe, state = self._probe(), self._state()
         origins = self.service.origins if isinstance(self.service, ReplicaSet) else []
+        totals = self.expect.totals
+        total = (
+            TotalProbe(self.effects["sql"]["url"], totals.sum) if totals and "sql" in self.effects else None
+        )
         transport = self.fleet.transport(socket_transport(), origins)
         try:
             yield ServiceEndpoint(
@@ -393,15 +403,26 @@ class SpecTarget(Target):
                 clock=self.fleet.clock,
                 replicas=self.fleet.replicas,
                 services=self.fleet.services,
+                totals=total,
             )
         finally:
             await probe.aclose()
             if state is not None:
                 await state.aclose()
+            if total is not None:
+                await total.aclose()
             await transport.aclose()
 
     def sinks_of(self) -> Sinks | None:
         return self.sinks
+
+    def sink_sources(self) -> tuple[str, ...]:
+        calls = "outbound" in self.effects or "provider_api" in self.effects
+        return tuple(n for n, on in (("emails", "smtp" in self.effects), ("calls", calls)) if on)
+
+    def provider_api(self) -> str | None:
+        api = self.effects.get("provider_api")
+        return str(api.get("provider", "stripe")) if api is not None else None
 
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
@@ -435,9 +456,10 @@ class _Unbound:
 
 def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
     """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule; the
-    sinks (``smtp``, ``outbound``) as written (they listen on loopback only: `sink_configs`)."""
-    sinks = {name: doc[name] for name in ("smtp", "outbound") if name in doc}
+    sinks (``smtp``, ``outbound``, ``provider_api``) as written (they listen on loopback only: `sink_configs`)."""
+    sinks = {name: doc[name] for name in ("smtp", "outbound", "provider_api") if name in doc}
     sink_configs(sinks)  # refuses a sink off loopback before anything is served
+    provider_api_config(sinks, placeholders.STAND_INS[API_URL])
     return {**_rows_effects(doc, allow_remote=allow_remote), **sinks}
 
 
@@ -484,6 +506,12 @@ def load_target(
     remember(secret)
     check_wire_value(secret, field_name="signing.secret", shown="the secret")  # a header, or a header's key
     SIGNERS[scheme].check_secret(secret)
+    old_secret = _old_secret(doc["signing"], scheme)
+    if "totals" in doc.get("expect", {}) and "sql" not in doc["effects"]:
+        raise SpecError(
+            f"{source}: expect.totals.sum is a query on the consumer's database, but the spec has no effects.sql; "
+            "add effects.sql (url, count), or remove expect.totals"
+        )
     headers = resolve_headers(doc.get("headers", {}), field_name="headers")
     parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
     expect = doc.get("expect", {})
@@ -519,7 +547,20 @@ def load_target(
         workdir=workdir,
         allow_foreign_service=allow_foreign_service,
         fleet=Fleet.of(doc),
+        old_secret=old_secret,
     )
+
+
+def _old_secret(signing: Mapping[str, Any], scheme: str) -> str | None:
+    """``signing.rotation.old_secret``: the secret a key rotation retires (read, remembered, checked)."""
+    rotation = signing.get("rotation")
+    if rotation is None:
+        return None
+    old = resolve_env(str(rotation["old_secret"]), field_name="signing.rotation.old_secret")
+    remember(old)
+    check_wire_value(old, field_name="signing.rotation.old_secret", shown="the secret")
+    SIGNERS[scheme].check_secret(old)
+    return old
 
 
 def _served_parts(

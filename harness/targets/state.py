@@ -60,13 +60,14 @@ def canonical(value: Any) -> str:
 class SqlState:
     """``effects.sql.state``: every row the query returns, on the effects probe's read-only connection."""
 
-    def __init__(self, url: str, query: str) -> None:
+    def __init__(self, url: str, query: str, *, field_name: str = "effects.sql.state") -> None:
         try:
             self._url = make_url(url)
         except ArgumentError as exc:
             raise SpecError(
                 "effects.sql.url: not a SQLAlchemy URL; expected e.g. sqlite:////tmp/shop.db"
             ) from exc
+        self._field = field_name
         self._label = redact(self._url.render_as_string(hide_password=True))
         self._query = text(query)
         self.by_object = OBJECT_PARAMETER.search(query) is not None
@@ -82,9 +83,7 @@ class SqlState:
             rows = [list(row) for row in conn.execute(self._query, keys(event_id, object_id))]
         except SQLAlchemyError as exc:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
-            raise ProbeError(
-                f"state query on {self._label} failed: {reason}; check effects.sql.state"
-            ) from exc
+            raise ProbeError(f"state query on {self._label} failed: {reason}; check {self._field}") from exc
         return canonical(rows)
 
     def _read(self, event_id: str, object_id: str | None) -> str:
@@ -96,9 +95,7 @@ class SqlState:
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
             reason = redact(f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}".split("\n[SQL:")[0])
-            raise ProbeError(
-                f"state query on {self._label} failed: {reason}; check effects.sql.state"
-            ) from exc
+            raise ProbeError(f"state query on {self._label} failed: {reason}; check {self._field}") from exc
         return state
 
     async def read(self, event_id: str, object_id: str | None = None) -> str:

@@ -165,7 +165,7 @@ def test_a_token_only_gitlab_target_plans_replay_without_its_tampered_variant(tm
     assert acklab("plan", "--target", str(path), "--seed", "1", "--experiment", "replay", "--json") == 0
     planned = json.loads(capsys.readouterr().out)
     variants = {s["variant"]: s["reason"] for s in planned["skipped"]}
-    assert set(variants) == {"replay-stale", "replay-tampered"}
+    assert set(variants) == {"replay-stale", "replay-tampered", "replay-cross-wired"}
     assert "X-Gitlab-Token" in variants["replay-tampered"]
     kinds = {d["kind"] for d in planned["trials"][0]["deliveries"]}
     assert kinds == {"original", "replay-foreign-secret"}
