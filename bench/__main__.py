@@ -35,6 +35,7 @@ SUITE = (
     "race_sharpness",
     "verdict_trust",
     "sinks",
+    "provider_api",
     "fleet",
     "explorer",
     "console_scale",

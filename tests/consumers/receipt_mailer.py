@@ -12,7 +12,11 @@ difference between the modes:
   inserts — two deliveries racing both mail the customer while neither has committed, and the
   loser's insert is rolled back;
 * ``worker``: acknowledges first and hands the event to a worker thread that writes the row
-  and mails 200 ms later (correct, with ``expect.effects_within_s``).
+  and mails 200 ms later (correct, with ``expect.effects_within_s``);
+* ``swallow-refusal``: commits the row, then mails; a refused email is logged and the event
+  acknowledged — the customer never gets the receipt, and the provider never retries;
+* ``fail-on-refusal``: the row and the email in one transaction: a refused email rolls the row
+  back and answers 503, so the provider retries (correct).
 
 ``--encoding`` is how the receipt travels, as real mailers send it: ``plain`` (7bit, the order
 id readable on the wire); ``base64`` (``MIMEText`` in UTF-8, as Django and most libraries do
@@ -142,6 +146,9 @@ class Handler(BaseHTTPRequestHandler):
             self.work.put((event_id, order_id))
             self.answer(202)
             return
+        if self.mode in ("swallow-refusal", "fail-on-refusal"):
+            self.answer(self.mail_once(event_id, order_id))
+            return
         conn = connect(self.db_path)
         try:
             if self.mode == "before-commit":
@@ -167,6 +174,34 @@ class Handler(BaseHTTPRequestHandler):
             send_receipt(order_id)
         self.answer(200)
 
+    def mail_once(self, event_id: str, order_id: str) -> int:
+        """The row and the receipt; what a refused receipt does is the mode's."""
+        conn = connect(self.db_path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            inserted = conn.execute(
+                "INSERT OR IGNORE INTO orders (event_id, order_id) VALUES (?, ?)", (event_id, order_id)
+            ).rowcount
+            if self.mode == "swallow-refusal":
+                conn.execute("COMMIT")
+            if inserted:
+                try:
+                    send_receipt(order_id)
+                except smtplib.SMTPException as exc:
+                    print(f"receipt for {order_id} refused: {exc}", flush=True)
+                    if self.mode == "fail-on-refusal":
+                        conn.execute("ROLLBACK")
+                        return 503
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            return 200
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return 500
+        finally:
+            conn.close()
+
 
 def worker(db_path: str, work: queue.Queue[tuple[str, str]]) -> None:
     while True:
@@ -187,7 +222,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--db", required=True)
-    parser.add_argument("--mode", choices=("every-delivery", "after-commit", "before-commit", "worker"))
+    parser.add_argument(
+        "--mode",
+        choices=(
+            "every-delivery",
+            "after-commit",
+            "before-commit",
+            "worker",
+            "swallow-refusal",
+            "fail-on-refusal",
+        ),
+    )
     parser.add_argument("--encoding", choices=(*ENCODINGS, "rotate"), default="plain")
     args = parser.parse_args()
     conn = connect(args.db)

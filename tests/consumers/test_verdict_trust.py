@@ -150,7 +150,7 @@ def test_a_receiver_faster_than_the_calibration_never_passes_vacuously(tmp_path)
 def test_a_token_only_gitlab_hook_skips_the_tampered_replay_with_its_reason(tmp_path):
     (result,) = check(scenarios.gitlab_token_hook(tmp_path), tmp_path / "out")
     (entry,) = result.run["experiments"]
-    assert set(entry["skipped_variants"]) == {"replay-stale", "replay-tampered"}
+    assert set(entry["skipped_variants"]) == {"replay-stale", "replay-tampered", "replay-cross-wired"}
     assert "X-Gitlab-Token" in entry["skipped_variants"]["replay-tampered"]
     assert "replay-tampered skipped" in entry["reason"]
     [trial] = trials(result, "replay")

@@ -1,0 +1,84 @@
+"""The provider talks back (docs/provider-api.md, docs/signatures.md): every consumer's verdict over many runs.
+
+Each consumer of `tests.consumers.test_provider_api` beside its correct twin: the twin passes
+20 of 20 runs, the consumer with the bug fails 20 of 20 (a verdict that flips on a loaded
+machine is worth nothing either way). Each run serves a fresh consumer, database and API.
+
+``python -m bench.provider_api [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.figures import Figure, print_figure
+from tests.consumers import provider_scenarios as ps
+from tests.consumers import sink_scenarios
+from tests.consumers.scenarios import Scenario
+
+RUNS = 20
+FETCHES = ("fetch-lag", "fetch-stale", "fetch-throttled")
+Make = Callable[[Path, str, tuple[str, ...], dict[str, str]], Scenario]
+# name -> (scenario builder, the bug's mode, the twin's mode, experiments)
+PAIRS: dict[str, tuple[Make, str, str, tuple[str, ...]]] = {
+    "a re-fetching Stripe consumer (fetch-*)": (ps.stripe_fetch, "drop", "retry-later", FETCHES),
+    "a refund flow and its echo (provider-echo)": (ps.stripe_refunds, "check-then-insert", "by-refund-id",
+                                                   ("provider-echo",)),
+    "a partial-refund ledger (totals-match)": (ps.refund_ledger, "add-cumulative", "difference", ("out-of-order",)),
+    "a receipt mailer (effect-failure)": (sink_scenarios.receipt_mailer, "swallow-refusal", "fail-on-refusal",
+                                          ("effect-failure",)),
+    "a rotated Stripe verifier (key-rotation)": (ps.stripe_verifier, "first-signature", "library", ("key-rotation",)),
+    "a raw-bytes verifier (raw-bytes)": (ps.stripe_verifier, "reserialised", "library", ("raw-bytes",)),
+}  # fmt: skip
+
+
+def _verdicts(
+    make: Make, mode: str, experiments: tuple[str, ...], *, verdict: str, runs: int, root: Path
+) -> int:
+    """How many of `runs` runs gave every experiment `verdict`."""
+    right = 0
+    for n in range(runs):
+        tmp = root / f"{mode}-{n}"
+        tmp.mkdir(parents=True)
+        scenario = make(tmp, mode, experiments, dict.fromkeys(experiments, verdict))
+        right += not scenario.mismatches(scenario.run(tmp / "out"))
+    return right
+
+
+def figures(quick: bool = False) -> list[Figure]:
+    runs = 1 if quick else RUNS
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-provider-"))
+    found = []
+    try:
+        for k, (name, (make, bug, twin, experiments)) in enumerate(PAIRS.items()):
+            for mode, verdict in ((twin, "pass"), (bug, "fail")):
+                right = _verdicts(
+                    make, mode, experiments, verdict=verdict, runs=runs, root=root / f"{k}-{mode}"
+                )
+                found.append(
+                    Figure(
+                        f"provider: {name}, {mode}, {'passes' if verdict == 'pass' else 'fails'}"
+                        + (" (quick)" if quick else ""),
+                        float(right),
+                        f"of {runs} runs",
+                        target=None if quick else f"{runs}/{runs}",
+                        met=None if quick else right == runs,
+                        note=f"{', '.join(experiments)}; each run a fresh service, database and provider's API",
+                    )
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return found
+
+
+def main() -> None:
+    for figure in figures(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()
