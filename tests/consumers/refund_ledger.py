@@ -14,13 +14,13 @@ once (its id is kept). What the shop books for an event is the difference betwee
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sqlite3
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
+
+from tests.consumers.stripe_hooks import ModeHandler, serve
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS processed (event_id TEXT PRIMARY KEY);"
@@ -28,24 +28,7 @@ SCHEMA = (
 )
 
 
-def connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn
-
-
-class Handler(BaseHTTPRequestHandler):
-    db_path = ""
-    mode = "difference"
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
+class Handler(ModeHandler):
     def do_POST(self) -> None:
         payload = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         try:
@@ -53,14 +36,14 @@ class Handler(BaseHTTPRequestHandler):
                 payload, self.headers.get("Stripe-Signature"), os.environ["ACKLAB_TEST_STRIPE_SECRET"], 300
             )
         except stripe.SignatureVerificationError:
-            self.answer(400)
+            self.answer(400, {})
             return
         event = json.loads(payload)
         if event.get("type") != "charge.refunded":
-            self.answer(200)
+            self.answer(200, {})
             return
         charge = event["data"]["object"]
-        conn = connect(self.db_path)
+        conn = self.connect()
         try:
             conn.execute("BEGIN IMMEDIATE")  # one booking at a time: duplicates and reorders race here
             if conn.execute("INSERT OR IGNORE INTO processed VALUES (?)", (event["id"],)).rowcount:
@@ -75,25 +58,12 @@ class Handler(BaseHTTPRequestHandler):
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self.answer(500)
+            self.answer(500, {})
             return
         finally:
             conn.close()
-        self.answer(200)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--db", required=True)
-    parser.add_argument("--mode", choices=("add-cumulative", "difference"), required=True)
-    args = parser.parse_args()
-    conn = connect(args.db)
-    conn.executescript(SCHEMA)
-    conn.close()
-    Handler.db_path, Handler.mode = args.db, args.mode
-    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+        self.answer(200, {})
 
 
 if __name__ == "__main__":
-    main()
+    serve(Handler, modes=("add-cumulative", "difference"), schema=SCHEMA)

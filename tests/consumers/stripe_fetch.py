@@ -22,30 +22,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
+from collections.abc import Callable
+from typing import Any
 
 import anyio.to_thread
 import stripe
 from fastapi import FastAPI, Request, Response
 
+from tests.consumers.stripe_shop import client, connect
+
 app = FastAPI()
 log = logging.getLogger("stripe_fetch")
 SCHEMA = "CREATE TABLE IF NOT EXISTS fulfillments (order_id TEXT PRIMARY KEY, event_id TEXT NOT NULL)"
-
-
-def connect() -> sqlite3.Connection:
-    conn = sqlite3.connect(os.environ["SHOP_DB"], timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(SCHEMA)
-    return conn
-
-
-def client() -> stripe.StripeClient:
-    return stripe.StripeClient(
-        os.environ["STRIPE_API_KEY"],
-        base_addresses={"api": os.environ["STRIPE_API_BASE"]},
-        max_network_retries=0,
-    )
 
 
 def later(why: str) -> Response:
@@ -77,23 +65,29 @@ async def receive(request: Request) -> Response:
     return await anyio.to_thread.run_sync(fetch_and_fulfil, event.id, event.data.object["id"])
 
 
+def fetched(retrieve: Callable[[str], Any], object_id: str) -> tuple[Any, Response | None]:
+    """The object as the API has it now, or the answer to give when it could not be fetched."""
+    try:
+        return retrieve(object_id), None
+    except stripe.StripeError as exc:
+        return None, later(f"{type(exc).__name__} fetching {object_id}: {exc.http_status} {exc.code}")
+
+
 def charge_paid(event_id: str, charge_id: str, intent_id: str) -> Response:
     """The charge is re-fetched (is it really paid?), the order found by the event's payment intent."""
-    try:
-        charge = client().v1.charges.retrieve(charge_id)
-    except stripe.StripeError as exc:
-        return later(f"{type(exc).__name__} fetching {charge_id}: {exc.http_status} {exc.code}")
+    charge, failed = fetched(client(retries=0).v1.charges.retrieve, charge_id)
+    if failed is not None:
+        return failed
     if charge.status != "succeeded":
         return later(f"{charge_id} is {charge.status}")
-    try:
-        intent = client().v1.payment_intents.retrieve(intent_id)
-    except stripe.StripeError as exc:
-        return later(f"{type(exc).__name__} fetching {intent_id}: {exc.http_status} {exc.code}")
+    intent, failed = fetched(client(retries=0).v1.payment_intents.retrieve, intent_id)
+    if failed is not None:
+        return failed
     return fulfil(intent.metadata["order_id"], event_id)
 
 
 def fulfil(order_id: str, event_id: str) -> Response:
-    conn = connect()
+    conn = connect(SCHEMA)
     try:
         conn.execute(
             "INSERT OR IGNORE INTO fulfillments (order_id, event_id) VALUES (?, ?)", (order_id, event_id)
@@ -104,13 +98,12 @@ def fulfil(order_id: str, event_id: str) -> Response:
 
 
 def fetch_and_fulfil(event_id: str, intent_id: str) -> Response:
-    try:
-        intent = client().v1.payment_intents.retrieve(intent_id)
-    except stripe.StripeError as exc:
-        return later(f"{type(exc).__name__} fetching {intent_id}: {exc.http_status} {exc.code}")
+    intent, failed = fetched(client(retries=0).v1.payment_intents.retrieve, intent_id)
+    if failed is not None:
+        return failed
     if intent.status != "succeeded":
         return later(f"{intent_id} is {intent.status}, not succeeded")
     return fulfil(intent.metadata["order_id"], event_id)
 
 
-connect().close()  # the table exists before the first delivery (the lab reads it from the start)
+connect(SCHEMA).close()  # the table exists before the first delivery (the lab reads it from the start)

@@ -19,32 +19,20 @@ still open. How each path records is the difference between the modes:
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 import anyio.to_thread
 import stripe
 from fastapi import FastAPI, Request, Response
 
+from tests.consumers.stripe_shop import client, connect
+
 app = FastAPI()
 SCHEMA = "CREATE TABLE IF NOT EXISTS refunds (refund_id TEXT UNIQUE, order_id TEXT NOT NULL, amount INTEGER NOT NULL)"
 
 
-def connect() -> sqlite3.Connection:
-    conn = sqlite3.connect(os.environ["SHOP_DB"], timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(SCHEMA)
-    return conn
-
-
-def client() -> stripe.StripeClient:
-    return stripe.StripeClient(
-        os.environ["STRIPE_API_KEY"], base_addresses={"api": os.environ["STRIPE_API_BASE"]}
-    )
-
-
 def record(refund_id: str | None, order_id: str, amount: int) -> None:
-    conn = connect()
+    conn = connect(SCHEMA)
     try:
         if os.environ["SHOP_MODE"] == "by-refund-id":
             conn.execute("INSERT OR IGNORE INTO refunds VALUES (?, ?, ?)", (refund_id, order_id, amount))
@@ -95,4 +83,4 @@ async def receive(request: Request) -> Response:
     return Response(status_code=200)
 
 
-connect().close()  # the table exists before the first delivery (the lab reads it from the start)
+connect(SCHEMA).close()  # the table exists before the first delivery (the lab reads it from the start)

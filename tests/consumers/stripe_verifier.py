@@ -17,16 +17,15 @@ verification is answered 400. How it verifies is the difference between the mode
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import hmac
 import json
 import os
-import sqlite3
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
+
+from tests.consumers.stripe_hooks import ModeHandler, serve
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS orders (event_id TEXT PRIMARY KEY)"
 TOLERANCE_S = 300
@@ -51,45 +50,20 @@ def verified(mode: str, payload: bytes, header: str, secret: str) -> bool:
         return False
 
 
-class Handler(BaseHTTPRequestHandler):
-    db_path = ""
-    mode = "library"
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-    def answer(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
+class Handler(ModeHandler):
     def do_POST(self) -> None:
         payload = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         header = self.headers.get("Stripe-Signature") or ""
         if not verified(self.mode, payload, header, os.environ["ACKLAB_TEST_STRIPE_SECRET"]):
-            self.answer(400)
+            self.answer(400, {})
             return
-        conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        conn = self.connect()
         try:
             conn.execute("INSERT OR IGNORE INTO orders VALUES (?)", (json.loads(payload)["id"],))
         finally:
             conn.close()
-        self.answer(200)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--db", required=True)
-    parser.add_argument("--mode", choices=("first-signature", "reserialised", "library"), required=True)
-    args = parser.parse_args()
-    conn = sqlite3.connect(args.db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(SCHEMA)
-    conn.close()
-    Handler.db_path, Handler.mode = args.db, args.mode
-    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+        self.answer(200, {})
 
 
 if __name__ == "__main__":
-    main()
+    serve(Handler, modes=("first-signature", "reserialised", "library"), schema=SCHEMA)
