@@ -27,11 +27,18 @@ from tests.consumers.scenarios import ROOT, SECRETS
 SHOP = "tests.consumers.migrated_shop"
 
 
-def shop_spec(path: Path, *, db_url: str, dedupe: str = "claim", extra: dict[str, Any] | None = None) -> Path:
+def shop_spec(
+    path: Path,
+    *,
+    db_url: str,
+    dedupe: str = "claim",
+    extra: dict[str, Any] | None = None,
+    name: str = "migrated-shop",
+) -> Path:
     doc: dict[str, Any] = {
         "apiVersion": "acklab/v1",
         "kind": "target",
-        "name": f"migrated-shop-{dedupe}",
+        "name": f"{name}-{dedupe}",
         "endpoint": "http://127.0.0.1:{{port}}/hooks",
         "signing": {"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
         "event": {"id": "{{event_id}}", "type": "order.paid", "data": {"order_id": "{{order_id}}"}},
@@ -65,10 +72,12 @@ def attack(spec: Path, out: Path, experiments: tuple[str, ...] = ("lost-ack",)) 
     return run(RunOptions(target=str(spec), experiments=experiments, trials=1, seed=11, out=out))
 
 
-def scratch_dirs() -> set[str]:
+def scratch_dirs(name: str) -> set[str]:
+    """The scratch directories of targets called `name`-*: a name no other test file uses, since
+    xdist runs other files' migrated shops beside this one."""
     import tempfile
 
-    return {p.name for p in Path(tempfile.gettempdir()).glob("acklab-scratch-migrated-shop-*")}
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"acklab-scratch-{name}-*")}
 
 
 # -- checks (no service) ---------------------------------------------------------------------
@@ -122,13 +131,14 @@ def test_validate_checks_a_placeholder_spec_with_stand_ins_and_says_so(
 
 
 def test_loading_allocates_nothing_until_the_service_is_served(tmp_path: Path, secrets_env: None) -> None:
-    before = scratch_dirs()
+    before = scratch_dirs("placeholder-load")
     target = load_target(
-        shop_spec(tmp_path / "s.yaml", db_url="sqlite:///{{scratch}}/shop.db"), allow_remote=False
+        shop_spec(tmp_path / "s.yaml", db_url="sqlite:///{{scratch}}/shop.db", name="placeholder-load"),
+        allow_remote=False,
     )
     assert target.isolation is None
     assert target.ephemeral_effects
-    assert scratch_dirs() == before
+    assert scratch_dirs("placeholder-load") == before
 
 
 # -- served ------------------------------------------------------------------------------------
@@ -137,15 +147,18 @@ def test_loading_allocates_nothing_until_the_service_is_served(tmp_path: Path, s
 def test_a_placeholder_spec_is_served_on_its_own_port_and_scratch_and_leaves_nothing(
     tmp_path: Path, secrets_env: None
 ) -> None:
-    before = scratch_dirs()
-    good = attack(shop_spec(tmp_path / "good.yaml", db_url="sqlite:///{{scratch}}/shop.db"), tmp_path / "out")
+    name = "placeholder-leaves"
+    before = scratch_dirs(name)
+    good = attack(
+        shop_spec(tmp_path / "good.yaml", db_url="sqlite:///{{scratch}}/shop.db", name=name), tmp_path / "out"
+    )
     bad = attack(
-        shop_spec(tmp_path / "bad.yaml", db_url="sqlite:///{{scratch}}/shop.db", dedupe="none"),
+        shop_spec(tmp_path / "bad.yaml", db_url="sqlite:///{{scratch}}/shop.db", dedupe="none", name=name),
         tmp_path / "out",
     )
     assert good.verdict == "pass", good.as_json()
     assert bad.verdict == "fail", bad.as_json()  # the effects were read from the service's own database
-    assert scratch_dirs() == before  # the scratch directories went with the runs
+    assert scratch_dirs(name) == before  # the scratch directories went with the runs
     log = (bad.bundle / "service.log").read_text()
     assert "--- acklab: setup: ---" in log
 
