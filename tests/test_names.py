@@ -55,3 +55,18 @@ def test_the_docs_describe_every_experiment() -> None:
     )
     missing = [name for name in EXPERIMENT_NAMES if f"`{name}`" not in docs]
     assert missing == [], "add them to docs/experiments.md"
+
+
+def test_run_and_plan_help_name_every_experiment_whole() -> None:
+    """`acklab run --help` is where a user looks a name up: none may be broken at a hyphen."""
+    import re
+
+    from click.testing import CliRunner
+
+    from acklab.harness.cli.run import plan, run
+
+    for command in (run, plan):
+        shown = CliRunner().invoke(command, ["--help"], terminal_width=80).output
+        words = set(re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", shown))
+        missing = [name for name in EXPERIMENT_NAMES if name not in words]
+        assert not missing, f"{command.name} --help breaks or omits {missing}"

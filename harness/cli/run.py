@@ -36,6 +36,23 @@ from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
+def _experiments_epilog() -> str:
+    """Every experiment by its stable name, three to a line (\\b: click never rewraps them, so
+    no name is broken at a hyphen), the default ones marked."""
+    names = [f"{'*' if e.default else ' '} {name}" for name, e in EXPERIMENTS.items()]
+    width = max(map(len, names)) + 2
+    rows = [
+        "  " + "".join(n.ljust(width) for n in names[i : i + 3]).rstrip() for i in range(0, len(names), 3)
+    ]
+    return (
+        "\b\nExperiments (* run when none is named; docs/experiments.md says what each breaks):\n"
+        + "\n".join(rows)
+    )
+
+
+EXPERIMENTS_EPILOG = _experiments_epilog()
+
+
 def _options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
@@ -49,9 +66,8 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
             "experiments",
             multiple=True,
             metavar="NAME|FILE",
-            help=f"Repeatable; default: {', '.join(n for n, e in EXPERIMENTS.items() if e.default)}; "
-            f"also: {', '.join(n for n, e in EXPERIMENTS.items() if not e.default)}. "
-            "Or an experiment spec file (kind: experiment) that sets trials and parameters.",
+            help="Repeatable; default: every experiment marked * below. Or an experiment spec file "
+            "(kind: experiment) that sets trials and parameters.",
         ),
         click.option(
             "--trials",
@@ -229,7 +245,7 @@ def _print_json(result: RunResultJson) -> None:
     click.echo(json.dumps(known().doc(result.printed()), sort_keys=False))
 
 
-@click.command("run", context_settings=CONTEXT)
+@click.command("run", context_settings=CONTEXT, epilog=EXPERIMENTS_EPILOG)
 @_options
 @click.option(
     "--compare-with",
@@ -283,7 +299,7 @@ def run(**kwargs: Any) -> int:
     return int(result.exit_code)
 
 
-@click.command("plan", context_settings=CONTEXT)
+@click.command("plan", context_settings=CONTEXT, epilog=EXPERIMENTS_EPILOG)
 @_options
 def plan(**kwargs: Any) -> int:
     """Print the frozen delivery plan of a run; nothing is sent."""
