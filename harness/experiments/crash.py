@@ -60,7 +60,7 @@ from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import current_book
 from acklab.harness.sinks import Sinks
 from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.targets.effects import EffectsProbe, SqlProbe
 from acklab.harness.targets.inflight import wait_in_transaction
 from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
 from acklab.harness.wire.providers import ProviderProfile
@@ -111,17 +111,23 @@ async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoi
     """Serve the fixture with `acklab serve fixture` on a fixed loopback port."""
     database_url = str(getattr(target, "database_url", ""))
     sinks = target.sinks_of()
-    process = FixtureProcess(
-        handler=str(target.handler),
-        database_url=database_url,
-        secret=target.secret,
-        scheme=target.scheme,
-        leases=current_book(),
-        checkout=getattr(target, "checkout", None),  # a checkout's fixture is served from the checkout
-        notify=fixture_notify(sinks),
-    )
+    confined, pinned = getattr(target, "new_process", None), getattr(target, "probe", None)
+    probe: EffectsProbe
+    if confined is not None and pinned is not None:
+        # A checkout's fixture: its own confined process on the pinned schema, counted through the pin.
+        process = await asyncio.to_thread(confined, fixture_notify(sinks))
+        probe = pinned()
+    else:
+        process = FixtureProcess(
+            handler=str(target.handler),
+            database_url=database_url,
+            secret=target.secret,
+            scheme=target.scheme,
+            leases=current_book(),
+            notify=fixture_notify(sinks),
+        )
+        probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
     await asyncio.to_thread(process.start)
-    probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
     transport = socket_transport()
     try:
         yield ProcessEndpoint(

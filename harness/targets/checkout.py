@@ -52,6 +52,9 @@ from acklab.harness.wire.transports import socket_transport
 # One order's fulfillments (by any event or the browser return) and its status: for an order.paid
 # event of its own order, the same count as its event's.
 FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE order_id = :object_id"
+# On SQLite the count reads the table itself, never an index (which a handler that edits
+# sqlite_master can leave missing rows the table holds); PostgreSQL's probe turns index scans off.
+FIXTURE_EFFECTS_SQLITE = "SELECT count(*) FROM fulfillments NOT INDEXED WHERE order_id = :object_id"
 FIXTURE_STATE_SQL = "SELECT status FROM orders WHERE order_id = :object_id"
 # What makes DIR a checkout of acklab whose fixture can be served.
 CHECKOUT_MARKERS = ("acklab/__init__.py", "app/__init__.py", "app/cli.py", "app/runtime.py")
@@ -150,7 +153,9 @@ class CheckoutTarget(FixtureTarget):
 
     def probe(self) -> PinnedSqlProbe:
         """A read-only count of the fixture's effects, checking the pinned schema first."""
-        return PinnedSqlProbe(self.database_url, FIXTURE_EFFECTS_SQL, self.pinned())
+        url = self.database_url
+        query = FIXTURE_EFFECTS_SQLITE if database_kind(url) == "sqlite" else FIXTURE_EFFECTS_SQL
+        return PinnedSqlProbe(url, query, self.pinned())
 
     def _log_dir(self) -> Path:
         if self._logs is None:
@@ -158,8 +163,9 @@ class CheckoutTarget(FixtureTarget):
             self._logs_lease = current_book().acquire("directory", str(self._logs), path=str(self._logs))
         return self._logs
 
-    def new_process(self) -> FixtureProcess:
-        """A (not yet started) confined process serving the checkout on the pinned schema."""
+    def new_process(self, notify: dict[str, str] | None = None) -> FixtureProcess:
+        """A (not yet started) confined process serving the checkout on the pinned schema; `notify`:
+        the lab's sinks it may reach."""
         self.pinned()
         return FixtureProcess(
             handler=str(self.handler),
@@ -169,6 +175,7 @@ class CheckoutTarget(FixtureTarget):
             leases=current_book(),
             log_dir=self._log_dir(),
             confined=self.place,
+            notify=notify,
         )
 
     def server(self, processing_delay_ms: int) -> FixtureProcess:

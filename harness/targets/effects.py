@@ -123,9 +123,11 @@ _SQLITE_READ_PRAGMAS = frozenset(
 
 
 class _ViewAwareConnection(sqlite3.Connection):
-    """A read-only connection that remembers the views its reads came through (refused)."""
+    """A read-only connection that remembers the views its reads came through (refused) and the
+    tables it read (a pinned count checks their integrity)."""
 
     views_read: list[str]
+    tables_read: set[str]
 
 
 def _sqlite_authorizer(
@@ -137,6 +139,8 @@ def _sqlite_authorizer(
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_PRAGMA and arg2 is None and (arg1 or "").lower() in _SQLITE_READ_PRAGMAS:
         return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() == "integrity_check":
+        return sqlite3.SQLITE_OK  # reads every page of a table and its indexes; writes nothing
     return sqlite3.SQLITE_DENY
 
 
@@ -156,11 +160,14 @@ def _read_only_sqlite(url: URL) -> Engine:
             uri, uri=True, check_same_thread=False, timeout=5.0, factory=_ViewAwareConnection
         )
         conn.views_read = []
+        conn.tables_read = set()
 
         def authorize(
             action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
         ) -> int:
             verdict = _sqlite_authorizer(action, arg1, arg2, db, source)
+            if action == sqlite3.SQLITE_READ and arg1 and db == "main" and verdict == sqlite3.SQLITE_OK:
+                conn.tables_read.add(arg1)
             if verdict == sqlite3.SQLITE_DENY and action == sqlite3.SQLITE_READ and source is not None:
                 conn.views_read.append(source)
             return verdict

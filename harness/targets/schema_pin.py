@@ -15,7 +15,13 @@ serves (`harness.targets.checkout`), the lab:
   policies, event triggers, per-database settings);
 * checks it before every count, in the count's own read transaction (`PinnedSqlProbe`), and
   once more at the end of the run. A difference is sticky (`SchemaPin.change`) and every
-  trial judged from then on fails ``schema-unchanged``, naming what changed.
+  trial judged from then on fails ``schema-unchanged``, naming what changed;
+* holds the count to the table itself, not to an index that may disagree with it: a handler
+  that turns on SQLite's ``writable_schema`` can edit ``sqlite_master`` behind the database's
+  back (make an index partial, write rows, put the text back) and leave an index that misses
+  rows the table holds. So every count is followed, in the same snapshot, by SQLite's
+  ``integrity_check`` of each table it read (and their indexes), and PostgreSQL counts with
+  index scans switched off, its indexes' definitions, flags and storage in the fingerprint.
 
 On PostgreSQL the served checkout connects as a role of its own that owns nothing and holds
 row privileges only (`served_role`): it cannot run DDL at all, and the pin is the second line.
@@ -298,6 +304,25 @@ _PG_QUERIES: tuple[tuple[str, str], ...] = (
         "SELECT 'schema', n.nspname, pg_get_userbyid(n.nspowner) FROM pg_namespace n WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
     ),
     ("extension", "SELECT 'extension', extname, extversion FROM pg_extension"),
+    (
+        # What an index holds is its definition and its flags (an index marked not ready stops
+        # being maintained; one not valid is not read): pg_index, as the catalog says.
+        "index definition",
+        "SELECT 'index definition', n.nspname || '.' || c.relname, pg_get_indexdef(i.indexrelid) "
+        "|| ' valid ' || i.indisvalid::text || ' ready ' || i.indisready::text || ' live ' || i.indislive::text "
+        "|| ' unique ' || i.indisunique::text || ' immediate ' || i.indimmediate::text "
+        "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' "
+        "AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
+    ),
+    (
+        # A table or index rewritten (TRUNCATE, REINDEX, VACUUM FULL, CLUSTER) gets new storage.
+        "storage",
+        "SELECT 'storage', n.nspname || '.' || c.relname, pg_relation_filenode(c.oid)::text "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'i', 'm') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' "
+        "AND n.nspname NOT LIKE 'pg\\_temp\\_%%'",
+    ),
 )
 
 
@@ -340,6 +365,24 @@ def fingerprint(conn: Connection) -> Fingerprint:
     return Fingerprint(tuple(sorted(entries)))
 
 
+INTEGRITY_PROBLEMS_SHOWN = 3
+
+
+def integrity_problems(conn: Connection, tables: Iterable[str]) -> list[str]:
+    """What SQLite's ``integrity_check`` finds wrong with `tables` and their indexes (rows an index
+    misses, entries it holds for no row, broken pages); [] when nothing, or on PostgreSQL (where
+    the fingerprint holds the indexes' definitions and flags, and counts scan the table)."""
+    if conn.dialect.name != "sqlite":
+        return []
+    found: list[str] = []
+    for table in sorted(set(tables)):
+        quoted = '"' + table.replace('"', '""') + '"'
+        # quick_check does not compare an index with its table: integrity_check of the table does.
+        rows = conn.exec_driver_sql(f"PRAGMA main.integrity_check({quoted})").scalars().all()
+        found += [f"{table}: {row}" for row in rows if str(row) != "ok"]
+    return found
+
+
 @dataclass
 class SchemaPin:
     """The fingerprint the lab took of the schema it created, and the first change seen since."""
@@ -368,6 +411,17 @@ class SchemaPin:
         if self.change is not None:
             self.broken(self.change, what=what)
 
+    def check_integrity(self, problems: list[str], *, what: str) -> None:
+        """SchemaChanged when the database's own check found its tables and indexes at odds."""
+        if problems:
+            shown = "; ".join(problems[:INTEGRITY_PROBLEMS_SHOWN])
+            more = len(problems) - INTEGRITY_PROBLEMS_SHOWN
+            self.broken(
+                f"the database's integrity check failed ({shown}{f'; {more} more' if more > 0 else ''}): "
+                "a count through an index would not read what the table holds",
+                what=what,
+            )
+
     def broken(self, change: str, *, what: str) -> None:
         with self._lock:
             if self.change is None:
@@ -379,18 +433,31 @@ class SchemaPin:
 
 class PinnedSqlProbe(SqlProbe):
     """`SqlProbe` whose every count is taken in one read transaction with the pinned schema's check:
-    the fingerprint before it (and on PostgreSQL after it, with the relations the count locked)."""
+    the fingerprint before it (and on PostgreSQL after it, with the relations the count locked),
+    the integrity of the tables it read after it (SQLite), no index scan (PostgreSQL)."""
 
     def __init__(self, url: str, query: str, pin: SchemaPin) -> None:
         super().__init__(url, query)
         self.pin = pin
+        self._counted: set[str] = set()  # the tables counts read: checked again at the end
 
     def _read(self, conn: Connection, event_id: str, object_id: str | None = None) -> Any:
+        raw = conn.connection.dbapi_connection
         if conn.dialect.name == "sqlite":
             self.pin.check_file(Path(self._url.database or ""), what=f"before counting {event_id}")
-            begin_snapshot(conn)  # one snapshot (WAL) for the fingerprint and the count
+            begin_snapshot(conn)  # one snapshot (WAL) for the fingerprint, the count and the check
         self.pin.check(fingerprint(conn), what=f"before counting {event_id}")
+        if conn.dialect.name == "postgresql":
+            # A plain scan of the table: no index (whatever it holds) answers for the count.
+            for scan in ("indexscan", "indexonlyscan", "bitmapscan"):
+                conn.exec_driver_sql(f"SET LOCAL enable_{scan} = off")
+        read: set[str] = getattr(raw, "tables_read", set())
+        read.clear()
         value = conn.execute(self._query, keys(event_id, object_id)).scalar()
+        if conn.dialect.name == "sqlite":
+            tables = set(read)
+            self._counted |= tables
+            self.pin.check_integrity(integrity_problems(conn, tables), what=f"counting {event_id}")
         if conn.dialect.name == "postgresql":
             views = pg_views_read(conn)
             self.pin.check(fingerprint(conn), what=f"after counting {event_id}")
@@ -399,11 +466,15 @@ class PinnedSqlProbe(SqlProbe):
         return value
 
     def recheck(self) -> None:
-        """The end-of-run check: SchemaChanged when the schema is no longer the pinned one."""
+        """The end-of-run check: SchemaChanged when the schema is no longer the pinned one, or a
+        table a count read no longer agrees with its indexes."""
         if self._engine is None:
             self._engine = self._make_engine()
         with self._engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                begin_snapshot(conn)
             self.pin.check(fingerprint(conn), what="at the end of the run")
+            self.pin.check_integrity(integrity_problems(conn, self._counted), what="at the end of the run")
             conn.rollback()
 
 

@@ -23,7 +23,7 @@ import pytest
 from acklab.flows import guard
 from acklab.flows.worktree import repo_snapshot
 from tests.doubles.openai_api import openai_double
-from tests.flows import hostile_two, patches
+from tests.flows import hostile_ground, hostile_two, patches
 from tests.flows.conftest import ROOT, fast_spec, load_trail, run_git, write_decisions
 from tests.flows.unguarded import no_python_rules
 
@@ -176,6 +176,21 @@ def test_a_trigger_that_hides_duplicates_fails_schema_unchanged(
     changed = [v for v in violations_of(trail, tmp_path) if v["invariant"] == "schema-unchanged"]
     assert changed
     assert "trigger fulfillments_once: new" in changed[0]["observed"]
+    unpublished(sandbox, before)
+
+
+def test_an_index_that_misses_rows_fails_schema_unchanged(unguarded, sandbox, tmp_path, acklab, llm_env):
+    # writable_schema: sqlite_master reads as pinned, the index the count went through misses
+    # every duplicate. With the guard's rules off, the count's integrity check decides.
+    before = repo_snapshot(sandbox)
+    code, trail, stderr = run_flow(
+        acklab, llm_env, sandbox, tmp_path, hostile_two.diff(hostile_ground.INDEX_SOURCE)
+    )
+    assert code == 1, stderr
+    assert experiments(trail)[0] == {"lost-ack": "fail"}
+    changed = [v for v in violations_of(trail, tmp_path) if v["invariant"] == "schema-unchanged"]
+    assert changed, violations_of(trail, tmp_path)
+    assert "missing from index ix_fulfillments_order_id" in changed[0]["observed"]
     unpublished(sandbox, before)
 
 

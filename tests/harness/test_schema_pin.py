@@ -26,7 +26,7 @@ from acklab.harness.targets.schema_pin import (
     fingerprint,
     models_of,
 )
-from tests.flows import hostile_two
+from tests.flows import hostile_ground, hostile_two
 from tests.harness.test_checkout_target import checkout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,3 +173,66 @@ def test_a_count_through_a_view_is_refused(tmp_path, pg_url):
         with pytest.raises(SpecError, match=r"reads through .*one_per_event.*base tables only"):
             counted(SqlProbe(url, "SELECT count(*) FROM one_per_event WHERE event_id = :event_id"))
         assert counted(SqlProbe(url, COUNT)) == 0  # the table itself is counted
+
+
+def test_on_sqlite_an_index_that_misses_rows_fails_schema_unchanged(tmp_path):
+    # writable_schema: the index made partial around each duplicate, its text put back after.
+    result = attack(tmp_path, hostile_ground.INDEX_SOURCE)
+    assert int(result.exit_code) == 1
+    found = [
+        v for e in result.run["experiments"] for v in e["violations"] if v["invariant"] == "schema-unchanged"
+    ]
+    assert found, result.run["experiments"]
+    assert "missing from index ix_fulfillments_order_id" in found[0]["observed"]
+
+
+def test_a_pinned_count_reads_the_table_and_checks_its_indexes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    pin = SchemaPin(create_schema(url, models()))
+    probe = PinnedSqlProbe(url, "SELECT count(*) FROM fulfillments WHERE order_id = :event_id", pin)
+    assert counted(probe, "ord_1") == 0
+    with sqlite3.connect(tmp_path / "f.db", isolation_level=None) as conn:
+        conn.execute(
+            "INSERT INTO orders (order_id, status, amount_cents, currency, updated_at) VALUES ('ord_1', 'paid', 1, 'EUR', '2026-01-01')"
+        )
+        insert = "INSERT INTO fulfillments (event_id, order_id, amount_cents, currency, created_at) VALUES (?, 'ord_1', 1, 'EUR', '2026-01-01')"
+        conn.execute(insert, ("evt_1",))
+        index = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'ix_fulfillments_order_id'"
+        ).fetchone()[0]
+        for definition in (index + " WHERE 0", index):
+            conn.execute("PRAGMA writable_schema = ON")
+            conn.execute(
+                "UPDATE sqlite_master SET sql = ? WHERE name = 'ix_fulfillments_order_id'", (definition,)
+            )
+            conn.execute("PRAGMA writable_schema = RESET")
+            if definition != index:
+                conn.execute(insert, ("evt_2",))  # a row the index never hears of
+        through_index = conn.execute("SELECT count(*) FROM fulfillments WHERE order_id = 'ord_1'").fetchone()[
+            0
+        ]
+    assert through_index == 1  # what the count used to read: sqlite_master is as pinned
+    with pytest.raises(SchemaChanged, match="missing from index ix_fulfillments_order_id"):
+        counted(probe, "ord_1")
+    with pytest.raises(SchemaChanged):
+        probe.recheck()  # and at the end of the run
+    assert pin.change is not None
+    assert "integrity check failed" in pin.change
+
+
+def test_on_postgres_an_index_swapped_or_a_table_rewritten_is_a_change(pg_url):
+    pinned = create_schema(pg_url, models())
+    engine = create_engine(pg_url)
+    for ddl in (
+        "DROP INDEX ix_fulfillments_order_id; CREATE INDEX ix_fulfillments_order_id ON fulfillments (order_id) WHERE false",
+        "TRUNCATE fulfillments CASCADE",
+    ):
+        with engine.begin() as conn:
+            conn.exec_driver_sql(ddl)
+        with engine.connect() as conn:
+            now = fingerprint(conn)
+        assert pinned.changes(now), ddl
+        pinned = now
+    engine.dispose()
+    probe = PinnedSqlProbe(pg_url, COUNT, SchemaPin(pinned))
+    assert counted(probe) == 0  # unchanged since: counted, with index scans off
