@@ -21,29 +21,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from acklab.evidence import manifest_signature
+from acklab.harness.procs.confinement import LAB_CREDENTIALS
 
 # Inherited from the lab, when set: what programs need to start and to print text.
 INHERITED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "TZ")
-# The lab's credentials: never passed to a confined process, whoever asks.
-CREDENTIALS = frozenset(
-    {
-        "ACKLAB_MANIFEST_KEY",
-        "ACKLAB_LLM_API_KEY",
-        "GITLAB_TOKEN",
-        "DUO_WORKFLOW_GIT_HTTP_PASSWORD",  # a GitLab Duo flow's OAuth token, for git
-        "CI_JOB_TOKEN",
-        "CI_JOB_JWT",
-        "CI_JOB_JWT_V1",
-        "CI_JOB_JWT_V2",
-        "CI_REGISTRY_PASSWORD",
-        "CI_DEPLOY_PASSWORD",
-        "CI_DEPENDENCY_PROXY_PASSWORD",
-        "CI_REPOSITORY_URL",  # https://gitlab-ci-token:<job token>@...
-        "OPENAI_API_KEY",
-        "PGPASSWORD",
-        "PGPASSFILE",
-    }
-)
+# The lab's credentials, and libpq's: never passed to a confined process, whoever asks.
+CREDENTIALS = LAB_CREDENTIALS | {"PGPASSWORD", "PGPASSFILE"}
 # Taken out of the flow's own environment while it runs (their values live in the clients).
 WITHHELD = tuple(sorted(CREDENTIALS - {"ACKLAB_MANIFEST_KEY", "PGPASSWORD", "PGPASSFILE"}))
 PYTHON = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1"}

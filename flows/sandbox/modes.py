@@ -1,18 +1,23 @@
 """How a launch is confined, by what this machine allows (best first).
 
 * ``bubblewrap+user`` (root, bubblewrap installed): bubblewrap started as root builds the
-  namespace — the whole file system read-only, a private /tmp and /dev/shm, the lab's home
-  and its evidence directories hidden under empty tmpfs (the interpreter's prefix and the
-  virtualenv bound back read-only), the copy and the scratch directory bound writable, a PID
-  namespace whose end kills every process in it (no daemon outlives the run), loopback only
-  for checks — then `setpriv` drops to the sandbox user inside it, with no capability, no
+  namespace — not the host's file system but a fresh root holding only what the code needs, read
+  only: ``/usr``, ``/etc``, the top-level links into ``/usr``, the interpreter's prefix and the
+  virtualenv; a private ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the copy and the scratch directory
+  bound writable (nothing else of the repository, no ``.git``, no other run's place, no home, no
+  evidence); a PID namespace whose end kills every process in it (no daemon outlives the run);
+  a network namespace of its own (``--unshare-net``: checks get loopback only, served code is
+  bridged, `bridge`) — then `setpriv` drops to the sandbox user inside it, with no capability, no
   supplementary group and no way to gain privileges (``--no-new-privs``).
 * ``bubblewrap`` (not root, unprivileged user namespaces): the same namespace, the same uid
-  mapped into it; the home and the evidence are hidden by the mounts instead of by ownership.
-* ``user`` (root, no bubblewrap): `setpriv` alone. The code runs as the sandbox user, so it
-  cannot read the lab's 0700 evidence, its environment or write what root owns; but it shares
-  the lab's PID namespace and network, sees /tmp, and a daemon it forks may outlive the run.
-  Refused when the interpreter lies where that user cannot reach it (install bubblewrap).
+  mapped into it.
+* ``user`` (root, no bubblewrap): `setpriv` alone, to a sandbox user of the place's own (`account`:
+  one uid per place, so one run's code cannot reach another's files or processes). It cannot
+  read the lab's 0700 evidence, its environment or write what root owns; but it sees the host's
+  file system as that user may, shares the lab's PID namespace and **the host's network** (served
+  code binds the host's loopback and may connect anywhere), sees /tmp, and a daemon it forks lives
+  until its place is closed. Refused when the interpreter lies where that user cannot reach it
+  (install bubblewrap).
 * ``none`` (``--unsandboxed``, said in the trail, at the approve gate and in the MR note): the
   lab's own user; only the private copy and the allowlisted environment remain.
 """
@@ -29,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from acklab.harness.procs.confinement import Launch, Network
+from acklab.harness.procs.confinement import Bridged, Launch, Network
 
+from . import account, bridge
 from .account import Account
 from .environment import confined_env
 from .places import Place, make_place
@@ -38,14 +44,17 @@ from .places import Place, make_place
 ModeName = Literal["bubblewrap+user", "bubblewrap", "user", "none"]
 PROBE_TIMEOUT_S = 30
 DESCRIPTIONS: dict[str, str] = {
-    "bubblewrap+user": "bubblewrap (read-only root, private /tmp, PID namespace, loopback-only checks) "
+    "bubblewrap+user": "bubblewrap (only the system, the interpreter and its private copy mounted, read-only "
+    "but for the copy; PID namespace; a network namespace of its own, the lab's bridge its only way out) "
     "and the unprivileged user {user}, no capabilities",
-    "bubblewrap": "bubblewrap in a user namespace (read-only root, the lab's home and evidence hidden, "
-    "PID namespace, loopback-only checks), as the lab's own user",
-    "user": "the unprivileged user {user} (setpriv), without bubblewrap: same PID namespace and network "
-    "as the lab, /tmp shared, and a daemon it forks may outlive the run",
-    "none": "UNSANDBOXED (--unsandboxed): the code under repair runs as the lab's own user; only a private "
-    "copy and an allowlisted environment separate it from the lab",
+    "bubblewrap": "bubblewrap in a user namespace (only the system, the interpreter and its private copy "
+    "mounted; PID namespace; a network namespace of its own, the lab's bridge its only way out), as the "
+    "lab's own user",
+    "user": "an unprivileged user of its own per place ({user}...) (setpriv), without bubblewrap: NO network "
+    "namespace (served code uses the host's network and may reach anything on it), the host's file system "
+    "as that user may read it, the lab's PID namespace, /tmp shared",
+    "none": "UNSANDBOXED (--unsandboxed): the code under repair runs as the lab's own user, on the host's "
+    "network and file system; only a private copy and an allowlisted environment separate it from the lab",
 }
 
 
@@ -109,87 +118,115 @@ class Sandbox:
     def unsandboxed(self) -> bool:
         return self.name == "none"
 
+    @property
+    def own_network(self) -> bool:
+        """Whether confined code runs in a network namespace of its own (else: the host's)."""
+        return self.bwrap is not None
+
     def prepare(self, checkout: Path, *, label: str) -> Place:
-        owner = self.account if self.name in ("bubblewrap+user", "user") else None
+        if self.name == "user":  # no namespace keeps places apart: a uid of its own does
+            slot = account.allocate()
+            try:
+                return make_place(checkout, label=label, account=slot.account, wrap=self.wrap, slot=slot)
+            except BaseException:
+                slot.release()
+                raise
+        owner = self.account if self.name == "bubblewrap+user" else None
         return make_place(checkout, label=label, account=owner, wrap=self.wrap)
 
     def wrap(self, place: Place, launch: Launch, network: Network) -> Launch:
-        user = self.account.name if self.account and self.name != "bubblewrap" else None
-        env = confined_env(launch.env, place.scratch, user=user)
+        runs_as = place.account if self.name in ("bubblewrap+user", "user") else None
+        env = confined_env(launch.env, place.scratch, user=runs_as.name if runs_as else None)
         cwd = launch.cwd or place.root
         argv = list(launch.argv)
-        if self.name in ("bubblewrap+user", "user"):
-            argv = [*self._drop(), *argv]
-        if self.name in ("bubblewrap+user", "bubblewrap"):
-            argv = [*self._namespace(place, cwd, network), *argv]
+        # Without a namespace (user, none) served code is on the host's network: nothing to bridge.
+        bridged = network if isinstance(network, Bridged) and self.bwrap is not None else None
+        if bridged is not None:
+            argv = bridge.inside(bridged, argv)
+        if runs_as is not None:
+            argv = [*self._drop(runs_as), *argv]
+        if self.bwrap is not None:
+            argv = [*self._namespace(place, cwd), *argv]
+        if bridged is not None:
+            argv = bridge.outside(bridged, argv)
         return Launch(tuple(argv), env, cwd)
 
-    def _drop(self) -> list[str]:
-        if self.account is None or self.setpriv is None:
-            raise ValueError(f"sandbox mode {self.name!r} drops to a user: it needs the account and setpriv")
-        ids = [f"--reuid={self.account.uid}", f"--regid={self.account.gid}", "--clear-groups"]
+    def _drop(self, runs_as: Account) -> list[str]:
+        if self.setpriv is None:
+            raise ValueError(f"sandbox mode {self.name!r} drops to a user: it needs setpriv")
+        ids = [f"--reuid={runs_as.uid}", f"--regid={runs_as.gid}", "--clear-groups"]
         return [self.setpriv, *ids, "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
 
-    def _namespace(self, place: Place, cwd: Path, network: Network) -> list[str]:
+    def _namespace(self, place: Place, cwd: Path) -> list[str]:
+        """bubblewrap's argv: a fresh root with the system, the interpreter and the place (the
+        host's root is never bound: nothing of the repository beyond the copy, no other place)."""
         if self.bwrap is None:
             raise ValueError(f"sandbox mode {self.name!r} builds a namespace: it needs bubblewrap")
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        argv += ["--unshare-net"]  # loopback only; served code is bridged (`bridge`)
         if self.name == "bubblewrap":
             argv.append("--unshare-user")
-        if network == "loopback":
-            argv.append("--unshare-net")
-        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        argv += ["--dev", "/dev", "--proc", "/proc"]
+        tree = _Tree()
+        for system in SYSTEM_TREES:
+            if system.is_dir():
+                argv += tree.bind("--ro-bind", system)
+        for link in TOP_LEVEL:
+            if link.is_symlink():
+                argv += ["--symlink", os.readlink(link), str(link)]
+            elif link.is_dir():
+                argv += tree.bind("--ro-bind", link.resolve(), link)
         # Private, empty, world-writable like the real ones (PostgreSQL wants /dev/shm): not shared.
-        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108  # nosec B108
-        hidden, needed = self._hidden_and_needed()
-        for directory in hidden:
-            argv += ["--perms", "0755", "--tmpfs", str(directory)]
-        # Mounted empty here (the namespace's own /tmp too): a bind inside needs its folders made.
-        empty = [*PRIVATE_TMP, *hidden]
-        made: set[Path] = set()
-        for path, how in [
-            *((p, "--ro-bind") for p in needed),
-            *((p, "--bind") for p in (place.root, place.scratch)),
-        ]:
-            for folder in _folders_inside(path, empty):
-                if folder not in made:
-                    made.add(folder)
-                    argv += ["--perms", "0755", "--dir", str(folder)]
-            argv += [how, str(path), str(path)]
-        return [*argv, "--chdir", str(cwd)]
-
-    def _hidden_and_needed(self) -> tuple[list[Path], list[Path]]:
-        """Directories under an empty tmpfs (the lab's home, its evidence, whatever the sandbox user
-        could not pass anyway) and the interpreter paths bound back under them."""
-        hidden = {Path(p).resolve() for p in self.hidden}
-        home = Path.home().resolve()
-        if home != Path("/"):
-            hidden.add(home)
-        needed = interpreter_paths()
-        if self.account is not None:
-            hidden |= {b for p in needed if (b := blocked_ancestor(p, self.account)) is not None}
-        # Parents first; a directory inside another hidden one needs no mount of its own.
-        ordered = sorted(hidden, key=lambda p: len(p.parts))
-        kept = [p for i, p in enumerate(ordered) if not any(p.is_relative_to(q) for q in ordered[:i])]
-        # The namespace's /tmp and /dev/shm are empty too: an interpreter installed below them
-        # (a project cloned into /tmp, its .venv there) is bound back like one in a hidden home.
-        covered = [*kept, *PRIVATE_TMP]
-        back = [p for p in needed if any(p.is_relative_to(h) for h in covered)]
-        return kept, back
+        for private in PRIVATE_TMP:
+            argv += [*tree.folders(private), "--perms", "1777", "--tmpfs", str(private)]
+            tree.empty.append(private)
+        for path in interpreter_paths():
+            argv += tree.bind("--ro-bind", path)
+        for path in (place.root, place.scratch):
+            argv += tree.bind("--bind", path)
+        # The lab's home and evidence are never bound; where a bound folder holds one, it is covered.
+        for hidden in sorted({Path(p).resolve() for p in (*self.hidden, Path.home())}):
+            if hidden != Path("/") and tree.covers(hidden):
+                argv += ["--perms", "0755", "--tmpfs", str(hidden)]
+        return [*argv, "--remount-ro", "/", "--chdir", str(cwd)]
 
 
-PRIVATE_TMP = (Path("/tmp"), Path("/dev/shm"))  # noqa: S108  # nosec B108
+SYSTEM_TREES = (Path("/usr"), Path("/etc"))
+"""Bound read-only: programs, libraries, locales, time zones, the user database, certificates."""
+TOP_LEVEL = tuple(Path("/", name) for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"))
+"""Links into /usr on a merged-/usr system (made as links), or folders of their own (bound)."""
+PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # noqa: S108  # nosec B108
 """Mounted empty and private in every namespace the sandbox builds."""
 
 
-def _folders_inside(path: Path, mounts: list[Path]) -> list[Path]:
-    """The folders between the innermost of `mounts` that holds `path` and `path` itself (bubblewrap
-    would make them 0700, closed to the sandbox user)."""
-    holding = [m for m in mounts if path.is_relative_to(m) and path != m]
-    if not holding:
-        return []
-    inner = max(holding, key=lambda m: len(m.parts))
-    return [p for p in reversed(path.parents) if p.is_relative_to(inner) and p != inner]
+@dataclass
+class _Tree:
+    """What a namespace's fresh root holds so far: bound paths and empty mounts; the folders made."""
+
+    bound: list[Path] = field(default_factory=list)
+    empty: list[Path] = field(default_factory=list)
+    made: set[Path] = field(default_factory=set)
+
+    def covers(self, path: Path) -> bool:
+        return any(path == b or path.is_relative_to(b) for b in self.bound)
+
+    def folders(self, path: Path) -> list[str]:
+        """``--dir`` for each folder on the way to `path` not yet there (bubblewrap would make them
+        0700, closed to the sandbox user): 0755, like the host's."""
+        argv: list[str] = []
+        for folder in reversed(path.parents):
+            if folder == Path("/") or folder in self.made or self.covers(folder):
+                continue
+            self.made.add(folder)
+            argv += ["--perms", "0755", "--dir", str(folder)]
+        return argv
+
+    def bind(self, how: str, source: Path, where: Path | None = None) -> list[str]:
+        where = where or source
+        if how == "--ro-bind" and self.covers(where):
+            return []  # already visible, read-only, through a folder bound before
+        self.bound.append(where)
+        return [*self.folders(where), how, str(source), str(where)]
 
 
 def setpriv_path() -> str | None:

@@ -29,7 +29,7 @@ from acklab.flows.errors import FlowError
 from acklab.harness.procs.confinement import Launch, Network
 from acklab.harness.procs.leases import Lease, current_book
 
-from .account import Account
+from .account import Account, Slot
 
 SKIPPED = frozenset(
     {
@@ -128,6 +128,8 @@ class Place:
     copied: dict[str, str]
     wrap: Callable[[Place, Launch, Network], Launch] = field(repr=False)
     lease: Lease | None = field(default=None, repr=False)
+    account: Account | None = None  # who owns the copy and scratch (None: the lab's own user)
+    slot: Slot | None = field(default=None, repr=False)  # a uid of the place's own, held until closed
 
     @property
     def root(self) -> Path:
@@ -137,14 +139,19 @@ class Place:
     def scratch(self) -> Path:
         return self.top / "scratch"
 
-    def launch(self, launch: Launch, *, network: Network = "host") -> Launch:
+    def launch(self, launch: Launch, *, network: Network = "loopback") -> Launch:
         return self.wrap(self, launch, network)
 
     def changed(self) -> list[str]:
         return sorted(name for name, digest in self.copied.items() if _digest(self.root / name) != digest)
 
     def close(self) -> None:
+        if self.slot is not None:  # its uid's processes end first: nothing writes while it is removed
+            self.slot.end_processes()
         shutil.rmtree(self.top, ignore_errors=True)
+        if self.slot is not None:  # the uid goes back to the pool once nothing of it is left here
+            self.slot.release()
+            self.slot = None
         if self.lease is not None and not self.top.exists():
             current_book().release(self.lease)
             self.lease = None
@@ -156,15 +163,17 @@ def make_place(
     label: str,
     account: Account | None,
     wrap: Callable[[Place, Launch, Network], Launch],
+    slot: Slot | None = None,
 ) -> Place:
-    """Copy `checkout` into a fresh place (owned by `account` when given) and lease it."""
+    """Copy `checkout` into a fresh place (owned by `account` when given, a uid the place holds
+    alone when `slot` is given) and lease it."""
     checkout = checkout.resolve()
     if not checkout.is_dir():
         raise FlowError(f"cannot confine {str(checkout)!r}: not a directory")
     top = Path(tempfile.mkdtemp(prefix=f"acklab-sandbox-{label}-"))
     top.chmod(0o755)  # the sandbox user passes through to its copy and scratch; the marker stays ours
     lease = current_book().acquire("directory", str(top), path=str(top))
-    place = Place(top=top, copied={}, wrap=wrap, lease=lease)
+    place = Place(top=top, copied={}, wrap=wrap, lease=lease, account=account, slot=slot)
     try:
         place.root.mkdir()
         for sub in ("home", "tmp"):

@@ -29,7 +29,7 @@ class _WatchedPlace:
     def scratch(self) -> Path:
         return self.inner.scratch
 
-    def launch(self, launch: Launch, *, network: Network = "host") -> Launch:
+    def launch(self, launch: Launch, *, network: Network = "loopback") -> Launch:
         return self.inner.launch(launch, network=network)
 
     def changed(self) -> list[str]:

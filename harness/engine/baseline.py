@@ -7,12 +7,16 @@ bundles both runs as one comparison (`harness.engine.comparison`), whose Compare
 revisions.
 
 * A target spec: the working tree's spec (the attack stays one plan) is placed in the worktree
-  at the same path, so its relative ``command.cwd`` and a command without ``cwd:`` run REF's
-  code; the service must be one the lab starts (``command:``), and its effects must live in a
-  store made per run (``{{scratch}}`` or ``{{database_url}}``), or both revisions would count in
-  one database.
+  at the same path and served from it as ``--checkout`` serves a spec (`served_spec`): REF's
+  ``setup:`` and ``command:`` run confined in a private copy of the worktree (the sandbox's user,
+  network namespace and allowlisted environment: none of the lab's credentials, not its
+  evidence), with a ``{{port}}`` of their own; its effects must live in a store made per run
+  (``{{scratch}}`` or ``{{database_url}}``), or both revisions would count in one database.
 * The built-in fixture: REF's fixture is served from the worktree by processes of its own
   (``--checkout``); the working tree's is this checkout's.
+
+The working tree's own service is the user's code, started as they would: unconfined, but with
+the lab's environment stripped of its credentials (`harness.procs.confinement.unconfined_env`).
 
 The exit code is the working tree's; a baseline the lab could not judge makes a passing run
 exit 4 (as ``--compare-with``).
@@ -82,28 +86,24 @@ def _check_spec(spec: Path) -> None:
 
 
 def _baseline_target(options: RunOptions, repo: Path, worktree: Path, commit: str) -> Target:
-    """The target as REF serves it, with REF's commit pinned as its revision."""
+    """The target as REF serves it, confined like any checkout, with REF's commit pinned as its revision."""
+    # REF's code is served from its worktree as --checkout serves one: in the sandbox (its own user,
+    # network and copy), counted on a pinned schema, the evidence closed to it.
+    options.out.mkdir(parents=True, exist_ok=True)
+    options.out.chmod(0o700)
+    confinement = options.confinement or provide(
+        unsandboxed=options.unsandboxed, hide=(options.out.resolve(),)
+    )
     if options.target.startswith("fixture:"):
-        # REF's fixture is served from its worktree like any checkout: confined, on a pinned schema.
-        options.out.mkdir(parents=True, exist_ok=True)
-        confinement = options.confinement or provide(
-            unsandboxed=options.unsandboxed, hide=(options.out.resolve(),)
-        )
         target = resolve_target(options.target, db_url=options.db, checkout=worktree, confinement=confinement)
     else:
-        from acklab.harness.targets.spec import load_target
-
         spec = Path(options.target).resolve()
         _check_spec(spec)
         relative = spec.relative_to(repo)
         placed = worktree / relative
         placed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(spec, placed)  # the working tree's spec: one plan for both revisions
-        try:
-            here = Path.cwd().resolve().relative_to(repo)
-        except ValueError:
-            here = Path()
-        target = load_target(placed, allow_remote=options.allow_remote, workdir=worktree / here)
+        target = resolve_target(str(relative), checkout=worktree, confinement=confinement)
     # CI_COMMIT_SHA names the working tree's commit; this side ran REF's.
     target.pin_revision(Revision(commit_sha=commit, dirty=False))
     return target

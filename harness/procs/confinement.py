@@ -11,20 +11,91 @@ so that ``acklab run --checkout DIR`` confines what it serves as the repair flow
 
 A launch's ``env`` holds the process's *own* variables only (its database URL, its signing
 secret, a spec's ``command.env``): the confinement adds its base (PATH, locale, a private
-HOME and TMPDIR) and never passes the lab's credentials, whatever the caller put there.
+HOME and TMPDIR) and never passes the lab's credentials, whatever the caller put there. A
+process the lab starts unconfined (a user's own ``command:`` on their own code) gets the lab's
+environment without those credentials (`unconfined_env`).
+
+Its network is its own (`Network`): ``loopback`` for checks (nothing reachable), `Bridged` for
+served code — the lab reaches it on the ports it serves and it reaches the lab's ports the
+launch names (its database server, the sinks), through a bridge the lab owns.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
+from urllib.parse import urlsplit
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import HarnessError
 
-Network = Literal["host", "loopback"]  # host: reachable by the lab over loopback; loopback: its own
+
+@dataclass(frozen=True)
+class Bridged:
+    """A network namespace of its own, bridged by the lab: the lab reaches the process on the loopback
+    ports it `serves` (the same numbers on the host's loopback and inside), and the process reaches
+    the lab's loopback ports in `reaches` (its database server, the sinks) — nothing else of the host.
+    A sandbox that cannot make a namespace serves it on the host's network and says so (`describe`)."""
+
+    serves: tuple[int, ...] = ()
+    reaches: tuple[int, ...] = ()
+
+
+# loopback: a namespace of its own with nothing reachable (checks); Bridged: served code.
+Network = Literal["loopback"] | Bridged
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+DEFAULT_PORTS = {"postgresql": 5432, "redis": 6379, "http": 80, "https": 443, "smtp": 25}
+
+
+# The lab's credentials: never in the environment of code it starts, confined or not.
+LAB_CREDENTIALS = frozenset(
+    {
+        "ACKLAB_MANIFEST_KEY",
+        "ACKLAB_LLM_API_KEY",
+        "GITLAB_TOKEN",
+        "DUO_WORKFLOW_GIT_HTTP_PASSWORD",  # a GitLab Duo flow's OAuth token, for git
+        "CI_JOB_TOKEN",
+        "CI_JOB_JWT",
+        "CI_JOB_JWT_V1",
+        "CI_JOB_JWT_V2",
+        "CI_REGISTRY_PASSWORD",
+        "CI_DEPLOY_PASSWORD",
+        "CI_DEPENDENCY_PROXY_PASSWORD",
+        "CI_REPOSITORY_URL",  # https://gitlab-ci-token:<job token>@...
+        "OPENAI_API_KEY",
+    }
+)
+
+
+def unconfined_env(own: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a process the lab starts unconfined (the user's own service on their own
+    code): the lab's, without its credentials, then the process's `own` variables as given."""
+    env = {k: v for k, v in os.environ.items() if k not in LAB_CREDENTIALS}
+    env.update(own)
+    return env
+
+
+def loopback_ports(*urls: str | None) -> tuple[int, ...]:
+    """The loopback ports `urls` name (database, sink or service URLs; others and file URLs: none)."""
+    found = set()
+    for url in urls:
+        if not url:
+            continue
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            continue
+        if host is None or not (host in LOOPBACK_HOSTS or host.startswith("127.")):
+            continue
+        scheme = parts.scheme.split("+", 1)[0]
+        port = port or DEFAULT_PORTS.get(scheme)
+        if port:
+            found.add(port)
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True)
@@ -49,7 +120,7 @@ class Confined(Protocol):
         """A fresh private directory (HOME and TMPDIR of the process, its SQLite database)."""
         ...
 
-    def launch(self, launch: Launch, *, network: Network = "host") -> Launch:
+    def launch(self, launch: Launch, *, network: Network = "loopback") -> Launch:
         """The confined form of `launch` (a sandbox's argv around it, the allowlisted env)."""
         ...
 

@@ -27,7 +27,7 @@ import httpx
 
 from acklab.harness.errors import HarnessError
 from acklab.harness.ports import free_port
-from acklab.harness.procs.confinement import Confined
+from acklab.harness.procs.confinement import Bridged, Confined, loopback_ports, unconfined_env
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
@@ -107,7 +107,7 @@ class FixtureProcess(LeasedProcess):
         }
         if self.checkout is None:
             argv = [sys.executable, "-c", LAUNCHER, *args]
-            env = {**os.environ, **settings, "PYTHONUNBUFFERED": "1"}
+            env = unconfined_env({**settings, "PYTHONUNBUFFERED": "1"})
         else:
             # -I: no PYTHONPATH, no working directory, no user site; -B: nothing written into
             # the checkout; -u: the log says at once where the handler came from.
@@ -123,8 +123,15 @@ class FixtureProcess(LeasedProcess):
             env,
             lease_what=f"acklab serve fixture --handler {self.handler} --port {self.port}{where}",
             confined=self.confined,
+            network=self.network(),
         )
         self._wait_ready()
+
+    def network(self) -> Bridged:
+        """What it serves (its port) and reaches (its database server, the lab's sinks) when confined."""
+        smtp = self.notify.get("ACKLAB_SMTP_PORT", "")
+        reaches = loopback_ports(self.database_url, self.notify.get("ACKLAB_WAREHOUSE_URL"))
+        return Bridged(serves=(self.port,), reaches=(*reaches, *([int(smtp)] if smtp.isdigit() else [])))
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S

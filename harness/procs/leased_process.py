@@ -99,7 +99,7 @@ class LeasedProcess:
         lease_what: str,
         cwd: Path | None = None,
         confined: Confined | None = None,
-        network: Network = "host",
+        network: Network = "loopback",
     ) -> None:
         """Start `argv` (a list, no shell) with its output in a fresh log, and lease it.
 

@@ -4,23 +4,29 @@ The test run, the benchmarks and `make demo` start one when they need PostgreSQL
 concurrency experiments and the database-link faults). Debian's server refuses to run as
 root, and CI runs as root, so as root every server command runs as the `postgres` user
 (runuser). The server listens on 127.0.0.1 on a free port and on a Unix socket inside its
-own directory, with trust authentication (loopback only, no password to leak); `stop()`
-ends it and removes the directory. Its commands are argv lists of our own binaries, never a shell. Nothing is skipped when PostgreSQL is missing: `make
-test` installs it first; `available()` lets the demo say so instead.
+own directory. It never trusts a connection: every role logs in with a password (SCRAM), the
+superuser's drawn fresh for each server and known to the process that started it only (its
+URLs carry it), so code the lab serves — which can reach this port — cannot log in as anyone
+but the role it was given. `stop()` ends it and removes the directory. Its commands are argv
+lists of our own binaries, never a shell. Nothing is skipped when PostgreSQL is missing:
+`make test` installs it first; `available()` lets the demo say so instead.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import secrets
 import shutil
 import socket
 import subprocess  # nosec B404
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from acklab.harness.errors import HarnessError
 from acklab.harness.ports import free_port
@@ -53,27 +59,41 @@ def _bindir() -> Path:
 
 @dataclass
 class PostgresServer:
-    """A running private server; `url(db)` gives a SQLAlchemy URL (psycopg 3)."""
+    """A running private server; `url(db)` gives a SQLAlchemy URL (psycopg 3) with the superuser's
+    password; `connect()` a psycopg connection as the superuser."""
 
     root: Path
     port: int
     bindir: Path
     user: str = "postgres"
+    password: str = field(default="", repr=False)
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
+        login = f"{self.user}:{quote(self.password, safe='')}" if self.password else self.user
+        return f"postgresql+psycopg://{login}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str | None = None) -> str:
-        """Create a fresh database and return its URL (every test gets its own)."""
+    def connect(self, database: str = "postgres") -> Any:
+        """An autocommit psycopg connection to `database` as the superuser."""
         import psycopg
 
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=self.user,
+            password=self.password or None,
+            dbname=database,
+            autocommit=True,
+        )
+
+    def create_database(self, name: str | None = None) -> str:
+        """Create a fresh database and return its URL (every test gets its own). No other role may
+        connect to it unless granted (CONNECT is taken from PUBLIC)."""
         from acklab.harness.procs.leases import current_book
 
         name = name or f"t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=self.user, dbname="postgres", autocommit=True
-        ) as conn:
+        with self.connect() as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'REVOKE CONNECT, TEMPORARY ON DATABASE "{name}" FROM PUBLIC')
         # Inside a run, the database is leased (and marked with the lease's token in its comment).
         current_book().acquire("database", name, name=name, url=self.url(name))
         return self.url(name)
@@ -95,12 +115,16 @@ def start_postgres() -> PostgresServer:
     root = Path(tempfile.mkdtemp(prefix="acklab-pg-"))
     data, sock = root / "data", root / "sock"
     sock.mkdir()
+    password = secrets.token_urlsafe(24)
+    pwfile = root / "pwfile"
+    pwfile.write_text(password + "\n", encoding="utf-8")
+    pwfile.chmod(0o600)
     if os.geteuid() == 0:  # the server runs as `postgres`: hand it its (private, 0o700) directories
-        shutil.chown(root, "postgres")
-        shutil.chown(sock, "postgres")
-    res = _as_postgres(
-        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
-    )
+        for path in (root, sock, pwfile):
+            shutil.chown(path, "postgres")
+    auth = ["--auth-local=scram-sha-256", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
+    res = _as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-E", "UTF8", *auth])
+    pwfile.unlink()  # the password lives in this process only
     if res.returncode != 0:
         raise PostgresUnavailable(f"initdb failed: {res.stderr[-2000:]}")
     port = free_port()
@@ -123,7 +147,7 @@ def start_postgres() -> PostgresServer:
     if res.returncode != 0:
         log = (root / "log").read_text() if (root / "log").exists() else ""
         raise PostgresUnavailable(f"pg_ctl start failed: {res.stderr[-1000:]} {log[-2000:]}")
-    server = PostgresServer(root=root, port=port, bindir=bindir)
+    server = PostgresServer(root=root, port=port, bindir=bindir, password=password)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -21,7 +21,6 @@ bundle keeps them as ``service.log`` (`ServiceProcess.log_bytes`: every start, c
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess  # nosec B404
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from acklab.harness.errors import HarnessError, TargetUnreachable
-from acklab.harness.procs.confinement import Confined, Launch
+from acklab.harness.procs.confinement import Bridged, Confined, Launch, unconfined_env
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 
@@ -189,15 +188,20 @@ class ServiceProcess(LeasedProcess):
         routes: RouteProbe | None = None,
         confined: Confined | None = None,
         after_setup: Callable[[], None] | None = None,
+        reaches: tuple[int, ...] = (),
     ) -> None:
         """`routes`: the lab's signed probe delivery, awaited not to be answered 404/405 at every start;
         `confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
-        own variables only (`command.env`); `after_setup`: called once setup has run, before the
-        first start (the lab pins the schema the setup made)."""
+        own variables only (`command.env`), in a network of its own from which it `reaches` these
+        loopback ports of the lab's (its database server, the sinks) and nothing else;
+        `after_setup`: called once setup has run, before the first start (the lab pins the schema
+        the setup made)."""
         self.command, self.endpoint, self.name = command, endpoint, name
         self.routes = routes if command.ready_routes else None
         self.confined, self._after_setup = confined, after_setup
         self.host, self.port = host_port(endpoint)
+        ready_port = host_port(command.ready_url)[1] if command.ready_url else self.port
+        self.network = Bridged(serves=tuple(sorted({self.port, ready_port})), reaches=reaches)
         self.ready_url = command.ready_url or endpoint
         log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
         # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.
@@ -264,11 +268,12 @@ class ServiceProcess(LeasedProcess):
         argv: tuple[str, ...] = setup.argv
         if self.confined is not None:
             launch = self.confined.launch(
-                Launch(argv, {**self.command.env, **setup.env}, cwd), network="host"
+                Launch(argv, {**self.command.env, **setup.env}, cwd),
+                network=Bridged(reaches=self.network.reaches),
             )
             argv, env, cwd = launch.argv, dict(launch.env), launch.cwd
         else:
-            env = {**os.environ, **self.command.env, **setup.env}
+            env = unconfined_env({**self.command.env, **setup.env})
         try:
             # The spec's own argv list, never a shell; its own session, so a timeout ends all of it.
             done = subprocess.run(  # nosec B603
@@ -315,10 +320,11 @@ class ServiceProcess(LeasedProcess):
         try:
             self._spawn(
                 self.command.argv,
-                dict(self.command.env) if self.confined is not None else {**os.environ, **self.command.env},
+                dict(self.command.env) if self.confined is not None else unconfined_env(self.command.env),
                 lease_what=f"target {self.name} command: {self.command.argv[0]} (port {self.port})",
                 cwd=self.command.cwd,
                 confined=self.confined,
+                network=self.network,
             )
         except OSError as exc:
             raise TargetUnreachable(

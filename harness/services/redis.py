@@ -18,7 +18,7 @@ from pathlib import Path
 
 from acklab.harness.errors import TargetUnreachable
 from acklab.harness.procs.clock import ShiftedClock
-from acklab.harness.procs.confinement import Confined
+from acklab.harness.procs.confinement import Bridged, Confined
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 from acklab.harness.procs.service_process import accepts
@@ -93,6 +93,7 @@ class RedisServer(LeasedProcess):
             lease_what=f"services: redis (port {self.port})",
             cwd=self.directory if self.confined is None else None,
             confined=self.confined,
+            network=Bridged(serves=(self.port,)),  # the lab and its consumer reach it on its port
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         seen = "nothing yet"

@@ -8,9 +8,11 @@ that `acklab janitor` cannot remove:
 * ``{{port}}``: a free loopback port (bound and released: the service binds it next);
 * ``{{scratch}}``: a fresh directory (mode 0700), removed with everything in it;
 * ``{{database_url}}``: a fresh database ``acklab_<hex>`` on the PostgreSQL server that
-  ``database.url`` names, dropped afterwards (connections ended first). The janitor drops it
-  after a crash when the server trusts loopback connections without a password; else it
-  names it, for you to drop.
+  ``database.url`` names, owned by a fresh role of the same name (a password of its own, no
+  superuser, no CREATEDB or CREATEROLE) that the URL logs in as; no other role may connect to
+  it. Both are dropped afterwards (connections ended first). The janitor drops the database
+  after a crash when the server trusts loopback connections without a password; else it names
+  it, for you to drop (with its role).
 
 Two isolations never share a value, so the repair flow's head and patched checkouts, or two
 CI shards on one machine, never meet in a port, a directory or a database.
@@ -25,6 +27,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acklab.evidence.redaction import redact, remember
 from acklab.harness.errors import TargetUnreachable
@@ -80,6 +83,9 @@ class Isolation:
         return path
 
     def _make_database(self, server: str) -> str:
+        """A fresh database, owned by a fresh role of its own (a password drawn here, no superuser,
+        no CREATEDB or CREATEROLE, so no ``COPY ... PROGRAM`` nor untrusted language), that no
+        other role may connect to: the service gets that role's URL, never the server's."""
         import psycopg
         from psycopg import sql
         from sqlalchemy.engine import make_url
@@ -87,24 +93,31 @@ class Isolation:
         remember(*url_credentials_of(server))
         url = make_url(server)
         name = f"acklab_{secrets.token_hex(6)}"
+        password = secrets.token_urlsafe(24)
+        remember(password)
+        role, database = sql.Identifier(name), sql.Identifier(name)
+        statements = [
+            sql.SQL(
+                "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                "NOBYPASSRLS"
+            ).format(role, sql.Literal(password)),
+            sql.SQL("GRANT {} TO CURRENT_USER").format(role),  # to make it the database's owner
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(database, role),
+            sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(database),
+        ]
+        self._database = (server, name)  # whatever was made of it, release() drops it
         try:
-            with psycopg.connect(
-                host=url.host or None,
-                port=url.port or 5432,
-                user=url.username or None,
-                password=url.password or None,
-                dbname=url.database or "postgres",
-                autocommit=True,
-                connect_timeout=10,
-            ) as conn:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            with _admin(server) as conn:
+                for statement in statements:
+                    conn.execute(statement)
         except psycopg.Error as exc:
             raise TargetUnreachable(
-                f"database.url: could not create a database for the service on {redact(server)!r}: "
-                f"{redact(str(exc).strip())}; the role needs CREATEDB on that server"
+                f"database.url: could not create a database and its role for the service on {redact(server)!r}: "
+                f"{redact(str(exc).strip())}; the role needs CREATEDB and CREATEROLE on that server"
             ) from exc
-        self._database = (server, name)
-        database_url = url.set(database=name).render_as_string(hide_password=False)
+        database_url = url.set(database=name, username=name, password=password).render_as_string(
+            hide_password=False
+        )
         remember(*url_credentials_of(database_url))
         # The lease names the server without its password: the journal is never a credential store.
         shown = url.set(database=name, password=None).render_as_string(hide_password=False)
@@ -140,25 +153,31 @@ class Isolation:
         self._leases.clear()
 
 
-def _drop(server: str, name: str) -> None:
+def _admin(server: str) -> Any:
+    """An autocommit connection to the server `server` names, as its role."""
     import psycopg
-    from psycopg import sql
     from sqlalchemy.engine import make_url
 
     url = make_url(server)
-    with (
-        contextlib.suppress(psycopg.Error),
-        psycopg.connect(
-            host=url.host or None,
-            port=url.port or 5432,
-            user=url.username or None,
-            password=url.password or None,
-            dbname=url.database or "postgres",
-            autocommit=True,
-            connect_timeout=10,
-        ) as conn,
-    ):
+    return psycopg.connect(
+        host=url.host or None,
+        port=url.port or 5432,
+        user=url.username or None,
+        password=url.password or None,
+        dbname=url.database or "postgres",
+        autocommit=True,
+        connect_timeout=10,
+    )
+
+
+def _drop(server: str, name: str) -> None:
+    """Drop the database `name` (its connections ended first) and its role."""
+    import psycopg
+    from psycopg import sql
+
+    with contextlib.suppress(psycopg.Error), _admin(server) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 def placeholder_values(isolation: Isolation | None) -> Mapping[str, str]:

@@ -32,7 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import SpecError, TargetUnreachable
-from acklab.harness.procs.confinement import Confined, Confinement
+from acklab.harness.procs.confinement import Confined, Confinement, loopback_ports
 from acklab.harness.procs.service_process import Command
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env
@@ -106,9 +106,21 @@ class ServedSpecTarget(SpecTarget):
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
-            self.service = self._consumer(confined=self.place, after_setup=self.pin)
+            self.service = self._consumer(confined=self.place, after_setup=self.pin, reaches=self.reaches())
         self.service.start()
         self.pin()  # without a setup: the schema as the service made it when it first answered
+
+    def reaches(self) -> tuple[int, ...]:
+        """The lab's loopback ports the served code may reach from its namespace: the database server
+        of ``{{database_url}}``, the services the lab starts (``{{redis_url}}``), the sinks, the
+        database ``effects.sql`` counts in; nothing else."""
+        values = self.isolation.values if self.isolation is not None else {}
+        sinks = [
+            int(values[name]) for name in ("smtp_port", "outbound_port") if values.get(name, "").isdigit()
+        ]
+        services = self.fleet.services.values if self.fleet.services is not None else {}
+        sql = self.effects.get("sql", {}).get("url")
+        return tuple(sorted({*loopback_ports(values.get("database_url"), sql, *services.values()), *sinks}))
 
     def pin(self) -> None:
         """Fingerprint the schema the counts read (once); TargetUnreachable (exit 4) when it cannot be read."""

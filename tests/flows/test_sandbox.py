@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 from acklab.flows import sandbox as sandbox_package
 from acklab.flows.errors import SandboxUnavailable
 from acklab.flows.sandbox import account, choose, confined_env, environment, modes, withheld
-from acklab.harness.procs.confinement import Launch
+from acklab.harness.procs.confinement import Bridged, Launch
+from acklab.harness.procs.pgtemp import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import json, os, sys
@@ -28,14 +34,18 @@ def can(action):
         return True
     except OSError:
         return False
-evidence = sys.argv[1]
+evidence, original, repo = sys.argv[1:4]
 site = [p for p in sys.path if p.endswith("site-packages")][0]
 print(json.dumps({
+    "root": sorted(os.listdir("/")),
+    "original": os.path.exists(original),
+    "repo_git": os.path.exists(os.path.join(repo, ".git")),
+    "repo": sorted(os.listdir(repo)) if os.path.isdir(repo) else [],
     "uid": os.getuid(),
     "caps": [status[k].strip() for k in ("CapPrm", "CapEff", "CapBnd", "CapAmb")],
     "no_new_privs": status["NoNewPrivs"].strip(),
     "env": sorted(os.environ),
-    "parent_environ": can(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()),
+    "parent_environ": (lambda: sorted({v.split(b"=", 1)[0].decode() for v in open(f"/proc/{os.getppid()}/environ", "rb").read().split(b"\0") if v}) if can(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()) else [])(),
     "pid_1_environ": can(lambda: open("/proc/1/environ", "rb").read()),
     "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
     "evidence": can(lambda: os.listdir(evidence)) and bool(os.listdir(evidence)),
@@ -55,16 +65,13 @@ def checkout(tmp_path: Path) -> Path:
     return where
 
 
-def probe(
-    checkout: Path, evidence: Path, *, network: Literal["host", "loopback"] = "host"
-) -> tuple[dict[str, Any], list[str]]:
+def probe(checkout: Path, evidence: Path) -> tuple[dict[str, Any], list[str]]:
     sandbox = choose(hide=(evidence,))
     place = sandbox.prepare(checkout, label="probe")
     try:
         own = {"ACKLAB_WEBHOOK_SECRET": "its-own", "GITLAB_TOKEN": "glpat-passed-by-mistake"}
-        launch = place.launch(
-            Launch((sys.executable, "-I", "-c", PROBE, str(evidence)), own), network=network
-        )
+        argv = (sys.executable, "-I", "-c", PROBE, str(evidence), str(checkout), str(ROOT))
+        launch = place.launch(Launch(argv, own), network=Bridged())
         done = subprocess.run(
             list(launch.argv),
             env=dict(launch.env),
@@ -90,7 +97,8 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
         assert seen["uid"] == account.lookup().uid  # type: ignore[union-attr]
         assert seen["caps"] == ["0000000000000000"] * 4
         assert seen["no_new_privs"] == "1"
-    assert seen["parent_environ"] is False
+    # Its parent is the bridge's inner half, with the same allowlisted environment: never the lab's.
+    assert set(seen["parent_environ"]) <= set(seen["env"])  # type: ignore[arg-type]
     assert seen["evidence"] is False
     assert seen["venv_writable"] is False
     # the lab's home shows at most the folder its interpreter is bound back from, nothing of its own
@@ -101,6 +109,16 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
     }
     assert set(seen["root_home"]) <= needed or os.geteuid() != 0
     assert seen["copy_writable"] is True  # its own copy: written, and noticed
+    if mode.startswith("bubblewrap"):
+        # Not the host's root: the system, the interpreter, its copy; nothing of the repository.
+        assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin"} | {
+            "tmp", "usr", "var", *(p.parts[1] for p in modes.interpreter_paths())
+        }, seen["root"]  # fmt: skip
+        assert seen["original"] is False  # the checkout itself, beside its copy
+        assert seen["repo_git"] is False  # this repository's .git (its config: the remote, a token)
+        assert set(seen["repo"]) <= {
+            p.relative_to(ROOT).parts[0] for p in modes.interpreter_paths() if p.is_relative_to(ROOT)
+        }
     assert changed == []  # a new file is not a rewritten one
     env = set(seen["env"])
     assert "ACKLAB_WEBHOOK_SECRET" in env
@@ -244,3 +262,129 @@ def test_the_sandbox_user_is_made_once_and_is_unprivileged():
     assert first.name == account.USER
     assert first.uid != 0
     assert first.gid != 0
+
+
+NETWORK_PROBE = r"""
+import json, socket, sys, time
+allowed, denied, serve = (int(a) for a in sys.argv[1:4])
+def reach(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            return conn.recv(100).decode()
+    except OSError as exc:
+        return type(exc).__name__
+found = {"allowed": reach(allowed), "denied": reach(denied), "interfaces": sorted(n for _, n in socket.if_nameindex())}
+time.sleep(1.0)  # the lab knocks meanwhile: nothing listens yet, so the bridge does not either
+server = socket.socket()
+server.bind(("127.0.0.1", serve))
+server.listen()
+conn, _ = server.accept()
+conn.sendall(json.dumps(found).encode())
+conn.close()
+"""
+
+
+class Listener:
+    """A loopback server of the lab's that greets whoever connects, and counts them."""
+
+    def __init__(self, greeting: bytes) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, args=(greeting,), daemon=True).start()
+
+    def _serve(self, greeting: bytes) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.sendall(greeting)
+            conn.close()
+
+
+def test_served_code_has_a_network_of_its_own_and_reaches_only_what_the_lab_bridges(checkout):
+    assert choose().name.startswith("bubblewrap"), "bubblewrap is missing: make test installs it"
+    allowed, denied = Listener(b"the-lab's-database"), Listener(b"another-job's-server")
+    serve = free_port()
+    place = choose().prepare(checkout, label="net")
+    try:
+        argv = (sys.executable, "-I", "-c", NETWORK_PROBE, str(allowed.port), str(denied.port), str(serve))
+        launch = place.launch(Launch(argv, {}), network=Bridged(serves=(serve,), reaches=(allowed.port,)))
+        proc = subprocess.Popen(
+            list(launch.argv), env=dict(launch.env), cwd=launch.cwd, start_new_session=True
+        )
+        try:
+            time.sleep(0.5)
+            with pytest.raises(ConnectionRefusedError):  # not listening inside yet: refused outside too
+                socket.create_connection(("127.0.0.1", serve), timeout=5).close()
+            found = json.loads(_read_when_served(serve))
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        place.close()
+    assert found == {
+        "allowed": "the-lab's-database",
+        "denied": "ConnectionRefusedError",  # the host's port is not the namespace's
+        "interfaces": ["lo"],
+    }
+    assert denied.accepted == 0
+    with pytest.raises(ConnectionRefusedError):  # the bridge ended with the service
+        socket.create_connection(("127.0.0.1", serve), timeout=5).close()
+
+
+def _read_when_served(port: int, timeout_s: float = 30.0) -> bytes:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+                chunks = []
+                while chunk := conn.recv(4096):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_without_bubblewrap_each_place_has_a_uid_of_its_own(checkout, tmp_path):
+    if os.geteuid() != 0:  # only root drops to other users
+        return
+    sandbox = modes.Sandbox("user", account.ensure(), None, modes.setpriv_path())
+    mark = str(os.getpid()) + "535353"
+    mine, theirs = sandbox.prepare(checkout, label="mine"), sandbox.prepare(checkout, label="theirs")
+    try:
+        assert mine.account is not None
+        assert theirs.account is not None
+        assert len({mine.account.uid, theirs.account.uid, account.ensure().uid}) == 3
+        (theirs.scratch / "fixture.db").write_text("their run's database")
+        os.chown(theirs.scratch / "fixture.db", theirs.account.uid, theirs.account.gid)
+        script = (
+            f"cat {theirs.scratch}/fixture.db; echo rewritten > {theirs.scratch}/fixture.db; "
+            f"echo planted > {theirs.root}/app/webhooks.py; setsid sleep 300.{mark} >/dev/null 2>&1 & echo started"
+        )
+        launch = mine.launch(Launch(("/bin/sh", "-c", script), {}), network=Bridged())
+        done = subprocess.run(
+            list(launch.argv),
+            env=dict(launch.env),
+            cwd=launch.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert "started" in done.stdout
+        assert "their run's database" not in done.stdout
+        assert done.stderr.count("Permission denied") >= 3, done.stderr
+        assert (theirs.scratch / "fixture.db").read_text() == "their run's database"
+        assert (theirs.root / "app" / "webhooks.py").read_text() == "x = 1\n"
+        assert [p for p in os.listdir("/proc") if _cmdline(p).find(f"300.{mark}".encode()) >= 0]
+    finally:
+        mine.close()
+        theirs.close()
+    # The daemon it left lived until its place was closed.
+    assert [p for p in os.listdir("/proc") if _cmdline(p).find(f"300.{mark}".encode()) >= 0] == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -37,13 +38,25 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
+# Both revisions say, at import, who they run as and which variables they were given (service.log).
+PROBE = (
+    "import json as _json, os as _os, sys as _sys\n"
+    "print('acklab-probe', _json.dumps({'uid': _os.getuid(), 'env': sorted(_os.environ)}), file=_sys.stderr)\n"
+)
+CANARIES = {
+    "ACKLAB_MANIFEST_KEY": "canary-manifest-key",
+    "GITLAB_TOKEN": "glpat-canary",
+    "CI_JOB_TOKEN": "canary",
+}
+
+
 def shop_repo(tmp: Path) -> Path:
     """A repository whose HEAD ships every delivery and whose working tree claims events first."""
     repo = tmp / "shop"
     (repo / "shop").mkdir(parents=True)
     (repo / "shop" / "__init__.py").write_text("")
     buggy = SHOP_SOURCE.read_text().replace('os.environ.get("SHOP_DEDUPE", "claim")', '"none"')
-    (repo / "shop" / "app.py").write_text(buggy)
+    (repo / "shop" / "app.py").write_text(buggy + PROBE)
     spec = {
         "apiVersion": "acklab/v1",
         "kind": "target",
@@ -57,7 +70,12 @@ def shop_repo(tmp: Path) -> Path:
                 *(sys.executable, "-m", "gunicorn", "--workers", "2", "--bind", "127.0.0.1:{{port}}"),
                 *("--log-level", "warning", "shop.app:create_app()"),
             ],
-            "env": {"SHOP_DB_URL": "sqlite:///{{scratch}}/shop.db", "PYTHONPATH": "."},
+            "env": {
+                "SHOP_DB_URL": "sqlite:///{{scratch}}/shop.db",
+                "PYTHONPATH": ".",
+                # REF is served confined: it gets what its command names, nothing of the lab's environment.
+                "ACKLAB_TEST_WEBHOOK_SECRET": "env:ACKLAB_TEST_WEBHOOK_SECRET",
+            },
             "ready": {"url": "http://127.0.0.1:{{port}}/health", "status": [200]},
             "ready_timeout_s": 30,
         },
@@ -72,12 +90,12 @@ def shop_repo(tmp: Path) -> Path:
     git(repo.parent, "init", "-q", str(repo))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "ship on every delivery")
-    (repo / "shop" / "app.py").write_text(SHOP_SOURCE.read_text())  # the fix, not committed yet
+    (repo / "shop" / "app.py").write_text(SHOP_SOURCE.read_text() + PROBE)  # the fix, not committed yet
     return repo
 
 
 def acklab(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **SECRETS}
+    env = {**os.environ, **SECRETS, **CANARIES}
     exe = shutil.which("acklab", path=str(Path(sys.executable).parent)) or "acklab"
     return subprocess.run(
         [exe, *args], cwd=repo, capture_output=True, text=True, env=env, timeout=600, check=False
@@ -120,6 +138,19 @@ def test_baseline_attacks_head_and_the_working_tree_with_one_plan(tmp_path: Path
     assert [(t["commit_sha"], t.get("dirty")) for t in sides] == [(head, True), (head, False)]
     assert git(repo, "status", "--porcelain") == before  # the checkout is as it was
     assert "acklab-baseline" not in git(repo, "worktree", "list")
+    # REF ran confined (the sandbox's user, an allowlisted environment); the working tree as the
+    # user's own code, without the lab's credentials either.
+    working_tree, ref = (probes(comparison / run.bundle / "service.log") for run in doc.runs)
+    assert {p["uid"] for p in ref} == {pwd.getpwnam("acklab-sandbox").pw_uid} or os.geteuid() != 0
+    for seen in (*working_tree, *ref):
+        assert not set(seen["env"]) & set(CANARIES), seen["env"]
+    assert len(ref[0]["env"]) < len(working_tree[0]["env"])  # an allowlist, not the lab's minus a list
+
+
+def probes(log: Path) -> list[dict]:
+    lines = [line for line in log.read_text().splitlines() if line.startswith("acklab-probe ")]
+    assert lines, log.read_text()[-2000:]
+    return [json.loads(line.split(" ", 1)[1]) for line in lines]
 
 
 @pytest.mark.parametrize(

@@ -34,13 +34,10 @@ def every_byte_under(root: Path) -> list[tuple[Path, bytes]]:
 
 def role_with_password(server: PostgresServer, password: str) -> str:
     """A login role with `password` owning a fresh database; its URL with the password URL-quoted."""
-    import psycopg
     from psycopg import sql
 
     role, database = f"u_{uuid.uuid4().hex[:10]}", f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(
-        host="127.0.0.1", port=server.port, user=server.user, dbname="postgres", autocommit=True
-    ) as conn:
+    with server.connect() as conn:
         conn.execute(
             sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password))
         )

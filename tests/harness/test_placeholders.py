@@ -205,15 +205,15 @@ def test_a_failing_setup_is_the_lab_failing_with_its_output(tmp_path: Path, secr
 def test_database_url_is_a_fresh_postgres_database_dropped_after_the_run(
     tmp_path: Path, secrets_env: None, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import psycopg
 
     monkeypatch.setenv("ACKLAB_TEST_PG_SERVER", postgres_server.url("postgres"))
 
     def databases() -> set[str]:
-        with psycopg.connect(
-            host="127.0.0.1", port=postgres_server.port, user="postgres", dbname="postgres"
-        ) as c:
-            return {r[0] for r in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'acklab_%'")}
+        with postgres_server.connect() as c:
+            names = {r[0] for r in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'acklab_%'")}
+            return names | {
+                r[0] for r in c.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'acklab_%'")
+            }
 
     before = databases()
     spec = shop_spec(
