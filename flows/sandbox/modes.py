@@ -2,8 +2,8 @@
 
 * ``bubblewrap+user`` (root, bubblewrap installed): bubblewrap started as root builds the
   namespace — not the host's file system but a fresh root holding only what the code needs, read
-  only: ``/usr``, ``/etc``, the top-level links into ``/usr``, the interpreter's prefix and the
-  virtualenv; a private ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the copy and the scratch directory
+  only: ``/usr``, ``/etc``, the top-level links into ``/usr``, the interpreter's prefix, the
+  virtualenv and acklab's own packages (`library_paths`); a private ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the copy and the scratch directory
   bound writable (nothing else of the repository, no ``.git``, no other run's place, no home, no
   evidence); a PID namespace whose end kills every process in it (no daemon outlives the run);
   a network namespace of its own (``--unshare-net``: checks get loopback only, served code is
@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import stat
@@ -79,6 +80,24 @@ def interpreter_paths() -> list[Path]:
     """What a confined Python needs to read: the interpreter's prefixes and the virtualenv."""
     paths = {Path(p).resolve() for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix)}
     return sorted(paths)
+
+
+ACKLAB_PACKAGES = ("app", "harness", "evidence", "console", "flows")
+
+
+@functools.cache
+def library_paths() -> list[Path]:
+    """acklab's own package folders. Installed from a wheel they are inside the virtualenv; installed
+    editable they are a checkout's folders — bound one by one, never the checkout (its .git) — so
+    acklab's pytest plugin, which pytest loads in every confined test run, is found there too."""
+    import acklab
+
+    found = {Path(acklab.__file__).resolve().parent}
+    for name in ACKLAB_PACKAGES:
+        spec = importlib.util.find_spec(f"acklab.{name}")
+        if spec is not None and spec.submodule_search_locations:
+            found |= {Path(p).resolve() for p in spec.submodule_search_locations}
+    return sorted(found)
 
 
 def blocked_ancestor(path: Path, account: Account) -> Path | None:
@@ -180,7 +199,7 @@ class Sandbox:
         for private in PRIVATE_TMP:
             argv += [*tree.folders(private), "--perms", "1777", "--tmpfs", str(private)]
             tree.empty.append(private)
-        for path in interpreter_paths():
+        for path in (*interpreter_paths(), *library_paths()):
             argv += tree.bind("--ro-bind", path)
         for path in (place.root, place.scratch):
             argv += tree.bind("--bind", path)

@@ -110,15 +110,18 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
     assert set(seen["root_home"]) <= needed or os.geteuid() != 0
     assert seen["copy_writable"] is True  # its own copy: written, and noticed
     if mode.startswith("bubblewrap"):
-        # Not the host's root: the system, the interpreter, its copy; nothing of the repository.
+        # Not the host's root: the system, the interpreter and libraries, its copy; nothing of the
+        # repository but the folders of an installed package (acklab's own, installed editable here).
+        libraries = [*modes.interpreter_paths(), *modes.library_paths()]
         assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin"} | {
-            "tmp", "usr", "var", *(p.parts[1] for p in modes.interpreter_paths())
+            "tmp", "usr", "var", *(p.parts[1] for p in libraries)
         }, seen["root"]  # fmt: skip
         assert seen["original"] is False  # the checkout itself, beside its copy
         assert seen["repo_git"] is False  # this repository's .git (its config: the remote, a token)
         assert set(seen["repo"]) <= {
-            p.relative_to(ROOT).parts[0] for p in modes.interpreter_paths() if p.is_relative_to(ROOT)
+            p.relative_to(ROOT).parts[0] for p in libraries if p.is_relative_to(ROOT)
         }
+        assert "tests" not in seen["repo"]
     assert changed == []  # a new file is not a rewritten one
     env = set(seen["env"])
     assert "ACKLAB_WEBHOOK_SECRET" in env

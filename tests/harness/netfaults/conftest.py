@@ -22,7 +22,7 @@ def proxy(postgres_server: PostgresServer) -> Iterator[ProxyThread]:
 
 
 @pytest.fixture
-def connect(proxy: ProxyThread, pg_url: str) -> Iterator[Connect]:
+def connect(proxy: ProxyThread, pg_url: str, postgres_server: PostgresServer) -> Iterator[Connect]:
     """Open psycopg connections through the proxy (to the test's own database); all closed after."""
     dbname = pg_url.rsplit("/", 1)[1]
     opened: list[psycopg.Connection] = []
@@ -30,7 +30,12 @@ def connect(proxy: ProxyThread, pg_url: str) -> Iterator[Connect]:
     def _connect(**kwargs: Any) -> psycopg.Connection:
         options: dict[str, Any] = {"connect_timeout": 5, "autocommit": True, **kwargs}
         conn = psycopg.connect(
-            host="127.0.0.1", port=proxy.listen_port, user="postgres", dbname=dbname, **options
+            host="127.0.0.1",
+            port=proxy.listen_port,
+            user=postgres_server.user,
+            password=postgres_server.password,
+            dbname=dbname,
+            **options,
         )
         opened.append(conn)
         return conn

@@ -78,7 +78,12 @@ def test_the_asyncio_api_with_an_async_client(postgres_server, pg_url):
     async def scenario() -> float:
         async with FaultProxy(upstream=("127.0.0.1", postgres_server.port), probe=postgres_probe) as proxy:
             conn = await psycopg.AsyncConnection.connect(
-                host="127.0.0.1", port=proxy.listen_port, user="postgres", dbname=dbname, autocommit=True
+                host="127.0.0.1",
+                port=proxy.listen_port,
+                user=postgres_server.user,
+                password=postgres_server.password,
+                dbname=dbname,
+                autocommit=True,
             )
             async with conn, proxy.inject(Latency(ms=120, stream="upstream")):
                 started = time.perf_counter()
