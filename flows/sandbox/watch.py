@@ -51,6 +51,10 @@ class Watched:
     def __post_init__(self) -> None:
         self.name = self.inner.name
 
+    @property
+    def own_network(self) -> bool:
+        return self.inner.own_network
+
     def describe(self) -> str:
         return self.inner.describe()
 

@@ -145,6 +145,11 @@ class Confinement(Protocol):
         """A private copy of `checkout` and a scratch directory for it."""
         ...
 
+    @property
+    def own_network(self) -> bool:
+        """Whether confined code runs in a network namespace of its own (False: the host's network)."""
+        ...
+
     def describe(self) -> str:
         """One line: what this confinement keeps the code from (and what it does not)."""
         ...

@@ -253,5 +253,9 @@ def checkout_target(
         for f in dataclasses.fields(base)
         if f.init and not f.name.startswith("_")
     }
-    fields["endpoint"] = f"fixture of {root} served by its own process (uvicorn on 127.0.0.1)"
+    # Every incident says how the served code was confined, and when its network was the host's.
+    confined = f", confined: {confinement.name}" if confinement is not None else ""
+    if confinement is not None and not confinement.own_network:
+        confined += " (no network namespace: the host's network)"
+    fields["endpoint"] = f"fixture of {root} served by its own process (uvicorn on 127.0.0.1){confined}"
     return CheckoutTarget(**fields, checkout=root, confinement=confinement, schema_from=schema_from)

@@ -148,7 +148,7 @@ def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):
     assert not place.top.exists()
 
 
-def test_checks_have_loopback_only_and_served_code_the_hosts_loopback(checkout, tmp_path):
+def test_checks_have_loopback_only(checkout, tmp_path):
     assert choose().name.startswith("bubblewrap"), (
         "bubblewrap is missing: make test installs it (scripts/ensure-system-deps.sh)"
     )

@@ -47,7 +47,7 @@ class Keeping:
 
     def __init__(self, into: Path) -> None:
         self.inner, self.into = choose(), into
-        self.name = self.inner.name
+        self.name, self.own_network = self.inner.name, self.inner.own_network
 
     def describe(self) -> str:
         return self.inner.describe()
