@@ -92,24 +92,41 @@ def relay(one: socket.socket, other: socket.socket) -> None:
 
 
 def _relay(one: socket.socket, other: socket.socket) -> None:
-    peer = {one: other, other: one}
-    reading = [one, other]
+    peer = {one.fileno(): (one, other), other.fileno(): (other, one)}
+    poller = select.poll()  # not select(): a busy sandbox may hold descriptors past 1024
+    for fd in peer:
+        poller.register(fd, select.POLLIN)
+    reading = len(peer)
     try:
         while reading:
-            ready, _writable, _failed = select.select(reading, [], [])
-            for source in ready:
+            for fd, _event in poller.poll():
+                source, sink = peer[fd]
                 data = source.recv(CHUNK)
                 if data:
-                    peer[source].sendall(data)
+                    sink.sendall(data)
                 else:
-                    reading.remove(source)
-                    peer[source].shutdown(socket.SHUT_WR)
+                    poller.unregister(fd)
+                    reading -= 1
+                    sink.shutdown(socket.SHUT_WR)
     except OSError:  # reset (or gone) on one side: reset on the other
         reset(one)
         reset(other)
         return
     one.close()
     other.close()
+
+
+def listener(port: int) -> socket.socket:
+    """A socket listening on the loopback at `port` (OSError when it cannot)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((HOST, port))
+        server.listen(BACKLOG)
+    except OSError:
+        server.close()
+        raise
+    return server
 
 
 def exit_code(returncode: int) -> int:
@@ -167,14 +184,10 @@ class Outside:
             threading.Thread(target=_connect, args=(self.ctl, port, ident), daemon=True).start()
 
     def listen(self, port: int) -> None:
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            server.bind((HOST, port))
-            server.listen(BACKLOG)
+            server = listener(port)
         except OSError as exc:
             say(f"cannot listen on {HOST}:{port} for the service: {exc}")
-            server.close()
             self.child.terminate()
             return
         self.listening[port] = server
@@ -221,14 +234,10 @@ def inner(config: dict[str, Any], argv: list[str]) -> int:
     waiting: dict[int, socket.socket] = {}
     lock = threading.Lock()
     for port in reaches:  # before the service starts: its first connection finds them
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            server.bind((HOST, port))
-            server.listen(BACKLOG)
+            server = listener(port)
         except OSError as exc:
             say(f"cannot listen on {HOST}:{port} inside the sandbox for the lab's port: {exc}")
-            server.close()
             continue
         threading.Thread(target=_reach, args=(server, port, ctl, waiting, lock), daemon=True).start()
     service = subprocess.Popen(argv)  # nosec B603 - the launch the lab was asked to confine

@@ -71,20 +71,23 @@ def probe(checkout: Path, evidence: Path) -> tuple[dict[str, Any], list[str]]:
     try:
         own = {"ACKLAB_WEBHOOK_SECRET": "its-own", "GITLAB_TOKEN": "glpat-passed-by-mistake"}
         argv = (sys.executable, "-I", "-c", PROBE, str(evidence), str(checkout), str(ROOT))
-        launch = place.launch(Launch(argv, own), network=Bridged())
-        done = subprocess.run(
-            list(launch.argv),
-            env=dict(launch.env),
-            cwd=launch.cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_confined(place.launch(Launch(argv, own), network=Bridged()))
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout), place.changed()
     finally:
         place.close()
+
+
+def run_confined(launch: Launch) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(launch.argv),
+        env=dict(launch.env),
+        cwd=launch.cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, tmp_path):
@@ -370,16 +373,7 @@ def test_without_bubblewrap_each_place_has_a_uid_of_its_own(checkout, tmp_path):
             f"cat {theirs.scratch}/fixture.db; echo rewritten > {theirs.scratch}/fixture.db; "
             f"echo planted > {theirs.root}/app/webhooks.py; setsid sleep 300.{mark} >/dev/null 2>&1 & echo started"
         )
-        launch = mine.launch(Launch(("/bin/sh", "-c", script), {}), network=Bridged())
-        done = subprocess.run(
-            list(launch.argv),
-            env=dict(launch.env),
-            cwd=launch.cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_confined(mine.launch(Launch(("/bin/sh", "-c", script), {}), network=Bridged()))
         assert "started" in done.stdout
         assert "their run's database" not in done.stdout
         assert done.stderr.count("Permission denied") >= 3, done.stderr

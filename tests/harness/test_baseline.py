@@ -70,12 +70,7 @@ def shop_repo(tmp: Path) -> Path:
                 *(sys.executable, "-m", "gunicorn", "--workers", "2", "--bind", "127.0.0.1:{{port}}"),
                 *("--log-level", "warning", "shop.app:create_app()"),
             ],
-            "env": {
-                "SHOP_DB_URL": "sqlite:///{{scratch}}/shop.db",
-                "PYTHONPATH": ".",
-                # REF is served confined: it gets what its command names, nothing of the lab's environment.
-                "ACKLAB_TEST_WEBHOOK_SECRET": "env:ACKLAB_TEST_WEBHOOK_SECRET",
-            },
+            "env": {"SHOP_DB_URL": "sqlite:///{{scratch}}/shop.db", "PYTHONPATH": "."},
             "ready": {"url": "http://127.0.0.1:{{port}}/health", "status": [200]},
             "ready_timeout_s": 30,
         },
