@@ -189,11 +189,13 @@ class ServiceProcess(LeasedProcess):
         confined: Confined | None = None,
         after_setup: Callable[[], None] | None = None,
         reaches: tuple[int, ...] = (),
+        also_serves: tuple[int, ...] = (),
     ) -> None:
         """`routes`: the lab's signed probe delivery, awaited not to be answered 404/405 at every start;
         `confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
         own variables only (`command.env`), in a network of its own from which it `reaches` these
-        loopback ports of the lab's (its database server, the sinks) and nothing else;
+        loopback ports of the lab's (its database server, the sinks) and nothing else, and where the
+        lab reaches it on its endpoint's and ready URL's ports and `also_serves` (an effects URL);
         `after_setup`: called once setup has run, before the first start (the lab pins the schema
         the setup made)."""
         self.command, self.endpoint, self.name = command, endpoint, name
@@ -201,7 +203,7 @@ class ServiceProcess(LeasedProcess):
         self.confined, self._after_setup = confined, after_setup
         self.host, self.port = host_port(endpoint)
         ready_port = host_port(command.ready_url)[1] if command.ready_url else self.port
-        self.network = Bridged(serves=tuple(sorted({self.port, ready_port})), reaches=reaches)
+        self.network = Bridged(serves=tuple(sorted({self.port, ready_port, *also_serves})), reaches=reaches)
         self.ready_url = command.ready_url or endpoint
         log_dir = Path(tempfile.mkdtemp(prefix="acklab-service-log-"))
         # Leased: a lab killed mid-run leaves the directory to the janitor, not to $TMPDIR forever.

@@ -106,9 +106,18 @@ class ServedSpecTarget(SpecTarget):
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
-            self.service = self._consumer(confined=self.place, after_setup=self.pin, reaches=self.reaches())
+            self.service = self._consumer(
+                confined=self.place, after_setup=self.pin, reaches=self.reaches(), also_serves=self.serves()
+            )
         self.service.start()
         self.pin()  # without a setup: the schema as the service made it when it first answered
+
+    def serves(self) -> tuple[int, ...]:
+        """Loopback ports besides the endpoint's where the lab reaches the service: its effects URL,
+        the competitor's (each listened on, on the host, only once the service listens on it)."""
+        http = self.effects.get("http", {}).get("url")
+        competitor = self.objects.competitor.url if self.objects.competitor is not None else None
+        return loopback_ports(http, competitor)
 
     def reaches(self) -> tuple[int, ...]:
         """The lab's loopback ports the served code may reach from its namespace: the database server

@@ -225,3 +225,31 @@ def test_database_url_is_a_fresh_postgres_database_dropped_after_the_run(
     result = attack(spec, tmp_path / "out", experiments=("lost-ack",))
     assert result.verdict == "fail", result.as_json()
     assert databases() == before
+
+
+def test_database_url_logs_in_as_a_role_of_its_own_that_can_reach_nothing_else(
+    postgres_server: PostgresServer,
+) -> None:
+    import psycopg
+
+    from acklab.harness.targets.isolation import Isolation
+
+    other = postgres_server.create_database()  # another run's, on the same server
+    isolation = Isolation.allocate(
+        frozenset({"database_url"}), database_server=postgres_server.url("postgres")
+    )
+    try:
+        url = isolation.values["database_url"].replace("postgresql+psycopg://", "postgresql://")
+        name = url.rsplit("/", 1)[1]
+        assert url.split("://", 1)[1].startswith(f"{name}:")  # not the server's role: its own
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute(
+                "SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user"
+            ).fetchone() == (False, False, False)
+            conn.execute("CREATE TABLE migrated (id int)")  # its own database: its migrations run
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("COPY (SELECT 1) TO PROGRAM 'true'")
+        with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+            psycopg.connect(url.rsplit("/", 1)[0] + "/" + other.rsplit("/", 1)[1]).close()
+    finally:
+        isolation.release()
