@@ -90,13 +90,11 @@ def library_paths() -> list[Path]:
     """acklab's own package folders. Installed from a wheel they are inside the virtualenv; installed
     editable they are a checkout's folders — bound one by one, never the checkout (its .git) — so
     acklab's pytest plugin, which pytest loads in every confined test run, is found there too."""
-    import acklab
-
-    found = {Path(acklab.__file__).resolve().parent}
-    for name in ACKLAB_PACKAGES:
-        spec = importlib.util.find_spec(f"acklab.{name}")
-        if spec is not None and spec.submodule_search_locations:
-            found |= {Path(p).resolve() for p in spec.submodule_search_locations}
+    found = set()
+    for name in ("acklab", *(f"acklab.{package}" for package in ACKLAB_PACKAGES)):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:  # its __init__.py: the folder, not a checkout on its path
+            found.add(Path(spec.origin).resolve().parent)
     return sorted(found)
 
 

@@ -5,9 +5,10 @@ The repair flow attacks code it must not trust (a patched handler) and code it m
 mix up with its own (the head of the repository under repair). Neither is ever imported
 here: each is served by ``acklab serve fixture`` started from DIR (`FixtureProcess` with
 ``checkout=DIR``), one process per processing delay an experiment needs, kept for the run.
-The lab talks to it over a loopback socket and counts effects itself, with a read-only
-connection to the database the process writes. Nothing the served code does at import or
-request time reaches the lab's memory; what it answers is only ever an observation.
+The lab talks to it over a loopback socket (into the process's own network namespace, through
+the sandbox's bridge) and counts effects itself, with a read-only connection to the database
+the process writes. Nothing the served code does at import or request time reaches the lab's
+memory; what it answers is only ever an observation.
 
 The served code is confined (`harness.procs.confinement`): it runs in a private copy of DIR
 with a scratch directory (its SQLite database lives there), under the sandbox the caller
