@@ -20,8 +20,8 @@ import pytest
 from acklab.flows import sandbox as sandbox_package
 from acklab.flows.errors import SandboxUnavailable
 from acklab.flows.sandbox import account, choose, confined_env, environment, modes, withheld
+from acklab.harness.ports import free_port
 from acklab.harness.procs.confinement import Bridged, Launch
-from acklab.harness.procs.pgtemp import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
         assert seen["caps"] == ["0000000000000000"] * 4
         assert seen["no_new_privs"] == "1"
     # Its parent is the bridge's inner half, with the same allowlisted environment: never the lab's.
-    assert set(seen["parent_environ"]) <= set(seen["env"])  # type: ignore[arg-type]
+    assert set(seen["parent_environ"]) <= set(seen["env"])
     assert seen["evidence"] is False
     assert seen["venv_writable"] is False
     # the lab's home shows at most the folder its interpreter is bound back from, nothing of its own
