@@ -85,18 +85,41 @@ def reset(sock: socket.socket) -> None:
         sock.close()
 
 
-def relay(one: socket.socket, other: socket.socket) -> None:
-    """Copy bytes both ways, in a thread of its own, until both directions ended; a reset on one
-    side resets the other, a half-close half-closes it."""
-    threading.Thread(target=_relay, args=(one, other), daemon=True).start()
+class Unsent:
+    """How many relays still carry bytes the service wrote: when the service exits, the inner half
+    waits for them (bounded), as the kernel would have sent what a process wrote before it died."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def add(self, n: int) -> None:
+        with self.changed:
+            self.count += n
+            self.changed.notify_all()
+
+    def drained(self, timeout_s: float) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.count <= 0, timeout_s)
 
 
-def _relay(one: socket.socket, other: socket.socket) -> None:
-    peer = {one.fileno(): (one, other), other.fileno(): (other, one)}
+UNSENT = Unsent()
+DRAIN_S = 5.0
+
+
+def relay(service: socket.socket, peer: socket.socket) -> None:
+    """Copy bytes both ways between the service's socket and its `peer`, in a thread of its own,
+    until both directions ended; a reset on one side resets the other, a half-close half-closes it."""
+    UNSENT.add(1)
+    threading.Thread(target=_relay, args=(service, peer), daemon=True).start()
+
+
+def _relay(service: socket.socket, other: socket.socket) -> None:
+    peer = {service.fileno(): (service, other), other.fileno(): (other, service)}
     poller = select.poll()  # not select(): a busy sandbox may hold descriptors past 1024
     for fd in peer:
         poller.register(fd, select.POLLIN)
-    reading = len(peer)
+    reading, unsent = len(peer), 1
     try:
         while reading:
             for fd, _event in poller.poll():
@@ -104,16 +127,21 @@ def _relay(one: socket.socket, other: socket.socket) -> None:
                 data = source.recv(CHUNK)
                 if data:
                     sink.sendall(data)
-                else:
-                    poller.unregister(fd)
-                    reading -= 1
-                    sink.shutdown(socket.SHUT_WR)
+                    continue
+                poller.unregister(fd)
+                reading -= 1
+                sink.shutdown(socket.SHUT_WR)
+                if source is service:
+                    UNSENT.add(-unsent)
+                    unsent = 0
     except OSError:  # reset (or gone) on one side: reset on the other
-        reset(one)
+        reset(service)
         reset(other)
-        return
-    one.close()
-    other.close()
+    else:
+        service.close()
+        other.close()
+    finally:
+        UNSENT.add(-unsent)
 
 
 def listener(port: int) -> socket.socket:
@@ -244,6 +272,7 @@ def inner(config: dict[str, Any], argv: list[str]) -> int:
     threading.Thread(target=_announce, args=(serves, ctl, service.poll), daemon=True).start()
     threading.Thread(target=_from_outside, args=(ctl, waiting, lock, service), daemon=True).start()
     code = exit_code(service.wait())
+    UNSENT.drained(DRAIN_S)  # what the service wrote before it ended still reaches the lab
     sys.stderr.flush()
     os._exit(code)
 
@@ -331,7 +360,7 @@ def _serve(outside: socket.socket, port: int) -> None:
         except OSError:
             inside.close()
             continue
-        relay(outside, inside)
+        relay(inside, outside)
         return
     reset(outside)
 

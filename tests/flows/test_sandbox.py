@@ -273,6 +273,7 @@ def reach(port):
     except OSError as exc:
         return type(exc).__name__
 found = {"allowed": reach(allowed), "denied": reach(denied), "interfaces": sorted(n for _, n in socket.if_nameindex())}
+found["padding"] = "x" * (1 << 20)  # written just before it exits: all of it still reaches the lab
 time.sleep(1.0)  # the lab knocks meanwhile: nothing listens yet, so the bridge does not either
 server = socket.socket()
 server.bind(("127.0.0.1", serve))
@@ -325,6 +326,7 @@ def test_served_code_has_a_network_of_its_own_and_reaches_only_what_the_lab_brid
             proc.wait()
     finally:
         place.close()
+    assert len(found.pop("padding")) == 1 << 20
     assert found == {
         "allowed": "the-lab's-database",
         "denied": "ConnectionRefusedError",  # the host's port is not the namespace's
