@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,20 +31,21 @@ def source() -> str:
     return SCRIPT.read_text(encoding="utf-8")
 
 
-def _config(network: Bridged) -> str:
-    return json.dumps({"serves": sorted(set(network.serves)), "reaches": sorted(set(network.reaches))})
-
-
-def _half(role: str, network: Bridged, argv: list[str]) -> list[str]:
+def _half(role: str, config: dict[str, object], argv: list[str]) -> list[str]:
     # -I: no environment, no working directory, no user site; -S: no site (nothing to import).
-    return [sys.executable, "-I", "-S", "-c", source(), role, _config(network), "--", *argv]
+    return [sys.executable, "-I", "-S", "-c", source(), role, json.dumps(config), "--", *argv]
+
+
+def _ports(network: Bridged) -> dict[str, object]:
+    return {"serves": sorted(set(network.serves)), "reaches": sorted(set(network.reaches))}
 
 
 def inside(network: Bridged, argv: list[str]) -> list[str]:
     """`argv` started by the inner half (run inside the namespace, as the sandbox's user)."""
-    return _half("inner", network, argv)
+    return _half("inner", _ports(network), argv)
 
 
 def outside(network: Bridged, argv: list[str]) -> list[str]:
-    """`argv` (bubblewrap and all it holds) started by the outer half (the lab's, on the host)."""
-    return _half("outer", network, argv)
+    """`argv` (bubblewrap and all it holds) started by the outer half (the lab's, on the host), which
+    ends it when this process — the lab, which starts the launch — is gone."""
+    return _half("outer", {**_ports(network), "parent": os.getpid()}, argv)

@@ -11,7 +11,7 @@ ARGV``), never imported from a checkout:
   inside may reach (the lab's database server, its sinks) and hands that connection in too.
   Those are all the host sockets the inside ever holds: the outer is the only place that
   decides what is reached, so the code inside, whatever it does to the inner half, reaches
-  nothing more.
+  nothing more. When the lab dies, the outer ends bubblewrap (and everything in it) too.
 * ``inner``, inside the namespace as the sandbox's user, starts ARGV (the service), tells the
   outer when the service listens, listens for it on the reachable ports (on the namespace's own
   loopback, so the service's URLs need no change) and relays bytes between each pair of
@@ -41,6 +41,7 @@ CTL_FD = 63
 HOST = "127.0.0.1"
 CONNECT_TIMEOUT_S = 10.0
 LISTEN_POLL_S = 0.02
+PARENT_POLL_S = 0.5
 CHUNK = 1 << 16
 MAX_MESSAGE = 4096
 BACKLOG = 512
@@ -171,6 +172,7 @@ class Outside:
         self.serves = {int(p) for p in config.get("serves", [])}
         self.reaches = {int(p) for p in config.get("reaches", [])}
         self.ctl, self.child = ctl, child
+        self.parent = int(config.get("parent", os.getppid()))  # the lab, which started this half
         self.listening: dict[int, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
 
@@ -178,7 +180,9 @@ class Outside:
         self.selector.register(self.ctl, selectors.EVENT_READ, "ctl")
         self.selector.register(wake, selectors.EVENT_READ, "exit")
         while self.child.poll() is None:
-            for key, _events in self.selector.select():
+            if os.getppid() != self.parent:  # the lab is gone: so is what it started (as --die-with-parent)
+                self.child.kill()
+            for key, _events in self.selector.select(timeout=PARENT_POLL_S):
                 if key.data == "ctl":
                     self.asked()
                 elif key.data != "exit":
