@@ -121,15 +121,23 @@ class ServedSpecTarget(SpecTarget):
 
     def reaches(self) -> tuple[int, ...]:
         """The lab's loopback ports the served code may reach from its namespace: the database server
-        of ``{{database_url}}``, the services the lab starts (``{{redis_url}}``), the sinks, the
-        database ``effects.sql`` counts in; nothing else."""
+        of ``{{database_url}}``, the services the lab starts (``{{redis_url}}``), the sinks (SMTP,
+        outbound, the provider's API), the database ``effects.sql`` counts in; nothing else."""
         values = self.isolation.values if self.isolation is not None else {}
-        sinks = [
+        ports = {
             int(values[name]) for name in ("smtp_port", "outbound_port") if values.get(name, "").isdigit()
+        }
+        urls = [
+            values.get("database_url"),
+            values.get("provider_api_url"),
+            self.effects.get("sql", {}).get("url"),
         ]
-        services = self.fleet.services.values if self.fleet.services is not None else {}
-        sql = self.effects.get("sql", {}).get("url")
-        return tuple(sorted({*loopback_ports(values.get("database_url"), sql, *services.values()), *sinks}))
+        if self.fleet.services is not None:
+            urls += self.fleet.services.values.values()
+        if (sinks := self.sinks_of()) is not None:  # started before the service: where they listen
+            ports |= {sinks.smtp_port} if sinks.smtp_port is not None else set()
+            urls += [sinks.outbound_url, sinks.provider_api_url]
+        return tuple(sorted({*loopback_ports(*urls), *ports}))
 
     def pin(self) -> None:
         """Fingerprint the schema the counts read (once); TargetUnreachable (exit 4) when it cannot be read."""
