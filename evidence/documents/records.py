@@ -190,6 +190,27 @@ class FaultProof(Document):
         return next((t for t in self.tries if t.landed), self.tries[-1] if self.tries else None)
 
 
+JobStepName = Literal[
+    "enqueued", "taken", "acknowledged", "requeued", "frozen", "thawed", "killed", "restarted",
+    "refused", "broker-restarted", "done",
+]
+
+
+class JobStep(Document):
+    """One step of a job's life beside its delivery: what the broker saw (enqueued, taken by which
+    worker, requeued, acknowledged) and what the lab did to it (froze or killed its worker, restarted
+    the broker, refused the enqueue); docs/queues.md."""
+
+    SCHEMA = "common#/$defs/job_step"
+
+    at: Timestamp
+    event_id: str | None
+    step: JobStepName
+    by: Literal["broker", "lab"]
+    worker: Omit[str] = None
+    detail: Omit[str] = None
+
+
 class LateRead(Document):
     """The re-read of every event's effects at the end of the run, before any service stopped."""
 

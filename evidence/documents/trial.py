@@ -12,7 +12,16 @@ from pydantic import Field
 
 from .base import Document, Omit
 from .objects import ObjectCase
-from .records import CommitConfirmation, Delivery, FaultProof, LateRead, Observation, Timestamp, Violation
+from .records import (
+    CommitConfirmation,
+    Delivery,
+    FaultProof,
+    JobStep,
+    LateRead,
+    Observation,
+    Timestamp,
+    Violation,
+)
 from .verdicts import Verdict
 
 TRIAL_SCHEMA: Final = "acklab/trial/v1"
@@ -47,6 +56,7 @@ class Trial(Document):
     objects: Omit[list[ObjectCase]] = None  # beyond one event: the objects the trial played
     # The pinned schema's change seen by a count of this trial or at the end of the run.
     schema_change: Omit[str] = None
+    jobs: Omit[list[JobStep]] = None  # a consumer behind a queue: each job's life beside its deliveries
 
     def observation(self, event_id: str, note: str) -> Observation | None:
         """The last observation of `event_id` with `note` (``before``, ``final``, ``late`` ...)."""

@@ -67,6 +67,12 @@ ExperimentName = Literal[
     "key-rotation",
     "raw-bytes",
     "clock-skew",
+    # behind a queue (docs/queues.md), run only when named, on a consumer with workers: and queues:
+    "worker-crash-after-effect",
+    "visibility-timeout",
+    "late-duplicate-job",
+    "broker-restart",
+    "enqueue-lost",
     # beyond one process (docs/fleet.md), run only when named; the clock experiments last: the
     # consumer's clock only moves forward, and every later delivery is signed at its time
     "replica-duplicates",

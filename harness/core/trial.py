@@ -25,7 +25,14 @@ import httpx
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.objects import ObjectCase
-from acklab.evidence.documents.records import CommitConfirmation, FaultProof, FaultTry, Observation
+from acklab.evidence.documents.records import (
+    CommitConfirmation,
+    FaultProof,
+    FaultTry,
+    JobStep,
+    JobStepName,
+    Observation,
+)
 from acklab.harness.core.lab import Lab
 from acklab.harness.core.plan import TrialPlan
 from acklab.harness.core.proofs import Proof, try_record
@@ -73,6 +80,10 @@ class TrialContext:
         self._objects: dict[str, str] = {}  # event id -> its object (:object_id)
         self._on_delivery, self._on_observation = on_delivery, on_observation
         self._started = datetime.now(UTC)
+        self._started_mono = time.monotonic()
+        self._lab_steps: list[
+            tuple[float, JobStep]
+        ] = []  # what the lab did to the queue (harness.experiments.queues)
         self._unread_at: int | None = None  # where in `errors` the sinks' unkept records are told
 
     # -- events ------------------------------------------------------------------------
@@ -309,8 +320,11 @@ class TrialContext:
 
     @property
     def confirm_window_s(self) -> float:
-        """lost-ack: how long the lab looks for the commit after the 2xx (ack-then-process: longer)."""
-        return max(CONFIRM_WINDOW_S, self.lab.target.expect.effects_within_s)
+        """lost-ack: how long the lab looks for the commit after the 2xx (ack-then-process: longer;
+        behind a queue: until it drained)."""
+        queue = self.lab.endpoint.queue
+        drained = queue.drained_within_s if queue is not None else 0.0
+        return max(CONFIRM_WINDOW_S, self.lab.target.expect.effects_within_s, drained)
 
     def confirmation(self, seq: int) -> CommitConfirmation | None:
         return next((c for c in self.confirmations if c.seq == seq), None)
@@ -404,6 +418,11 @@ class TrialContext:
         """The count once `effects_within_s` has passed since the event's last answer and it
         reads the same over the settle window (bounded by the horizon)."""
         step = self.lab.settings.settle_ms / 2000
+        queue = self.lab.endpoint.queue
+        if queue is not None:  # behind a queue: the count is final once every job is done
+            why = await queue.wait_drained(step)
+            if why is not None:
+                self.errors.append(f"{event_id}: {why}")
         within_s = self.lab.target.expect.effects_within_s
         wait = self._quiet_since(event_id) + within_s - time.monotonic()
         if wait > 0:
@@ -463,6 +482,47 @@ class TrialContext:
         return list(
             await asyncio.gather(*(probe.read(e.event_id, self.object_of(e.event_id)) for e in events))
         )
+
+    # -- a job's life (a consumer behind a queue) ------------------------------------------
+
+    def job_step(
+        self, event: WebhookEvent, step: JobStepName, *, worker: str | None = None, detail: str | None = None
+    ) -> None:
+        """Record what the lab did to `event`'s job (froze or killed its worker, restarted the broker...)."""
+        self._lab_steps.append(
+            (
+                time.monotonic(),
+                JobStep(
+                    at=utcnow(), event_id=event.event_id, step=step, by="lab", worker=worker, detail=detail
+                ),
+            )
+        )
+
+    def jobs(self) -> list[JobStep] | None:
+        """Each job's life during this trial, the broker's steps and the lab's in order; a broker step
+        belongs to the event of the last delivery sent before it. None: no queue to follow."""
+        queue = self.lab.endpoint.queue
+        if queue is None:
+            return None
+        sent = sorted((d.sent_mono, d.event_id) for d in self.deliveries if d.sent_mono is not None)
+        found = list(self._lab_steps)
+        for seen in queue.steps_since(self._started_mono):
+            owner = next((e for at, e in reversed(sent) if at <= seen.at_mono), None)
+            at = (
+                datetime.fromtimestamp(seen.at_unix, UTC)
+                .isoformat(timespec="microseconds")
+                .replace("+00:00", "Z")
+            )
+            detail = f"{', '.join(seen.commands)} on {', '.join(seen.keys)}"
+            found.append(
+                (
+                    seen.at_mono,
+                    JobStep(
+                        at=at, event_id=owner, step=seen.step, by="broker", worker=seen.worker, detail=detail
+                    ),
+                )  # type: ignore[arg-type]
+            )
+        return [step for _, step in sorted(found, key=lambda f: f[0])]
 
     # -- proving the fault -------------------------------------------------------------
 

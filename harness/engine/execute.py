@@ -70,6 +70,7 @@ def trial_record(
         fault=ctx.fault(experiment.fault_name) if ctx else None,
         objects=(ctx.objects or None) if ctx else None,
         schema_change=target.schema_change(),
+        jobs=ctx.jobs() if ctx else None,
     )
     return rejudge(record)
 

@@ -31,6 +31,13 @@ from acklab.harness.experiments.fetching import (
 )
 from acklab.harness.experiments.ordering import OutOfOrderExperiment
 from acklab.harness.experiments.provider_retries import ProviderRetriesExperiment
+from acklab.harness.experiments.queues import (
+    BrokerRestartExperiment,
+    EnqueueLostExperiment,
+    LateDuplicateJobExperiment,
+    VisibilityTimeoutExperiment,
+    WorkerCrashAfterEffectExperiment,
+)
 from acklab.harness.experiments.race import RaceWithRequestExperiment
 from acklab.harness.experiments.redelivery import LateRedeliveryExperiment, RestartRedeliveryExperiment
 from acklab.harness.experiments.replay import ReplayExperiment
@@ -71,6 +78,11 @@ _REGISTERED: tuple[Experiment, ...] = (
     KeyRotationExperiment(),
     RawBytesExperiment(),
     ClockSkewExperiment(),
+    WorkerCrashAfterEffectExperiment(),
+    VisibilityTimeoutExperiment(),
+    LateDuplicateJobExperiment(),
+    BrokerRestartExperiment(),
+    EnqueueLostExperiment(),
     ReplicaDuplicatesExperiment(),
     RestartRedeliveryExperiment(),
     LateRedeliveryExperiment(),

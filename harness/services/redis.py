@@ -22,6 +22,7 @@ from acklab.harness.procs.confinement import Bridged, Confined
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 from acklab.harness.procs.service_process import accepts
+from acklab.harness.services.resp import Connection, RespError
 
 PROGRAM = "redis-server"
 READY_TIMEOUT_S = 15.0
@@ -117,6 +118,23 @@ class RedisServer(LeasedProcess):
             + ("never answered PING" if alive else "exited while starting")
             + f" within {READY_TIMEOUT_S:g} s (last: {seen}):\n{self.log_tail()}"
         )
+
+    def restart_persisted(self) -> None:
+        """Restart it as a broker is restarted in production: ``SHUTDOWN SAVE`` writes what it holds
+        to its directory, and the new server loads it from there (its clients lose their connections)."""
+        if self.running():
+            try:
+                with Connection(self.port) as conn:
+                    conn.command("SHUTDOWN", "SAVE")
+            except (ConnectionError, OSError):
+                pass  # the server closes the connection as it goes down: that is the answer
+            except RespError as exc:
+                raise TargetUnreachable(
+                    f"services: redis on port {self.port} refused SHUTDOWN SAVE: {exc}"
+                ) from exc
+            if self.wait_exit(READY_TIMEOUT_S) is None:
+                self.kill()
+        self.start()
 
     def unix_time(self) -> float | None:
         """The server's clock (``TIME``), in Unix seconds; None when it cannot be read."""

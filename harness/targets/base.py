@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -30,6 +30,9 @@ from acklab.harness.targets.totals import TotalProbe, Totals
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import Attempt, Signer
 
+if TYPE_CHECKING:
+    from acklab.harness.targets.queues import QueueControl
+
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
@@ -41,6 +44,11 @@ NO_CLOCK = (
 NO_RESTART = (
     "the lab restarts only a consumer it starts: a target spec with command: (argv that serves it), so a "
     "deploy can stop and start it between deliveries"
+)
+
+NO_QUEUE = (
+    "the lab breaks only a queue it can see: a target spec with workers: (the commands that take the jobs), "
+    "queues: (the Redis keys that hold them) and services: [redis]"
 )
 
 
@@ -116,6 +124,7 @@ class Endpoint:
     clock: ShiftedClock | None = None  # the consumer's shifted clock (Needs.clock), None: the lab's own
     replicas: int = 1  # processes of the consumer behind the lab's balancer (topology.replicas)
     totals: TotalProbe | None = None  # expect.totals.sum: the consumer's running total of an object
+    queue: QueueControl | None = None  # workers: and queues: (harness.targets.queues); None: no queue
 
     def now(self) -> float:
         """The provider's time as the consumer sees it: the lab's clock, plus the shift when there is one."""
@@ -293,6 +302,14 @@ class Target(ABC):
             if sinks is not None and sinks.provider_api is not None
             else None
         )
+
+    def queue_unavailable(self) -> str | None:
+        """Why the queue experiments cannot run on this consumer (None: it has workers and queues)."""
+        return NO_QUEUE
+
+    def queue_workers(self) -> int:
+        """Worker processes the lab starts for this consumer (``workers:`` counts)."""
+        return 0
 
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""

@@ -89,6 +89,7 @@ class ServedSpecTarget(SpecTarget):
                 (endpoint, shared_env(command, filled) or command)
                 for endpoint, command in self._served_at(values, spec_dir=spec_dir, workdir=place.root)
             ]
+            self.queueing.bind(filled, spec_dir=spec_dir, workdir=place.root)
         except BaseException:
             isolation.release()
             self.fleet.stop()
@@ -103,6 +104,7 @@ class ServedSpecTarget(SpecTarget):
 
     def start_service(self) -> None:
         self.fleet.start_services(self.place)
+        self.queueing.start(self.fleet.services, self.place)
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:

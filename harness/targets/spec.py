@@ -40,6 +40,7 @@ from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import check_wire_value, resolve_env, url_secrets
 from acklab.harness.specs.load import load_spec
 from acklab.harness.targets import fleet as fleets
+from acklab.harness.targets import queues as queueing
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
@@ -52,6 +53,7 @@ from acklab.harness.targets.effects import (
 from acklab.harness.targets.fleet import Fleet
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
+from acklab.harness.targets.queues import Queueing
 from acklab.harness.targets.spec_checks import (
     check_database_url,
     check_reach,
@@ -132,6 +134,8 @@ class SpecTarget(Target):
     service: ServiceProcess | ReplicaSet | None = field(default=None, repr=False)
     # services:, topology: and the consumer's clock (harness.targets.fleet)
     fleet: Fleet = field(default_factory=Fleet, repr=False)
+    # workers: and queues: (harness.targets.queues)
+    queueing: Queueing = field(default_factory=Queueing, repr=False)
     endpoint_ref: str = ""  # the spec's endpoint as written (env:NAME, or the URL)
     # A spec with run placeholders, until `bind` fills them for the service about to be served.
     unbound: _Unbound | None = field(default=None, repr=False)
@@ -168,6 +172,7 @@ class SpecTarget(Target):
                 filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote, workdir=unbound.workdir
             )
             self._replica_parts = self._served_at(values, spec_dir=unbound.spec_dir, workdir=unbound.workdir)
+            self.queueing.bind(filled, spec_dir=unbound.spec_dir, workdir=unbound.workdir)
         except BaseException:
             isolation.release()
             self.fleet.stop()
@@ -238,6 +243,7 @@ class SpecTarget(Target):
         """Start the services of ``services:``, then the service of ``command:`` (its replicas) for the
         run (once); a no-op without one."""
         self.fleet.start_services()
+        self.queueing.start(self.fleet.services)
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
@@ -253,6 +259,12 @@ class SpecTarget(Target):
 
     def restart_unavailable(self) -> str | None:
         return None if self.command is not None else super().restart_unavailable()
+
+    def queue_unavailable(self) -> str | None:
+        return self.queueing.unavailable() if self.queueing.active else super().queue_unavailable()
+
+    def queue_workers(self) -> int:
+        return self.queueing.worker_count
 
     def _route_probe_to(self, endpoint: str) -> tuple[str, str, dict[str, str], bytes]:
         """The lab's readiness probe delivery: signed as every delivery (at the consumer's time, when
@@ -404,6 +416,7 @@ class SpecTarget(Target):
                 replicas=self.fleet.replicas,
                 services=self.fleet.services,
                 totals=total,
+                queue=self.queueing.control(self.fleet.services),
             )
         finally:
             await probe.aclose()
@@ -428,12 +441,14 @@ class SpecTarget(Target):
         # The service's own output is the only witness of what it did; the writer redacts it.
         log = self.service.log_bytes() if self.service is not None else b""
         services = self.fleet.services.log_bytes() if self.fleet.services is not None else b""
-        return {"service.log": log + services} if log or services else {}
+        workers = self.queueing.log_bytes()  # each start of each worker, under its own header
+        return {"service.log": log + services + workers} if log or services or workers else {}
 
     async def aclose(self) -> None:
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
             self.service.remove_logs()
+        await asyncio.to_thread(self.queueing.stop)  # the workers, before the broker they use
         await asyncio.to_thread(self.fleet.stop)  # after the consumer: it may still write on its way down
         if self.sinks is not None:  # after the service: what it sent on its way down still counts
             await asyncio.to_thread(self.sinks.stop)
@@ -498,6 +513,7 @@ def load_target(
     placeholders.check(doc, source=source)
     names = placeholders.used(doc)
     fleets.check(doc, names, source=source)
+    queueing.check(doc, source=source)
     spec_dir = path.resolve().parent
     checked = placeholders.stand_in(doc) if names else doc
     check_target_doc(checked, source=source)
@@ -548,6 +564,7 @@ def load_target(
         allow_foreign_service=allow_foreign_service,
         fleet=Fleet.of(doc),
         old_secret=old_secret,
+        queueing=Queueing.of(doc),
     )
 
 

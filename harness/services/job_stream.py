@@ -1,0 +1,208 @@
+"""A job's life, read from the broker's own command stream (``MONITOR``), whatever library wrote it.
+
+The lab follows every command the run's Redis executes and keeps those that write to a
+``queues:`` key, grouped by client (a ``MULTI``, a Lua script: the script's own commands are
+the calling client's). Who the client is comes from the machine, not from the library: the
+worker whose process holds the socket the command came from (`owner`, `harness.procs.workers`),
+or else the handler. Each group is one step:
+
+* the handler (or any client that is not a worker) writes a queue key: ``enqueued``;
+* a worker pushes to one (Celery restoring an unacknowledged job, Dramatiq requeueing a dead
+  worker's): ``requeued``;
+* a worker adds or moves an entry otherwise (Celery's ``unacked``, RQ's started registry,
+  Dramatiq's acks, BullMQ's ``active``): ``taken`` (after ``requeued`` when one group does both);
+* a worker only removes entries: ``acknowledged``.
+
+A blocking pop is left out: it is issued before there is anything to take. The stream is a
+witness for the console and the proofs, never the count a verdict reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from acklab.harness.services.broker import matches
+from acklab.harness.services.resp import Connection, text
+
+PUSH = frozenset({"lpush", "rpush", "lpushx", "rpushx", "xadd"})
+REMOVE = frozenset({"hdel", "srem", "zrem", "lrem", "xack", "del", "unlink", "zremrangebyscore", "ltrim"})
+ADD = frozenset(
+    {
+        "hset",
+        "hmset",
+        "hsetnx",
+        "sadd",
+        "zadd",
+        "lmove",
+        "blmove",
+        "rpoplpush",
+        "brpoplpush",
+        "smove",
+        "xclaim",
+        "xautoclaim",
+        "xreadgroup",
+        "lset",
+        "linsert",
+    }
+)
+GROUP_GAP_S = 0.005
+MAX_STEPS = 5_000  # steps kept per stream (the oldest are dropped beyond)
+
+
+@dataclass(frozen=True)
+class JobStep:
+    """One step of a job's life as the broker saw it."""
+
+    at_mono: float  # when the lab read it (time.monotonic)
+    at_unix: float
+    step: str  # enqueued | requeued | taken | acknowledged
+    worker: str | None  # the worker's name, None: not a worker (the handler)
+    keys: tuple[str, ...]
+    commands: tuple[str, ...]
+
+
+def parse(line: str) -> tuple[str, list[str]] | None:
+    """(client, [command, args...]) of one ``MONITOR`` line; None for anything else."""
+    # 1700000000.123456 [0 127.0.0.1:54321] "LPUSH" "celery" "..."
+    head, sep, rest = line.partition("] ")
+    if not sep or " [" not in head:
+        return None
+    client = head.split(" [", 1)[1].split(" ", 1)[-1]
+    words, word, quoted, escaped = [], [], False, False
+    for ch in rest:
+        if escaped:
+            word.append(ch)
+            escaped = False
+        elif ch == "\\" and quoted:
+            escaped = True
+            word.append(ch)
+        elif ch == '"':
+            quoted = not quoted
+            if not quoted:
+                words.append("".join(word))
+                word = []
+        elif quoted:
+            word.append(ch)
+    return (client, words) if words else None
+
+
+class JobStream:
+    """``MONITOR`` on the run's Redis in a thread of its own; the steps it saw, in order."""
+
+    def __init__(self, port: int, keys: tuple[str, ...], owner: Callable[[int], str | None]) -> None:
+        self.port, self.keys, self._owner = port, keys, owner
+        self._steps: list[JobStep] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._conn: Connection | None = None
+        self._thread: threading.Thread | None = None
+        self._own_port: int | None = None
+        self._owners: dict[int, str | None] = {}
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="acklab-job-stream", daemon=True
+        )
+        self._thread.start()
+        ready.wait(2.0)
+
+    def _connect(self) -> Connection | None:
+        try:
+            conn = Connection(self.port)
+            conn.command("MONITOR")
+        except (OSError, ConnectionError):
+            return None
+        conn.settimeout(0.5)
+        self._own_port = conn.local_port
+        return conn
+
+    def _run(self, ready: threading.Event) -> None:
+        group: list[tuple[float, str, list[str]]] = []
+        while not self._stop.is_set():
+            conn = self._conn = self._connect()
+            ready.set()
+            if conn is None:  # the broker is restarting: try again
+                time.sleep(0.05)
+                continue
+            while not self._stop.is_set():
+                try:
+                    reply = conn.read()
+                except TimeoutError:
+                    self._flush(group)
+                    group = []
+                    continue
+                except (OSError, ConnectionError):
+                    break
+                parsed = parse(text(reply))
+                if parsed is None:
+                    continue
+                client, words = parsed
+                now = time.monotonic()
+                if group and (client not in ("lua", group[-1][1]) or now - group[-1][0] > GROUP_GAP_S):
+                    self._flush(group)
+                    group = []
+                if client == "lua" and group:
+                    client = group[-1][1]
+                group.append((now, client, words))
+            conn.close()
+        self._flush(group)
+
+    def _who(self, client: str) -> str | None:
+        port_text = client.rpartition(":")[2]
+        if not port_text.isdigit():
+            return None
+        port = int(port_text)
+        if port not in self._owners:
+            self._owners[port] = self._owner(port)
+        return self._owners[port]
+
+    def _flush(self, group: list[tuple[float, str, list[str]]]) -> None:
+        if not group:
+            return
+        client = group[0][1]
+        if client.rpartition(":")[2] == str(self._own_port):
+            return
+        touched = [(w[0].lower(), k) for _, _, w in group for k in w[1:] if matches(k, self.keys)]
+        writes = [(c, k) for c, k in touched if c in PUSH | ADD | REMOVE]
+        if not writes:
+            return
+        worker = self._who(client)
+        commands = {c for c, _ in writes}
+        if worker is None:
+            steps = ["enqueued"]
+        else:
+            # One group may requeue a dead worker's job and take it (Dramatiq's fetch does both).
+            steps = [name for name, kinds in (("requeued", PUSH), ("taken", ADD)) if commands & kinds]
+            steps = steps or ["acknowledged"]
+        at_unix = time.time() - (time.monotonic() - group[0][0])
+        keys = tuple(dict.fromkeys(k for _, k in writes))
+        with self._lock:
+            for step in steps:
+                self._steps.append(JobStep(group[0][0], at_unix, step, worker, keys, tuple(sorted(commands))))
+            del self._steps[:-MAX_STEPS]
+
+    def since(self, mono: float) -> list[JobStep]:
+        """The steps read at or after `mono` (time.monotonic)."""
+        with self._lock:
+            return [s for s in self._steps if s.at_mono >= mono]
+
+    def forget_owners(self) -> None:
+        """Resolve clients again (a worker restarted: its new connections come from new ports)."""
+        self._owners.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        if self._thread is not None:
+            self._thread.join(2.0)
+            self._thread = None

@@ -1,0 +1,232 @@
+"""A consumer behind a queue: ``workers:`` and ``queues:`` of a target spec (docs/queues.md).
+
+The handler verifies, enqueues and answers; workers do the effect later. Read in one place
+(`Queueing.of`, from the spec document) and used by the spec targets at their moments: when
+the run placeholders are filled (`bind`: each worker's command), when the consumer starts
+(`start`: after the services, before ``command:``), when an experiment is served
+(`control`: the endpoint's `QueueControl`), and at the end (`stop`, after the consumer).
+
+``queues:`` names the Redis keys that hold the consumer's jobs — waiting, and taken but not
+acknowledged (Celery's ``unacked``, RQ's started registry, Dramatiq's acks, BullMQ's
+``active``): a count is read once they are all empty over the settle window, bounded by
+``drained_within_s``. The form with options::
+
+    queues: {keys: [celery, unacked], drained_within_s: 30, hold_s: 5}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acklab.harness.errors import SpecError
+from acklab.harness.procs.confinement import Confined
+from acklab.harness.procs.leases import current_book
+from acklab.harness.procs.service_process import DEFAULT_READY_TIMEOUT_S
+from acklab.harness.procs.workers import WorkerCommand, WorkerPool, WorkerProcess
+from acklab.harness.services import Services
+from acklab.harness.services.broker import Broker, describe
+from acklab.harness.services.job_stream import JobStep, JobStream
+from acklab.harness.services.redis import RedisServer
+from acklab.harness.specs.credentials import resolve_env
+
+DEFAULT_DRAINED_WITHIN_S = 30.0
+DEFAULT_HOLD_S = 5.0
+MAX_WORKERS = 16
+NO_QUEUES = (
+    "the consumer names no queue: add queues: (the Redis keys that hold its jobs, e.g. [celery, unacked]) and "
+    "services: [redis], so the lab can see a job enqueued, taken and done"
+)
+NO_WORKERS = "the consumer has no workers: the lab starts them from workers: (argv, env, ready, count)"
+
+
+def _options(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    queues = doc.get("queues")
+    if queues is None:
+        return {}
+    return {"keys": queues} if isinstance(queues, list) else queues
+
+
+def check(doc: Mapping[str, Any], *, source: str) -> None:
+    """Refuse (exit 3) queues the lab could not watch, and more workers than it starts."""
+    options = _options(doc)
+    if options and "redis" not in doc.get("services", ()):
+        raise SpecError(
+            f"{source}: queues: names Redis keys, but services: does not name redis; add services: [redis] "
+            "(the lab starts it, watches the keys and fills {{redis_url}} for the handler and the workers)"
+        )
+    total = sum(int(w.get("count", 1)) for w in doc.get("workers", ()))
+    if total > MAX_WORKERS:
+        raise SpecError(f"{source}: workers: start {total} processes; the lab starts at most {MAX_WORKERS}")
+
+
+def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
+    cwd = (spec_dir / resolve_env(value, field_name=field_name)).resolve()
+    if not cwd.is_dir():
+        raise SpecError(
+            f"{field_name}: got {value!r}, which is not a directory ({cwd}); a relative cwd is read from the "
+            "spec file's folder"
+        )
+    return cwd
+
+
+def worker_command(doc: Mapping[str, Any], k: int, *, spec_dir: Path, workdir: Path | None) -> WorkerCommand:
+    where = f"workers[{k}]"
+    env = {str(n): resolve_env(str(v), field_name=f"{where}.env.{n}") for n, v in doc.get("env", {}).items()}
+    ready = doc.get("ready", {})
+    return WorkerCommand(
+        argv=tuple(str(a) for a in doc["argv"]),
+        env=env,
+        cwd=_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name=f"{where}.cwd") if "cwd" in doc else workdir,
+        count=int(doc.get("count", 1)),
+        ready_log=str(ready["log"]) if "log" in ready else None,
+        ready_url=resolve_env(ready["url"], field_name=f"{where}.ready.url") if "url" in ready else None,
+        ready_status=tuple(int(s) for s in ready.get("status", ())),
+        ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
+    )
+
+
+@dataclass
+class QueueControl:
+    """What an experiment may do to a consumer behind a queue: read the queue, follow its jobs,
+    kill, freeze and restart workers, restart the broker, make it refuse writes."""
+
+    broker: Broker
+    server: RedisServer
+    workers: WorkerPool
+    stream: JobStream
+    drained_within_s: float = DEFAULT_DRAINED_WITHIN_S
+    hold_s: float = DEFAULT_HOLD_S
+
+    def depths(self) -> dict[str, int]:
+        return self.broker.depths()
+
+    def steps_since(self, mono: float) -> list[JobStep]:
+        return self.stream.since(mono)
+
+    def taker(self, since_mono: float) -> WorkerProcess | None:
+        """The worker that took the job most recently (since `since_mono`), as the broker saw it."""
+        taken = [s for s in self.stream.since(since_mono) if s.step == "taken" and s.worker]
+        return self.workers.by_name(taken[-1].worker or "") if taken else None
+
+    async def wait_drained(self, step_s: float, reads: int = 3) -> str | None:
+        """Wait until every ``queues:`` key is empty on `reads` reads in a row; None, or why it never was."""
+        deadline = time.monotonic() + self.drained_within_s
+        empty = 0
+        held: dict[str, int] = {}
+        while True:
+            try:
+                held = await asyncio.to_thread(self.broker.depths)
+            except (OSError, ConnectionError) as exc:  # a broker restarting: read again
+                held = {"(broker unreachable)": 1}
+                why = str(exc)
+            else:
+                why = ""
+            empty = empty + 1 if not any(held.values()) else 0
+            if empty >= reads:
+                return None
+            if time.monotonic() > deadline:
+                return (
+                    f"the queue never drained within queues.drained_within_s={self.drained_within_s:g} s "
+                    f"(still held: {describe(held, self.broker.keys)}{'; ' + why if why else ''})"
+                )
+            await asyncio.sleep(step_s)
+
+    def restart_broker(self) -> tuple[str, str]:
+        """Restart the broker, what it held kept (`RedisServer.restart_persisted`); its run ids before and after."""
+        before = self.broker.run_id()
+        self.stream.forget_owners()
+        self.server.restart_persisted()
+        return before, self.broker.run_id()
+
+
+@dataclass
+class Queueing:
+    """The workers and queues of one spec target."""
+
+    worker_docs: tuple[Mapping[str, Any], ...] = ()
+    keys: tuple[str, ...] = ()
+    drained_within_s: float = DEFAULT_DRAINED_WITHIN_S
+    hold_s: float = DEFAULT_HOLD_S
+    commands: tuple[WorkerCommand, ...] = ()
+    pool: WorkerPool | None = field(default=None, repr=False)
+    stream: JobStream | None = field(default=None, repr=False)
+    _kept_log: bytes = field(default=b"", repr=False)
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Queueing:
+        options = _options(doc)
+        return cls(
+            worker_docs=tuple(doc.get("workers", ())),
+            keys=tuple(str(k) for k in options.get("keys", ())),
+            drained_within_s=float(options.get("drained_within_s", DEFAULT_DRAINED_WITHIN_S)),
+            hold_s=float(options.get("hold_s", DEFAULT_HOLD_S)),
+        )
+
+    @property
+    def worker_count(self) -> int:
+        return sum(int(w.get("count", 1)) for w in self.worker_docs)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.worker_docs or self.keys)
+
+    def bind(self, filled: Mapping[str, Any], *, spec_dir: Path, workdir: Path | None) -> None:
+        """Each worker's command, from the spec with its run placeholders filled."""
+        self.commands = tuple(
+            worker_command(w, k, spec_dir=spec_dir, workdir=workdir)
+            for k, w in enumerate(filled.get("workers", ()))
+        )
+
+    def start(self, services: Services | None, confined: Confined | None = None) -> None:
+        """Start the workers (once; after the services, before the consumer) and follow the queue."""
+        if self.commands and self.pool is None:
+            self.pool = WorkerPool(self.commands, leases=current_book(), confined=confined)
+        if self.pool is not None:
+            self.pool.start()
+        if self.keys and self.stream is None and services is not None and "redis" in services.ports:
+            self.stream = JobStream(services.ports["redis"], self.keys, self._owner)
+            self.stream.start()
+
+    def _owner(self, port: int) -> str | None:
+        return self.pool.owner(port) if self.pool is not None else None
+
+    def control(self, services: Services | None) -> QueueControl | None:
+        """The experiments' handle on the queue (None: no workers or no queues to watch)."""
+        if self.pool is None or self.stream is None or services is None:
+            return None
+        server = services.servers.get("redis")
+        if not isinstance(server, RedisServer):
+            return None
+        return QueueControl(
+            Broker(services.ports["redis"], self.keys),
+            server,
+            self.pool,
+            self.stream,
+            drained_within_s=self.drained_within_s,
+            hold_s=self.hold_s,
+        )
+
+    def unavailable(self) -> str | None:
+        """Why the queue experiments cannot run on this consumer (None: they can)."""
+        if not self.keys:
+            return NO_QUEUES
+        if not self.worker_docs:
+            return NO_WORKERS
+        return None
+
+    def log_bytes(self) -> bytes:
+        return self.pool.log_bytes() if self.pool is not None else self._kept_log
+
+    def stop(self) -> None:
+        """Stop following the queue, then the workers (before the services they use)."""
+        if self.stream is not None:
+            self.stream.stop()
+            self.stream = None
+        if self.pool is not None:
+            self._kept_log = self.pool.close()
+            self.pool = None
