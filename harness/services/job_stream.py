@@ -50,6 +50,7 @@ ADD = frozenset(
     }
 )
 GROUP_GAP_S = 0.005
+FLUSH_S = 0.02
 MAX_STEPS = 5_000  # steps kept per stream (the oldest are dropped beyond)
 
 
@@ -120,7 +121,7 @@ class JobStream:
             conn.command("MONITOR")
         except (OSError, ConnectionError):
             return None
-        conn.settimeout(0.5)
+        conn.settimeout(FLUSH_S)  # a group with nothing after it is told within FLUSH_S
         self._own_port = conn.local_port
         return conn
 

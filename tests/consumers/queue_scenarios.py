@@ -1,0 +1,97 @@
+"""Consumers behind a queue (`queued_orders` with Celery, RQ or Dramatiq; `bullmq_orders` on Node) as
+scenarios: their target specs — ``services: [redis]``, ``workers:``, ``queues:`` — and the verdict
+each must get. The lab starts the handler, the workers and the broker itself."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.consumers.scenarios import ROOT, STRIPE_EVENT, Scenario, module, target_spec, write
+
+QUEUE_EXPERIMENTS = (
+    "worker-crash-after-effect",
+    "visibility-timeout",
+    "late-duplicate-job",
+    "broker-restart",
+    "enqueue-lost",
+)
+SQLITE = "sqlite:///{{scratch}}/orders.sqlite"
+KEYS = {
+    "celery": ["celery", "unacked"],
+    "rq": ["rq:queue:orders", "rq:wip:orders"],
+    "dramatiq": ["dramatiq:orders", "dramatiq:__acks__.*"],
+}
+
+
+def worker_argv(kind: str) -> list[str]:
+    if kind == "celery":
+        return [
+            sys.executable, *("-m", "celery", "-A", "tests.consumers.celery_orders", "worker"),
+            *("--pool", "solo", "--loglevel", "INFO", "--without-mingle", "--without-gossip", "--without-heartbeat"),
+        ]
+    if kind == "rq":
+        return [
+            sys.executable, *("-m", "rq.cli", "worker", "--url", "{{redis_url}}", "--worker-class"),
+            *("rq.worker.SimpleWorker", "orders"),
+        ]
+    return [sys.executable, *("-m", "dramatiq", "tests.consumers.dramatiq_orders", "--processes", "1", "--threads", "1")]
+
+
+READY = {"celery": r"ready\.", "rq": r"Listening on", "dramatiq": r"ready for action"}
+
+
+def queued_orders(
+    tmp: Path,
+    kind: str,
+    experiments: tuple[str, ...],
+    expected: dict[str, str],
+    *,
+    effect: str = "insert",
+    on_enqueue_error: int = 503,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    queue_options: dict[str, Any] | None = None,
+    label: str = "",
+) -> Scenario:
+    """A Stripe handler enqueueing with `kind` (celery, rq, dramatiq) and its workers, fulfilling with
+    ``insert`` or ``keyed`` effects."""
+    shared = {
+        "ACKLAB_TEST_DB_URL": SQLITE,
+        "ACKLAB_TEST_QUEUE": kind,
+        "ACKLAB_TEST_EFFECT": effect,
+        "ACKLAB_TEST_ON_ENQUEUE_ERROR": str(on_enqueue_error),
+        "ACKLAB_TEST_STRIPE_SECRET": "env:ACKLAB_TEST_STRIPE_SECRET",
+        "REDIS_URL": "{{redis_url}}",
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
+    spec = target_spec(
+        f"{kind}-orders-{effect}",
+        "http://127.0.0.1:{{port}}/stripe",
+        signing={"scheme": "stripe", "secret": "env:ACKLAB_TEST_STRIPE_SECRET"},
+        event=STRIPE_EVENT,
+        conflict={"set": {"data.object.amount_cents": 9900}},
+        effects={"sql": {"url": SQLITE, "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id"}},
+        expect={"max_effects": 1, "conflict": "ignore"},
+        command={"argv": module("queued_orders", "--port", "{{port}}"), "env": shared, "cwd": str(ROOT)},
+    )
+    spec["setup"] = {
+        "argv": [sys.executable, "-c", "from tests.consumers.queued_orders import migrate; migrate()"],
+        "env": shared,
+    }
+    spec["services"] = ["redis"]
+    spec["workers"] = [
+        {
+            "argv": worker_argv(kind),
+            "env": shared,
+            "cwd": str(ROOT),
+            "count": workers,
+            "ready": {"log": READY[kind]},
+            "ready_timeout_s": 60,
+        }
+    ]
+    spec["queues"] = {"keys": KEYS[kind], **(queue_options or {})} if queue_options else KEYS[kind]
+    name = f"{kind}-{effect}-{workers}w{label}"
+    return Scenario(f"{kind} orders ({name})", write(tmp / f"queued-{name}.yaml", spec), experiments, expected)
