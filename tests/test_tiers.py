@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ([".venv/lib/python3.11/site-packages/playwright/driver/node", "cli.js", "run-driver"], "browser"),
         (["gitlab-ci-local", "--list-json"], "gitlab_ci_local"),
         (["/work/acklab/scripts/pipeline.sh", "--mr"], "gitlab_ci_local"),
-        (["node", "x.js"], "gitlab_ci_local"),
+        (["node", "x.js"], "node"),
         (["python", "-m", "acklab", "run", "--db", "postgres"], None),
         (["git", "commit", "-m", "node and chromium and postgres"], None),
         (["bash", "-c", "echo initdb"], None),

@@ -3,7 +3,8 @@
     marker           the test needs                                  marked by
     postgres         the private PostgreSQL server (initdb, pg_ctl)  the postgres_server / pg_url fixtures
     browser          headless Chromium driven by Playwright          the browser fixture
-    gitlab_ci_local  gitlab-ci-local on Node                          the gitlab_ci_local fixture
+    gitlab_ci_local  gitlab-ci-local (on Node)                        the gitlab_ci_local fixture
+    node             Node.js, and BullMQ from npm (.tools)            hand
     redis            Debian's redis-server (the lab's services:)      the redis_server fixture, or hand
     faketime         Debian's libfaketime (a shifted consumer clock)  the shifted_clock fixture, or hand
     slow             seconds to minutes: real runs, servers, builds  hand (a module's pytestmark)
@@ -89,9 +90,18 @@ NEEDS = (
         what="gitlab-ci-local (Node)",
         fixtures=frozenset({"gitlab_ci_local"}),
         # scripts/pipeline.sh is the project's own way of running gitlab-ci-local.
-        programs=frozenset({"gitlab-ci-local", "node", "nodejs", "npm", "npx", "pipeline.sh"}),
+        programs=frozenset({"gitlab-ci-local", "pipeline.sh"}),
         paths=("/gitlab-ci-local/",),
-        homes=("<repo>/.tools", "/usr/lib/node_modules", "/usr/local/lib/node_modules"),
+        homes=("<repo>/.tools",),
+    ),
+    # Node itself: what gitlab-ci-local runs on, and the queue consumers on BullMQ (tests/consumers).
+    Need(
+        marker="node",
+        what="Node.js and the npm packages in .tools (BullMQ)",
+        fixtures=frozenset(),
+        programs=frozenset({"node", "nodejs", "npm", "npx"}),
+        paths=(),
+        homes=("/usr/lib/node_modules", "/usr/local/lib/node_modules"),
     ),
     Need(
         marker="redis",

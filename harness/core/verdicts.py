@@ -323,15 +323,20 @@ def _judge_delivered(
             )
         else:
             served = (trial.parameters.get("api_faults") or {}).get(event_id)
-            hint = (
-                f"; while it was handled the provider's API answered {', '.join(served[:3])}: an event acknowledged "
-                "without its effect is never sent again (answer 5xx so the provider retries)"
-                if served
-                else ""
-                if expect.effects_within_s
-                else " (if this consumer acknowledges first and works "
-                "afterwards, set expect.effects_within_s to how long the work may take)"
-            )
+            if served:
+                hint = (
+                    f"; while it was handled the provider's API answered {', '.join(served[:3])}: an event "
+                    "acknowledged without its effect is never sent again (answer 5xx so the provider retries)"
+                )
+            elif trial.jobs is not None:  # behind a queue: the count was read once it drained
+                hint = " once the queue drained: no job made it (was it ever enqueued?)"
+            elif expect.effects_within_s:
+                hint = ""
+            else:
+                hint = (
+                    " (if this consumer acknowledges first and works afterwards, set "
+                    "expect.effects_within_s to how long the work may take)"
+                )
             detail = (
                 f"{role}the handler answered {first.status} to delivery seq {first.seq} but no side "
                 f"effect exists{waited}{hint}"

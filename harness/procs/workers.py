@@ -33,6 +33,7 @@ from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 from acklab.harness.procs.service_process import DEFAULT_READY_TIMEOUT_S, wait_ready
 
 SETTLE_S = 0.5
+ESTABLISHED = "01"  # the state column of /proc/net/tcp
 POLL_S = 0.05
 LOG_CAP_BYTES = 256 << 10
 T = TypeVar("T")
@@ -169,7 +170,9 @@ def inode_of_port(port: int) -> str | None:
             next(lines, None)
             for line in lines:
                 parts = line.split()
-                if len(parts) > 9 and int(parts[1].rpartition(":")[2], 16) == port:
+                # Established only: a closed connection that used the port lingers in TIME_WAIT
+                # (inode 0), and Linux reuses such ports on loopback.
+                if len(parts) > 9 and parts[3] == ESTABLISHED and int(parts[1].rpartition(":")[2], 16) == port:
                     return parts[9]
     return None
 

@@ -13,7 +13,8 @@ or else the handler. Each group is one step:
   Dramatiq's acks, BullMQ's ``active``): ``taken`` (after ``requeued`` when one group does both);
 * a worker only removes entries: ``acknowledged``.
 
-A blocking pop is left out: it is issued before there is anything to take. The stream is a
+A blocking pop or move (``BRPOP``, ``BLMOVE``...) is left out: it is issued before there is
+anything to take, and what it takes shows in the writes that follow. The stream is a
 witness for the console and the proofs, never the count a verdict reads.
 """
 
@@ -127,6 +128,7 @@ class JobStream:
 
     def _run(self, ready: threading.Event) -> None:
         group: list[tuple[float, str, list[str]]] = []
+        caller = "lua"
         while not self._stop.is_set():
             conn = self._conn = self._connect()
             ready.set()
@@ -147,11 +149,13 @@ class JobStream:
                     continue
                 client, words = parsed
                 now = time.monotonic()
-                if group and (client not in ("lua", group[-1][1]) or now - group[-1][0] > GROUP_GAP_S):
+                if client == "lua":  # a script's own command: its caller's
+                    client = caller
+                else:
+                    caller = client
+                if group and (client != group[-1][1] or now - group[-1][0] > GROUP_GAP_S):
                     self._flush(group)
                     group = []
-                if client == "lua" and group:
-                    client = group[-1][1]
                 group.append((now, client, words))
             conn.close()
         self._flush(group)
@@ -161,7 +165,7 @@ class JobStream:
         if not port_text.isdigit():
             return None
         port = int(port_text)
-        if port not in self._owners:
+        if self._owners.get(port) is None:  # only a worker is remembered: an unknown port is asked again
             self._owners[port] = self._owner(port)
         return self._owners[port]
 
@@ -180,9 +184,11 @@ class JobStream:
         if worker is None:
             steps = ["enqueued"]
         else:
-            # One group may requeue a dead worker's job and take it (Dramatiq's fetch does both).
+            # One group may requeue a dead worker's job and take it (Dramatiq's fetch does both), or
+            # finish one job and take the next (BullMQ's moveToFinished): each step in its order.
             steps = [name for name, kinds in (("requeued", PUSH), ("taken", ADD)) if commands & kinds]
-            steps = steps or ["acknowledged"]
+            if not steps or (writes[0][0] in REMOVE and not commands & PUSH):
+                steps.insert(0, "acknowledged")
         at_unix = time.time() - (time.monotonic() - group[0][0])
         keys = tuple(dict.fromkeys(k for _, k in writes))
         with self._lock:

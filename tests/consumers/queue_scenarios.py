@@ -4,6 +4,7 @@ each must get. The lab starts the handler, the workers and the broker itself."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,47 @@ def queued_orders(
     spec["queues"] = {"keys": KEYS[kind], **(queue_options or {})} if queue_options else KEYS[kind]
     name = f"{kind}-{effect}-{workers}w{label}"
     return Scenario(f"{kind} orders ({name})", write(tmp / f"queued-{name}.yaml", spec), experiments, expected)
+
+
+def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) -> Scenario:
+    """The BullMQ consumer (`tests/consumers/bullmq_orders`, on Node): a job per event deduplicated by
+    ``jobId``, completed jobs removed (``true``) or kept three days (``age``)."""
+    node = shutil.which("node") or "node"
+    folder = ROOT / "tests" / "consumers" / "bullmq_orders"
+    env = {
+        "ACKLAB_TEST_REMOVE_ON_COMPLETE": remove_on_complete,
+        "ACKLAB_TEST_STRIPE_SECRET": "env:ACKLAB_TEST_STRIPE_SECRET",
+        "REDIS_URL": "{{redis_url}}",
+        "NODE_PATH": str(ROOT / ".tools" / "node_modules"),
+    }
+    spec = target_spec(
+        f"bullmq-orders-{remove_on_complete}",
+        "http://127.0.0.1:{{port}}/stripe",
+        signing={"scheme": "stripe", "secret": "env:ACKLAB_TEST_STRIPE_SECRET"},
+        event=STRIPE_EVENT,
+        conflict={"set": {"data.object.amount_cents": 9900}},
+        effects={"http": {"url": "http://127.0.0.1:{{port}}/effects/{{event_id}}", "json_path": "count"}},
+        expect={"max_effects": 1, "conflict": "ignore"},
+        command={
+            "argv": [node, str(folder / "handler.cjs"), "{{port}}", "{{scratch}}/fulfilments.jsonl"],
+            "env": env,
+            "cwd": str(folder),
+        },
+    )
+    spec["services"] = ["redis"]
+    spec["workers"] = [
+        {
+            "argv": [node, str(folder / "worker.cjs"), "{{scratch}}/fulfilments.jsonl"],
+            "env": env,
+            "cwd": str(folder),
+            "ready": {"log": "bullmq worker ready"},
+        }
+    ]
+    spec["queues"] = ["bull:orders:wait", "bull:orders:active", "bull:orders:delayed", "bull:orders:prioritized"]
+    experiments = tuple(expected)
+    return Scenario(
+        f"BullMQ orders (removeOnComplete: {remove_on_complete})",
+        write(tmp / f"bullmq-{remove_on_complete}.yaml", spec),
+        experiments,
+        expected,
+    )
