@@ -3,7 +3,7 @@
 #   PostgreSQL server (Debian postgresql), Chromium (Debian chromium), rsync, Node.js + npm,
 #   bubblewrap and setpriv (the repair flow's sandbox, docs/sandbox.md),
 #   redis-server (services: [redis], docs/fleet.md), libfaketime and faketime (a consumer's shifted clock),
-#   and gitlab-ci-local 4.64.1 (npm, into .tools/ of this checkout).
+#   gitlab-ci-local 4.64.1 and BullMQ 5.81.5 (npm, into .tools/ of this checkout).
 # As root it installs with apt-get/npm; otherwise it stops and names the package to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,4 +42,12 @@ if [ ! -x .tools/node_modules/.bin/gitlab-ci-local ] || \
   echo "acklab: installing gitlab-ci-local@$GCL_VERSION into .tools/" >&2
   mkdir -p .tools
   npm install --silent --no-audit --no-fund --prefix .tools "gitlab-ci-local@$GCL_VERSION" >/dev/null
+fi
+
+# BullMQ for the queue consumer the tests run on Node (tests/consumers/bullmq_orders): 5.x runs on Node 20.
+BULLMQ_VERSION=5.81.5
+if ! grep -q "\"version\": \"$BULLMQ_VERSION\"" .tools/node_modules/bullmq/package.json 2>/dev/null; then
+  echo "acklab: installing bullmq@$BULLMQ_VERSION into .tools/" >&2
+  mkdir -p .tools
+  npm install --silent --no-audit --no-fund --prefix .tools "bullmq@$BULLMQ_VERSION" >/dev/null
 fi

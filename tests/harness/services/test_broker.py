@@ -1,0 +1,67 @@
+"""The run's Redis as a queue broker, as the queue experiments strike it: depths of lists, hashes and
+globbed keys, writes refused and counted per command, pending pops answered, a restart that keeps
+what it held."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from acklab.harness.services.broker import Broker, newly_refused
+from acklab.harness.services.redis import RedisServer
+from acklab.harness.services.resp import Connection, RespError
+
+pytestmark = pytest.mark.redis
+
+
+def test_the_queue_depth_counts_every_kind_of_key_and_globs(redis_server: RedisServer) -> None:
+    broker = Broker(redis_server.port, ("celery", "unacked", "dramatiq:__acks__.*"))
+    assert broker.depth() == 0
+    with Connection(redis_server.port) as conn:
+        conn.command("LPUSH", "celery", "a", "b")
+        conn.command("HSET", "unacked", "t1", "x")
+        conn.command("SADD", "dramatiq:__acks__.w1.orders", "m1")
+        conn.command("SADD", "dramatiq:__acks__.w2.orders", "m2", "m3")
+        assert broker.depths() == {
+            "celery": 2, "unacked": 1, "dramatiq:__acks__.w1.orders": 1, "dramatiq:__acks__.w2.orders": 2,
+        }
+        conn.command("FLUSHALL")
+    assert broker.depth() == 0
+
+
+def test_a_broker_refusing_writes_names_the_refused_commands_and_keeps_serving_reads(
+    redis_server: RedisServer,
+) -> None:
+    broker = Broker(redis_server.port, ("celery",))
+    before = broker.refused()
+    broker.refuse_writes()
+    try:
+        with Connection(redis_server.port) as conn:
+            with pytest.raises(RespError, match="OOM"):
+                conn.command("LPUSH", "celery", "job")
+            assert conn.command("LLEN", "celery") == 0
+    finally:
+        broker.accept_writes()
+    assert newly_refused(before, broker.refused()) == {"lpush": 1}
+    with Connection(redis_server.port) as conn:
+        assert conn.command("LPUSH", "celery", "job") == 1
+        conn.command("DEL", "celery")
+
+
+def test_pending_pops_are_answered_empty_and_a_restart_keeps_the_queue(redis_server: RedisServer) -> None:
+    broker = Broker(redis_server.port, ("celery",))
+    blocked = Connection(redis_server.port, timeout_s=5)
+    blocked._sock.sendall(b"*3\r\n$5\r\nBRPOP\r\n$6\r\ncelery\r\n$1\r\n0\r\n")
+    tries = 50  # the server takes the pop as blocked a moment after it was sent
+    while broker.unblock_all() == 0 and tries:
+        tries -= 1
+        time.sleep(0.02)
+    assert blocked.read() is None  # the pop returned nothing: it cannot take the next job
+    blocked.close()
+    with Connection(redis_server.port) as conn:
+        conn.command("LPUSH", "celery", "job")
+    before = broker.run_id()
+    redis_server.restart_persisted()
+    assert broker.run_id() != before
+    assert broker.depths() == {"celery": 1}
