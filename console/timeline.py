@@ -23,6 +23,7 @@ from acklab.evidence.documents.records import CommitConfirmation, Delivery, Obse
 from acklab.evidence.documents.trial import Trial
 
 from .fleet import Moment, moments_of
+from .jobs import JobRow, job_rows
 from .objects import ObjectView, object_views
 
 _AT_MOST = re.compile(r"^<=\s*(\d+)$")
@@ -96,6 +97,7 @@ class TrialView:
     tries: list[ProofTry] = field(default_factory=list)
     objects: list[ObjectView] = field(default_factory=list)  # beyond one event (console.objects)
     moments: list[Moment] = field(default_factory=list)  # beyond one process: restarts, clock moves
+    jobs: list[JobRow] = field(default_factory=list)  # behind a queue: each job's life (console.jobs)
     # When a page shows part of the trial: its first row's position and the trial's row count.
     row_offset: int = 0
     row_count: int | None = None
@@ -295,6 +297,7 @@ def trial_view(raw: Any, n: int) -> TrialView:
         tries=tries_of(trial),
         objects=object_views(trial),
         moments=moments_of(trial),
+        jobs=job_rows(trial),
     )
 
 
