@@ -191,8 +191,17 @@ class FaultProof(Document):
 
 
 JobStepName = Literal[
-    "enqueued", "taken", "acknowledged", "requeued", "frozen", "thawed", "killed", "restarted",
-    "refused", "broker-restarted", "done",
+    "enqueued",
+    "taken",
+    "acknowledged",
+    "requeued",
+    "frozen",
+    "thawed",
+    "killed",
+    "restarted",
+    "refused",
+    "broker-restarted",
+    "done",
 ]
 
 

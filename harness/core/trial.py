@@ -520,7 +520,7 @@ class TrialContext:
                     JobStep(
                         at=at, event_id=owner, step=seen.step, by="broker", worker=seen.worker, detail=detail
                     ),
-                )  # type: ignore[arg-type]
+                )
             )
         return [step for _, step in sorted(found, key=lambda f: f[0])]
 

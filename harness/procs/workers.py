@@ -172,7 +172,11 @@ def inode_of_port(port: int) -> str | None:
                 parts = line.split()
                 # Established only: a closed connection that used the port lingers in TIME_WAIT
                 # (inode 0), and Linux reuses such ports on loopback.
-                if len(parts) > 9 and parts[3] == ESTABLISHED and int(parts[1].rpartition(":")[2], 16) == port:
+                if (
+                    len(parts) > 9
+                    and parts[3] == ESTABLISHED
+                    and int(parts[1].rpartition(":")[2], 16) == port
+                ):
                     return parts[9]
     return None
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from acklab.evidence.documents.records import JobStepName
 from acklab.harness.services.broker import matches
 from acklab.harness.services.resp import Connection, text
 
@@ -50,6 +51,7 @@ ADD = frozenset(
         "linsert",
     }
 )
+STEPS: tuple[tuple[JobStepName, frozenset[str]], ...] = (("requeued", PUSH), ("taken", ADD))
 GROUP_GAP_S = 0.005
 FLUSH_S = 0.02
 MAX_STEPS = 5_000  # steps kept per stream (the oldest are dropped beyond)
@@ -61,7 +63,7 @@ class JobStep:
 
     at_mono: float  # when the lab read it (time.monotonic)
     at_unix: float
-    step: str  # enqueued | requeued | taken | acknowledged
+    step: JobStepName  # enqueued | requeued | taken | acknowledged
     worker: str | None  # the worker's name, None: not a worker (the handler)
     keys: tuple[str, ...]
     commands: tuple[str, ...]
@@ -104,6 +106,8 @@ class JobStream:
         self._thread: threading.Thread | None = None
         self._own_port: int | None = None
         self._owners: dict[int, str | None] = {}
+        self._group: list[tuple[float, str, list[str]]] = []
+        self._caller = "lua"  # the client whose script runs (its commands show as "lua")
 
     def start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -127,8 +131,6 @@ class JobStream:
         return conn
 
     def _run(self, ready: threading.Event) -> None:
-        group: list[tuple[float, str, list[str]]] = []
-        caller = "lua"
         while not self._stop.is_set():
             conn = self._conn = self._connect()
             ready.set()
@@ -139,25 +141,33 @@ class JobStream:
                 try:
                     reply = conn.read()
                 except TimeoutError:
-                    self._flush(group)
-                    group = []
+                    self.flush()
                     continue
                 except (OSError, ConnectionError):
                     break
-                parsed = parse(text(reply))
-                if parsed is None:
-                    continue
-                client, words = parsed
-                now = time.monotonic()
-                if client == "lua":  # a script's own command: its caller's
-                    client = caller
-                else:
-                    caller = client
-                if group and (client != group[-1][1] or now - group[-1][0] > GROUP_GAP_S):
-                    self._flush(group)
-                    group = []
-                group.append((now, client, words))
+                self.feed(text(reply), time.monotonic())
             conn.close()
+        self.flush()
+
+    def feed(self, line: str, now: float) -> None:
+        """One ``MONITOR`` line, read at `now` (time.monotonic): it joins its client's group, or
+        ends the group before it."""
+        parsed = parse(line)
+        if parsed is None:
+            return
+        client, words = parsed
+        if client == "lua":  # a script's own command: its caller's
+            client = self._caller
+        else:
+            self._caller = client
+        group = self._group
+        if group and (client != group[-1][1] or now - group[-1][0] > GROUP_GAP_S):
+            self.flush()
+        self._group.append((now, client, words))
+
+    def flush(self) -> None:
+        """Tell the group read so far as its steps."""
+        group, self._group = self._group, []
         self._flush(group)
 
     def _who(self, client: str) -> str | None:
@@ -181,12 +191,13 @@ class JobStream:
             return
         worker = self._who(client)
         commands = {c for c, _ in writes}
+        steps: list[JobStepName]
         if worker is None:
             steps = ["enqueued"]
         else:
             # One group may requeue a dead worker's job and take it (Dramatiq's fetch does both), or
             # finish one job and take the next (BullMQ's moveToFinished): each step in its order.
-            steps = [name for name, kinds in (("requeued", PUSH), ("taken", ADD)) if commands & kinds]
+            steps = [name for name, kinds in STEPS if commands & kinds]
             if not steps or (writes[0][0] in REMOVE and not commands & PUSH):
                 steps.insert(0, "acknowledged")
         at_unix = time.time() - (time.monotonic() - group[0][0])

@@ -24,14 +24,21 @@ def test_the_incident_page_shows_the_job_enqueued_taken_killed_and_handed_out_ag
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
     scenario = queue_scenarios.queued_orders(
-        tmp_path, "celery", ("worker-crash-after-effect",), {"worker-crash-after-effect": "fail"},
+        tmp_path,
+        "celery",
+        ("worker-crash-after-effect",),
+        {"worker-crash-after-effect": "fail"},
         env={"ACKLAB_TEST_VISIBILITY_S": "2"},
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
     (path,) = (result.bundle / "incidents").glob("*.json")
     incident = json.loads(path.read_text())
-    page = client_for(tmp_path / "out").get(f"/bundles/{result.bundle.name}/incidents/{incident['incident_id']}").text
+    page = (
+        client_for(tmp_path / "out")
+        .get(f"/bundles/{result.bundle.name}/incidents/{incident['incident_id']}")
+        .text
+    )
     assert "The jobs behind these deliveries" in page
     section = page[page.index("The jobs behind these deliveries") :]
     for step in ("enqueued", "taken", "killed", "restarted", "requeued", "acknowledged"):
@@ -49,10 +56,19 @@ def test_each_step_follows_the_delivery_sent_last_before_it_and_is_bounded() -> 
         deliveries=[type("D", (), d)() for d in deliveries],
         jobs=[
             JobStep(at="2026-12-06T07:00:00.500000Z", event_id="evt_1", step="enqueued", by="broker"),
-            JobStep(at="2026-12-06T07:00:06.000000Z", event_id="evt_1", step="killed", by="lab",
-                    worker="worker 1", detail="<script>" * 100),
+            JobStep(
+                at="2026-12-06T07:00:06.000000Z",
+                event_id="evt_1",
+                step="killed",
+                by="lab",
+                worker="worker 1",
+                detail="<script>" * 100,
+            ),
         ],
     )
     rows = job_rows(trial)
-    assert [(r.after_seq, r.step, r.at) for r in rows] == [(0, "enqueued", "07:00:00.500"), (1, "killed", "07:00:06.000")]
+    assert [(r.after_seq, r.step, r.at) for r in rows] == [
+        (0, "enqueued", "07:00:00.500"),
+        (1, "killed", "07:00:06.000"),
+    ]
     assert len(rows[1].detail) == 300  # the template escapes it; the console bounds it

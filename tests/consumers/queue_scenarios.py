@@ -29,15 +29,28 @@ KEYS = {
 def worker_argv(kind: str) -> list[str]:
     if kind == "celery":
         return [
-            sys.executable, *("-m", "celery", "-A", "tests.consumers.celery_orders", "worker"),
-            *("--pool", "solo", "--loglevel", "INFO", "--without-mingle", "--without-gossip", "--without-heartbeat"),
+            sys.executable,
+            *("-m", "celery", "-A", "tests.consumers.celery_orders", "worker"),
+            *(
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+            ),
         ]
     if kind == "rq":
         return [
-            sys.executable, *("-m", "rq.cli", "worker", "--url", "{{redis_url}}", "--worker-class"),
+            sys.executable,
+            *("-m", "rq.cli", "worker", "--url", "{{redis_url}}", "--worker-class"),
             *("rq.worker.SimpleWorker", "orders"),
         ]
-    return [sys.executable, *("-m", "dramatiq", "tests.consumers.dramatiq_orders", "--processes", "1", "--threads", "1")]
+    return [
+        sys.executable,
+        *("-m", "dramatiq", "tests.consumers.dramatiq_orders", "--processes", "1", "--threads", "1"),
+    ]
 
 
 READY = {"celery": r"ready\.", "rq": r"Listening on", "dramatiq": r"ready for action"}
@@ -74,7 +87,9 @@ def queued_orders(
         signing={"scheme": "stripe", "secret": "env:ACKLAB_TEST_STRIPE_SECRET"},
         event=STRIPE_EVENT,
         conflict={"set": {"data.object.amount_cents": 9900}},
-        effects={"sql": {"url": SQLITE, "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id"}},
+        effects={
+            "sql": {"url": SQLITE, "count": "SELECT count(*) FROM fulfilments WHERE event_id = :event_id"}
+        },
         expect={"max_effects": 1, "conflict": "ignore"},
         command={"argv": module("queued_orders", "--port", "{{port}}"), "env": shared, "cwd": str(ROOT)},
     )
@@ -95,7 +110,9 @@ def queued_orders(
     ]
     spec["queues"] = {"keys": KEYS[kind], **(queue_options or {})} if queue_options else KEYS[kind]
     name = f"{kind}-{effect}-{workers}w{label}"
-    return Scenario(f"{kind} orders ({name})", write(tmp / f"queued-{name}.yaml", spec), experiments, expected)
+    return Scenario(
+        f"{kind} orders ({name})", write(tmp / f"queued-{name}.yaml", spec), experiments, expected
+    )
 
 
 def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) -> Scenario:
@@ -132,7 +149,12 @@ def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) 
             "ready": {"log": "bullmq worker ready"},
         }
     ]
-    spec["queues"] = ["bull:orders:wait", "bull:orders:active", "bull:orders:delayed", "bull:orders:prioritized"]
+    spec["queues"] = [
+        "bull:orders:wait",
+        "bull:orders:active",
+        "bull:orders:delayed",
+        "bull:orders:prioritized",
+    ]
     experiments = tuple(expected)
     return Scenario(
         f"BullMQ orders (removeOnComplete: {remove_on_complete})",

@@ -52,7 +52,8 @@ def fulfil(event_id: str, order_id: str) -> str:
             if os.environ.get("ACKLAB_TEST_EFFECT", "insert") == "keyed":
                 conn.execute(text("INSERT INTO processed_events (event_id) VALUES (:e)"), {"e": event_id})
             conn.execute(
-                text("INSERT INTO fulfilments (event_id, order_id) VALUES (:e, :o)"), {"e": event_id, "o": order_id}
+                text("INSERT INTO fulfilments (event_id, order_id) VALUES (:e, :o)"),
+                {"e": event_id, "o": order_id},
             )
     except IntegrityError:
         return "duplicate"
@@ -89,7 +90,9 @@ class Handler(JsonHandler):
             return
         secret = os.environ["ACKLAB_TEST_STRIPE_SECRET"]
         try:
-            event: Any = stripe.Webhook.construct_event(body, self.headers.get("Stripe-Signature", ""), secret)
+            event: Any = stripe.Webhook.construct_event(
+                body, self.headers.get("Stripe-Signature", ""), secret
+            )
         except (ValueError, stripe.SignatureVerificationError):
             self.answer(400, {"error": "invalid signature"})
             return

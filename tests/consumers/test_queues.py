@@ -18,7 +18,9 @@ SHORT_VISIBILITY = {"ACKLAB_TEST_VISIBILITY_S": "2"}
 
 
 def trials(result: RunResult, experiment: str) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((result.bundle / "trials").glob(f"{experiment}-*.json"))]
+    return [
+        json.loads(p.read_text()) for p in sorted((result.bundle / "trials").glob(f"{experiment}-*.json"))
+    ]
 
 
 def steps(trial: dict[str, Any]) -> list[tuple[str, str]]:
@@ -29,7 +31,10 @@ def test_celery_with_acks_late_and_a_non_idempotent_task_fulfils_twice_when_its_
     tmp_path: Path,
 ) -> None:
     scenario = queue_scenarios.queued_orders(
-        tmp_path, "celery", ("worker-crash-after-effect",), {"worker-crash-after-effect": "fail"},
+        tmp_path,
+        "celery",
+        ("worker-crash-after-effect",),
+        {"worker-crash-after-effect": "fail"},
         env=SHORT_VISIBILITY,
     )
     result = scenario.run(tmp_path / "out")
@@ -42,8 +47,13 @@ def test_celery_with_acks_late_and_a_non_idempotent_task_fulfils_twice_when_its_
     assert trial["fault"]["tries"][-1]["facts"]["queue_at_kill"] == {"unacked": 1}
     # The job's life: enqueued by the handler, taken by the worker, killed, restarted, handed out again.
     life = steps(trial)
-    for step in [("broker", "enqueued"), ("broker", "taken"), ("lab", "killed"), ("lab", "restarted"),
-                 ("broker", "requeued")]:
+    for step in [
+        ("broker", "enqueued"),
+        ("broker", "taken"),
+        ("lab", "killed"),
+        ("lab", "restarted"),
+        ("broker", "requeued"),
+    ]:
         assert step in life, life
     assert life.index(("lab", "killed")) < life.index(("broker", "requeued"))
     assert {j.get("worker") for j in trial["jobs"] if j["step"] == "taken"} == {"worker 1"}
@@ -51,8 +61,13 @@ def test_celery_with_acks_late_and_a_non_idempotent_task_fulfils_twice_when_its_
 
 def test_the_celery_twin_keyed_by_the_event_id_passes_every_queue_experiment(tmp_path: Path) -> None:
     scenario = queue_scenarios.queued_orders(
-        tmp_path, "celery", QUEUE_EXPERIMENTS, dict.fromkeys(QUEUE_EXPERIMENTS, "pass"),
-        effect="keyed", workers=2, env=SHORT_VISIBILITY,
+        tmp_path,
+        "celery",
+        QUEUE_EXPERIMENTS,
+        dict.fromkeys(QUEUE_EXPERIMENTS, "pass"),
+        effect="keyed",
+        workers=2,
+        env=SHORT_VISIBILITY,
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
@@ -77,8 +92,13 @@ def test_a_dramatiq_job_that_outlives_the_heartbeat_timeout_runs_twice_unless_th
     tmp_path: Path, heartbeat_ms: str, effect: str, verdict: str
 ) -> None:
     scenario = queue_scenarios.queued_orders(
-        tmp_path, "dramatiq", ("visibility-timeout",), {"visibility-timeout": verdict},
-        effect=effect, workers=2, env={"ACKLAB_TEST_HEARTBEAT_MS": heartbeat_ms},
+        tmp_path,
+        "dramatiq",
+        ("visibility-timeout",),
+        {"visibility-timeout": verdict},
+        effect=effect,
+        workers=2,
+        env={"ACKLAB_TEST_HEARTBEAT_MS": heartbeat_ms},
         queue_options={"hold_s": 4},
     )
     result = scenario.run(tmp_path / "out")
@@ -114,7 +134,9 @@ def test_an_rq_handler_answering_200_when_its_enqueue_failed_loses_the_event(
 
 @pytest.mark.node
 @pytest.mark.parametrize(("remove", "verdict"), [("true", "fail"), ("age", "pass")])
-def test_bullmq_s_jobid_dedupe_forgets_a_job_removed_on_complete(tmp_path: Path, remove: str, verdict: str) -> None:
+def test_bullmq_s_jobid_dedupe_forgets_a_job_removed_on_complete(
+    tmp_path: Path, remove: str, verdict: str
+) -> None:
     scenario = queue_scenarios.bullmq_orders(
         tmp_path, remove, {"lost-ack": "pass", "late-duplicate-job": verdict}
     )

@@ -24,7 +24,10 @@ def test_the_queue_depth_counts_every_kind_of_key_and_globs(redis_server: RedisS
         conn.command("SADD", "dramatiq:__acks__.w1.orders", "m1")
         conn.command("SADD", "dramatiq:__acks__.w2.orders", "m2", "m3")
         assert broker.depths() == {
-            "celery": 2, "unacked": 1, "dramatiq:__acks__.w1.orders": 1, "dramatiq:__acks__.w2.orders": 2,
+            "celery": 2,
+            "unacked": 1,
+            "dramatiq:__acks__.w1.orders": 1,
+            "dramatiq:__acks__.w2.orders": 2,
         }
         conn.command("FLUSHALL")
     assert broker.depth() == 0

@@ -23,37 +23,49 @@ def test_a_monitor_line_is_read_as_the_server_writes_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("group", "steps"),
+    ("lines", "steps"),
     [
         # the handler's enqueue; Celery's take and ack; its restore of a job past the visibility timeout
-        ([("127.0.0.1:50000", ["LPUSH", "celery", "{}"])], [("enqueued", None)]),
-        ([("127.0.0.1:51001", ["MULTI"]), ("127.0.0.1:51001", ["ZADD", "unacked_index", "1", "t"]),
-          ("127.0.0.1:51001", ["HSET", "unacked", "t", "{}"])], [("taken", "worker 1")]),
-        ([("127.0.0.1:51001", ["HDEL", "unacked", "t"])], [("acknowledged", "worker 1")]),
-        ([("127.0.0.1:51002", ["HDEL", "unacked", "t"]), ("127.0.0.1:51002", ["RPUSH", "celery", "{}"])],
-         [("requeued", "worker 2")]),
+        (['[0 127.0.0.1:50000] "LPUSH" "celery" "{}"'], [("enqueued", None)]),
+        (
+            [
+                '[0 127.0.0.1:51001] "MULTI"',
+                '[0 127.0.0.1:51001] "ZADD" "unacked_index" "1" "t"',
+                '[0 127.0.0.1:51001] "HSET" "unacked" "t" "{}"',
+            ],
+            [("taken", "worker 1")],
+        ),
+        (['[0 127.0.0.1:51001] "HDEL" "unacked" "t"'], [("acknowledged", "worker 1")]),
+        (
+            ['[0 127.0.0.1:51002] "HDEL" "unacked" "t"', '[0 127.0.0.1:51002] "RPUSH" "celery" "{}"'],
+            [("requeued", "worker 2")],
+        ),
         # Dramatiq: a script that requeues a dead worker's message and takes it, its commands the caller's
-        ([("127.0.0.1:51002", ["EVALSHA", "sha", "1", "dramatiq", "fetch"]),
-          ("lua", ["rpush", "dramatiq:orders", "m1"]), ("lua", ["sadd", "dramatiq:__acks__.w2.orders", "m1"])],
-         [("requeued", "worker 2"), ("taken", "worker 2")]),
+        (
+            [
+                '[0 127.0.0.1:51002] "EVALSHA" "sha" "1" "dramatiq" "fetch"',
+                '[0 lua] "rpush" "dramatiq:orders" "m1"',
+                '[0 lua] "sadd" "dramatiq:__acks__.w2.orders" "m1"',
+            ],
+            [("requeued", "worker 2"), ("taken", "worker 2")],
+        ),
+        # two clients: two groups
+        (
+            ['[0 127.0.0.1:50000] "LPUSH" "celery" "{}"', '[0 127.0.0.1:51001] "HSET" "unacked" "t" "{}"'],
+            [("enqueued", None), ("taken", "worker 1")],
+        ),
         # a blocking pop takes nothing when it is issued; reads and other keys are no step
-        ([("127.0.0.1:51001", ["BRPOP", "celery", "1"])], []),
-        ([("127.0.0.1:51001", ["LLEN", "celery"]), ("127.0.0.1:51001", ["SET", "other", "1"])], []),
+        (['[0 127.0.0.1:51001] "BRPOP" "celery" "1"'], []),
+        (['[0 127.0.0.1:51001] "LLEN" "celery"', '[0 127.0.0.1:51001] "SET" "other" "1"'], []),
     ],
 )
 def test_each_group_of_writes_to_a_queue_key_is_one_step(
-    group: list[tuple[str, list[str]]], steps: list[tuple[str, str | None]]
+    lines: list[str], steps: list[tuple[str, str | None]]
 ) -> None:
     watched = stream()
-    caller = "lua"
-    resolved = []
-    for client, words in group:
-        if client == "lua":
-            client = caller
-        else:
-            caller = client
-        resolved.append((0.0, client, words))
-    watched._flush(resolved)
+    for line in lines:
+        watched.feed(f"1700000000.000001 {line}", 1.0)
+    watched.flush()
     assert [(s.step, s.worker) for s in watched.since(0.0)] == steps
 
 
@@ -61,8 +73,7 @@ def test_resp_replies_are_read_whole_and_bounded() -> None:
     assert encode("SET", "k", 1) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n"
     reply = b"*2\r\n$1\r\na\r\n:5\r\n"
     assert _parse(reply + b"+NEXT\r\n", 0) == ([b"a", 5], len(reply))
-    value, used = _parse(b"$5\r\nab", 0)  # a bulk string not read whole yet
-    assert used == 0
+    assert _parse(b"$5\r\nab", 0)[1] == 0  # a bulk string not read whole yet
     error, _ = _parse(b"-OOM command not allowed\r\n", 0)
     assert isinstance(error, RespError)
     with pytest.raises(RespError, match="at most"):

@@ -14,7 +14,13 @@ from acklab.harness.errors import SpecError
 from acklab.harness.targets.spec import load_target
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 
-QUEUED = ("worker-crash-after-effect", "visibility-timeout", "late-duplicate-job", "broker-restart", "enqueue-lost")
+QUEUED = (
+    "worker-crash-after-effect",
+    "visibility-timeout",
+    "late-duplicate-job",
+    "broker-restart",
+    "enqueue-lost",
+)
 WORKER = {
     "argv": [sys.executable, "-m", "celery", "-A", "shop.tasks", "worker"],
     "env": {"BROKER_URL": "{{redis_url}}"},
@@ -33,7 +39,10 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **changes: Any) -> Pat
 def test_workers_and_queues_are_read_from_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = load_target(
         spec(
-            tmp_path, monkeypatch, services=["redis"], workers=[{**WORKER, "count": 2}],
+            tmp_path,
+            monkeypatch,
+            services=["redis"],
+            workers=[{**WORKER, "count": 2}],
             queues={"keys": ["celery", "unacked"], "drained_within_s": 12, "hold_s": 3},
         ),
         allow_remote=False,
@@ -45,10 +54,15 @@ def test_workers_and_queues_are_read_from_the_spec(tmp_path: Path, monkeypatch: 
     # Filled per run, like command:: the workers get the run's Redis.
     target.queueing.bind(
         {"workers": [{**WORKER, "env": {"BROKER_URL": "redis://127.0.0.1:7000/0"}}]},
-        spec_dir=tmp_path, workdir=tmp_path,
+        spec_dir=tmp_path,
+        workdir=tmp_path,
     )
     (command,) = target.queueing.commands
-    assert (command.env["BROKER_URL"], command.ready_log, command.cwd) == ("redis://127.0.0.1:7000/0", r"ready\.", tmp_path)
+    assert (command.env["BROKER_URL"], command.ready_log, command.cwd) == (
+        "redis://127.0.0.1:7000/0",
+        r"ready\.",
+        tmp_path,
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,7 +83,9 @@ def test_queues_the_lab_cannot_watch_are_refused_before_anything_runs(
         load_target(spec(tmp_path, monkeypatch, **changes), allow_remote=False)
 
 
-def test_the_queue_experiments_say_why_they_do_not_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_queue_experiments_say_why_they_do_not_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plain = load_target(spec(tmp_path, monkeypatch), allow_remote=False)
     chosen, skipped = choose_experiments(plain, QUEUED)
     assert chosen == []
@@ -82,6 +98,8 @@ def test_the_queue_experiments_say_why_they_do_not_apply(tmp_path: Path, monkeyp
     # A held job needs another worker to take it.
     assert set(skipped) == {"visibility-timeout"}
     assert "at least 2 worker processes" in skipped["visibility-timeout"]
-    no_workers = load_target(spec(tmp_path, monkeypatch, services=["redis"], queues=["celery"]), allow_remote=False)
+    no_workers = load_target(
+        spec(tmp_path, monkeypatch, services=["redis"], queues=["celery"]), allow_remote=False
+    )
     _, skipped = choose_experiments(no_workers, QUEUED)
     assert "has no workers" in skipped["broker-restart"]
