@@ -37,6 +37,7 @@ SUITE = (
     "sinks",
     "provider_api",
     "fleet",
+    "queues",
     "explorer",
     "console_scale",
     "hostile_inputs",

@@ -1,0 +1,114 @@
+"""Behind a queue: what the five queue experiments cost beside a default run, and the Celery twins'
+verdicts over many runs.
+
+* Cost: the Celery consumer keyed by the event id (`tests.consumers.queued_orders` with
+  `tests.consumers.celery_orders`, ``acks_late``, a 2 s visibility timeout, two workers) attacked
+  with the five queue experiments and with a default run (the six default experiments), the same
+  trials each, the two alternating in one bench run; median wall time of each. Target: the queue
+  experiments take at most twice the default run.
+* Reliability: ``worker-crash-after-effect`` on the non-idempotent task fails, and on its twin keyed
+  by the event id passes, 20 of 20 runs each.
+
+``python -m bench.queues [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.figures import Figure, print_figure
+from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS, queued_orders
+from tests.consumers.scenarios import DEFAULT_SET, SECRETS
+
+RATIO_TARGET = 2.0
+RUNS = 20
+DEFAULT_TRIALS = 5  # acklab run's default --trials
+CELERY = {"ACKLAB_TEST_VISIBILITY_S": "2"}
+
+
+def _run(root: Path, label: str, experiments: tuple[str, ...], trials: int) -> tuple[float, list[str]]:
+    tmp = root / label
+    tmp.mkdir(parents=True)
+    scenario = queued_orders(
+        tmp, "celery", experiments, dict.fromkeys(experiments, "pass"), effect="keyed", workers=2, env=CELERY
+    )
+    started = time.perf_counter()
+    result = scenario.run(tmp / "out", trials=trials)
+    return time.perf_counter() - started, scenario.mismatches(result)
+
+
+def cost_figure(quick: bool, root: Path) -> Figure:
+    rounds, trials = (1, 1) if quick else (3, DEFAULT_TRIALS)
+    walls: dict[str, list[float]] = {"default": [], "queues": []}
+    wrong: list[str] = []
+    for n in range(rounds):
+        order = [("default", DEFAULT_SET), ("queues", QUEUE_EXPERIMENTS)]
+        for label, chosen in order if n % 2 == 0 else order[::-1]:
+            wall, missed = _run(root, f"{label}-{n}", chosen, trials)
+            walls[label].append(wall)
+            wrong += missed
+    value, baseline = statistics.median(walls["queues"]), statistics.median(walls["default"])
+    ratio = value / baseline
+    return Figure(
+        "queues: the five queue experiments on Celery" + (" (quick)" if quick else ""),
+        value,
+        "s",
+        baseline=baseline,
+        ratio=ratio,
+        target=None if quick else f"<= {RATIO_TARGET:g}x a default run",
+        met=None if quick else ratio <= RATIO_TARGET and not wrong,
+        note=f"median of {rounds}, {len(QUEUE_EXPERIMENTS)} experiments x {trials} trial(s), the Celery consumer keyed by "
+        "the event id (acks_late, 2 s visibility timeout, 2 workers, the lab's Redis); baseline: a default run "
+        f"({len(DEFAULT_SET)} experiments x {trials} trial(s)) of the same consumer, alternating"
+        + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
+    )
+
+
+def reliability_figure(quick: bool, root: Path) -> Figure:
+    runs = 1 if quick else RUNS
+    right = 0
+    wrong: list[str] = []
+    for n in range(runs):
+        for effect, verdict in (("insert", "fail"), ("keyed", "pass")):
+            tmp = root / f"{effect}-{n}"
+            tmp.mkdir(parents=True)
+            scenario = queued_orders(
+                tmp, "celery", ("worker-crash-after-effect",), {"worker-crash-after-effect": verdict},
+                effect=effect, env=CELERY,
+            )
+            missed = scenario.mismatches(scenario.run(tmp / "out"))
+            right += not missed
+            wrong += missed
+    return Figure(
+        "queues: worker-crash-after-effect tells the Celery twins apart" + (" (quick)" if quick else ""),
+        float(right),
+        f"of {2 * runs} runs",
+        target=None if quick else f"{2 * runs}/{2 * runs}",
+        met=None if quick else right == 2 * runs,
+        note=f"{runs} runs each of the non-idempotent task (fail) and its twin keyed by the event id (pass), "
+        "1 trial each, a fresh database and Redis each run" + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
+    )
+
+
+def figures(quick: bool = False) -> list[Figure]:
+    os.environ.update(SECRETS)
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-queues-"))
+    try:
+        return [cost_figure(quick, root), reliability_figure(quick, root)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    for figure in figures(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()
