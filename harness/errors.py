@@ -23,6 +23,7 @@ AcklabError (evidence.exitcodes)
     ├── GitFailed (procs.worktrees)             exit 4: a git command the lab needed failed
     ├── PostgresUnavailable (procs.pgtemp)      exit 4: the temporary PostgreSQL could not be started
     ├── ClockUnavailable (procs.clock)          exit 4: the consumer's clock cannot be shifted here (no libfaketime)
+    ├── RespError (services.resp)               exit 4: the lab's Redis answered an error reply, or no RESP
     ├── NetFaultError (netfaults.errors)        exit 4: the fault proxy could not start, inject or lift a fault
     │   ├── FaultInvalid (netfaults.errors)     exit 3: a fault's attributes or record are not a fault
     │   ├── ProxyRefused (netfaults.errors)     exit 5: the proxy asked to listen off loopback

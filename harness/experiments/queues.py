@@ -43,6 +43,9 @@ from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 
 POLL_S = 0.005
+# enqueue-lost: writes stay refused this long after the handler answered, so that an enqueue made
+# just after the response (a background task, a thread) is refused too.
+AFTER_ANSWER_S = 0.25
 
 
 def queue_of(trial: TrialContext) -> QueueControl:
@@ -50,6 +53,13 @@ def queue_of(trial: TrialContext) -> QueueControl:
     if queue is None:
         raise HarnessError("a queue experiment ran on an endpoint whose queue the lab does not follow")
     return queue
+
+
+def unacknowledged(first: DeliveryRecord) -> Proof:
+    return missed(
+        f"the handler answered {first.status if first.status is not None else first.error} to the original "
+        f"(seq {first.seq}): no job was acknowledged to strike"
+    )
 
 
 class _Queued(Experiment):
@@ -98,6 +108,9 @@ class WorkerCrashAfterEffectExperiment(_Queued):
         await trial.observe(event, "before")
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
+        if not first.acknowledged:
+            await self.finish(trial, event, started, first)
+            return unacknowledged(first)
         probe, object_id = trial.lab.endpoint.probe, trial.object_of(event.event_id)
         deadline = time.monotonic() + queue.drained_within_s
         effects = 0
@@ -164,6 +177,9 @@ class VisibilityTimeoutExperiment(_Queued):
         await trial.observe(event, "before")
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
+        if not first.acknowledged:
+            await self.finish(trial, event, started, first)
+            return unacknowledged(first)
         deadline = time.monotonic() + queue.drained_within_s
         taker = queue.taker(since)
         while taker is None and time.monotonic() < deadline:
@@ -315,6 +331,7 @@ class EnqueueLostExperiment(_Queued):
         started = time.monotonic()
         try:
             first = await trial.send(event, kind="original", attempt=1)
+            await asyncio.sleep(AFTER_ANSWER_S)
         finally:
             await asyncio.to_thread(queue.broker.accept_writes)
         refused = newly_refused(before, await asyncio.to_thread(queue.broker.refused))

@@ -17,6 +17,7 @@ acknowledged (Celery's ``unacked``, RQ's started registry, Dramatiq's acks, Bull
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import current_book
 from acklab.harness.procs.service_process import DEFAULT_READY_TIMEOUT_S
@@ -218,6 +220,15 @@ class Queueing:
         if not self.worker_docs:
             return NO_WORKERS
         return None
+
+    def use_clock(self, clock: ShiftedClock) -> None:
+        """Run the workers on the consumer's shifted clock from now on (restarted under it, once)."""
+        if self.pool is None:
+            return
+        self.pool.stop()
+        for worker in self.pool.workers:
+            worker.command = dataclasses.replace(worker.command, argv=clock.wrap(worker.command.argv))
+        self.pool.start()
 
     def log_bytes(self) -> bytes:
         return self.pool.log_bytes() if self.pool is not None else self._kept_log

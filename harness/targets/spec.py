@@ -387,7 +387,8 @@ class SpecTarget(Target):
     async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
         if needs.clock and self.service is not None and self.fleet.clock is None:
             # From now on the consumer and its services run under a clock the lab moves.
-            await asyncio.to_thread(self.fleet.use_clock, self.service, self._confined())
+            clock = await asyncio.to_thread(self.fleet.use_clock, self.service, self._confined())
+            await asyncio.to_thread(self.queueing.use_clock, clock)  # the workers keep the consumer's time
         if self.service is not None and not self.service.running():
             # Down since a crash it did not come back from: try once more for this experiment;
             # its trials are lab errors with the cause when it still does not come back.
