@@ -85,6 +85,15 @@ class _Queued(Experiment):
     ) -> tuple[PlannedDelivery, ...]:
         return retry_plan(profile, settings, "original", self.fault_name)
 
+    async def begin(
+        self, trial: TrialContext, events: list[WebhookEvent]
+    ) -> tuple[WebhookEvent, QueueControl]:
+        """The try's one event, read before anything is sent, and the queue to strike."""
+        (event,) = events
+        queue = queue_of(trial)
+        await trial.observe(event, "before")
+        return event, queue
+
     async def finish(
         self, trial: TrialContext, event: WebhookEvent, started: float, first: DeliveryRecord
     ) -> None:
@@ -103,9 +112,7 @@ class WorkerCrashAfterEffectExperiment(_Queued):
     fault_name = "worker-crash"
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
-        (event,) = events
-        queue = queue_of(trial)
-        await trial.observe(event, "before")
+        event, queue = await self.begin(trial, events)
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
         if not first.acknowledged:
@@ -172,9 +179,7 @@ class VisibilityTimeoutExperiment(_Queued):
     min_workers = 2
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
-        (event,) = events
-        queue = queue_of(trial)
-        await trial.observe(event, "before")
+        event, queue = await self.begin(trial, events)
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
         if not first.acknowledged:
@@ -238,9 +243,7 @@ class LateDuplicateJobExperiment(_Queued):
         )
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
-        (event,) = events
-        queue = queue_of(trial)
-        await trial.observe(event, "before")
+        event, queue = await self.begin(trial, events)
         started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1, fault=LostAck())
         lost = ack_lost(trial, first)
@@ -270,10 +273,8 @@ class BrokerRestartExperiment(_Queued):
     fault_name = "broker-restart"
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
-        (event,) = events
-        queue = queue_of(trial)
+        event, queue = await self.begin(trial, events)
         workers = queue.workers.workers
-        await trial.observe(event, "before")
         await asyncio.to_thread(queue.workers.freeze)
         unblocked = await asyncio.to_thread(queue.broker.unblock_all)
         trial.job_step(
@@ -323,9 +324,7 @@ class EnqueueLostExperiment(_Queued):
     fault_name = "enqueue-refused"
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
-        (event,) = events
-        queue = queue_of(trial)
-        await trial.observe(event, "before")
+        event, queue = await self.begin(trial, events)
         before = await asyncio.to_thread(queue.broker.refused)
         await asyncio.to_thread(queue.broker.refuse_writes)
         started = time.monotonic()

@@ -35,6 +35,7 @@ from acklab.harness.services.broker import Broker, describe
 from acklab.harness.services.job_stream import JobStep, JobStream
 from acklab.harness.services.redis import RedisServer
 from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.targets.spec_checks import resolve_cwd
 
 DEFAULT_DRAINED_WITHIN_S = 30.0
 DEFAULT_HOLD_S = 5.0
@@ -66,16 +67,6 @@ def check(doc: Mapping[str, Any], *, source: str) -> None:
         raise SpecError(f"{source}: workers: start {total} processes; the lab starts at most {MAX_WORKERS}")
 
 
-def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
-    cwd = (spec_dir / resolve_env(value, field_name=field_name)).resolve()
-    if not cwd.is_dir():
-        raise SpecError(
-            f"{field_name}: got {value!r}, which is not a directory ({cwd}); a relative cwd is read from the "
-            "spec file's folder"
-        )
-    return cwd
-
-
 def worker_command(doc: Mapping[str, Any], k: int, *, spec_dir: Path, workdir: Path | None) -> WorkerCommand:
     where = f"workers[{k}]"
     env = {str(n): resolve_env(str(v), field_name=f"{where}.env.{n}") for n, v in doc.get("env", {}).items()}
@@ -83,7 +74,9 @@ def worker_command(doc: Mapping[str, Any], k: int, *, spec_dir: Path, workdir: P
     return WorkerCommand(
         argv=tuple(str(a) for a in doc["argv"]),
         env=env,
-        cwd=_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name=f"{where}.cwd") if "cwd" in doc else workdir,
+        cwd=resolve_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name=f"{where}.cwd")
+        if "cwd" in doc
+        else workdir,
         count=int(doc.get("count", 1)),
         ready_log=str(ready["log"]) if "log" in ready else None,
         ready_url=resolve_env(ready["url"], field_name=f"{where}.ready.url") if "url" in ready else None,

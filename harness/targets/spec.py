@@ -60,6 +60,7 @@ from acklab.harness.targets.spec_checks import (
     check_target_doc,
     check_url,
     conflict_set,
+    resolve_cwd,
     shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
@@ -616,22 +617,13 @@ def _with_competitor_url(objects: ObjectEvents, url: str | None) -> ObjectEvents
     return dataclasses.replace(objects, competitor=dataclasses.replace(objects.competitor, url=url))
 
 
-def _cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
-    # Relative to the spec file: a spec committed beside the service names its folder.
-    cwd = (spec_dir / resolve_env(value, field_name=field_name)).resolve()
-    if not cwd.is_dir():
-        raise SpecError(
-            f"{field_name}: got {value!r}, which is not a directory ({cwd}); a relative cwd is "
-            "read from the spec file's folder"
-        )
-    return cwd
-
-
 def _command(
     doc: Mapping[str, Any], setup: Mapping[str, Any] | None, *, spec_dir: Path, workdir: Path | None = None
 ) -> Command:
     env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
-    cwd = _cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else workdir
+    cwd = (
+        resolve_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else workdir
+    )
     ready = doc.get("ready", {})
     return Command(
         argv=tuple(str(a) for a in doc["argv"]),

@@ -246,3 +246,15 @@ def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:
     competitor_url = competitor.get("url") if isinstance(competitor, Mapping) else None
     if isinstance(competitor_url, str) and not competitor_url.startswith("/"):  # a path: the endpoint's host
         check_url(competitor_url, field_name="competitor.url", allow_remote=allow_remote)
+
+
+def resolve_cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:
+    """A ``cwd:`` (``command:``, ``workers:``) read from the environment when it says ``env:``, relative
+    to the spec file: a spec committed beside the service names its folder."""
+    cwd = (spec_dir / resolve_env(value, field_name=field_name)).resolve()
+    if not cwd.is_dir():
+        raise SpecError(
+            f"{field_name}: got {value!r}, which is not a directory ({cwd}); a relative cwd is "
+            "read from the spec file's folder"
+        )
+    return cwd

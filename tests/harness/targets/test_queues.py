@@ -12,7 +12,7 @@ import pytest
 from acklab.harness.engine.runner import choose_experiments
 from acklab.harness.errors import SpecError
 from acklab.harness.targets.spec import load_target
-from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
+from tests.harness.targets.test_fleet import spec  # a spec with command: and {{port}}
 
 QUEUED = (
     "worker-crash-after-effect",
@@ -26,14 +26,6 @@ WORKER = {
     "env": {"BROKER_URL": "{{redis_url}}"},
     "ready": {"log": r"ready\."},
 }
-
-
-def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **changes: Any) -> Path:
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    doc = target_doc("shop", "http://127.0.0.1:{{port}}/hooks", "sqlite:///{{scratch}}/shop.db")
-    doc["command"] = {"argv": [sys.executable, "-m", "shop", "--port", "{{port}}"]}
-    doc.update(changes)
-    return write_spec(tmp_path / "shop.yaml", doc)
 
 
 def test_workers_and_queues_are_read_from_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
