@@ -69,9 +69,17 @@ def test_the_deeper_experiments_do_not_run_by_default():
     # the provider talking back and signatures as providers send them are named only too
     talks_back = {"fetch-lag", "fetch-stale", "fetch-throttled", "provider-echo", "effect-failure"}
     signatures = {"key-rotation", "raw-bytes", "clock-skew"}
+    # behind a queue (docs/queues.md): a worker, a broker, a job struck, only when named
+    queued = {
+        "worker-crash-after-effect",
+        "visibility-timeout",
+        "late-duplicate-job",
+        "broker-restart",
+        "enqueue-lost",
+    }
     names = [e.name for e in by_name([])]
     # every other one does, beyond one event too (skipped, with the reason, where the target
     # lacks the section), in the order of the one list of names
-    named_only = deeper | fleet | talks_back | signatures
+    named_only = deeper | fleet | talks_back | signatures | queued
     assert names == [name for name in EXPERIMENT_NAMES if name not in named_only]
     assert len(names) == 9
