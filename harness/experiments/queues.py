@@ -46,6 +46,10 @@ POLL_S = 0.005
 # enqueue-lost: writes stay refused this long after the handler answered, so that an enqueue made
 # just after the response (a background task, a thread) is refused too.
 AFTER_ANSWER_S = 0.25
+NO_TAKER = (
+    "the lab cannot tell which worker took the job: the broker runs in a network namespace of its own (a "
+    "consumer served confined, behind the lab's bridge), where its clients' addresses are not the machine's"
+)
 
 
 def queue_of(trial: TrialContext) -> QueueControl:
@@ -178,8 +182,13 @@ class VisibilityTimeoutExperiment(_Queued):
     fault_name = "held-job"
     min_workers = 2
 
+    def skipped_for(self, target: Target) -> str | None:
+        return super().skipped_for(target) or (None if target.queue_workers_named() else NO_TAKER)
+
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         event, queue = await self.begin(trial, events)
+        if not queue.knows_workers:
+            return missed(NO_TAKER)
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
         if not first.acknowledged:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from acklab.harness.errors import HarnessError, TargetUnreachable
-from acklab.harness.procs.confinement import Confined
+from acklab.harness.procs.confinement import Bridged, Confined
 from acklab.harness.procs.leased_process import LeasedProcess, live_members
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
 from acklab.harness.procs.service_process import DEFAULT_READY_TIMEOUT_S, wait_ready
@@ -66,9 +66,13 @@ class WorkerProcess(LeasedProcess):
         *,
         leases: LeaseBook,
         confined: Confined | None,
+        reaches: tuple[int, ...] = (),
     ) -> None:
         super().__init__(log_dir=log_dir, log_prefix=name.replace(" ", "-"), leases=leases)
         self.command, self.name, self.confined = command, name, confined
+        # Confined: a network of its own that serves nothing and reaches the lab's ports the
+        # consumer's service does (the broker, the database, the sinks), through the lab's bridge.
+        self.network = Bridged(reaches=reaches)
         self.frozen = False
 
     def launch(self) -> None:
@@ -81,6 +85,7 @@ class WorkerProcess(LeasedProcess):
                 lease_what=f"{self.name}: {self.command.argv[0]}",
                 cwd=self.command.cwd,
                 confined=self.confined,
+                network=self.network,
             )
         except OSError as exc:
             raise TargetUnreachable(
@@ -201,6 +206,7 @@ class WorkerPool:
         *,
         leases: LeaseBook = NO_LEASES,
         confined: Confined | None = None,
+        reaches: tuple[int, ...] = (),
     ) -> None:
         self._log_dir = Path(tempfile.mkdtemp(prefix="acklab-workers-log-"))
         self._log_lease = leases.acquire("directory", str(self._log_dir), path=str(self._log_dir))
@@ -210,7 +216,9 @@ class WorkerPool:
             for n in range(1, command.count + 1):
                 name = f"worker {k}" + (f".{n}" if command.count > 1 else "")
                 self.workers.append(
-                    WorkerProcess(command, name, self._log_dir, leases=leases, confined=confined)
+                    WorkerProcess(
+                        command, name, self._log_dir, leases=leases, confined=confined, reaches=reaches
+                    )
                 )
 
     def __len__(self) -> int:

@@ -13,6 +13,11 @@ or else the handler. Each group is one step:
   Dramatiq's acks, BullMQ's ``active``): ``taken`` (after ``requeued`` when one group does both);
 * a worker only removes entries: ``acknowledged``.
 
+Where the broker runs in a network namespace of its own (a consumer served confined, behind the
+lab's bridge), the addresses it reports are not the machine's: no client is known as a worker,
+and a group is told by its commands alone (a push ``enqueued``, an add or move ``taken``,
+removals only ``acknowledged``), without a worker's name.
+
 A blocking pop or move (``BRPOP``, ``BLMOVE``...) is left out: it is issued before there is
 anything to take, and what it takes shows in the writes that follow. The stream is a
 witness for the console and the proofs, never the count a verdict reads.
@@ -52,6 +57,7 @@ ADD = frozenset(
     }
 )
 STEPS: tuple[tuple[JobStepName, frozenset[str]], ...] = (("requeued", PUSH), ("taken", ADD))
+UNNAMED_STEPS: tuple[tuple[JobStepName, frozenset[str]], ...] = (("enqueued", PUSH), ("taken", ADD))
 GROUP_GAP_S = 0.005
 FLUSH_S = 0.02
 MAX_STEPS = 5_000  # steps kept per stream (the oldest are dropped beyond)
@@ -97,8 +103,18 @@ def parse(line: str) -> tuple[str, list[str]] | None:
 class JobStream:
     """``MONITOR`` on the run's Redis in a thread of its own; the steps it saw, in order."""
 
-    def __init__(self, port: int, keys: tuple[str, ...], owner: Callable[[int], str | None]) -> None:
-        self.port, self.keys, self._owner = port, keys, owner
+    def __init__(
+        self,
+        port: int,
+        keys: tuple[str, ...],
+        owner: Callable[[int], str | None],
+        *,
+        knows_workers: bool = True,
+    ) -> None:
+        """`knows_workers` False: the clients' addresses are not the machine's (the broker runs in a
+        network namespace of its own, behind the lab's bridge), so no client is known as a worker and
+        each group is told by its commands alone."""
+        self.port, self.keys, self._owner, self.knows_workers = port, keys, owner, knows_workers
         self._steps: list[JobStep] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -189,10 +205,13 @@ class JobStream:
         writes = [(c, k) for c, k in touched if c in PUSH | ADD | REMOVE]
         if not writes:
             return
-        worker = self._who(client)
+        worker = self._who(client) if self.knows_workers else None
         commands = {c for c, _ in writes}
         steps: list[JobStepName]
-        if worker is None:
+        if not self.knows_workers:
+            steps = [name for name, kinds in UNNAMED_STEPS if commands & kinds]
+            steps = steps or ["acknowledged"]
+        elif worker is None:
             steps = ["enqueued"]
         else:
             # One group may requeue a dead worker's job and take it (Dramatiq's fetch does both), or

@@ -311,6 +311,10 @@ class Target(ABC):
         """Worker processes the lab starts for this consumer (``workers:`` counts)."""
         return 0
 
+    def queue_workers_named(self) -> bool:
+        """Whether the broker's clients can be told apart by worker (False: it runs behind a bridge)."""
+        return True
+
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
         return None

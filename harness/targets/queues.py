@@ -103,6 +103,11 @@ class QueueControl:
     def steps_since(self, mono: float) -> list[JobStep]:
         return self.stream.since(mono)
 
+    @property
+    def knows_workers(self) -> bool:
+        """Whether the broker's clients can be told apart by worker (not when it runs behind a bridge)."""
+        return self.stream.knows_workers
+
     def taker(self, since_mono: float) -> WorkerProcess | None:
         """The worker that took the job most recently (since `since_mono`), as the broker saw it."""
         taken = [s for s in self.stream.since(since_mono) if s.step == "taken" and s.worker]
@@ -177,14 +182,22 @@ class Queueing:
             for k, w in enumerate(filled.get("workers", ()))
         )
 
-    def start(self, services: Services | None, confined: Confined | None = None) -> None:
-        """Start the workers (once; after the services, before the consumer) and follow the queue."""
+    def start(
+        self, services: Services | None, confined: Confined | None = None, *, reaches: tuple[int, ...] = ()
+    ) -> None:
+        """Start the workers (once; after the services, before the consumer) and follow the queue.
+        Confined, a worker `reaches` what the service does (the services, the database, the sinks)."""
         if self.commands and self.pool is None:
-            self.pool = WorkerPool(self.commands, leases=current_book(), confined=confined)
+            self.pool = WorkerPool(self.commands, leases=current_book(), confined=confined, reaches=reaches)
         if self.pool is not None:
             self.pool.start()
         if self.keys and self.stream is None and services is not None and "redis" in services.ports:
-            self.stream = JobStream(services.ports["redis"], self.keys, self._owner)
+            server = services.servers.get("redis")
+            # Confined, Redis runs behind the lab's bridge: its clients' addresses are its namespace's.
+            confined_broker = isinstance(server, RedisServer) and server.confined is not None
+            self.stream = JobStream(
+                services.ports["redis"], self.keys, self._owner, knows_workers=not confined_broker
+            )
             self.stream.start()
 
     def _owner(self, port: int) -> str | None:

@@ -104,7 +104,7 @@ class ServedSpecTarget(SpecTarget):
 
     def start_service(self) -> None:
         self.fleet.start_services(self.place)
-        self.queueing.start(self.fleet.services, self.place)
+        self.queueing.start(self.fleet.services, self.place, reaches=self.reaches())
         if self.command is None or (self.service is not None and self.service.running()):
             return
         if self.service is None:
@@ -113,6 +113,10 @@ class ServedSpecTarget(SpecTarget):
             )
         self.service.start()
         self.pin()  # without a setup: the schema as the service made it when it first answered
+
+    def queue_workers_named(self) -> bool:
+        # bubblewrap gives the broker a network namespace of its own: its clients' addresses are its own.
+        return self.confinement is None or not self.confinement.name.startswith("bubblewrap")
 
     def serves(self) -> tuple[int, ...]:
         """Loopback ports besides the endpoint's where the lab reaches the service: its effects URL,

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.consumers.scenarios import ROOT, STRIPE_EVENT, Scenario, module, target_spec, write
 
 QUEUE_EXPERIMENTS = (
@@ -162,3 +164,22 @@ def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) 
         experiments,
         expected,
     )
+
+
+def confined_celery(tmp: Path, effect: str) -> tuple[Path, Path]:
+    """A checkout holding the Celery consumer and its spec, for the lab to serve confined (``--checkout``):
+    the handler, the workers and the broker in the sandbox; (checkout, spec inside it)."""
+    shop = tmp / "shop"
+    package = shop / "tests" / "consumers"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "queued_orders.py", "celery_orders.py", "json_http.py"):
+        shutil.copy(ROOT / "tests" / "consumers" / name, package / name)
+    (shop / "tests" / "__init__.py").write_text("")
+    scenario = queued_orders(
+        tmp, "celery", (), {}, effect=effect, workers=2, env={"ACKLAB_TEST_VISIBILITY_S": "2"}
+    )
+    spec = yaml.safe_load(scenario.spec.read_text())
+    for part in (spec["command"], spec["setup"], *spec["workers"]):
+        part["env"]["PYTHONPATH"] = "."
+        part.pop("cwd", None)
+    return shop, write(shop / "orders.target.yaml", spec)

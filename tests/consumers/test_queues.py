@@ -146,3 +146,33 @@ def test_bullmq_s_jobid_dedupe_forgets_a_job_removed_on_complete(
     life = steps(trial)
     # The first job completed and left the queue before the provider's retry was sent.
     assert life.index(("lab", "done")) > life.index(("broker", "taken"))
+
+
+def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandbox(tmp_path: Path) -> None:
+    from acklab.flows.sandbox import choose
+    from acklab.harness.engine.runner import RunOptions, run
+
+    checkout, spec = queue_scenarios.confined_celery(tmp_path, "insert")
+    out = tmp_path / "out"
+    confinement = choose(hide=(out.resolve(),))
+    result = run(
+        RunOptions(
+            target=spec.name,
+            checkout=checkout,
+            experiments=("worker-crash-after-effect", "visibility-timeout"),
+            trials=1,
+            out=out,
+            journal=False,
+            confinement=confinement,
+        )
+    )
+    got = {e["name"]: e for e in result.run["experiments"]}
+    assert got["worker-crash-after-effect"]["verdict"] == "fail"
+    (trial,) = trials(result, "worker-crash-after-effect")
+    assert ("lab", "killed") in steps(trial)
+    assert ("broker", "taken") in steps(trial)
+    if confinement.name.startswith("bubblewrap"):
+        # The broker behind the lab's bridge: its clients are not told apart by worker.
+        assert got["visibility-timeout"]["verdict"] == "skipped"
+        assert "network namespace of its own" in got["visibility-timeout"]["reason"]
+        assert {j.get("worker") for j in trial["jobs"] if j["by"] == "broker"} == {None}
