@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from acklab.evidence.documents.records import JobStepName
 from acklab.harness.services.broker import matches
-from acklab.harness.services.resp import Connection, text
+from acklab.harness.services.resp import Connection, RespError, text
 
 PUSH = frozenset({"lpush", "rpush", "lpushx", "rpushx", "xadd"})
 REMOVE = frozenset({"hdel", "srem", "zrem", "lrem", "xack", "del", "unlink", "zremrangebyscore", "ltrim"})
@@ -139,8 +139,12 @@ class JobStream:
     def _connect(self) -> Connection | None:
         try:
             conn = Connection(self.port)
+        except OSError:
+            return None
+        try:
             conn.command("MONITOR")
-        except (OSError, ConnectionError):
+        except (OSError, ConnectionError, RespError):  # a broker going down or not up yet
+            conn.close()
             return None
         conn.settimeout(FLUSH_S)  # a group with nothing after it is told within FLUSH_S
         self._own_port = conn.local_port

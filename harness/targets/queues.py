@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acklab.harness.errors import SpecError
+from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import current_book
@@ -34,6 +34,7 @@ from acklab.harness.services import Services
 from acklab.harness.services.broker import Broker, describe
 from acklab.harness.services.job_stream import JobStep, JobStream
 from acklab.harness.services.redis import RedisServer
+from acklab.harness.services.resp import RespError
 from acklab.harness.specs.credentials import resolve_env
 from acklab.harness.targets.spec_checks import resolve_cwd
 
@@ -121,7 +122,7 @@ class QueueControl:
         while True:
             try:
                 held = await asyncio.to_thread(self.broker.depths)
-            except (OSError, ConnectionError) as exc:  # a broker restarting: read again
+            except (OSError, ConnectionError, RespError) as exc:  # a broker restarting or loading: read again
                 held = {"(broker unreachable)": 1}
                 why = str(exc)
             else:
@@ -226,6 +227,15 @@ class Queueing:
         if not self.worker_docs:
             return NO_WORKERS
         return None
+
+    def revive(self) -> None:
+        """Start again, for the next experiment, a worker that exited on its own (its supervisor would);
+        TargetUnreachable when it does not come back."""
+        if self.pool is not None and not self.pool.running():
+            try:
+                self.pool.start()
+            except HarnessError as exc:
+                raise TargetUnreachable(f"a worker of workers: exited and did not come back: {exc}") from exc
 
     def use_clock(self, clock: ShiftedClock) -> None:
         """Run the workers on the consumer's shifted clock from now on (restarted under it, once)."""

@@ -397,6 +397,7 @@ class SpecTarget(Target):
                 await asyncio.to_thread(self.service.start)
             except HarnessError as exc:
                 raise TargetUnreachable(f"the lab's service is down and did not come back: {exc}") from exc
+        await asyncio.to_thread(self.queueing.revive)
         probe, state = self._probe(), self._state()
         origins = self.service.origins if isinstance(self.service, ReplicaSet) else []
         totals = self.expect.totals

@@ -159,7 +159,7 @@ def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandb
         RunOptions(
             target=spec.name,
             checkout=checkout,
-            experiments=("worker-crash-after-effect", "visibility-timeout"),
+            experiments=("worker-crash-after-effect", "broker-restart", "visibility-timeout"),
             trials=1,
             out=out,
             journal=False,
@@ -168,6 +168,8 @@ def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandb
     )
     got = {e["name"]: e for e in result.run["experiments"]}
     assert got["worker-crash-after-effect"]["verdict"] == "fail"
+    # The broker, bridged into its own namespace, restarted with what it held; the workers found it.
+    assert got["broker-restart"]["verdict"] == "pass"
     (trial,) = trials(result, "worker-crash-after-effect")
     assert ("lab", "killed") in steps(trial)
     assert ("broker", "taken") in steps(trial)

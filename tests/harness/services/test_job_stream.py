@@ -69,6 +69,23 @@ def test_each_group_of_writes_to_a_queue_key_is_one_step(
     assert [(s.step, s.worker) for s in watched.since(0.0)] == steps
 
 
+def test_behind_a_bridge_a_group_is_told_by_its_commands_alone() -> None:
+    watched = JobStream(6379, ("celery", "unacked"), WORKERS.get, knows_workers=False)
+    for line in (
+        '[0 127.0.0.1:51001] "LPUSH" "celery" "{}"',
+        '[0 127.0.0.1:50000] "HSET" "unacked" "t" "{}"',
+        '[0 127.0.0.1:51002] "HDEL" "unacked" "t"',
+    ):
+        watched.feed(f"1700000000.000001 {line}", 1.0)
+    watched.flush()
+    # No address is the machine's: nobody is named, not even a port a worker holds on the host.
+    assert [(s.step, s.worker) for s in watched.since(0.0)] == [
+        ("enqueued", None),
+        ("taken", None),
+        ("acknowledged", None),
+    ]
+
+
 def test_resp_replies_are_read_whole_and_bounded() -> None:
     assert encode("SET", "k", 1) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n"
     reply = b"*2\r\n$1\r\na\r\n:5\r\n"
