@@ -288,6 +288,7 @@ class WebhookLab:
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
+        _warn(result)
         if experiment is not None:
             _skip_if_skipped(result, experiment)
         return result
@@ -319,6 +320,7 @@ class WebhookLab:
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
+        _warn(result)
         if experiment is not None:
             _skip_if_skipped(result, experiment)
         return result
@@ -364,6 +366,18 @@ class WebhookLab:
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
         return result
+
+
+class AcklabWarning(UserWarning):
+    """What a run saw that may make a pass mean less than it says (a sink that heard nothing)."""
+
+
+def _warn(result: RunResult) -> None:
+    """The run's warnings, as pytest warnings of the test: shown in its summary, never a silent pass."""
+    import warnings
+
+    for message in result.warnings:
+        warnings.warn(AcklabWarning(f"acklab: {message}"), stacklevel=3)
 
 
 def _skip_if_skipped(result: RunResult, experiment: str) -> None:

@@ -184,6 +184,7 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         acklab_version=acklab_version(),
         trials_per_experiment=trials,
         shard=None,
+        warnings=list(dict.fromkeys(w for s in ordered for w in s.run.warnings or ())),
     )
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)

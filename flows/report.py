@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from acklab.evidence.documents.records import observed_text
 from acklab.evidence.documents.trail import CheckRecord, Decision, LabLatency, LabRunOutputs, StrikeComparison
 
 from .candidate import Candidate
@@ -38,8 +39,8 @@ def incident_summary(run: LabRun, *, limit: int = 40) -> str:
         lines.append(f"{name}: {exp.verdict}, {len(exp.violations)} violation(s) in {exp.trials} trial(s)")
         for v in exp.violations[:3]:
             lines.append(
-                f"  - {v.invariant}: event {v.event_id} observed {v.observed}, "
-                f"expected {v.expected} ({v.detail[:300]})"
+                f"  - {v.invariant}: event {v.event_id} {observed_text(v.observed, v.source, v.expected)} "
+                f"({v.detail[:300]})"
             )
         if exp.incident and exp.violations:
             lines += deliveries_of(Path(exp.incident), exp.violations[0].event_id)

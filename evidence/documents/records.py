@@ -153,10 +153,14 @@ class Violation(Document):
     delivery: Omit[ViolationDelivery] = None
 
     def describe(self) -> str:
-        """One line: invariant, event, observed vs expected."""
-        return (
-            f"{self.invariant} on event {self.event_id}: observed {self.observed}, expected {self.expected}"
-        )
+        """One line: invariant, event, observed vs expected (and which effects: rows, emails, calls)."""
+        return f"{self.invariant} on event {self.event_id}: {observed_text(self.observed, self.source, self.expected)}"
+
+
+def observed_text(observed: int | str | None, source: str | None, expected: str | None = None) -> str:
+    """``observed 16 emails, expected <= 1``: the number says what it counts when a source is known."""
+    counted = f"{observed} {source}" if source and isinstance(observed, int) else f"{observed}"
+    return f"observed {counted}" + (f", expected {expected}" if expected is not None else "")
 
 
 class FaultTry(Document):

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from .base import Document, Omit
-from .records import Violation, ViolationDelivery
+from .records import EffectSource, Violation, ViolationDelivery
 from .run import RunDocument, RunExperiment
 from .verdicts import ExperimentVerdict, Invariant, Verdict
 
@@ -33,12 +33,14 @@ class ResultViolation(Document):
     observed: int | str | None
     expected: str
     detail: str
+    source: Omit[EffectSource] = None
     delivery: Omit[ViolationDelivery] = None
 
     @classmethod
     def of(cls, violation: Violation) -> ResultViolation:
         return cls(
             invariant=violation.invariant,
+            source=violation.source,
             event_id=violation.event_id,
             observed=violation.observed,
             expected=violation.expected,
@@ -90,6 +92,7 @@ class RunResultJson(Document):
     bundle: str | None
     comparison: Omit[str] = None
     compared: Omit[list[RunResultJson]] = None
+    warnings: Omit[list[str]] = None
 
     @classmethod
     def of(cls, run: RunDocument, bundle: str) -> RunResultJson:
@@ -104,6 +107,7 @@ class RunResultJson(Document):
             error=error,
             experiments=[ResultExperiment.of(e, bundle) for e in run.experiments],
             bundle=bundle,
+            warnings=run.warnings,
         )
 
     @classmethod

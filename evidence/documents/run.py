@@ -115,6 +115,9 @@ class RunDocument(Document):
     trials_per_experiment: Omit[Annotated[int, Field(ge=1)]] = None
     shard: Annotated[str, Field(pattern=r"^[0-9]+/[0-9]+$")] | None = None
     acklab_version: Omit[str] = None
+    # What the lab saw that may make a pass mean less than it says (a sink that heard nothing
+    # while rows landed, a service the lab did not start served by another process).
+    warnings: Omit[list[Annotated[str, Field(max_length=2000)]]] = None
 
     @classmethod
     def build(
@@ -130,6 +133,7 @@ class RunDocument(Document):
         acklab_version: str,
         trials_per_experiment: int | None = None,
         shard: str | None = None,
+        warnings: Sequence[str] = (),
     ) -> RunDocument:
         """The run's document; its verdict combines the experiments' (an unfinished run's is error)."""
         return cls(
@@ -145,6 +149,7 @@ class RunDocument(Document):
             ended_at=ended_at,
             acklab_version=acklab_version,
             experiments=list(experiments),
+            warnings=list(warnings) or None,
         )
 
     def experiment(self, name: str) -> RunExperiment | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from acklab.evidence.documents.incident import Incident
-from acklab.evidence.documents.records import Violation
+from acklab.evidence.documents.records import Violation, observed_text
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 
 
@@ -35,10 +35,10 @@ class Case:
 
 
 def _violation_line(violation: Violation) -> str:
-    line = (
-        f"{violation.invariant}: event {violation.event_id} "
-        f"observed {violation.observed!r}, expected {violation.expected}"
-    )
+    observed = observed_text(violation.observed, violation.source, violation.expected)
+    if not isinstance(violation.observed, int):  # a text observed is quoted: it may be the handler's words
+        observed = f"observed {violation.observed!r}, expected {violation.expected}"
+    line = f"{violation.invariant}: event {violation.event_id} {observed}"
     if violation.trial:
         line += f" (trial {violation.trial})"
     if violation.detail:

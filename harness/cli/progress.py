@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acklab.evidence.documents.records import observed_text
 from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.history import printable
 from acklab.evidence.redaction import known
@@ -89,6 +90,8 @@ class ProgressDisplay:
             self.console.print(summary_table(event.run))
             for line in spread_lines(event.run):
                 self.console.print(line)
+            for warning in event.run.warnings or ():
+                self.console.print(f"[yellow]warning:[/] {shown(known().text(warning))}")
         self.console.print(
             f"verdict: [{STYLE.get(event.verdict, '')}]{shown(event.verdict)}[/] ({shown(event.status)}); "
             f"bundle {shown(event.bundle)}"
@@ -148,7 +151,7 @@ def summary_table(run: RunDocument) -> Table:
         first = ""
         if experiment.violations:
             v = experiment.violations[0]
-            first = f"{v.invariant}: {v.event_id} observed {v.observed}, expected {v.expected}"
+            first = f"{v.invariant}: {v.event_id} {observed_text(v.observed, v.source, v.expected)}"
         elif experiment.reason or experiment.error:
             # why it erred or was skipped (a skipped experiment has a reason, never an error)
             first = str(experiment.reason or experiment.error)[:160]

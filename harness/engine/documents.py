@@ -63,7 +63,13 @@ def incident(
 
 
 def run_document(
-    *, run_id: str, plan: RunPlan, status: str, started_at: str, experiments: Sequence[RunExperiment]
+    *,
+    run_id: str,
+    plan: RunPlan,
+    status: str,
+    started_at: str,
+    experiments: Sequence[RunExperiment],
+    warnings: Sequence[str] = (),
 ) -> RunDocument:
     """run.json of a run of `plan` (a preliminary one while it runs: status ``interrupted``)."""
     return RunDocument.build(
@@ -77,4 +83,5 @@ def run_document(
         acklab_version=acklab_version(),
         trials_per_experiment=plan.trials_per_experiment,
         shard=plan.shard_label,
+        warnings=warnings,
     )

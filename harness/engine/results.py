@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from acklab.evidence.documents.records import Violation as ViolationRecord
+from acklab.evidence.documents.records import observed_text
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.documents.run import RunDocument, RunExperiment
 from acklab.evidence.exitcodes import ExitCode
@@ -56,6 +57,7 @@ class Violation:
     trial: str | None = None
     # The delivery that caused it: {"seq", "kind", "attempt"} (None when no single one did).
     delivery: Mapping[str, Any] | None = None
+    source: str | None = None  # at-most-once-effect: rows, emails or calls
 
     @classmethod
     def of(cls, experiment: str, record: ViolationRecord) -> Violation:
@@ -68,6 +70,7 @@ class Violation:
             detail=record.detail,
             trial=record.trial,
             delivery=record.delivery.dump() if record.delivery is not None else None,
+            source=record.source,
         )
 
     @classmethod
@@ -76,10 +79,8 @@ class Violation:
         return cls.of(experiment, ViolationRecord.read(doc))
 
     def describe(self) -> str:
-        """One line: invariant, event, observed vs expected."""
-        return (
-            f"{self.invariant} on event {self.event_id}: observed {self.observed}, expected {self.expected}"
-        )
+        """One line: invariant, event, observed vs expected (and which effects: rows, emails, calls)."""
+        return f"{self.invariant} on event {self.event_id}: {observed_text(self.observed, self.source, self.expected)}"
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,11 @@ class RunResult:
     def seed(self) -> int:
         return self.document.seed
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the run saw that may make a pass mean less than it says (`harness.engine.notices`)."""
+        return tuple(self.document.warnings or ())
+
     def result_json(self) -> RunResultJson:
         """The ``acklab run --json`` object as its model (paths absolute)."""
         return RunResultJson.of(self.document, str(self.bundle.resolve()))
@@ -255,6 +261,7 @@ class RunResult:
         # Failures first: they are what the reader came for.
         order = sorted(experiments, key=lambda e: ("fail", "error", "pass", "skipped").index(e.verdict))
         body = [e.explain() for e in order]
+        body += [f"warning: {_cut(w, REASON_CHARS)}" for w in self.warnings]
         tail = (
             f"evidence: {self.bundle.resolve()} (acklab evidence verify {self.bundle.resolve()}; "
             f"acklab console --evidence {self.bundle.resolve().parent})"

@@ -20,6 +20,7 @@ from acklab.evidence.loading import load_evidence_json
 from acklab.harness.core.plan import RunPlan
 from acklab.harness.core.run_events import EventBus, ExperimentFinished, TrialCheckpointed
 from acklab.harness.engine.documents import incident, run_document
+from acklab.harness.engine.notices import run_warnings
 from acklab.harness.errors import SpecError
 from acklab.harness.experiments import Experiment
 from acklab.harness.targets import Target
@@ -126,6 +127,7 @@ class RunState:
             status="complete",
             started_at=self.started_at,
             experiments=entries + self._skipped_entries(),
+            warnings=run_warnings(self.target.notices, self.target.sinks_of(), list(self.finished.values())),
         )
         self.keep_attachments()
         self.writer.write_document("run.json", run)

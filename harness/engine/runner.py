@@ -32,6 +32,7 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter
 from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.trial import Trial
+from acklab.evidence.redaction import redact
 from acklab.evidence.errors import EvidenceError
 from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.plan import (
@@ -306,6 +307,8 @@ async def _main(
     interrupted = _install_interrupts(options.deadline_s)
     try:
         await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
+        for notice in target.notices:
+            print(f"acklab: warning: {redact(notice)}", file=sys.stderr)
         if any(e.bursts for e in experiments):
             # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
             await check_burst_sync(target, plan.settings.burst_sync)

@@ -16,9 +16,10 @@ owner) and records it in the incident (``target.listener``).
 * the descendants of the lab's parent process — the shell that started the server with
   ``&`` and then ``acklab`` (unless that parent is PID 1, whose descendants are everything).
 
-An owner outside the job is refused (exit 5, naming its pid and command line and the fix)
-unless ``--allow-foreign-service`` says you started it yourself (another terminal, a
-container's published port). Where the OS does not say (no ``/proc``, a socket owned by
+An owner outside the job is refused in CI (exit 5, naming its pid and command line and the
+fix) unless ``--allow-foreign-service`` says you started it yourself (a container's published
+port). On a developer's machine — no ``CI`` variable, none of GitLab's — a service started in
+another terminal is the normal way to work: the run goes on, warns, and records who served it. Where the OS does not say (no ``/proc``, a socket owned by
 another user or in another network namespace), the owner is recorded as unknown and nothing
 is refused: the check proves what it can see, and says when it could not look.
 """
@@ -29,9 +30,13 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 PROC = Path("/proc")
+# Set by every CI service (CI=true: GitLab, GitHub Actions, CircleCI, Travis...) or by GitLab's
+# runner alone (a job whose script unset CI still has these).
+CI_MARKERS = ("CI", "GITLAB_CI", "CI_JOB_ID", "CI_SERVER")
 LISTEN = "0A"
 MAX_CMDLINE = 200
 MAX_DEPTH = 512  # an ancestor chain is never this long; a cycle (a pid reused mid-walk) stops here
@@ -59,6 +64,16 @@ class Listener:
         if self.command is not None:
             described["command"] = self.command
         return described
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable that says this process runs in CI (``CI=true``, ``GITLAB_CI=true``...), or None."""
+    env = os.environ if environ is None else environ
+    for name in CI_MARKERS:
+        value = env.get(name, "").strip().lower()
+        if value and value not in ("0", "false", "no", "off"):
+            return f"{name}={env[name]}" if name in ("CI", "GITLAB_CI") else name
+    return None
 
 
 def _socket_inodes(port: int, host: str) -> set[str] | None:

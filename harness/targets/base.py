@@ -186,6 +186,9 @@ class Target(ABC):
     # Ids in varied formats and bodies with their fields in a drawn order (`harness.wire.variation`):
     # for a template the lab owns (the fixture), not a provider's shape a spec reproduces.
     varies: ClassVar[bool] = False
+    # What the target noticed while it was prepared that a pass should be read with (run.json's
+    # warnings; harness.engine.notices): a service outside the job it was allowed to attack.
+    notices: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def event_type_of(self, document: Mapping[str, Any], own: str | None = None) -> str:
         """The provider's event-type header value for one event's body (`own`: the type a lifecycle

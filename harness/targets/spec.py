@@ -22,7 +22,7 @@ from acklab.harness.errors import ForeignService, HarnessError, SpecError, Targe
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leased_process import live_members
 from acklab.harness.procs.leases import current_book
-from acklab.harness.procs.listener import Listener, listener_of
+from acklab.harness.procs.listener import Listener, in_ci, listener_of
 from acklab.harness.procs.replicas import ReplicaSet, Restart, restart
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
@@ -320,18 +320,28 @@ class SpecTarget(Target):
         return super().describe().but(endpoint=shown(self.endpoint_ref, self.endpoint), **listener)
 
     def check_listener(self, host: str, port: int) -> None:
-        """Who serves a service the lab did not start; refuse (exit 5) one outside the job."""
+        """Who serves a service the lab did not start: one outside the job is refused (exit 5) in CI,
+        where it may be another job's leftover, and a warning on a developer's machine."""
         if not is_loopback(host):
             return  # another machine's processes: the OS here cannot say
         self.listener = found = listener_of(host, port)
         if found.in_job is not False or self.allow_foreign_service:
             return
         where = shown(self.endpoint_ref, self.endpoint)
+        served = f"{where} is served by pid {found.pid} ({found.command or 'command unknown'}), which "
+        ci = in_ci()
+        if ci is None:
+            self.notices.append(
+                f"target {self.name!r}: {served}this run did not start ({found.how}); attacked as the service "
+                "you started yourself. In CI (CI=true) it would be refused: there it may be another job's "
+                "leftover; let the lab start it with command: and {{port}}"
+            )
+            return
         raise ForeignService(
-            f"target {self.name!r}: {where} is served by pid {found.pid} ({found.command or 'command unknown'}), "
-            f"which this job did not start: {found.how}. It may be a server left over from another job. "
-            "Let the lab start the service (command: with {{port}}, docs/ci.md), stop that process, or pass "
-            "--allow-foreign-service if you started it yourself (another terminal, a container's port)"
+            f"target {self.name!r}: {served}this job did not start: {found.how}. It may be a server left over "
+            f"from another job ({ci}: in CI the check refuses). Let the lab start the service (command: with "
+            "{{port}}, docs/ci.md), stop that process, or pass --allow-foreign-service if you started it "
+            "yourself (a container's port)"
         )
 
     def source_dir(self) -> Path | None:

@@ -1,5 +1,6 @@
 """A service the lab did not start: the run records who listens on its endpoint, and refuses (exit 5)
-a process outside the job — a server left over from another job answering for this one's."""
+in CI a process outside the job — a server left over from another job answering for this one's —
+while on a developer's machine (no CI variable) it attacks it and warns."""
 
 from __future__ import annotations
 
@@ -38,8 +39,13 @@ def wait_listening(port: int) -> None:
 
 
 def env(tmp_path: Path) -> dict[str, str]:
+    """A developer's machine: none of the variables CI sets (whatever runs this suite)."""
     return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI_"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_", "CI_")) and k not in ("CI", "GITLAB_CI")
+        },
         "PYTHONPATH": str(ROOT),
         "PAYMENTS_DB": str(tmp_path / "payments.db"),
         "STRIPE_WEBHOOK_SECRET": SECRET,
@@ -111,11 +117,13 @@ def spec(tmp_path: Path, port: int) -> Path:
     return path
 
 
-def run(tmp_path: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
+def run(
+    tmp_path: Path, port: int, *extra: str, ci: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = ["run", "--target", str(spec(tmp_path, port)), "--experiment", "lost-ack", "--trials", "1"]
     return subprocess.run(
         [str(BIN / "acklab"), *argv, "--out", str(tmp_path / "out"), *extra],
-        env=env(tmp_path),
+        env={**env(tmp_path), **(ci or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -126,6 +134,11 @@ def run(tmp_path: Path, port: int, *extra: str) -> subprocess.CompletedProcess[s
 def listener_recorded(tmp_path: Path) -> dict[str, object]:
     [incident] = (tmp_path / "out").glob("*/incidents/*.json")
     return json.loads(incident.read_text())["target"]["listener"]
+
+
+def run_document(tmp_path: Path) -> dict[str, object]:
+    [found] = (tmp_path / "out").glob("*/run.json")
+    return json.loads(found.read_text())
 
 
 def test_a_server_this_process_started_is_its_own(sibling):
@@ -146,18 +159,35 @@ def test_a_sibling_of_the_lab_is_the_jobs_and_the_run_records_it(tmp_path, sibli
     assert "uvicorn" in str(recorded["command"])
 
 
-def test_a_server_left_over_from_another_job_is_refused_naming_its_pid(tmp_path, leftover):
+def test_in_ci_a_server_left_over_from_another_job_is_refused_naming_its_pid(tmp_path, leftover):
     port, pid = leftover
     found = listener_of("127.0.0.1", port)
     assert (found.pid, found.in_job) == (pid, False)
-    done = run(tmp_path, port)
-    assert done.returncode == 5, done.stderr[-3000:]
-    assert f"is served by pid {pid} (" in done.stderr
-    assert "left over from another job" in done.stderr
-    assert "--allow-foreign-service" in done.stderr
-    assert not list((tmp_path / "out").glob("*/incidents/*.json"))  # refused before any traffic
+    for ci in ({"CI": "true"}, {"GITLAB_CI": "true", "CI_JOB_ID": "4242"}):  # any CI; GitLab's own too
+        done = run(tmp_path, port, ci=ci)
+        assert done.returncode == 5, done.stderr[-3000:]
+        assert f"is served by pid {pid} (" in done.stderr
+        assert "left over from another job" in done.stderr
+        assert "--allow-foreign-service" in done.stderr
+        assert not list((tmp_path / "out").glob("*/incidents/*.json"))  # refused before any traffic
 
-    allowed = run(tmp_path, port, "--allow-foreign-service")
+    allowed = run(tmp_path, port, "--allow-foreign-service", ci={"CI": "true"})
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     recorded = listener_recorded(tmp_path)
     assert (recorded["pid"], recorded["in_job"]) == (pid, False)  # allowed, and still recorded
+    assert "warnings" not in run_document(tmp_path)  # allowed on purpose: nothing to warn about
+
+
+def test_on_a_developers_machine_a_service_started_elsewhere_is_attacked_with_a_warning(tmp_path, leftover):
+    port, pid = leftover  # as one started in another terminal: outside the lab's job
+    done = run(tmp_path, port)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        f"acklab: warning: target 'payments': http://127.0.0.1:{port}/stripe/webhook is served by pid {pid}"
+        in (done.stderr)
+    )
+    [warning] = run_document(tmp_path)["warnings"]
+    assert "this run did not start" in warning
+    assert "In CI (CI=true) it would be refused" in warning
+    recorded = listener_recorded(tmp_path)
+    assert (recorded["pid"], recorded["in_job"]) == (pid, False)

@@ -17,7 +17,9 @@ import tests.pytest_plugin.apps.shop_orders  # noqa: F401
 
 APPS = Path(__file__).with_name("apps")
 # One trial per experiment: each app's bug (or fix) shows on the first; the suites stay fast.
-FAST = ("-p", "no:cacheprovider", "--acklab-trials", "1")
+# These suites are plain pytest: pytest-django (installed for the Django shops' own suites) would
+# take over a Django app's settings (its locmem mail backend, its database blocker).
+FAST = ("-p", "no:cacheprovider", "-p", "no:django", "--acklab-trials", "1")
 # For suites run in processes of their own (a subprocess, xdist's workers): this project's
 # environment has pytest plugins the user suites do not use, whose import costs ~1.3 s a process.
 LEAN = ("-p", "no:hypothesispytest", "-p", "no:schemathesis")

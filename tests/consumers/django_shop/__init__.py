@@ -3,8 +3,8 @@
 ``repo/`` is the user's repository, file for file: ``manage.py``, the project ``shop`` (settings
 from the environment: ``SHOP_DB``, ``EMAIL_HOST``/``EMAIL_PORT``, ``STRIPE_WEBHOOK_SECRET``;
 Django's SMTP email backend), the app ``orders`` (a ``Fulfillment`` model, its migration, and
-the Stripe webhook view in ``orders/views.py``), its own tests (plain pytest, Django's test
-environment) and a target spec ``shop.target.yaml`` (gunicorn on ``{{port}}``, the database in
+the Stripe webhook view in ``orders/views.py``), its own tests (pytest-django: its test database,
+its locmem ``mailoutbox``) and a target spec ``shop.target.yaml`` (gunicorn on ``{{port}}``, the database in
 ``{{scratch}}``, ``manage.py migrate`` as setup, rows and receipts counted). It imports nothing
 of acklab.
 

@@ -3,7 +3,7 @@ import hmac
 import json
 import time
 
-from django.core import mail
+import pytest
 from django.test import Client
 
 from orders.models import Fulfillment
@@ -40,25 +40,28 @@ def deliver(event: dict, secret: str = SECRET):
     )
 
 
-def test_a_paid_checkout_is_fulfilled_and_mailed_once():
+pytestmark = pytest.mark.django_db(transaction=True)  # the receipt goes on commit
+
+
+def test_a_paid_checkout_is_fulfilled_and_mailed_once(mailoutbox):
     assert deliver(paid("evt_1", "o1")).status_code == 200
     assert Fulfillment.objects.filter(event_id="evt_1").count() == 1
-    [receipt] = mail.outbox
+    [receipt] = mailoutbox
     assert "o1" in receipt.subject
     assert receipt.to == ["buyer@example.test"]
 
 
-def test_a_redelivery_ships_nothing_more():
+def test_a_redelivery_ships_nothing_more(mailoutbox):
     deliver(paid("evt_2", "o2"))
     assert deliver(paid("evt_2", "o2")).status_code == 200
     assert Fulfillment.objects.filter(event_id="evt_2").count() == 1
-    assert len(mail.outbox) == 1
+    assert len(mailoutbox) == 1
 
 
-def test_a_delivery_signed_with_another_secret_is_refused():
+def test_a_delivery_signed_with_another_secret_is_refused(mailoutbox):
     assert deliver(paid("evt_3", "o3"), secret="whsec_someone_else").status_code == 400
     assert not Fulfillment.objects.exists()
-    assert mail.outbox == []
+    assert mailoutbox == []
 
 
 def test_other_events_are_acknowledged_and_ignored():
