@@ -258,7 +258,10 @@ class WebhookLab:
         Any keyword of `acklab.attack` may be given; ``--acklab-trials`` and ``--acklab-seed``
         override the test's own, the marker's spec and experiment are the defaults.
         """
-        import acklab
+        # From the API's module, not acklab's namespace: a project's own acklab/ folder (where
+        # `acklab init` writes its spec) on sys.path can shadow the package's root under an
+        # editable install, never its modules.
+        from acklab.harness.engine.api import attack
         from acklab.harness.targets.app_spec import target_name
 
         config = self._request.config
@@ -284,7 +287,7 @@ class WebhookLab:
                 getattr(self._request.node, "originalname", self._request.node.name)
             )
         self.attacked = True
-        result = acklab.attack(app, **options)
+        result = attack(app, **options)
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
@@ -296,7 +299,7 @@ class WebhookLab:
     def run(self, target: str | Path | None = None, **options: Any) -> RunResult:
         """`acklab.run` on a target spec (default: the marker's) with this session's trials, seed and
         evidence directory: a service the spec names or starts (``command:``), over its socket."""
-        import acklab
+        from acklab.harness.engine.api import run
 
         config = self._request.config
         spec, experiment = self._marked()
@@ -316,7 +319,7 @@ class WebhookLab:
 
             options["seed"] = secrets.randbits(32)
         options.setdefault("out", self.out)
-        result = acklab.run(chosen, **options)
+        result = run(chosen, **options)
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)

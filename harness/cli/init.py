@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,13 @@ import click
 
 from acklab.evidence.bundle import acklab_version
 from acklab.evidence.exitcodes import ExitCode
-from acklab.evidence.redaction import remember
+from acklab.evidence.redaction import redact, remember
 from acklab.harness.cli.params import Finite
 from acklab.harness.errors import HarnessError, SpecError
-from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover, shown
-from acklab.harness.init.examples import PROVIDERS, Example, example
+from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover, fresh_ids, shown
+from acklab.harness.init.examples import PROVIDERS, Example, example, from_file
+from acklab.harness.init.heard import Heard, listen_for, unseen
+from acklab.harness.init.project import Project, detect
 from acklab.harness.init.scaffold import (
     NAME,
     Scaffold,
@@ -29,6 +30,7 @@ from acklab.harness.init.scaffold import (
     target_doc,
     test_text,
 )
+from acklab.harness.init.serving import PLACEHOLDERS, Serving, python, served, serving
 from acklab.harness.specs.credentials import url_secrets
 from acklab.harness.specs.load import all_problems, load_spec
 from acklab.harness.targets.spec_checks import check_database_url, check_url
@@ -49,19 +51,26 @@ def _relative(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
 
-def _python() -> str:
-    """The program the spec's ``python`` names on this PATH (the project's), else this interpreter."""
-    return shutil.which("python") or sys.executable
-
-
-def _choose(discovery: Discovery, *, yes: bool, interactive: bool) -> Candidate:
+def _choose(
+    discovery: Discovery, *, yes: bool, interactive: bool, event: str, heard: Heard | None, served: bool
+) -> Candidate:
     if not discovery.candidates:
         status = discovery.statuses[0]
         refused = status in (400, 401, 403)
+        silent = heard is None or not (heard.emails.get("event") or heard.calls.get("event"))
+        if status is not None and 200 <= status < 300 and not discovery.first and silent:
+            raise HarnessError(
+                f"the service answered {status} to {event} and changed nothing (no table, no email, no call): "
+                "does it ignore that type? Pass one of your own events with --example FILE (a body from "
+                "the provider's dashboard or your app's log), or another --event TYPE"
+            )
         hint = (
             f"it answered {status} to the signed event: check --secret-env (the secret it verifies with) "
             "and --provider"
             if refused
+            else f"it answered {status}; the service itself was given a database of its own, so give the "
+            "query yourself with --count"
+            if served
             else f"it answered {status}; is --db the database the service writes to? Or give the query "
             "yourself with --count"
         )
@@ -132,7 +141,8 @@ def _expect(discovery: Discovery | None) -> dict[str, Any]:
     "app_ref",
     default=None,
     metavar="MODULE:APP",
-    help="Your ASGI app object (e.g. shop.main:app): the spec serves it with uvicorn on {{port}}.",
+    help="Your app (ASGI or WSGI: shop.main:app, shop.wsgi:application): init serves it on a port, "
+    "with a database and sinks of its own, and so does the spec.",
 )
 @click.option(
     "--path",
@@ -147,13 +157,34 @@ def _expect(discovery: Discovery | None) -> dict[str, Any]:
     "event_type",
     default=None,
     metavar="TYPE",
-    help="The event (default: the provider's first example).",
+    help="The event type (default: the provider's first example; any type of yours).",
+)
+@click.option(
+    "--example",
+    "example_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="One of your own events (JSON, from the provider's dashboard or your app's log) to start from.",
 )
 @click.option(
     "--db",
     default=None,
     metavar="URL",
-    help="The service's database (SQLAlchemy URL): init finds the effect in it.",
+    help="--url: the service's database (SQLAlchemy URL), where init finds the effect. --app: the "
+    "database the app uses (its file name is kept; the served app gets its own).",
+)
+@click.option(
+    "--db-env",
+    default=None,
+    metavar="NAME",
+    help="--app: the variable the app reads its database from (default: found in its settings or code).",
+)
+@click.option(
+    "--outbound-env",
+    multiple=True,
+    metavar="NAME",
+    help="--app: a variable holding the base URL of an API the app calls (the lab's API sink goes there).",
 )
 @click.option(
     "--count",
@@ -196,29 +227,42 @@ def _expect(discovery: Discovery | None) -> dict[str, Any]:
     show_default=True,
     help="Seconds to wait for an effect.",
 )
-@click.option("--yes", is_flag=True, help="Write what init proposes without asking.")
+@click.option(
+    "--yes", is_flag=True, help="Write what init proposes (and, with --url, deliver) without asking."
+)
 @click.option("--force", is_flag=True, help="Replace files init wrote before.")
 def init(**kwargs: Any) -> int:
-    """Write a target spec, a pytest test and a CI snippet for your webhook, its effect found for you.
+    """Write a target spec, a pytest test and a CI snippet for your webhook, its effects found for you.
 
-    Given --db, init delivers one signed event of the provider's published example, then the
-    same event again, then a conflicting body, and compares every table of the database
-    (read-only) before and after each: the table that gained a row naming the event is the
-    effect, and the spec counts it. It prints what it saw and asks before it writes (--yes:
-    without asking). Bad input changes nothing.
+    With --app, init serves your app as the spec will: on a port of its own, its database in a
+    scratch directory (migrated by the setup it detects: manage.py migrate, alembic upgrade head),
+    its mail and API calls pointed at the lab's SMTP and API sinks; your own database is never
+    touched. With --url (a running service) it says which database it will write to and asks.
+    It delivers one signed event, the same event again and a conflicting body, compares every
+    table (read-only) before and after each and listens to the sinks: the table that gained a
+    row naming the event, and the emails and calls naming it, are what the spec counts. It prints
+    what it saw and asks before it writes (--yes: without asking). Bad input changes nothing.
     """
     url, app_ref, db, count = kwargs["url"], kwargs["app_ref"], kwargs["db"], kwargs["count"]
     if (url is None) == (app_ref is None):
-        raise click.UsageError("give either --url (a running service) or --app MODULE:APP (an ASGI app)")
+        raise click.UsageError("give either --url (a running service) or --app MODULE:APP (your app)")
     if app_ref is not None and not APP_REF.match(app_ref):
         raise SpecError(f"--app: got {app_ref!r}; expected MODULE:ATTRIBUTE, e.g. shop.main:app")
     if app_ref is not None and not (kwargs["hook_path"] or "").startswith("/"):
         raise SpecError(
             f"--path: got {kwargs['hook_path']!r}; with --app give the webhook's path, e.g. --path /webhooks"
         )
-    if db is None and count is None:
+    if url is not None and db is None and count is None:
         raise click.UsageError("give --db URL (init finds the effect in that database) or --count QUERY")
-    chosen: Example = example(kwargs["provider"], kwargs["event_type"])
+    for option in ("db_env", *(["outbound_env"] if kwargs["outbound_env"] else [])):
+        for value in [kwargs[option]] if isinstance(kwargs[option], str | None) else kwargs[option]:
+            if value is not None and not ENV_NAME.match(value):
+                raise SpecError(f"--{option.replace('_', '-')}: got {value!r}; expected a variable's name")
+    chosen: Example = (
+        from_file(kwargs["example_file"], kwargs["provider"], kwargs["event_type"])
+        if kwargs["example_file"] is not None
+        else example(kwargs["provider"], kwargs["event_type"])
+    )
     name = kwargs["name"] or re.sub(r"[^A-Za-z0-9._-]+", "-", Path.cwd().name).strip("-._") or "service"
     if not NAME.match(name):
         raise SpecError(f"--name: got {name!r}; letters, digits, '.', '_' and '-', at most 80")
@@ -254,25 +298,55 @@ def init(**kwargs: Any) -> int:
 
     template = chosen.template()
     conflict = default_conflict(template, chosen.provider)
-    command: dict[str, Any] | None = None
+    project: Project | None = None
+    how: Serving | None = None
+    notes: list[str] = []
     if app_ref is not None:
+        interpreter = python()
+        project = detect(
+            interpreter,
+            Path.cwd(),
+            app_ref,
+            db_env=kwargs["db_env"],
+            db_file=db if db is not None and db.startswith("sqlite") else None,
+            outbound_env=tuple(kwargs["outbound_env"]),
+            secret_env=secret_env,
+        )
+        how, framework = serving(project, interpreter=interpreter, spec_dir=spec_dir)
+        notes += [
+            f"{framework or 'the app'} served by {' '.join(how.argv[:3])} on {{{{port}}}}, its database in "
+            f"{{{{scratch}}}} ({project.database.variable}), never yours",
+            *project.notes,
+        ]
         endpoint = f"http://127.0.0.1:{{{{port}}}}{kwargs['hook_path']}"
-        command = {
-            "argv": ["python", "-m", "uvicorn", app_ref, "--host", "127.0.0.1", "--port", "{{port}}"],
-            "cwd": _relative(Path.cwd(), Path.cwd() / spec_dir),
-        }
     else:
         endpoint = url
+        _ask_before_delivering(url, db, yes=kwargs["yes"], interactive=sys.stdin.isatty(), counting=count)
+        notes += unseen(["emails", "calls"])
 
     discovery: Discovery | None = None
+    heard: Heard | None = None
     if count is None:
-        discovery = _discover(
-            kwargs, chosen=chosen, template=template, conflict=conflict, secret=secret, command=command
+        discovery, heard = _discover(
+            kwargs,
+            chosen=chosen,
+            template=template,
+            conflict=conflict,
+            secret=secret,
+            project=project,
+            how=how,
         )
-        seen = _report(discovery)
+        seen = _report(discovery) + (heard.lines() if heard is not None else [])
         for line in seen:
             _say(f"  {line}")
-        best = _choose(discovery, yes=kwargs["yes"], interactive=sys.stdin.isatty())
+        best = _choose(
+            discovery,
+            yes=kwargs["yes"],
+            interactive=sys.stdin.isatty(),
+            event=chosen.event,
+            heard=heard,
+            served=project is not None,
+        )
         prefix = chosen.object_prefix() if best.keyed_by == "object" else ""
         if best.keyed_by == "object" and chosen.object_id:
             # The object is named by the event id: the count filters on it with :event_id alone.
@@ -289,7 +363,35 @@ def init(**kwargs: Any) -> int:
     else:
         seen = ["(not looked at: --count given)"]
         effects = {"url": db or "env:SERVICE_DB_URL", "count": count}
+    if project is not None:
+        effects["url"] = project.database_url(PLACEHOLDERS)
 
+    expect = _expect(discovery)
+    sinks: dict[str, Any] = {}
+    if heard is not None:
+        smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}")
+        outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}")
+        if smtp is not None:
+            sinks["smtp"], expect["max_emails"] = smtp, emails
+            _say(f"proposed effects.smtp: match {smtp['match']} (at most {emails} email(s) per event)")
+        if outbound is not None:
+            sinks["outbound"], expect["max_calls"] = outbound, calls
+            _say(
+                f"proposed effects.outbound: {len(outbound['routes'])} route(s) (at most {calls} call(s) per event)"
+            )
+        notes += heard.blind_spots()
+        if smtp is None and not heard.blind_spots() and project is not None:
+            notes.append(
+                f"init saw no email: if the app sends some, add effects.smtp and {project.mail[1]}: "
+                "'{{smtp_port}}' under command.env (docs/sinks.md)"
+            )
+    for note in notes:
+        _say(f"note: {shown(note)}")
+    command = (
+        how.command_section(mail="smtp" in sinks, outbound="outbound" in sinks, project=project)
+        if how is not None and project is not None
+        else None
+    )
     doc = target_doc(
         name=name,
         example=chosen,
@@ -297,12 +399,19 @@ def init(**kwargs: Any) -> int:
         secret_env=secret_env,
         effects=effects,
         command=command,
-        expect=_expect(discovery),
+        expect=expect,
         template=template,
+        setup={"argv": list(how.setup)} if how is not None and how.setup else None,
+        sinks=sinks,
     )
     files = {
-        spec_path: spec_text(doc, example=chosen, seen=seen),
-        test_path: test_text(name=name, spec_rel=_relative(spec_path, test_path.parent), app_ref=app_ref),
+        spec_path: spec_text(doc, example=chosen, seen=[*seen, *(f"note: {n}" for n in notes)]),
+        test_path: test_text(
+            name=name,
+            spec_rel=_relative(spec_path, test_path.parent),
+            app_ref=app_ref,
+            served=command is not None,
+        ),
         ci_path: ci_text(
             name=name,
             spec_rel_root=spec_path.as_posix(),
@@ -326,6 +435,28 @@ def init(**kwargs: Any) -> int:
     return int(ExitCode.OK)
 
 
+def _ask_before_delivering(
+    url: str, db: str | None, *, yes: bool, interactive: bool, counting: str | None
+) -> None:
+    """A running service writes what init's deliveries cause into its own database: say which, and ask."""
+    if counting is not None:
+        return  # nothing is delivered
+    where = f"into {redact(db)}" if db else "into its database"
+    said = (
+        f"init will deliver 3 signed events to {redact(url)}; the service writes what they cause {where}, "
+        "and those rows stay there (with --app, init serves your app on a database of its own instead)"
+    )
+    _say(said)
+    if yes:
+        return
+    if not interactive:
+        raise click.UsageError(
+            "init asks before it delivers to a running service, and there is no terminal to ask on; pass "
+            "--yes to deliver, or use --app to let init serve the app on a database of its own"
+        )
+    click.confirm("deliver them?", default=False, abort=True, err=True)
+
+
 def _discover(
     kwargs: dict[str, Any],
     *,
@@ -333,29 +464,39 @@ def _discover(
     template: dict[str, Any],
     conflict: dict[str, Any],
     secret: str,
-    command: dict[str, Any] | None,
-) -> Discovery:
-    """Serve the app (--app) or use the running service (--url), and watch the database."""
-    from acklab.harness.ports import free_port
-    from acklab.harness.procs.service_process import Command, ServiceProcess
+    project: Project | None,
+    how: Serving | None,
+) -> tuple[Discovery, Heard | None]:
+    """Serve the app (--app: with its own database and the sinks) or use the running service (--url),
+    and watch the database (and the sinks)."""
     from acklab.harness.specs.credentials import resolve_env
 
-    service = None
-    url = kwargs["url"]
-    if command is not None:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}{kwargs['hook_path']}"
-        argv = tuple(str(a).replace("{{port}}", str(port)) for a in command["argv"])
-        service = ServiceProcess(Command(argv=(_python(), *argv[1:]), cwd=Path.cwd()), url, name="init")
-        _say(f"serving {kwargs['app_ref']} with uvicorn on 127.0.0.1:{port}")
-        service.start()
-    database = Database(resolve_env(kwargs["db"], field_name="--db"))
-    deliverer = Deliverer(url, chosen.provider, secret, event_type=chosen.event_type, headers={})
-    try:
-        return discover(database, deliverer, template, conflict_set=conflict, wait_s=kwargs["wait"], say=_say)
-    finally:
-        deliverer.close()
-        database.close()
-        if service is not None:
-            service.stop()
-            service.remove_logs()
+    ids = fresh_ids()
+    headers = {"event_type": chosen.event_type, "headers": {}}
+    if project is None or how is None:
+        database = Database(resolve_env(kwargs["db"], field_name="--db"))
+        deliverer = Deliverer(kwargs["url"], chosen.provider, secret, **headers)  # type: ignore[arg-type]
+        try:
+            found = discover(
+                database, deliverer, template, conflict_set=conflict, wait_s=kwargs["wait"], say=_say,
+                ids=ids, event_type=chosen.event,
+            )  # fmt: skip
+        finally:
+            deliverer.close()
+            database.close()
+        return found, None
+    with served(project, how, hook_path=kwargs["hook_path"], interpreter=python(), say=_say) as app:
+        heard = Heard(*ids)
+        listen_for(app.sinks, *ids)
+        database = Database(app.database_url)
+        deliverer = Deliverer(app.url, chosen.provider, secret, **headers)  # type: ignore[arg-type]
+        try:
+            found = discover(
+                database, deliverer, template, conflict_set=conflict, wait_s=kwargs["wait"], say=_say,
+                ids=ids, mark=lambda phase: heard.mark(app.sinks, phase), log_tail=app.log_tail,
+                event_type=chosen.event,
+            )  # fmt: skip
+        finally:
+            deliverer.close()
+            database.close()
+    return found, heard

@@ -367,6 +367,34 @@ def rank(
     return tuple(sorted(found, key=lambda c: (-c.score, c.table)))
 
 
+def fresh_ids() -> tuple[str, str]:
+    """The discovery event's id and its object's: fresh, so nothing of an earlier init meets them."""
+    token = secrets.token_hex(8)
+    return f"evt_init{token}", f"ord_init{token}"
+
+
+def refused_at_once(status: int | None, answer: str, *, url: str, event_type: str, log_tail: str) -> None:
+    """A first answer that says the lab cannot learn anything from waiting: no route (404, 405) or
+    the handler failed (5xx). Raised at once, with the service's own log when init serves it."""
+    if status in (404, 405):
+        raise TargetUnreachable(
+            f"the service answered {status} to the signed event at {redact(url)}: no route takes a POST "
+            "there; check the webhook's path (--path, or --url) against the app's routes (Django: urls.py, "
+            "Flask: @app.route, FastAPI: @app.post)"
+        )
+    if status is not None and status >= 500:
+        where = (
+            f"the service's log ends with:\n{redact(log_tail)}"
+            if log_tail.strip()
+            else f"its answer began {answer[:200]!r}; the traceback is in the service's own log"
+        )
+        raise TargetUnreachable(
+            f"the service answered {status} to the signed {event_type} event: its handler failed on it, "
+            f"so init cannot see what it writes. {where}\nIf the provider's example lacks fields your "
+            "handler reads, pass one of your own events with --example FILE"
+        )
+
+
 def discover(
     database: Database,
     deliverer: Deliverer,
@@ -375,28 +403,40 @@ def discover(
     conflict_set: Mapping[str, Any],
     wait_s: float,
     say: Callable[[str], None],
+    ids: tuple[str, str] | None = None,
+    mark: Callable[[str], None] = lambda phase: None,
+    log_tail: Callable[[], str] = lambda: "",
+    event_type: str = "",
 ) -> Discovery:
-    """Deliver one event, its duplicate and a conflicting body; see what each changed."""
-    token = secrets.token_hex(8)
-    event_id, object_id = f"evt_init{token}", f"ord_init{token}"
+    """Deliver one event, its duplicate and a conflicting body; see what each changed.
+
+    `mark(phase)` is called before each delivery (``event``, ``duplicate``, ``conflict``) and
+    once they are settled (``end``): the sinks' records between two marks are that delivery's.
+    A first answer of 404, 405 or 5xx ends discovery at once (`refused_at_once`)."""
+    event_id, object_id = ids or fresh_ids()
     event = render(template, event_id=event_id, order_id=object_id, seq=1, created=datetime.now(UTC))
     # Each change is taken as soon as both of its reads are done: no more than two reads of the
     # database are held at once.
     before = database.snapshot()
     say(f"read {len(before)} table(s) of the database; delivering event {event_id}")
+    mark("event")
     first_status, first_answer = deliverer.send(event)
     say(f"  the event: answered {first_status} {first_answer[:120]!r}")
+    refused_at_once(first_status, first_answer, url=deliverer.url, event_type=event_type, log_tail=log_tail())
     after = settled(database, before, wait_s=wait_s, expect_change=True)
     first = changes(before, after)
     say("  then the duplicate (the same event, signed again, as a retry)")
+    mark("duplicate")
     dup_status, _ = deliverer.send(event)
     before, after = after, settled(database, after, wait_s=wait_s, expect_change=False)
     duplicate = changes(before, after)
     twin = conflicting(event, conflict_set)
     say(f"  then a conflicting body under the same id ({', '.join(conflict_set)} changed)")
+    mark("conflict")
     conflict_status, _ = deliverer.send(twin)
     before, after = after, settled(database, after, wait_s=wait_s, expect_change=False)
     conflict = changes(before, after)
+    mark("end")
     return Discovery(
         event_id=event_id,
         object_id=object_id,

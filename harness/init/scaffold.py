@@ -62,27 +62,38 @@ def target_doc(
     command: Mapping[str, Any] | None,
     expect: Mapping[str, Any],
     template: Mapping[str, Any],
+    setup: Mapping[str, Any] | None = None,
+    sinks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The target spec: `effects` is ``effects.sql``; `sinks` adds ``effects.smtp`` / ``outbound``."""
     doc: dict[str, Any] = {"apiVersion": "acklab/v1", "kind": "target", "name": name, "endpoint": endpoint}
     doc["signing"] = {"scheme": example.provider, "secret": f"env:{secret_env}"}
     if example.event_type:
         doc["delivery"] = {"event_type": example.event_type}
     if command is not None:
         doc["command"] = dict(command)
+    if setup is not None:
+        doc["setup"] = dict(setup)
     doc["event"] = dict(template)
-    doc["effects"] = {"sql": dict(effects)}
+    doc["effects"] = {"sql": dict(effects), **(sinks or {})}
     doc["expect"] = dict(expect)
     return doc
 
 
 def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> str:
+    source = (
+        f"# event: your own {example.event} from {shown(example.source)} (--example),"
+        if example.source is not None
+        else f"# event: {example.provider}'s published example of {example.published or example.event} "
+        "(acklab's harness/init/payloads/SOURCES.md names its source and licence)"
+        + (f", as {example.event}," if example.published else ",")
+    )
     header = [
         f"# acklab target spec for {doc['name']}, written by `acklab init` (yours to edit).",
-        f"# event: {example.provider}'s published example of {example.event} (acklab's "
-        "harness/init/payloads/SOURCES.md names its source and licence),",
+        source,
         "#   with {{event_id}} and {{order_id}} fresh for every event the lab sends.",
         "# conflict: not set, so a conflicting body changes what docs/conflicts.md says (the amount, if any).",
-        "# What init saw in the database:",
+        "# What init saw (the database, and the lab's SMTP and API sinks):",
         # Each line holds names the database gave: escaped, it cannot end the comment.
         *(f"#   {shown(line)}" for line in seen),
         "# Check it: acklab validate THIS_FILE; attack it: acklab run --target THIS_FILE",
@@ -98,7 +109,10 @@ def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> s
     return text
 
 
-def test_text(*, name: str, spec_rel: str, app_ref: str | None) -> str:
+def test_text(*, name: str, spec_rel: str, app_ref: str | None, served: bool) -> str:
+    """The pytest test. `served`: the spec serves the app itself (``command:``), so the test runs the
+    spec's service — its own port, database and sinks — and imports nothing of the app: it runs the
+    same under plain pytest and pytest-django (whose test settings never reach that process)."""
     function = "test_" + re.sub(r"[^0-9a-zA-Z_]", "_", name).lower() + "_webhook"
     lines = [
         f'"""acklab\'s attack on the {name} webhook, one test per experiment (written by `acklab init`).',
@@ -109,6 +123,8 @@ def test_text(*, name: str, spec_rel: str, app_ref: str | None) -> str:
         "import pytest",
         "",
     ]
+    if served:
+        app_ref = None
     if app_ref is not None:
         module, _, attribute = app_ref.partition(":")
         imported = "app" if attribute == "app" else f"{attribute} as app"
@@ -123,6 +139,10 @@ def test_text(*, name: str, spec_rel: str, app_ref: str | None) -> str:
     if app_ref is not None:
         lines.append(
             "    result = webhook_lab.attack(app)  # the app in this process, as the spec describes it"
+        )
+    elif served:
+        lines.append(
+            "    result = webhook_lab.run()  # the spec's command: serves the app: its own port, database and sinks"
         )
     else:
         lines.append("    result = webhook_lab.run()  # the service the spec names, over its socket")

@@ -93,6 +93,9 @@ class OutboundConfig:
     port: int
     routes: tuple[Route, ...] = ()
     idempotency_header: str | None = None
+    # How a call no route takes is answered (None: 404). `acklab init` answers every call while it
+    # watches what the app calls, before any route is known.
+    otherwise: Answer | None = None
 
 
 def fill_json(value: Any, values: Mapping[str, str]) -> Any:
@@ -152,7 +155,8 @@ class _App:
             events = self.ledger.matching(found[1].needle, call_text(path, request.url.query, raw))
         key_header = self.config.idempotency_header
         key = request.headers.get(key_header) if key_header else None
-        answer = Answer(status=413) if capped else Answer(status=404) if found is None else found[1].respond
+        unrouted = self.config.otherwise or Answer(status=404)
+        answer = Answer(status=413) if capped else unrouted if found is None else found[1].respond
         # effect-failure refuses the calls that would take effect; a read still answers
         write = request.method.upper() not in ("GET", "HEAD", "OPTIONS")
         refused = found is not None and not capped and write and self.ledger.refuses(events)
