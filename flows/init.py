@@ -11,7 +11,9 @@ It reads what the repository already says and writes nothing it guessed without 
   ``subprocess``...) is refused and left out; the handler as it is at the head is checked
   against the guard's rules with that list, and every line the guard would refuse is a note;
 * ``verify.commands`` pytest over the project's ``testpaths`` (``pyproject.toml``,
-  ``pytest.ini``, ``setup.cfg``, ``tox.ini``), and ruff over the scoped file(s);
+  ``pytest.ini``, ``setup.cfg``, ``tox.ini``) but the files that attack the service with
+  acklab's ``webhook_lab`` (the test `acklab init` writes: verify attacks the patched service
+  itself, out of the sandbox's reach), and ruff over the scoped file(s);
 * ``experiments`` from the last ``acklab run`` of that target in ``--runs`` (default ``out/``):
   what failed there reproduces; every other experiment — those a run runs by default and those
   the last run ran — strikes again (the spec may narrow the list).
@@ -153,6 +155,21 @@ def pytest_testpaths(repo: Path) -> list[str] | None:
     return None
 
 
+def acklab_tests(repo: Path, paths: list[str]) -> list[str]:
+    """The test files under `paths` that use acklab's ``webhook_lab`` fixture (repository-relative)."""
+    found: list[str] = []
+    for path in paths:
+        root = repo / path
+        files = [root] if root.is_file() else sorted(root.rglob("test*.py")) if root.is_dir() else []
+        for file in files[:2000]:
+            try:
+                if "webhook_lab" in file.read_text(encoding="utf-8", errors="replace"):
+                    found.append(file.relative_to(repo).as_posix())
+            except OSError:
+                continue
+    return found
+
+
 def last_run(runs: Path, target: str) -> dict[str, Any] | None:
     """The newest run document in `runs` of the target named `target` (None: there is none)."""
     found: list[tuple[str, dict[str, Any]]] = []
@@ -221,8 +238,18 @@ def init_flow(
     strike = strike_again(failing, [str(e["name"]) for e in run["experiments"]])
     verify: list[dict[str, Any]] = []
     if paths:
+        attacks = acklab_tests(repo, paths)
+        if attacks:
+            notes.append(
+                f"verify's pytest leaves out {', '.join(attacks)}: it attacks the service with webhook_lab, "
+                "which verify and strike-again do themselves"
+            )
+        ignored = [f"--ignore={path}" for path in attacks]
         verify.append(
-            {"name": "pytest", "argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]}
+            {
+                "name": "pytest",
+                "argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *ignored, *paths],
+            }
         )
     verify.append(
         {"name": "ruff", "argv": ["python", "-m", "ruff", "check", "--no-cache", "--ignore-noqa", *files]}

@@ -179,6 +179,8 @@ def from_file(path: Path, provider: str, event: str | None) -> Example:
     if not isinstance(body, dict):
         raise SpecError(f"--example {path}: got a JSON {type(body).__name__}; expected the event's object")
     shipped = next(e for e in EXAMPLES if e.provider == provider)
+    added = {p: v for p, v in shipped.added.items() if not value_at(body, p)[0]}
+    body = {**body, **added}  # Standard Webhooks: the id travels in webhook-id; a template names one
     event_ids = tuple(p for p in shipped.event_ids if value_at(body, p)[0]) or (
         ("id",) if isinstance(body.get("id"), str | int) else ()
     )

@@ -14,6 +14,10 @@ event's row and, when there is none, mails the receipt and inserts the row insid
 receipt before one insert wins. ``fixed/orders/views.py`` is its twin a maintainer would write:
 the row first (``get_or_create``), the receipt in ``transaction.on_commit`` — same imports.
 
+``checkout_paid.json`` is one of the shop's own events as its developer would copy it from
+Stripe's dashboard (``acklab init --example``): Stripe's published example has no
+``metadata.order_id``, which the view reads.
+
     shop = make_django_shop(tmp_path / "shop")            # the buggy view, committed on main
     shop = make_django_shop(tmp_path / "shop", fixed=True)
     diff = fix_diff(shop)                                  # what a model answers
@@ -21,40 +25,21 @@ the row first (``get_or_create``), the receipt in ``transaction.on_commit`` — 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from tests.consumers.user_repos import commit_all, git
+from tests.consumers.shop_repo import ShopRepo
+from tests.consumers.user_repos import git
 
-__all__ = ["FIXED_VIEW", "SECRET", "TARGET", "VIEW", "fix_diff", "git", "make_django_shop"]
+__all__ = ["EXAMPLE", "FIXED_VIEW", "SECRET", "SHOP", "TARGET", "VIEW", "fix_diff", "git", "make_django_shop"]
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE / "repo"
-FIXED = HERE / "fixed"
 VIEW = "orders/views.py"
 TARGET = "shop.target.yaml"
 SECRET = "whsec_" + "ZGphbmdvLXNob3Atc2lnbmluZy1zZWNyZXQtMDEyMw=="
-FIXED_VIEW = (FIXED / VIEW).read_text(encoding="utf-8")
-
-
-def make_django_shop(directory: Path, *, fixed: bool = False) -> Path:
-    """Copy the shop into `directory` (the fixed view with `fixed`) and commit it on ``main``."""
-    shutil.copytree(REPO, directory, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "db.sqlite3"))
-    if fixed:
-        (directory / VIEW).write_text(FIXED_VIEW, encoding="utf-8")
-    return commit_all(
-        directory,
-        "Shop Maintainer <maintainer@shop.example>",
-        "shop: ship paid checkouts and mail the receipt",
-    )
-
-
-def fix_diff(directory: Path) -> str:
-    """The unified diff (as git writes it) that turns the shop's view into the fixed twin."""
-    path = directory / VIEW
-    original = path.read_text(encoding="utf-8")
-    try:
-        path.write_text(FIXED_VIEW, encoding="utf-8")
-        return git(directory, "diff", "--", VIEW) + "\n"
-    finally:
-        path.write_text(original, encoding="utf-8")
+SHOP = ShopRepo(
+    HERE, VIEW, "Shop Maintainer <maintainer@shop.example>", "shop: ship paid checkouts and mail the receipt"
+)
+FIXED_VIEW = SHOP.fixed_view
+EXAMPLE = HERE / "checkout_paid.json"
+make_django_shop = SHOP.make
+fix_diff = SHOP.fix_diff

@@ -1,0 +1,17 @@
+"""The payment service tells the shop an order was paid (Standard Webhooks): ship it, mail the receipt."""
+
+from sqlalchemy import select
+
+from .db import Session, Shipment
+from .mail import send_receipt
+
+
+def order_paid(message_id: str, event: dict) -> None:
+    if event.get("type") != "order.paid":
+        return
+    data = event["data"]
+    with Session() as session:
+        if session.scalar(select(Shipment).where(Shipment.message_id == message_id)) is None:
+            send_receipt(data["order_id"], data["email"], data["amount_cents"])
+            session.add(Shipment(message_id=message_id, order_id=data["order_id"], amount_cents=data["amount_cents"]))
+            session.commit()
