@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
-from acklab.evidence.extras import PACKAGES, MissingExtra, missing_module
+from acklab.evidence.extras import PACKAGES, MissingExtra, install_command, missing_module
 from acklab.evidence.redaction import redact
 
 from . import __version__
@@ -72,7 +72,7 @@ def _hint(command: str | None, exc: ModuleNotFoundError) -> str:
     extra = COMMAND_EXTRAS.get(command or "")
     if extra and PACKAGES.get(name, (name, None))[1] not in (None, "dev"):
         distribution = PACKAGES[name][0]
-        return f"it needs the Python package {distribution!r}: pip install 'acklab[{extra}]'"
+        return f"it needs the Python package {distribution!r}: {install_command(extra)}"
     return missing_module(exc)
 
 

@@ -4,7 +4,14 @@
 plugin, ``evidence verify``. Everything else is an extra, and the core never imports an
 extra's package: what needs one imports it where it is used, through `require` (or meets
 the `ModuleNotFoundError` that `missing_module` turns into the same message). A missing
-extra is a lab error (exit 4) naming the command to run: ``pip install 'acklab[console]'``.
+extra is a lab error (exit 4) naming the command to run, which is the route acklab itself was
+installed by (`install_command`, read from its own ``direct_url.json``, PEP 610): from a
+package index (``pip install 'acklab[console]'``: the project's GitLab package registry, as the
+user's pip is configured), from a git URL (``pip install 'acklab[console] @
+git+https://...@<commit>'``), a wheel or a folder (``pip install '/path/acklab-1.0-py3-none-any.whl[console]'``),
+or an editable checkout (``pip install -e '/path/to/acklab[console]'``). No index publishes a
+package called acklab for everyone: a bare ``pip install acklab`` is never the advice unless that
+is how it came.
 
 docs/install.md is the user's table of the same facts.
 """
@@ -12,7 +19,10 @@ docs/install.md is the user's table of the same facts.
 from __future__ import annotations
 
 import importlib
+import json
+from importlib import metadata
 from types import ModuleType
+from urllib.parse import unquote, urlsplit
 
 from acklab.evidence.exitcodes import AcklabError, ExitCode
 
@@ -65,6 +75,41 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
 }
 
 
+def install_command(extra: str | None = None, distribution: metadata.Distribution | None = None) -> str:
+    """The pip command that installs acklab (with `extra`) the way this one was installed."""
+    name = f"acklab[{extra}]" if extra else "acklab"
+    # A source checkout's own acklab.egg-info may be found first (its folder on sys.path): the
+    # installed one says how it was installed.
+    found = [distribution] if distribution is not None else list(metadata.distributions(name="acklab"))
+    if not found:
+        # Imported from a source checkout (PYTHONPATH), never installed: install that checkout.
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[1]
+        return f"pip install -e '{root}{name[6:]}'"
+    texts = [d.read_text("direct_url.json") for d in found]
+    text = next((t for t in texts if t), None)
+    try:
+        direct = json.loads(text) if text else None
+    except ValueError:
+        direct = None
+    if not isinstance(direct, dict) or not isinstance(direct.get("url"), str):
+        return f"pip install '{name}'"  # from an index: the one the user's pip is configured with
+    url = direct["url"]
+    extras = name[6:]
+    vcs = direct.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("requested_revision") or vcs.get("commit_id")
+        return f"pip install '{name} @ {vcs.get('vcs', 'git')}+{url}" + (f"@{commit}'" if commit else "'")
+    path = unquote(urlsplit(url).path) if url.startswith("file:") else None
+    if isinstance(direct.get("dir_info"), dict) and path is not None:
+        editable = "-e " if direct["dir_info"].get("editable") else ""
+        return f"pip install {editable}'{path}{extras}'"
+    if path is not None:
+        return f"pip install '{path}{extras}'"  # the wheel (or sdist) it came from
+    return f"pip install '{name} @ {url}'"
+
+
 class MissingExtra(AcklabError):
     """A part of acklab that is not installed (exit 4): the message names the pip command."""
 
@@ -78,10 +123,10 @@ def install_hint(module: str) -> str:
         return f"acklab's own module {module!r} is missing: the installation is incomplete; reinstall acklab"
     distribution, extra = PACKAGES.get(name, (name, None))
     if extra:
-        return f"it needs the Python package {distribution!r}: pip install 'acklab[{extra}]'"
+        return f"it needs the Python package {distribution!r}: {install_command(extra)}"
     return (
         f"it needs the Python package {distribution!r}, one of acklab's dependencies: "
-        f"pip install {distribution!r} (or reinstall acklab)"
+        f"pip install {distribution!r} (or reinstall acklab: {install_command()})"
     )
 
 
@@ -99,5 +144,5 @@ def require(extra: str, module: str, what: str) -> ModuleType:
         distribution, owner = PACKAGES.get(missing, (missing, extra))
         raise MissingExtra(
             f"{what} needs the Python package {distribution!r}, which is not installed: "
-            f"pip install 'acklab[{owner or extra}]'"
+            f"{install_command(owner or extra)}"
         ) from exc

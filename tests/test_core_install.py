@@ -8,6 +8,7 @@ pip's cache keeps a second run quick."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,3 +191,41 @@ def test_the_core_wheel_alone_runs_the_plugin_against_a_users_app(core_wheel, tm
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
     assert (tmp_path / "shop" / ".acklab" / ".gitignore").is_file()
+
+
+def readme_install_block(readme: Path) -> list[str]:
+    """The README's install commands: the sh block that begins ``# in a fresh clone of acklab``."""
+    blocks = re.findall(r"```sh\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.DOTALL)
+    [block] = [b for b in blocks if b.startswith("# in a fresh clone of acklab")]
+    return [line.split("  #")[0].strip() for line in block.splitlines()[1:] if line.strip()]
+
+
+def test_the_readmes_install_route_works_as_written_from_a_fresh_clone(tmp_path):
+    clone = tmp_path / "acklab"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    python = make_venv(tmp_path / "venv")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))},
+        "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}",  # the venv activated
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    commands = readme_install_block(clone / "README.md")
+    assert commands[0].startswith("python -m pip install"), commands
+    for command in commands:
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+    installed = subprocess.run(
+        [str(python), "-c", "import aiosmtpd, acklab.harness.sinks.smtp; from acklab.evidence.extras import install_command; print(install_command('console'))"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    # What a missing extra of this installation asks for is the route it came by: the clone.
+    assert installed.stdout.strip() == f"pip install '{clone}[console]'"

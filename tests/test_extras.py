@@ -1,5 +1,5 @@
 """The slim core: importing it pulls no extra's package, and a missing extra is exit 4 naming
-`pip install 'acklab[NAME]'` (never a traceback).
+the pip command that installs it the way acklab itself was installed (never a traceback).
 
 Each check runs in a fresh interpreter: this test process has imported everything already.
 An extra is made missing by ``sys.modules[name] = None``, which makes its import fail as an
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from acklab.evidence.extras import EXTRAS, PACKAGES
+from importlib import metadata
+
+from acklab.evidence.extras import EXTRAS, PACKAGES, install_command
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every import name an extra brings (and nothing the core lists).
@@ -104,7 +106,7 @@ def test_importing_the_core_and_validating_a_spec_pulls_no_extra(tmp_path):
 def test_a_missing_extra_is_exit_4_naming_the_pip_command(tmp_path, argv, blocked, extra):
     done = acklab(*argv, block=blocked, cwd=tmp_path)
     assert done.returncode == 4, done.stderr
-    assert f"pip install 'acklab[{extra}]'" in done.stderr
+    assert install_command(extra) in done.stderr  # this venv's route: the editable checkout
     assert "Traceback" not in done.stderr
 
 
@@ -124,7 +126,7 @@ def test_a_single_packet_burst_without_h2_names_the_extra(tmp_path):
     done = python(code, block=("h2",), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("4 ")
-    assert "pip install 'acklab[h2]'" in done.stdout
+    assert install_command("h2") in done.stdout
 
 
 def test_effects_in_postgresql_without_psycopg_name_the_extra(tmp_path):
@@ -140,4 +142,31 @@ def test_effects_in_postgresql_without_psycopg_name_the_extra(tmp_path):
     )
     done = python(code, block=("psycopg",))
     assert done.returncode == 0, done.stderr
-    assert "pip install 'acklab[postgres]'" in done.stdout
+    assert install_command("postgres") in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "command"),
+    [
+        (None, "pip install 'acklab[sinks]'"),
+        (
+            {"url": "https://gitlab.example.com/acme/acklab.git",
+             "vcs_info": {"vcs": "git", "commit_id": "887c0c16aa", "requested_revision": "1.2.0"}},
+            "pip install 'acklab[sinks] @ git+https://gitlab.example.com/acme/acklab.git@1.2.0'",
+        ),
+        (
+            {"url": "file:///opt/wheels/acklab-1.2.0-py3-none-any.whl", "archive_info": {}},
+            "pip install '/opt/wheels/acklab-1.2.0-py3-none-any.whl[sinks]'",
+        ),
+        ({"url": "file:///home/ada/acklab", "dir_info": {"editable": True}}, "pip install -e '/home/ada/acklab[sinks]'"),
+        ({"url": "file:///home/ada/acklab", "dir_info": {}}, "pip install '/home/ada/acklab[sinks]'"),
+    ],
+    ids=["package-registry", "git-url", "wheel", "editable-clone", "clone"],
+)  # fmt: skip
+def test_the_install_command_is_the_route_acklab_came_by(tmp_path, direct_url, command):
+    info = tmp_path / "acklab-1.2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acklab\nVersion: 1.2.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    assert install_command("sinks", metadata.PathDistribution(info)) == command

@@ -3,6 +3,7 @@ by watching its database (`harness.init`). docs/init.md is the reference."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -326,6 +327,7 @@ def init(**kwargs: Any) -> int:
 
     discovery: Discovery | None = None
     heard: Heard | None = None
+    object_match = "{{order_id}}"
     if count is None:
         discovery, heard = _discover(
             kwargs,
@@ -353,6 +355,8 @@ def init(**kwargs: Any) -> int:
             from acklab.harness.wire.templates import set_path
 
             set_path(template, chosen.object_id, f"{prefix}{{{{event_id}}}}")
+            if "{{order_id}}" not in json.dumps(template):  # what named the object names the event now
+                object_match = f"{prefix}{{{{event_id}}}}"
         effects: dict[str, Any] = {"url": db, "count": count_query(best, prefix)}
         state = state_query(best, prefix)
         if state:
@@ -369,8 +373,8 @@ def init(**kwargs: Any) -> int:
     expect = _expect(discovery)
     sinks: dict[str, Any] = {}
     if heard is not None:
-        smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}")
-        outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}")
+        smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}", object_match=object_match)
+        outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}", object_match=object_match)
         if smtp is not None:
             sinks["smtp"], expect["max_emails"] = smtp, emails
             _say(f"proposed effects.smtp: match {smtp['match']} (at most {emails} email(s) per event)")

@@ -280,9 +280,16 @@ def run(**kwargs: Any) -> int:
                 )
             from acklab.harness.engine.baseline import run_baseline
 
-            result = run_baseline(_run_options(kwargs), kwargs["baseline"], [ProgressDisplay()])
+            result = run_baseline(
+                _run_options(kwargs),
+                kwargs["baseline"],
+                [ProgressDisplay()],
+                say=lambda line: click.echo(line, err=True),
+            )
+            tree, base = result.doc.targets[0], result.doc.targets[1]
+            after, before = result.runs[0], result.runs[1]
             click.echo(
-                f"{kwargs['target']}: working tree vs {kwargs['baseline']} (seed {result.doc.seed}): {result.bundle}",
+                f"{base}: {before.verdict}; {tree}: {after.verdict} (seed {result.doc.seed}): {result.bundle}",
                 err=True,
             )
         elif kwargs["compare_with"]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -109,8 +109,19 @@ def _baseline_target(options: RunOptions, repo: Path, worktree: Path, commit: st
     return target
 
 
-def run_baseline(options: RunOptions, ref: str, consumers: Sequence[Consumer] = ()) -> ComparisonResult:
-    """Attack REF's code and the working tree's with one plan; bundle both as one comparison."""
+def side_labels(ref: str, commit: str) -> tuple[str, str]:
+    """How the two sides are named wherever they are shown: ``working tree`` and ``HEAD 887c0c16``."""
+    return "working tree", f"{ref} {commit[:8]}"
+
+
+def run_baseline(
+    options: RunOptions,
+    ref: str,
+    consumers: Sequence[Consumer] = (),
+    say: Callable[[str], None] = lambda line: None,
+) -> ComparisonResult:
+    """Attack REF's code and the working tree's with one plan; bundle both as one comparison.
+    `say` is told which side is attacked before each run's own output."""
     check_options(options)
     if options.checkout is not None:
         raise _usage(
@@ -127,9 +138,12 @@ def run_baseline(options: RunOptions, ref: str, consumers: Sequence[Consumer] = 
     current = replace(options, seed=seed)
     if not options.target.startswith("fixture:"):
         _check_spec(Path(options.target))
+    tree, base = side_labels(ref, commit)
     with leased_worktree(repo, commit, label="baseline") as worktree:
         before_target = _baseline_target(current, repo, worktree, commit)
+        say(f"baseline: {base} (its code checked out in a worktree), seed {seed}")
         before = run(current, consumers, target=before_target)
+    say(f"baseline: {tree} (your uncommitted changes), seed {seed}")
     after = run(current, consumers)
-    labels = (f"{options.target} (working tree)", f"{options.target} at {ref} ({commit[:12]})")
+    labels = (f"{options.target}: {tree}", f"{options.target}: {base}")
     return bundle_comparison(options.out, [after, before], seed=seed, started_at=started, targets=labels)

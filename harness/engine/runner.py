@@ -32,8 +32,8 @@ from typing import Any
 from acklab.evidence.bundle import BundleWriter
 from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.trial import Trial
-from acklab.evidence.redaction import redact
 from acklab.evidence.errors import EvidenceError
+from acklab.evidence.redaction import redact
 from acklab.harness.core.bursts import check_burst_sync
 from acklab.harness.core.plan import (
     RunPlan,

@@ -344,6 +344,7 @@ def rank(
                 for row in change.added
             )
             and not isinstance(change.added[0][i], bool)
+            and c.lower() != "id"  # the row's own key: a number the body may hold by chance
         )
         payload = [c for c in columns if c not in keys and c.lower() != "id"]
         score, reasons = 0, []

@@ -61,19 +61,23 @@ class Heard:
         text = call_text(record.path or "", "", record.excerpt.encode())
         return text.names(self.object_id), text.names(self.event_id)
 
-    def smtp(self, listen: str) -> tuple[dict[str, Any] | None, int]:
-        """``effects.smtp`` and ``expect.max_emails`` (None, 0: no email named the event)."""
+    def smtp(self, listen: str, *, object_match: str = "{{order_id}}") -> tuple[dict[str, Any] | None, int]:
+        """``effects.smtp`` and ``expect.max_emails`` (None, 0: no email named the event).
+        `object_match`: how the spec names the event's object (``pi_{{event_id}}`` once init made
+        the object the event's own)."""
         first = self.emails.get("event", [])
         named = [self.names(r) for r in first]
         if any(by_object for by_object, _ in named):
-            match = "{{order_id}}"
+            match = object_match
         elif any(by_event for _, by_event in named):
             match = "{{event_id}}"
         else:
             return None, 0
         return {"listen": listen, "match": match}, sum(1 for o, e in named if o or e)
 
-    def outbound(self, listen: str) -> tuple[dict[str, Any] | None, int]:
+    def outbound(
+        self, listen: str, *, object_match: str = "{{order_id}}"
+    ) -> tuple[dict[str, Any] | None, int]:
         """``effects.outbound`` and ``expect.max_calls`` (None, 0: no call named the event)."""
         routes: dict[tuple[str, str], dict[str, Any]] = {}
         keys: set[str] = set()
@@ -85,11 +89,11 @@ class Heard:
             counted += 1
             path = (
                 (record.path or "/")
-                .replace(self.object_id, "{{order_id}}")
+                .replace(self.object_id, object_match)
                 .replace(self.event_id, "{{event_id}}")
             )
             route = {"method": record.method or "POST", "path": path}
-            route["match"] = "{{order_id}}" if by_object else "{{event_id}}"
+            route["match"] = object_match if by_object else "{{event_id}}"
             routes.setdefault((route["method"], path), {**route, "respond": ANSWER})
             keys |= {name for name in record.headers if IDEMPOTENCY.search(name)}
         if not routes:

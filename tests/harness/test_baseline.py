@@ -123,7 +123,11 @@ def test_baseline_attacks_head_and_the_working_tree_with_one_plan(tmp_path: Path
     comparison = Path(result["comparison"])
     doc = ComparisonDocument.read(load_evidence_json(comparison / "comparison.json"), what="comparison")
     head = git(repo, "rev-parse", "HEAD").strip()
-    assert doc.targets == ["shop.target.yaml (working tree)", f"shop.target.yaml at HEAD ({head[:12]})"]
+    assert doc.targets == ["shop.target.yaml: working tree", f"shop.target.yaml: HEAD {head[:8]}"]
+    # Each side named before its run's own output, and both verdicts with their names at the end.
+    assert f"baseline: HEAD {head[:8]} (its code checked out in a worktree)" in done.stderr
+    assert done.stderr.index(f"baseline: HEAD {head[:8]}") < done.stderr.index("baseline: working tree")
+    assert f"shop.target.yaml: HEAD {head[:8]}: fail; shop.target.yaml: working tree: pass" in done.stderr
     assert len({r.run_id for r in doc.runs}) == 2
     sides = [
         load_evidence_json(next((comparison / run.bundle / "incidents").glob("*.json")))["target"]

@@ -19,7 +19,7 @@ import click
 import pytest
 
 from acklab.evidence.bundle import atomic_write, dump_json, file_table
-from acklab.evidence.extras import missing_module
+from acklab.evidence.extras import install_command, missing_module
 from tests.hostile.conftest import billion_laughs, nested_json, nested_yaml, target_spec, write
 
 DEEP = 20_000  # far past Python's recursion limit
@@ -239,7 +239,7 @@ def test_a_missing_dependency_names_the_package_and_the_extra(monkeypatch, evide
     assert code == 4, err
     assert "needs the Python package 'uvicorn'" in err
     assert "is not built yet" not in err
-    assert "pip install 'acklab[dev]'" in missing_module(ModuleNotFoundError(name="playwright"))
+    assert install_command("dev") in missing_module(ModuleNotFoundError(name="playwright"))
     monkeypatch.setitem(sys.modules, "acklab.flows.cli", None)
     code, _, err = acklab("flow", "run", "x.yaml")
     assert code == 4, err
