@@ -7,8 +7,9 @@ for both the incident view and the comparison. Trials are read with the trial mo
 
 What is over the limit is what the harness recorded: a row is marked where the trial's
 ``at-most-once-effect`` violation of that event names the limit (``expected: "<= N"``, the
-target's ``expect.max_effects``) and the count after the delivery is beyond it. The console
-never decides a violation of its own.
+target's ``expect.max_effects``, or ``max_emails``/``max_calls`` for a violation whose source
+is ``emails`` or ``calls``) and the count of that source after the delivery is beyond it. The
+console never decides a violation of its own.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Row:
     state_after: str | None = None  # beyond one event: the object's state read right after it
     sinks_after: str | None = None  # effects.smtp / effects.outbound: "2 emails · 1 call" read after it
     replica: int | None = None  # topology.replicas: which replica of the consumer answered it
+    emails_after: int | None = None  # effects.smtp: the event's emails read right after it
+    calls_after: int | None = None  # effects.outbound: the event's calls read right after it
+    # The recorded limits of the event's emails and calls, where a violation of theirs names one.
+    sink_limits: tuple[tuple[str, int], ...] = ()
 
     @property
     def ack_differs(self) -> bool:
@@ -76,7 +81,26 @@ class Row:
     def over_limit(self) -> bool:
         """The trial recorded an at-most-once violation of this event, and after this delivery
         the count is beyond its limit."""
-        return self.limit is not None and self.effects_after is not None and self.effects_after > self.limit
+        rows = self.limit is not None and self.effects_after is not None and self.effects_after > self.limit
+        return rows or bool(self.sinks_over)
+
+    @property
+    def sinks_over(self) -> tuple[str, ...]:
+        """The sources (``emails``, ``calls``) beyond their recorded limit after this delivery."""
+        counts = {"emails": self.emails_after, "calls": self.calls_after}
+        return tuple(s for s, limit in self.sink_limits if (counts.get(s) or 0) > limit)
+
+    @property
+    def over_what(self) -> str:
+        """What is over its limit, in words: ``more than one effect and more than one email``."""
+        rows = self.limit is not None and self.effects_after is not None and self.effects_after > self.limit
+        over = [("effect", self.limit)] if rows else []
+        over += [(s[:-1], limit) for s, limit in self.sink_limits if s in self.sinks_over]
+        return " and ".join(
+            f"more than {'one' if n == 1 else n} {word}{'' if n == 1 else 's'}"
+            for word, n in over
+            if n is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -135,13 +159,23 @@ def effects_around(
 
 
 def limits(violations: list[Violation]) -> dict[str, int]:
-    """event id -> the at-most-once limit its recorded violation names."""
+    """event id -> the at-most-once limit its recorded violation of the rows names."""
     found: dict[str, int] = {}
     for v in violations:
         match = _AT_MOST.match(v.expected) if v.invariant == "at-most-once-effect" else None
-        if match:
+        if match and v.source in (None, "rows"):
             found.setdefault(v.event_id, int(match.group(1)))
     return found
+
+
+def sink_limits(violations: list[Violation]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """event id -> (source, limit) of each at-most-once violation of its emails or calls."""
+    found: dict[str, dict[str, int]] = {}
+    for v in violations:
+        match = _AT_MOST.match(v.expected) if v.invariant == "at-most-once-effect" else None
+        if match and v.source in ("emails", "calls"):
+            found.setdefault(v.event_id, {}).setdefault(v.source, int(match.group(1)))
+    return {event: tuple(sorted(by.items())) for event, by in found.items()}
 
 
 def _fact(value: Any) -> str:
@@ -213,6 +247,7 @@ def _row(
     limit: int | None,
     *,
     burst: str | None = None,
+    sinks: tuple[tuple[str, int], ...] = (),
 ) -> Row:
     in_burst = burst is not None and d.kind == "duplicate" and not d.faulted
     return Row(
@@ -235,6 +270,13 @@ def _row(
         limit=limit,
         sinks_after=sinks_after(trial.observations, d.event_id, d.seq),
         replica=d.replica,
+        emails_after=next(
+            (o.emails for o in trial.observations if o.event_id == d.event_id and o.after_seq == d.seq), None
+        ),
+        calls_after=next(
+            (o.calls for o in trial.observations if o.event_id == d.event_id and o.after_seq == d.seq), None
+        ),
+        sink_limits=sinks,
     )
 
 
@@ -255,13 +297,24 @@ def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str
 def rows_of(trial: Trial) -> list[Row]:
     """The trial's deliveries in seq order, joined with observations and commit confirmations."""
     over = limits(trial.violations)
+    over_sinks = sink_limits(trial.violations)
     bursts = bursts_landed(trial)
     rows = []
     last_seq: dict[str, int] = {}
     for d in sorted(trial.deliveries, key=lambda d: d.seq):
         before, after = effects_around(trial.observations, d.event_id, d.seq, last_seq.get(d.event_id))
         last_seq[d.event_id] = d.seq
-        rows.append(_row(d, trial, before, after, over.get(d.event_id), burst=bursts.get(d.event_id)))
+        rows.append(
+            _row(
+                d,
+                trial,
+                before,
+                after,
+                over.get(d.event_id),
+                burst=bursts.get(d.event_id),
+                sinks=over_sinks.get(d.event_id, ()),
+            )
+        )
     return rows
 
 

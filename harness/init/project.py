@@ -131,15 +131,21 @@ def run_probe(python: str, cwd: Path, args: list[str], env: Mapping[str, str]) -
 
 
 def _source_files(root: Path, module: str) -> list[Path]:
-    """The app's module and the files of its top-level package (bounded)."""
-    top = module.split(".", maxsplit=1)[0]
+    """The app's module and the files of its package (bounded), where the project's interpreter
+    finds them: the project's root, its ``src/``, ``PYTHONPATH``."""
+    parts = module.split(".")
     found: list[Path] = []
-    for candidate in (root / top, root / "src" / top):
-        if candidate.is_dir():
-            found += sorted(p for p in candidate.rglob("*.py") if "migrations" not in p.parts)
-    for candidate in (root / f"{top}.py", root / "src" / f"{top}.py"):
-        if candidate.is_file():
-            found.append(candidate)
+    places = [root, root / "src", *(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    for place in places:
+        # The app's own module first: what it reads names the app's variables before its package's.
+        single = place.joinpath(*parts).with_suffix(".py")
+        if single.is_file():
+            found.append(single)
+        package = place.joinpath(*parts[:-1]) if len(parts) > 1 else place / parts[0]
+        if package.is_dir():
+            found += sorted(p for p in package.rglob("*.py") if "migrations" not in p.parts and p != single)
+        if found:
+            break
     return found[:MAX_SOURCE_FILES]
 
 

@@ -63,6 +63,9 @@ class Step:
     sender_status: int | None = None  # None: same as the status
     error: str | None = None
     latency: float = 20.0
+    # effects.smtp: the receipts each handler had sent for the event after this delivery
+    unsafe_emails: int | None = None
+    live_emails: int | None = None
 
 
 def plan(experiment: str) -> list[Step]:
@@ -78,7 +81,12 @@ def plan(experiment: str) -> list[Step]:
             Step("retry", "none", 2, 1, latency=240),
         ]
     if experiment == "concurrent-duplicates":
-        return [Step("duplicate", "none", n, 1, live_status=200 if n == 1 else 409) for n in (1, 2, 2, 3)]
+        return [
+            Step(
+                "duplicate", "none", n, 1, live_status=200 if n == 1 else 409, unsafe_emails=k, live_emails=1
+            )
+            for k, n in enumerate((1, 2, 2, 3), 1)
+        ]
     if experiment == "conflicting-payload":
         return [Step("original", "none", 1, 1), Step("conflict", "none", 2, 1, live_status=409)]
     return [
@@ -142,9 +150,17 @@ def make_trial(
             delivery["response_excerpt"] = XSS_ATTR
             delivery["headers"]["x-note"] = XSS_ATTR
         deliveries.append(delivery)
-        observations.append(
-            {"at": ts(moment), "event_id": event_id, "effects": effects, "source": "sql", "after_seq": seq}
-        )
+        observation = {
+            "at": ts(moment),
+            "event_id": event_id,
+            "effects": effects,
+            "source": "sql",
+            "after_seq": seq,
+        }
+        emails = step.unsafe_emails if unsafe else step.live_emails
+        if emails is not None:
+            observation["emails"] = emails
+        observations.append(observation)
         if step.fault == "lost-ack":
             confirmations.append(
                 {
@@ -157,6 +173,12 @@ def make_trial(
             )
     final = observations[-1]["effects"]
     violations = [violation_for(experiment, event_id, final, trial_id)] if final > 1 else []
+    mailed = observations[-1].get("emails")
+    if mailed is not None and mailed > 1:
+        violations.append(
+            {**violation_for(experiment, event_id, mailed, trial_id), "source": "emails",
+             "detail": f"{mailed} receipts for one event after {experiment}"}
+        )  # fmt: skip
     if hostile and violations:
         violations[0]["detail"] = XSS_SCRIPT + XSS_ATTR
     trial: dict[str, Any] = {
@@ -179,6 +201,15 @@ def make_trial(
     }
     if confirmations:
         trial["commit_confirmations"] = confirmations
+    if experiment == "concurrent-duplicates":
+        # As a real burst records it: the proof's facts name the burst, which each row then shows.
+        facts = {"burst": 16, "burst_sync": "last-byte", "handler_spread_ms": 0.41}
+        trial["fault"] = {
+            "name": "burst",
+            "landed": True,
+            "tries": [{"try": 1, "event_ids": [event_id], "landed": True, "evidence": "16 of 16 duplicates were "
+                       "at the handler within 0.4 ms", "facts": facts}],
+        }  # fmt: skip
     return trial
 
 

@@ -251,3 +251,36 @@ def test_the_live_console_shows_a_new_run_on_the_first_reload(browser, evidence)
         w.page.reload()
         assert "run-late-live" in w.page.content()
         w.assert_clean()
+
+
+CONCURRENT = (
+    "compare?left=run-0001-unsafe:run-0001-unsafe-fixture-unsafe-concurrent-duplicates"
+    "&right=run-0001-live:run-0001-live-fixture-live-concurrent-duplicates"
+)
+
+
+@pytest.mark.parametrize("width", [1366, 1440, 1920])
+def test_the_comparison_shows_emails_beside_rows_and_clips_no_column(browser, live, width):
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page = context.new_page()
+        assert page.goto(f"{live.url}/{CONCURRENT}&step=4").status == 200
+        # Every scrolling box shows all it holds, and the page itself is no wider than the window.
+        clipped = page.evaluate(
+            "() => [...document.querySelectorAll('.scroll')]"
+            ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60))"
+        )
+        assert clipped == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        for side in page.locator(".timelines table").all():
+            assert "EMAILS" in side.locator("thead").inner_text().upper()
+        # The unsafe side mailed a receipt per delivery: its fourth is over the limit, in both views.
+        unsafe, live_side = page.locator(".timelines table").all()
+        last = unsafe.locator("tbody tr").nth(3)
+        assert last.locator("td.count-bad").inner_text() == "4"
+        assert live_side.locator("tbody tr").nth(3).locator("td.count-bad").count() == 0
+        current = page.locator(".step-panel.current .side-step").first
+        assert "VIOLATION: more than one effect and more than one email" in current.inner_text()
+        page.screenshot(path=str(SCREENSHOTS / f"compare-emails-{width}.png"), full_page=True)
+    finally:
+        context.close()

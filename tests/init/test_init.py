@@ -1,6 +1,7 @@
 """`acklab init` against two services it never saw (different schemas, different providers): one
-running under gunicorn (--url), one an app object (--app). The spec it writes validates, and
-then finds each service's bug: `acklab run` exits 1 on the buggy one, 0 on its correct twin."""
+running under gunicorn (--url), one an app object (--app, served by init on a database of its
+own). The spec it writes validates, and then finds each service's bug: `acklab run` exits 1 on
+the buggy one, 0 on its correct twin."""
 
 from __future__ import annotations
 
@@ -168,6 +169,10 @@ def test_init_serves_an_app_object_finds_its_builds_table_and_the_spec_finds_its
     assert spec["name"] == "deploys"  # the project folder's name
     assert spec["endpoint"] == "http://127.0.0.1:{{port}}/hooks/gitlab"
     assert spec["command"]["argv"][:4] == ["python", "-m", "uvicorn", "tests.init.deploys:app"]
+    # Served on a database of its own: the variable the app reads, in the run's scratch directory.
+    assert spec["command"]["env"]["DEPLOYS_DB"] == "{{scratch}}/deploys.db"
+    assert spec["effects"]["sql"]["url"] == "sqlite:///{{scratch}}/deploys.db"
+    assert not (project / "deploys.db").exists()  # the developer's own database: never written
     assert spec["effects"]["sql"]["count"] == "SELECT count(*) FROM builds WHERE sha = :event_id"
     assert spec["event"]["object_kind"] == "push"
     assert spec["event"]["checkout_sha"] == "{{event_id}}"
@@ -181,7 +186,7 @@ def test_init_serves_an_app_object_finds_its_builds_table_and_the_spec_finds_its
     )
     assert buggy.returncode == 1, buggy.stderr[-3000:]
 
-    # The pytest test it wrote attacks the same app in-process, one test per experiment.
+    # The pytest test it wrote runs the spec's service (its own port and database), one test per experiment.
     pytest_env = {**env, "DEPLOYS_DEDUPE": "none"}
     tested = subprocess.run(
         [str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--acklab-trials", "1",
@@ -207,7 +212,7 @@ def test_without_a_terminal_to_ask_on_and_without_yes_nothing_is_written(tmp_pat
     assert done.returncode == 2, done.stderr
     assert "pass --yes to take the proposal above" in done.stderr
     assert "candidate builds.sha" in done.stderr  # it says what it found before it refuses
-    assert [p.name for p in project.iterdir() if not p.name.startswith("deploys.db")] == []
+    assert [p.name for p in project.iterdir()] == []  # not even the app's database: it had its own
 
 
 def test_a_service_that_refuses_the_signature_is_named_and_nothing_is_written(tmp_path):
@@ -222,4 +227,4 @@ def test_a_service_that_refuses_the_signature_is_named_and_nothing_is_written(tm
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert "it answered 401 to the signed event: check --secret-env" in done.stderr
-    assert [p.name for p in project.iterdir() if not p.name.startswith("deploys.db")] == []
+    assert [p.name for p in project.iterdir()] == []  # not even the app's database: it had its own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,9 @@ URL = ["--url", "http://127.0.0.1:9/hooks", "--provider", "standard", "--db", "s
     [
         (["--provider", "stripe", "--db", "sqlite:////tmp/x.db"], 2, "give either --url"),
         (["--url", "http://127.0.0.1:9/h", "--provider", "stripe"], 2, "give --db URL"),
-        ([*URL[:3], "stripe", "--event", "invoice.nope", *URL[4:]], 3, "acklab ships stripe examples for"),
+        ([*URL[:3], "stripe", "--event", "invoice paid!", *URL[4:]], 3, "expected an event type"),
+        (URL, 2, "init asks before it delivers to a running service"),
+        (["--app", "shop.main:app", "--path", "/h", *URL[2:4], "--db-env", "shop-db"], 3, "--db-env: got"),
         ([*URL, "--secret-env", "NOT_SET_ANYWHERE"], 3, "NOT_SET_ANYWHERE is not set"),
         ([*URL[:-1], "postgresql://u:hunter2@127.0.0.1/shop"], 3, "pass --db env:NAME"),
         (["--url", "http://example.com/hooks", *URL[2:]], 5, "off the loopback"),
@@ -50,7 +53,9 @@ URL = ["--url", "http://127.0.0.1:9/hooks", "--provider", "standard", "--db", "s
     ids=[
         "no-service",
         "no-db",
-        "unknown-event",
+        "bad-event-type",
+        "url-without-yes",
+        "bad-db-env",
         "unset-secret",
         "db-password",
         "remote",
@@ -109,10 +114,28 @@ def test_the_shipped_payloads_name_their_source_and_licence():
         assert licence in sources
 
 
-def test_with_count_given_init_writes_a_spec_validate_accepts_a_test_and_a_valid_ci_snippet(project, capsys):
+SHOP_APP = """\
+import os
+from starlette.applications import Starlette
+
+DATABASE = os.environ.get("SHOP_DB", "shop.db")
+app = Starlette()
+"""
+
+
+def test_with_count_given_init_writes_a_spec_validate_accepts_a_test_and_a_valid_ci_snippet(
+    project, capsys, monkeypatch
+):
+    import sys
+
     import yaml
 
     from tests.pipeline.gitlab import schema_errors
+
+    (project / "shop").mkdir()
+    (project / "shop" / "__init__.py").write_text("")
+    (project / "shop" / "main.py").write_text(SHOP_APP)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # the project's python
 
     argv = ["--app", "shop.main:app", "--path", "/webhooks/stripe", "--provider", "stripe", "--db"]
     argv += ["sqlite:////tmp/shop.db", "--count", "SELECT count(*) FROM payments WHERE event_id = :event_id"]
@@ -122,10 +145,12 @@ def test_with_count_given_init_writes_a_spec_validate_accepts_a_test_and_a_valid
     assert "a valid target spec (shop)" in capsys.readouterr().out
     doc = yaml.safe_load(spec.read_text())
     assert doc["command"]["cwd"] == ".."  # the project root, from the spec's folder
+    assert doc["command"]["env"]["SHOP_DB"] == "{{scratch}}/shop.db"  # the variable its code reads
+    assert doc["effects"]["sql"]["url"] == "sqlite:///{{scratch}}/shop.db"
     assert doc["event"]["data"]["object"]["object"] == "payment_intent"
     test = (project / "tests" / "test_shop_webhooks.py").read_text()
     compile(test, "test_shop_webhooks.py", "exec")
-    assert "from shop.main import app" in test
+    assert "webhook_lab.run()" in test  # the spec serves the app: the test imports nothing of it
     assert 'SPEC = "../acklab/shop.target.yaml"' in test
     snippet = yaml.safe_load((project / "acklab" / "shop.gitlab-ci.yml").read_text())
     assert schema_errors(snippet) == []
