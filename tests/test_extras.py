@@ -12,11 +12,10 @@ import json
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-
-from importlib import metadata
 
 from acklab.evidence.extras import EXTRAS, PACKAGES, install_command
 
@@ -170,3 +169,29 @@ def test_the_install_command_is_the_route_acklab_came_by(tmp_path, direct_url, c
     if direct_url is not None:
         (info / "direct_url.json").write_text(json.dumps(direct_url))
     assert install_command("sinks", metadata.PathDistribution(info)) == command
+
+
+def test_validate_names_the_extras_and_the_tools_a_spec_needs_that_are_missing(tmp_path):
+    spec = SPEC.replace(
+        'effects: {sql: {url: "sqlite:////tmp/shop.db", count: "SELECT count(*) FROM t WHERE e = :event_id"}}',
+        'effects: {sql: {url: "sqlite:////tmp/shop.db", count: "SELECT count(*) FROM t WHERE e = :event_id"},\n'
+        '          smtp: {listen: "127.0.0.1:{{smtp_port}}"}}\n'
+        'command: {argv: [shop-server-not-installed, --port, "{{port}}"]}\n'
+        f"setup: {{argv: [{sys.executable}, -m, no_such_migrations_tool]}}",
+    ).replace("http://127.0.0.1:9/hooks", "http://127.0.0.1:{{port}}/hooks")
+    (tmp_path / "shop.yaml").write_text(spec)
+    done = acklab("validate", "shop.yaml", block=("aiosmtpd",), cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert (
+        f"missing: the sinks extra (the SMTP and outbound API sinks (effects.smtp, effects.outbound)): the "
+        f"Python package 'aiosmtpd' is not installed; {install_command('sinks')}" in done.stdout
+    )
+    assert "missing: command.argv: 'shop-server-not-installed' is not on PATH" in done.stdout
+    assert (
+        f"missing: setup.argv: {sys.executable} -m no_such_migrations_tool: {sys.executable} cannot import"
+        in (done.stdout)
+    )
+    assert "cannot run it yet" in done.stdout
+    installed = acklab("validate", "shop.yaml", cwd=tmp_path)  # the extra there: only the tools are missing
+    assert "missing: the sinks extra" not in installed.stdout
+    assert installed.returncode == 4

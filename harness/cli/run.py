@@ -20,6 +20,7 @@ from rich.table import Table
 
 from acklab.evidence.documents.result import RunResultJson
 from acklab.evidence.exitcodes import AcklabError, ExitCode
+from acklab.evidence.extras import MissingExtra
 from acklab.evidence.redaction import known
 from acklab.harness.cli.params import Finite
 from acklab.harness.cli.progress import ProgressDisplay, output_console, shown
@@ -348,8 +349,9 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
     """Check a target, experiment or flow spec file (the kind is read from its `kind:`).
 
     The verdict goes to stdout. For a target spec it also lists the env:NAME variables that
-    are unset (exit 3 unless --allow-unset) and holds every URL the lab will contact to the
-    loopback rule (exit 5, as `acklab run` would refuse it).
+    are unset (exit 3 unless --allow-unset), holds every URL the lab will contact to the
+    loopback rule (exit 5, as `acklab run` would refuse it), and names what this machine lacks
+    to run it: acklab's extras (with the pip command) and the tools its commands name (exit 4).
     """
     problems = all_problems(file)
     if problems:
@@ -367,5 +369,13 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
             raise
         for note in notes:
             click.echo(f"{file}: note: {note}")
+        from acklab.harness.targets.needs import missing
+
+        lacking = missing(doc, spec_dir=file.resolve().parent)
+        for line in lacking:
+            click.echo(f"{file}: missing: {line}")
+        if lacking:
+            click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')}), but this machine cannot run it yet")
+            raise MissingExtra(f"{file}: {len(lacking)} thing(s) to install first (listed above)")
     click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
     return int(ExitCode.OK)

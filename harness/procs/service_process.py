@@ -24,6 +24,7 @@ import contextlib
 import shutil
 import socket
 import subprocess  # nosec B404
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from acklab.evidence.redaction import redact
 from acklab.harness.errors import HarnessError, TargetUnreachable
 from acklab.harness.procs.confinement import Bridged, Confined, Launch, unconfined_env
 from acklab.harness.procs.leased_process import LeasedProcess
@@ -154,11 +156,15 @@ def wait_ready(
     method: str = "GET",
     body: str | None = None,
     routes: RouteProbe | None = None,
+    no_route: Callable[[str], None] | None = None,
 ) -> tuple[bool, str]:
     """Poll until ready or `timeout_s`; (ready, the last thing seen). `alive()` False stops early.
-    `routes`: once the rule holds, the signed probe delivery must not be answered 404/405 either."""
+    `routes`: once the rule holds, the signed probe delivery must not be answered 404/405 either;
+    `no_route` is told, once, the moment the service is up but the route is not (said at once:
+    a wrong path waits out the whole timeout)."""
     deadline = time.monotonic() + timeout_s
     seen = "nothing yet"
+    told = False
     with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False) as client:
         while True:
             if alive is not None and not alive():
@@ -167,7 +173,11 @@ def wait_ready(
                 url, statuses, client, hang_is_ready=hang_is_ready, method=method, body=body
             )
             if ready and routes is not None:
+                up = seen
                 ready, seen = routes_ready(routes, client)
+                if not ready and no_route is not None and not told:
+                    told = True
+                    no_route(f"{up}, but {seen}")
             if ready or time.monotonic() >= deadline:
                 return ready, seen
             time.sleep(POLL_S)
@@ -340,6 +350,18 @@ class ServiceProcess(LeasedProcess):
         rule = describe_rule(self.ready_url, command.ready_status, command.ready_method)
         if self.routes is not None:
             rule += ", and the lab's signed probe delivery not answered 404 or 405"
+        path = urlsplit(self.endpoint).path or "/"
+        waited: list[str] = []
+
+        def no_route(seen: str) -> None:
+            waited.append(seen)
+            print(
+                f"acklab: target {self.name!r}: the service is up ({redact(seen)}): nothing at {path} yet. "
+                f"Waiting up to command.ready_timeout_s={command.ready_timeout_s:g} s for its routes; if {path} "
+                "is not the webhook's path, fix the spec's endpoint",
+                file=sys.stderr,
+            )
+
         ready, seen = wait_ready(
             self.ready_url,
             command.ready_status,
@@ -348,6 +370,7 @@ class ServiceProcess(LeasedProcess):
             method=command.ready_method,
             body=command.ready_body,
             routes=self.routes,
+            no_route=no_route,
         )
         if ready:
             self.ready = True
@@ -360,6 +383,13 @@ class ServiceProcess(LeasedProcess):
                 f"was ready ({rule}):\n{self.log_tail()}"
             )
         self.kill()
+        if waited and "(no route yet)" in seen:
+            raise TargetUnreachable(
+                f"target {self.name!r}: the service answered, but nothing at {path}: {redact(seen)} for "
+                f"{command.ready_timeout_s:g} s. Is {path} the webhook's path (the spec's endpoint, against "
+                "the app's routes)? Raise command.ready_timeout_s only if its routes take that long to "
+                f"appear:\n{self.log_tail()}"
+            )
         raise TargetUnreachable(
             f"target {self.name!r}: the service of command: never became ready within "
             f"command.ready_timeout_s={self.command.ready_timeout_s:g} s of starting (readiness: {rule}; "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from acklab.harness.errors import TargetUnreachable
 from tests.consumers import scenarios
 
 pytestmark = pytest.mark.slow
@@ -25,3 +26,18 @@ def test_routes_that_appear_after_the_health_url_are_waited_for_with_a_request_s
     assert entry["verdict"] == "error"
     assert "404" in entry["error"]
     assert "is the route there yet" in entry["error"]
+
+
+def test_a_path_that_answers_404_is_said_at_once_and_named_when_the_wait_ends(tmp_path, capfd):
+    # Routes that never come within the wait: as a wrong path looks to the lab.
+    scenario = scenarios.late_routes(tmp_path, ready={"status": [200]}, routes_after_s=120)
+    spec = scenario.spec.read_text().replace("ready_timeout_s: 30", "ready_timeout_s: 4")
+    scenario.spec.write_text(spec)
+    with pytest.raises(TargetUnreachable) as refused:
+        scenario.run(tmp_path / "out")
+    said = capfd.readouterr().err
+    assert "the service is up (GET http://127.0.0.1:" in said
+    assert "answered 404 (no route yet)): nothing at /hooks yet" in said
+    assert "if /hooks is not the webhook's path, fix the spec's endpoint" in said
+    assert "Is /hooks the webhook's path" in str(refused.value)
+    assert "raise ready_timeout_s," not in str(refused.value)

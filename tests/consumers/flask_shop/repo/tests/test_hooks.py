@@ -1,6 +1,6 @@
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from standardwebhooks import Webhook
@@ -20,7 +20,7 @@ def receipts(monkeypatch):
 def deliver(message_id, body, secret=None):
     payload = json.dumps(body)
     signer = Webhook(secret or os.environ["SHOP_WEBHOOK_SECRET"])
-    now = datetime.now(tz=timezone.utc)
+    now = datetime.now(tz=UTC)
     headers = {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(now.timestamp())),
