@@ -476,10 +476,10 @@ def _discover(
     from acklab.harness.specs.credentials import resolve_env
 
     ids = fresh_ids()
-    headers = {"event_type": chosen.event_type, "headers": {}}
+    headers: dict[str, Any] = {"event_type": chosen.event_type, "headers": {}}
     if project is None or how is None:
         database = Database(resolve_env(kwargs["db"], field_name="--db"))
-        deliverer = Deliverer(kwargs["url"], chosen.provider, secret, **headers)  # type: ignore[arg-type]
+        deliverer = Deliverer(kwargs["url"], chosen.provider, secret, **headers)
         try:
             found = discover(
                 database, deliverer, template, conflict_set=conflict, wait_s=kwargs["wait"], say=_say,
@@ -493,7 +493,7 @@ def _discover(
         heard = Heard(*ids)
         listen_for(app.sinks, *ids)
         database = Database(app.database_url)
-        deliverer = Deliverer(app.url, chosen.provider, secret, **headers)  # type: ignore[arg-type]
+        deliverer = Deliverer(app.url, chosen.provider, secret, **headers)
         try:
             found = discover(
                 database, deliverer, template, conflict_set=conflict, wait_s=kwargs["wait"], say=_say,

@@ -375,7 +375,9 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
         for line in lacking:
             click.echo(f"{file}: missing: {line}")
         if lacking:
-            click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')}), but this machine cannot run it yet")
+            click.echo(
+                f"{file}: a valid {kind} spec ({doc.get('name', '')}), but this machine cannot run it yet"
+            )
             raise MissingExtra(f"{file}: {len(lacking)} thing(s) to install first (listed above)")
     click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
     return int(ExitCode.OK)

@@ -55,7 +55,7 @@ def settings(module: str, names: list[str]) -> dict[str, Any]:
             os.environ[name] = sentinel
             try:
                 now = _settings(module)
-            except Exception:  # noqa: S112 - the variable cannot take this shape (int("/...")): another may
+            except Exception:  # noqa: S112  # nosec B112 - this shape does not fit the variable (int("/x"))
                 continue
             finally:
                 if before is None:

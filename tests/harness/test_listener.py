@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -136,7 +137,7 @@ def listener_recorded(tmp_path: Path) -> dict[str, object]:
     return json.loads(incident.read_text())["target"]["listener"]
 
 
-def run_document(tmp_path: Path) -> dict[str, object]:
+def run_document(tmp_path: Path) -> dict[str, Any]:
     [found] = (tmp_path / "out").glob("*/run.json")
     return json.loads(found.read_text())
 

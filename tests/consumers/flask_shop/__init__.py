@@ -21,4 +21,6 @@ from tests.consumers.shop_repo import ShopRepo
 HERE = Path(__file__).resolve().parent
 SECRET = "whsec_" + "Zmxhc2stc2hvcC1zaWduaW5nLXNlY3JldC0wMTIz"
 EXAMPLE = HERE / "order_paid.json"
-SHOP = ShopRepo(HERE, "shop/hooks.py", "Flask Shop <dev@flask-shop.example>", "shop: ship paid orders, mail receipts")
+SHOP = ShopRepo(
+    HERE, "shop/hooks.py", "Flask Shop <dev@flask-shop.example>", "shop: ship paid orders, mail receipts"
+)

@@ -8,7 +8,9 @@ from .warehouse import ship
 
 def order_paid(order: dict) -> None:
     order_id = str(order["id"])
-    lines = [{"sku": line.get("sku"), "quantity": line.get("quantity", 1)} for line in order.get("line_items", [])]
+    lines = [
+        {"sku": line.get("sku"), "quantity": line.get("quantity", 1)} for line in order.get("line_items", [])
+    ]
     with Session() as session:
         # The order's row claims it; only the delivery whose claim committed asks for a shipment,
         # under a key the warehouse dedupes on should that request be retried.

@@ -13,7 +13,9 @@ def order_paid(message_id: str, event: dict) -> None:
     with Session() as session:
         # The shipment first: its unique message id claims the message, and only the delivery
         # whose claim committed mails the receipt.
-        session.add(Shipment(message_id=message_id, order_id=data["order_id"], amount_cents=data["amount_cents"]))
+        session.add(
+            Shipment(message_id=message_id, order_id=data["order_id"], amount_cents=data["amount_cents"])
+        )
         try:
             session.commit()
         except IntegrityError:

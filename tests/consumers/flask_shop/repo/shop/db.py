@@ -5,9 +5,7 @@ import os
 from sqlalchemy import Integer, String, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-engine = create_engine(
-    os.environ.get("SHOP_DATABASE_URL", "sqlite:///shop.db"), connect_args={"timeout": 20}
-)
+engine = create_engine(os.environ.get("SHOP_DATABASE_URL", "sqlite:///shop.db"), connect_args={"timeout": 20})
 Session = sessionmaker(engine)
 
 
