@@ -37,8 +37,10 @@ to the target is reported skipped, with its reason::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,15 +206,49 @@ class WebhookLab:
     def placeholders(self) -> dict[str, str]:
         """The run placeholders of the test's spec, allocated on first use and released after the test.
 
-        ``port`` (a free loopback port), ``scratch`` (a fresh private directory); give them to
-        your app (its database in ``scratch``, say) before ``attack``, which fills the spec's
-        ``{{port}}`` and ``{{scratch}}`` with the same values.
+        ``port`` (a free loopback port), ``scratch`` (a fresh private directory), and every other
+        one the marker's spec uses (``smtp_port``, ``outbound_port``, ``database_url``); give them
+        to your app (its database in ``scratch``, its mail to ``smtp_port``) before ``attack``,
+        which fills the spec with the same values and runs its sinks on those ports.
         """
         if self._isolation is None:
+            from acklab.harness.specs import placeholders
+            from acklab.harness.specs.credentials import resolve_env
             from acklab.harness.targets.isolation import Isolation
 
-            self._isolation = Isolation.allocate(frozenset({"port", "scratch"}), label="pytest")
+            doc = self._spec_doc()
+            names = frozenset({"port", "scratch"} | placeholders.used(doc))
+            server = (
+                resolve_env(str(doc["database"]["url"]), field_name="database.url")
+                if "database" in doc
+                else None
+            )
+            self._isolation = Isolation.allocate(names, database_server=server, label="pytest")
         return dict(self._isolation.values)
+
+    def _spec_doc(self) -> dict[str, Any]:
+        """The marker's target spec as written (empty without one)."""
+        spec, _ = self._marked()
+        if spec is None:
+            return {}
+        from acklab.harness.specs.load import load_spec
+
+        _, doc = load_spec(Path(spec))
+        return doc
+
+    def _spec_sinks(self) -> Any:
+        """The sinks the marker's spec names (``effects.smtp`` / ``outbound``), started on the ports
+        `placeholders` allocated (None: it names none)."""
+        effects = self._spec_doc().get("effects", {})
+        if "smtp" not in effects and "outbound" not in effects:
+            return None
+        from acklab.harness.sinks import Sinks, sink_configs
+        from acklab.harness.specs import placeholders
+
+        filled = placeholders.fill({"effects": effects}, self.placeholders)["effects"]
+        sinks = Sinks(*sink_configs(filled))
+        sinks.start()
+        return sinks
 
     def sinks(
         self,
@@ -280,6 +316,8 @@ class WebhookLab:
         options.setdefault("out", self.out)
         options.setdefault("where", self._request.path.parent)
         options.setdefault("placeholders", self.placeholders)
+        if self._sinks is None and "sinks" not in options and "spec" in options and options["spec"] == spec:
+            self._sinks = self._spec_sinks()
         if self._sinks is not None:
             options.setdefault("sinks", self._sinks)
         if "name" not in options and "spec" not in options:
@@ -287,7 +325,8 @@ class WebhookLab:
                 getattr(self._request.node, "originalname", self._request.node.name)
             )
         self.attacked = True
-        result = attack(app, **options)
+        with _django_mail_to(options.get("sinks")):
+            result = attack(app, **options)
         result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
@@ -369,6 +408,32 @@ class WebhookLab:
         self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
         config.stash.setdefault(_RUNS, []).append(result.bundle)
         return result
+
+
+@contextlib.contextmanager
+def _django_mail_to(sinks: Any) -> Iterator[None]:
+    """Django's SMTP backend pointed at the SMTP sink while an app of this process is attacked.
+
+    pytest-django's test settings swap ``EMAIL_BACKEND`` for locmem: every receipt of the attack
+    would land in ``mail.outbox`` and the sink would hear nothing — a duplicate receipt passed as
+    none. Nothing changes where Django's settings are not configured or there is no SMTP sink."""
+    port = getattr(sinks, "smtp_port", None)
+    conf = sys.modules.get("django.conf")
+    settings = getattr(conf, "settings", None)
+    if port is None or settings is None or not settings.configured:
+        yield
+        return
+    names = ("EMAIL_BACKEND", "EMAIL_HOST", "EMAIL_PORT", "EMAIL_USE_TLS", "EMAIL_USE_SSL")
+    saved = {name: getattr(settings, name) for name in names}
+    for name, value in zip(
+        names, ("django.core.mail.backends.smtp.EmailBackend", "127.0.0.1", port, False, False), strict=True
+    ):
+        setattr(settings, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(settings, name, value)
 
 
 class AcklabWarning(UserWarning):

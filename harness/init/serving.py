@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from acklab.evidence.extras import install_command
 from acklab.harness.init.heard import ANSWER
 from acklab.harness.init.project import Project, run_probe
 from acklab.harness.procs.service_process import DEFAULT_SETUP_TIMEOUT_S, Command, ServiceProcess, Setup
@@ -119,6 +120,11 @@ class Served:
     log_tail: Callable[[], str]
 
 
+def sinks_installed() -> bool:
+    """Whether the sinks extra is here (aiosmtpd, starlette): without it init counts rows only."""
+    return all(importlib.util.find_spec(m) is not None for m in ("aiosmtpd", "starlette"))
+
+
 def log_tail(service: ServiceProcess) -> Callable[[], str]:
     """The service's last output, once it has had a moment to write what it logs after answering."""
 
@@ -144,12 +150,19 @@ def served(
         iso = Isolation.allocate(names, label="init")
         stack.callback(iso.release)
         values = iso.values
+        listening = sinks_installed()
+        if not listening:
+            say(
+                "note: the sinks extra is not installed, so init cannot hear the app's emails or API calls "
+                f"and counts rows only; {install_command('sinks')} to count them too"
+            )
         outbound = (
             OutboundConfig("127.0.0.1", int(values["outbound_port"]), otherwise=Answer.from_doc(ANSWER))
-            if project.outbound
+            if project.outbound and listening
             else None
         )
-        sinks = Sinks(SmtpConfig("127.0.0.1", int(values["smtp_port"])), outbound)
+        smtp = SmtpConfig("127.0.0.1", int(values["smtp_port"])) if listening else None
+        sinks = Sinks(smtp, outbound)
         sinks.start()
         stack.callback(sinks.stop)
         env = {k: resolve_env(iso.fill(v), field_name=f"command.env.{k}") for k, v in how.env.items()}
