@@ -142,7 +142,9 @@ def test_under_pytest_django_an_in_process_attack_mails_the_spec_sink_not_locmem
     failure = result.stdout.str()
     [plugins] = [line for line in result.outlines if line.startswith("plugins:")]
     assert "django-" in plugins  # pytest-django was on
-    assert re.search(r"at-most-once-effect on event evt_\w+: observed 2 emails, expected <= 1", failure), failure
+    assert re.search(r"at-most-once-effect on event evt_\w+: observed 2 emails, expected <= 1", failure), (
+        failure
+    )
 
 
 SILENT_SUITE = """
@@ -178,7 +180,9 @@ def test_a_sink_that_heard_nothing_while_rows_landed_is_a_warning_of_the_test(py
     result = pytester.runpytest_subprocess(*FAST, *LEAN, "-p", "no:xdist")
     result.assert_outcomes(passed=1, warnings=1)  # never a silent pass
     result.stdout.fnmatch_lines(
-        ["*AcklabWarning: acklab: the SMTP sink saw no message while the database gained rows for 1 event(s)*"]
+        [
+            "*AcklabWarning: acklab: the SMTP sink saw no message while the database gained rows for 1 event(s)*"
+        ]
     )
     [bundle] = (pytester.path / ".acklab").glob("*/run.json")
     assert "the SMTP sink saw no message" in bundle.read_text()
