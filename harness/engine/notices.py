@@ -57,7 +57,7 @@ def sink_warnings(sinks: Sinks | None, trials: Sequence[Trial]) -> list[str]:
         if heard == 0 and landed:
             found.append(SILENT[kind].format(events=len(landed)))
         elif heard and not any(r.events for r in records):
-            match = sinks.smtp.config.match if kind == "email" and sinks.smtp is not None else ""
+            match = str(sinks.smtp.config.match) if kind == "email" and sinks.smtp is not None else ""
             found.append(UNMATCHED[kind].format(heard=heard, match=match))
     return found
 

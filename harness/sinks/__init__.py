@@ -26,6 +26,7 @@ from typing import Any
 
 from acklab.harness.errors import SpecError
 from acklab.harness.ports import free_port
+from acklab.harness.sinks.matching import MailMatch
 from acklab.harness.sinks.outbound import Answer, OutboundConfig, OutboundSink, Route
 from acklab.harness.sinks.provider_api import PROVIDERS, ProviderApi, ProviderApiConfig
 from acklab.harness.sinks.provider_api.faults import Unavailable
@@ -74,7 +75,9 @@ def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, Outboun
     if "smtp" in effects:
         doc = effects["smtp"]
         host, port = _listen(str(doc["listen"]), "effects.smtp.listen")
-        smtp = SmtpConfig(host, port, str(doc.get("match", DEFAULT_MATCH)))
+        match = doc.get("match", DEFAULT_MATCH)
+        MailMatch.of(match)  # a pattern that is not one: SpecError before anything listens
+        smtp = SmtpConfig(host, port, match if isinstance(match, Mapping) else str(match))
     if "outbound" in effects:
         doc = effects["outbound"]
         host, port = _listen(str(doc["listen"]), "effects.outbound.listen")

@@ -27,7 +27,9 @@ import html
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from email.message import Message
+from email.utils import getaddresses
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
@@ -116,6 +118,36 @@ def email_text(raw: bytes) -> Text:
             with contextlib.suppress(Exception):
                 pieces.append(_part_text(part))
     return Text(*pieces, wire)
+
+
+@dataclass(frozen=True)
+class ReadMail:
+    """A message as ``effects.smtp.match`` reads it (`matching.MailMatch`)."""
+
+    text: Text  # everything, decoded (email_text)
+    recipients: tuple[str, ...]
+    subject: str
+    body: str
+
+
+def read_mail(raw: bytes, envelope_recipients: tuple[str, ...]) -> ReadMail:
+    """A message as ``effects.smtp.match`` reads it: all of it decoded, its recipients (the
+    envelope's, then ``To`` and ``Cc``), its decoded subject and text parts."""
+    message = parsed(raw)
+    recipients = list(envelope_recipients)
+    subject, body = "", []
+    if message is not None:
+        pairs = header_pairs(message)
+        subject = next((v for k, v in pairs if k.lower() == "subject"), "")
+        listed = [v for k, v in pairs if k.lower() in ("to", "cc")]
+        recipients += [address for _, address in getaddresses(listed) if address]
+        for count, part in enumerate(message.walk()):
+            if count >= _MAX_PARTS:
+                break
+            if not part.is_multipart() and part.get_content_maintype() == "text":
+                with contextlib.suppress(Exception):
+                    body.append(_part_text(part))
+    return ReadMail(email_text(raw), tuple(dict.fromkeys(recipients)), subject, "\n".join(body))
 
 
 def parsed(raw: bytes) -> Message | None:

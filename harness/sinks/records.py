@@ -258,9 +258,13 @@ class Ledger:
 
     def matching(self, template: str, text: Text) -> tuple[str, ...]:
         """The registered events whose filled `template` `text` names as a whole identifier."""
+        return self.matching_where(lambda keys: text.names(keys.fill(template)))
+
+    def matching_where(self, holds: Callable[[EventKeys], bool]) -> tuple[str, ...]:
+        """The registered events for which `holds` is true."""
         with self._lock:
             events = list(self._events.values())
-        return tuple(keys.event_id for keys in events if text.names(keys.fill(template)))
+        return tuple(keys.event_id for keys in events if holds(keys))
 
     def fail(self, event_id: str) -> None:
         """Refuse the effects of `event_id` from now on (the SMTP server refuses, the API answers 503)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, AnyStr
 
@@ -23,7 +24,8 @@ from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError
-from acklab.harness.sinks.reading import email_text, header_pairs, parsed
+from acklab.harness.sinks.matching import MailMatch
+from acklab.harness.sinks.reading import header_pairs, parsed, read_mail
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 
 DEFAULT_MATCH = "{{order_id}}"
@@ -33,21 +35,24 @@ REFUSED, REFUSAL = "refused", "554 5.3.0 Transaction failed: the mail system is 
 
 @dataclass(frozen=True)
 class SmtpConfig:
-    """``effects.smtp``: where the sink listens, and what ties a message to an event."""
+    """``effects.smtp``: where the sink listens, and what ties a message to an event (a string, or
+    ``to``/``subject``/``body`` patterns: `matching.MailMatch`)."""
 
     host: str
     port: int
-    match: str = DEFAULT_MATCH
+    match: str | Mapping[str, Any] = DEFAULT_MATCH
 
 
 class _Handler:
     def __init__(self, config: SmtpConfig, ledger: Ledger) -> None:
         self.config, self.ledger = config, ledger
+        self.rule = MailMatch.of(config.match)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         body: bytes = envelope.original_content or b""
         message = parsed(body)
-        events = self.ledger.matching(self.config.match, email_text(body))
+        mail = read_mail(body, tuple(str(r) for r in envelope.rcpt_tos))
+        events = self.ledger.matching_where(lambda keys: self.rule.matches(keys, mail))
         refused = self.ledger.refuses(events)
         self.ledger.keep(
             SinkRecord(

@@ -320,3 +320,46 @@ def test_a_run_whose_sink_dropped_records_fails_a_duplicate_and_never_passes_the
         else:
             assert [t["verdict"] for t in trials] == ["error", "error"]
     assert verdicts == {True: "fail", False: "error"}
+
+
+def _sent(port: int, to: str, subject: str, body: str) -> None:
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "shop@example.test", to, subject
+    message.set_content(body)
+    with smtplib.SMTP("127.0.0.1", port, timeout=5) as client:
+        client.send_message(message)
+
+
+@pytest.mark.parametrize(
+    ("match", "counted"),
+    [
+        ("{{order_id}}", {"evt_1": 3, "evt_12": 1}),  # the staff copy and the order list name ord_1 too
+        (
+            {"to": "buyer-{{order_id}}@shop\\.example", "subject": "^Your receipt for order {{order_id}}$"},
+            {"evt_1": 1, "evt_12": 1},
+        ),
+    ],
+    ids=["identifier-anywhere", "recipient-and-subject"],
+)
+def test_a_match_can_name_the_recipient_and_the_subject(match, counted):
+    [smtp, _] = sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": match}})
+    sinks = Sinks(smtp, None)
+    sinks.start()
+    try:
+        sinks.register("evt_1", "ord_1", "ord_1")
+        sinks.register("evt_12", "ord_12", "ord_12")
+        port = smtp.port
+        _sent(port, "Buyer-ORD_1@shop.example", "Your receipt for order ord_1", "Total: 12.00 EUR")
+        _sent(port, "warehouse@shop.example", "Pick list: ord_1", "ship ord_1 today")
+        _sent(port, "buyer-ord_1@shop.example", "Orders this week", "ord_1, ord_5")
+        _sent(port, "buyer-ord_12@shop.example", "Your receipt for order ord_12", "Total: 9.00 EUR")
+        assert {e: sinks.tally(e).emails for e in counted} == counted
+    finally:
+        sinks.stop()
+
+
+def test_a_subject_pattern_that_is_not_a_regular_expression_is_refused_naming_it():
+    with pytest.raises(
+        SpecError, match=r"effects\.smtp\.match\.subject: got '\(receipt', which is not a regular"
+    ):
+        sink_configs({"smtp": {"listen": "127.0.0.1:2525", "match": {"subject": "(receipt"}}})
