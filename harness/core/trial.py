@@ -113,6 +113,8 @@ class TrialContext:
         sinks = self.lab.endpoint.sinks
         if sinks is not None:
             sinks.register(event.event_id, event.order_id, event.object_id)
+        # The shop's own object first (prepare:), so the event names one it knows.
+        self.lab.target.prepare_object(event.event_id, event.order_id, event.object_id)
         return event
 
     def object_of(self, event_id: str) -> str | None:

@@ -259,6 +259,9 @@ class Target(ABC):
         found = {s for s in (self.secret, self.old_secret or "", *shared) if len(s) >= MIN_SECRET_CHARS}
         return found.union(*(url_secrets(url) for url in self.database_urls()))
 
+    def prepare_object(self, event_id: str, order_id: str, object_id: str) -> None:  # noqa: B027 - optional hook
+        """Make the object an event is about, once, before the event is sent (a spec's ``prepare:``)."""
+
     def schema_change(self) -> str | None:
         """How the schema the lab pinned for this target changed (`harness.targets.schema_pin`);
         None when it did not, or when the lab pins none."""

@@ -38,6 +38,7 @@ from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.isolation import Isolation
+from acklab.harness.targets.prepare import Preparer
 from acklab.harness.targets.schema_pin import PinnedSqlProbe, SchemaPin, fingerprint
 from acklab.harness.targets.spec import SpecTarget, _served_parts, _with_competitor_url, load_target
 
@@ -101,6 +102,7 @@ class ServedSpecTarget(SpecTarget):
             shared_env(parts["command"], filled),
         )
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
+        self.preparer = Preparer.of(filled, self.effects, allow_remote=False)
 
     def start_service(self) -> None:
         self.fleet.start_services(self.place)

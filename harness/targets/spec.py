@@ -53,6 +53,7 @@ from acklab.harness.targets.effects import (
 from acklab.harness.targets.fleet import Fleet
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
+from acklab.harness.targets.prepare import Preparer
 from acklab.harness.targets.queues import Queueing
 from acklab.harness.targets.spec_checks import (
     check_database_url,
@@ -146,6 +147,7 @@ class SpecTarget(Target):
     allow_foreign_service: bool = False
     listener: Listener | None = field(default=None, repr=False)
     sinks: Sinks | None = field(default=None, repr=False)  # effects.smtp / effects.outbound, the whole run
+    preparer: Preparer | None = field(default=None, repr=False)  # prepare: (harness.targets.prepare)
     _sink_rows: SqlProbe | None = field(default=None, repr=False)
     # The endpoint and command of each replica beyond the first (topology.replicas), once bound.
     _replica_parts: list[tuple[str, Command]] = field(default_factory=list, repr=False)
@@ -180,6 +182,7 @@ class SpecTarget(Target):
             raise
         self.isolation = isolation
         self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
+        self.preparer = Preparer.of(filled, self.effects, allow_remote=unbound.allow_remote)
         self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
 
     def start_sinks(self) -> None:
@@ -450,6 +453,10 @@ class SpecTarget(Target):
         api = self.effects.get("provider_api")
         return str(api.get("provider", "stripe")) if api is not None else None
 
+    def prepare_object(self, event_id: str, order_id: str, object_id: str) -> None:
+        if self.preparer is not None:
+            self.preparer.run(event_id, order_id, object_id)
+
     def attachments(self) -> dict[str, bytes]:
         # The service's own output is the only witness of what it did; the writer redacts it.
         log = self.service.log_bytes() if self.service is not None else b""
@@ -578,6 +585,7 @@ def load_target(
         fleet=Fleet.of(doc),
         old_secret=old_secret,
         queueing=Queueing.of(doc),
+        preparer=Preparer.of(checked, parts["effects"], allow_remote=allow_remote),
     )
 
 
