@@ -24,7 +24,15 @@ from acklab.harness.procs.confinement import install_provider
 
 from . import account
 from .environment import confined_env, withheld
-from .modes import Sandbox, blocked_ancestor, interpreter_paths, is_root, setpriv_path, usable_bwrap
+from .modes import (
+    Sandbox,
+    blocked_ancestor,
+    interpreter_paths,
+    is_root,
+    library_paths,
+    setpriv_path,
+    usable_bwrap,
+)
 from .places import Place
 
 __all__ = ["Place", "Sandbox", "choose", "confined_env", "install", "provider", "withheld"]
@@ -53,7 +61,7 @@ def choose(*, unsandboxed: bool = False, hide: tuple[Path, ...] = ()) -> Sandbox
         user = account.ensure()
         if bwrap is not None:
             return Sandbox("bubblewrap+user", user, bwrap, setpriv, tuple(hide))
-        for path in interpreter_paths():
+        for path in (*interpreter_paths(), *library_paths()):
             blocked = blocked_ancestor(path, user)
             if blocked is not None:
                 raise SandboxUnavailable(
