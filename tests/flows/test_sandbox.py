@@ -380,3 +380,26 @@ def test_without_bubblewrap_each_place_has_a_uid_of_its_own(checkout, tmp_path):
         theirs.close()
     # The daemon it left lived until its place was closed.
     assert [p for p in os.listdir("/proc") if _cmdline(p).find(f"300.{mark}".encode()) >= 0] == []
+
+
+def test_acklab_imports_in_the_sandbox_from_a_checkout_closed_to_the_sandbox_user(tmp_path):
+    # An editable install points into its checkout; cloned under `mktemp -d` (0700) the sandbox user
+    # cannot reach it. Hidden here like such a directory, its package folders must still import.
+    import acklab
+
+    root = Path(acklab.__file__).resolve().parents[1]
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "README").write_text("a user's repository\n")
+    place = choose(hide=(root,)).prepare(checkout, label="private")
+    try:
+        code = "import acklab.harness.engine.api, acklab.pytest_plugin, acklab.app; print('imported')"
+        launch = place.launch(Launch((sys.executable, "-c", code), {}), network="loopback")
+        done = subprocess.run(
+            list(launch.argv), env=dict(launch.env), cwd=launch.cwd, capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        place.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "imported\n"
