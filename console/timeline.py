@@ -294,8 +294,29 @@ def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str
     return None
 
 
+def own_rows(trial: Trial) -> list[Observation]:
+    """The trial's observations, each placed after its own event's delivery.
+
+    A read taken after a delivery of another event — an object's siblings, a burst of several
+    events read once at the end — belongs to the row of its event's last delivery at or before
+    it: each event's effects on its own delivery's row, never lost between two events' rows."""
+    sent: dict[str, list[int]] = {}
+    for d in trial.deliveries:
+        sent.setdefault(d.event_id, []).append(d.seq)
+    placed = []
+    for obs in trial.observations:
+        own = sent.get(obs.event_id, [])
+        if obs.after_seq is not None and obs.after_seq not in own:
+            earlier = [s for s in own if s <= obs.after_seq]
+            placed.append(obs.model_copy(update={"after_seq": max(earlier) if earlier else None}))
+        else:
+            placed.append(obs)
+    return placed
+
+
 def rows_of(trial: Trial) -> list[Row]:
     """The trial's deliveries in seq order, joined with observations and commit confirmations."""
+    trial = trial.model_copy(update={"observations": own_rows(trial)})
     over = limits(trial.violations)
     over_sinks = sink_limits(trial.violations)
     bursts = bursts_landed(trial)

@@ -47,3 +47,45 @@ def test_the_timeline_shows_what_the_sinks_had_after_each_delivery():
     ]
     assert sinks_after(seen, "e", 0) == "2 emails \u00b7 1 call"
     assert sinks_after(seen, "e", 1) is None
+
+
+def test_each_events_effects_land_on_its_own_deliverys_row():
+    from acklab.console.timeline import rows_of
+    from acklab.evidence.documents.trial import Trial
+
+    at = "2026-01-01T00:00:00Z"
+
+    def delivery(seq: int, event_id: str) -> dict[str, object]:
+        return {"seq": seq, "event_id": event_id, "attempt": 1, "kind": "original", "fault": "none",
+                "sent_at": at, "latency_ms": 5.0, "status": 200, "sender_status": 200, "error": None,
+                "headers": {}, "body_sha256": "0" * 64, "response_excerpt": None}  # fmt: skip
+
+    def read(event_id: str, after: int | None, effects: int, emails: int) -> dict[str, object]:
+        return {"at": at, "event_id": event_id, "effects": effects, "source": "sql", "after_seq": after,
+                "emails": emails}  # fmt: skip
+
+    # Two events sent one after the other, both read once after the last delivery (seq 1).
+    trial = Trial.read(
+        {
+            "schema": "acklab/trial/v1", "run_id": "r", "trial_id": "sibling-events-0", "target": "shop",
+            "experiment": "sibling-events", "index": 0, "seed": 1, "event_ids": ["evt_a", "evt_b"],
+            "started_at": at, "ended_at": at, "duration_ms": 10.0, "verdict": "pass",
+            "deliveries": [delivery(0, "evt_a"), delivery(1, "evt_b")],
+            "observations": [read("evt_a", None, 0, 0), read("evt_b", None, 0, 0), read("evt_a", 1, 1, 1),
+                             read("evt_b", 1, 1, 0)],
+            "violations": [], "error": None,
+        }
+    )  # fmt: skip
+    first, second = rows_of(trial)
+    assert (first.event_id, first.effects_before, first.effects_after, first.emails_after) == (
+        "evt_a",
+        0,
+        1,
+        1,
+    )
+    assert (second.event_id, second.effects_before, second.effects_after, second.emails_after) == (
+        "evt_b",
+        0,
+        1,
+        0,
+    )
