@@ -348,7 +348,8 @@ def test_a_match_can_name_the_recipient_and_the_subject(match, counted):
     try:
         sinks.register("evt_1", "ord_1", "ord_1")
         sinks.register("evt_12", "ord_12", "ord_12")
-        port = smtp.port
+        port = sinks.smtp_port
+        assert port is not None
         _sent(port, "Buyer-ORD_1@shop.example", "Your receipt for order ord_1", "Total: 12.00 EUR")
         _sent(port, "warehouse@shop.example", "Pick list: ord_1", "ship ord_1 today")
         _sent(port, "buyer-ord_1@shop.example", "Orders this week", "ord_1, ord_5")
