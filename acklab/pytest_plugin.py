@@ -237,16 +237,18 @@ class WebhookLab:
         return doc
 
     def _spec_sinks(self) -> Any:
-        """The sinks the marker's spec names (``effects.smtp`` / ``outbound``), started on the ports
+        """The sinks the marker's spec names (``effects.smtp``, ``outbound``, ``provider_api``), started on the ports
         `placeholders` allocated (None: it names none)."""
         effects = self._spec_doc().get("effects", {})
-        if "smtp" not in effects and "outbound" not in effects:
+        if not {"smtp", "outbound", "provider_api"} & set(effects):
             return None
-        from acklab.harness.sinks import Sinks, sink_configs
+        from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
         from acklab.harness.specs import placeholders
 
-        filled = placeholders.fill({"effects": effects}, self.placeholders)["effects"]
-        sinks = Sinks(*sink_configs(filled))
+        values = self.placeholders
+        filled = placeholders.fill({"effects": effects}, values)["effects"]
+        api = provider_api_config(filled, values.get("provider_api_url"))
+        sinks = Sinks(*sink_configs(filled), provider_api=api)
         sinks.start()
         return sinks
 
