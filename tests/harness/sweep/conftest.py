@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from acklab.cli import main
+from acklab.harness.procs.pgtemp import PostgresServer
 
 ACKLAB = [sys.executable, "-c", "import sys; from acklab.cli import main; main(sys.argv[1:])"]
 # Distinctive, so that a match in any written byte can only be a leak.
@@ -29,11 +30,19 @@ def run_cli(*argv: str, timeout: float = 240) -> subprocess.CompletedProcess[str
     return subprocess.run([*ACKLAB, *argv], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def with_password(url: str, password: str = PASSWORD) -> str:
-    """The test server's URL (trust authentication) with a password in it, as a user would give it."""
-    scheme, rest = url.split("://", 1)
-    user, host = rest.split("@", 1)
-    return f"{scheme}://{user}:{password}@{host}"
+def with_password(server: PostgresServer, url: str, password: str = PASSWORD) -> str:
+    """`url`'s database owned by a role of its own that logs in with `password`, as a user would
+    give it: the server's own superuser password is drawn per server and unknown to the test, and
+    a known one is what lets the tests look for it in every byte written."""
+    database = url.rsplit("/", 1)[1]
+    role = f"sweeper_{database}"
+    with server.connect() as conn:
+        conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "{role}"')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
+    with server.connect(database) as conn:
+        conn.execute(f'ALTER SCHEMA public OWNER TO "{role}"')
+    return f"postgresql+psycopg://{role}:{password}@127.0.0.1:{server.port}/{database}"
 
 
 def sweep_dir(out: Path) -> Path:

@@ -135,8 +135,8 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
 
 
 @pytest.mark.postgres
-def test_sigterm_exits_6_and_the_resume_needs_the_password_again(tmp_path, pg_url):
-    out, db = tmp_path / "out", with_password(pg_url)
+def test_sigterm_exits_6_and_the_resume_needs_the_password_again(tmp_path, postgres_server, pg_url):
+    out, db = tmp_path / "out", with_password(postgres_server, pg_url)
     process = start(out, "--target", "fixture:live", "--db", db, "--trials", "16")
     wait_for(lambda: any(out.glob("*/trials/*.json")), "a first finished trial")
     process.send_signal(signal.SIGTERM)

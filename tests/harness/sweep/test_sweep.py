@@ -32,7 +32,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> dic
     """One sweep for the whole module (a few seconds): its process result, JSON and directory."""
     tmp = tmp_path_factory.mktemp("sweep")
     out, svg = tmp / "out", tmp / "copy" / "heatmap.svg"
-    db = with_password(postgres_server.create_database())
+    db = with_password(postgres_server, postgres_server.create_database())
     done = run_cli(
         "sweep",
         "--target", "fixture:live", "--target", "fixture:unsafe",
