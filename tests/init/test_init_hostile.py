@@ -67,8 +67,10 @@ def test_init_holds_a_bounded_part_of_a_large_database_and_a_large_answer(tmp_pa
     assert "after the event: orders: 0 -> 1 rows (+1)" in done.stderr
     assert "attachments" not in done.stderr  # unchanged: the large table's blobs compared by digest
     maxrss_mib = int(done.stderr.rsplit("maxrss_kib", 1)[1].split()[0]) / 1024
-    # init's own interpreter and libraries take ~100 MiB; it held 1.0 GB (database) and 2.4 GB (answer).
-    assert maxrss_mib < 250, maxrss_mib
+    # init's own interpreter and libraries take ~90 MiB alone; it held 1.0 GB (database) and 2.4 GB
+    # (answer) before its reads were bounded. Seen once at 286 MiB in a loaded full suite (three
+    # workers on two cores), never alone: the bound tells bounded from whole, not allocator noise.
+    assert maxrss_mib < 400, maxrss_mib
 
 
 @pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029", "\x1b[2J\n"])
