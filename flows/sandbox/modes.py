@@ -82,6 +82,18 @@ def interpreter_paths() -> list[Path]:
     return sorted(paths)
 
 
+def interpreter_aliases() -> list[tuple[Path, Path]]:
+    """(folder, the path it is reached by) for a prefix reached through a symbolic link (a virtualenv
+    linked in from elsewhere): the confined Python is started by that path, so the folder is bound
+    there too."""
+    aliases = set()
+    for prefix in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix):
+        literal = Path(os.path.abspath(prefix))
+        if literal != literal.resolve():
+            aliases.add((literal.resolve(), literal))
+    return sorted(aliases)
+
+
 ACKLAB_PACKAGES = ("app", "harness", "evidence", "console", "flows")
 
 
@@ -199,6 +211,8 @@ class Sandbox:
             tree.empty.append(private)
         for path in (*interpreter_paths(), *library_paths()):
             argv += tree.bind("--ro-bind", path)
+        for folder, alias in interpreter_aliases():
+            argv += tree.bind("--ro-bind", folder, alias)
         for path in (place.root, place.scratch):
             argv += tree.bind("--bind", path)
         # The lab's home and evidence are never bound; where a bound folder holds one, it is covered.

@@ -115,7 +115,9 @@ def test_confined_code_runs_unprivileged_and_sees_nothing_of_the_lab(checkout, t
     if mode.startswith("bubblewrap"):
         # Not the host's root: the system, the interpreter and libraries, its copy; nothing of the
         # repository but the folders of an installed package (acklab's own, installed editable here).
-        libraries = [*modes.interpreter_paths(), *modes.library_paths()]
+        libraries = [
+            *modes.interpreter_paths(), *modes.library_paths(), *(alias for _, alias in modes.interpreter_aliases())
+        ]  # fmt: skip
         assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin"} | {
             "tmp", "usr", "var", *(p.parts[1] for p in libraries)
         }, seen["root"]  # fmt: skip
@@ -149,6 +151,23 @@ def test_the_copy_says_what_the_code_rewrote_and_holds_no_git(checkout):
     finally:
         place.close()
     assert not place.top.exists()
+
+
+def test_a_virtualenv_reached_through_a_link_starts_in_the_sandbox(checkout, tmp_path, monkeypatch):
+    # `.venv -> /elsewhere/.venv`: the confined Python is started by the linked path, which is bound too.
+    linked = tmp_path / "linked-venv"
+    linked.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    python = linked / Path(sys.executable).relative_to(sys.prefix)
+    monkeypatch.setattr(sys, "prefix", str(linked))
+    assert (Path(sys.prefix).resolve(), linked) in modes.interpreter_aliases()
+    place = choose().prepare(checkout, label="linked")
+    try:
+        done = run_confined(
+            place.launch(Launch((str(python), "-I", "-c", "print('started')"), {}), network="loopback")
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "started"), done.stderr
+    finally:
+        place.close()
 
 
 def test_checks_have_loopback_only(checkout, tmp_path):
