@@ -31,6 +31,8 @@ PAIRS: dict[str, tuple[Make, str, str, tuple[str, ...]]] = {
     "a partial-refund ledger (totals-match)": (ps.refund_ledger, "add-cumulative", "difference", ("out-of-order",)),
     "a receipt mailer (effect-failure)": (sink_scenarios.receipt_mailer, "swallow-refusal", "fail-on-refusal",
                                           ("effect-failure",)),
+    "a mailer swallowing a relay timeout (effect-failure)": (sink_scenarios.receipt_mailer, "swallow-timeout",
+                                                             "fail-on-refusal", ("effect-failure",)),
     "a rotated Stripe verifier (key-rotation)": (ps.stripe_verifier, "first-signature", "library", ("key-rotation",)),
     "a raw-bytes verifier (raw-bytes)": (ps.stripe_verifier, "reserialised", "library", ("raw-bytes",)),
 }  # fmt: skip

@@ -79,8 +79,12 @@ def reliability_figure(quick: bool, root: Path) -> Figure:
             tmp = root / f"{effect}-{n}"
             tmp.mkdir(parents=True)
             scenario = queued_orders(
-                tmp, "celery", ("worker-crash-after-effect",), {"worker-crash-after-effect": verdict},
-                effect=effect, env=CELERY,
+                tmp,
+                "celery",
+                ("worker-crash-after-effect",),
+                {"worker-crash-after-effect": verdict},
+                effect=effect,
+                env=CELERY,
             )
             missed = scenario.mismatches(scenario.run(tmp / "out"))
             right += not missed
@@ -92,7 +96,8 @@ def reliability_figure(quick: bool, root: Path) -> Figure:
         target=None if quick else f"{2 * runs}/{2 * runs}",
         met=None if quick else right == 2 * runs,
         note=f"{runs} runs each of the non-idempotent task (fail) and its twin keyed by the event id (pass), "
-        "1 trial each, a fresh database and Redis each run" + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
+        "1 trial each, a fresh database and Redis each run"
+        + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
     )
 
 

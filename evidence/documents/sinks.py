@@ -39,7 +39,7 @@ class SinkEntry(Document):
     route: int | None = None
     status: int | None = None
     idempotency_key: Annotated[str, Field(max_length=200)] | None = None
-    # a fault the lab served instead of the effect: refused (an email), unavailable, lag, stale, throttled
+    # a fault the lab served instead of the effect: refused (an email), stalled (an email held, then 451), unavailable, lag, stale, throttled
     served: Omit[str] = None
     # api (the provider's API): the objects the call touched, the event a served fault was armed for,
     # whether it executed a change, answered from an idempotency key, and the events sent back first

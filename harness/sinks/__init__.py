@@ -30,7 +30,15 @@ from acklab.harness.sinks.matching import MailMatch
 from acklab.harness.sinks.outbound import Answer, OutboundConfig, OutboundSink, Route
 from acklab.harness.sinks.provider_api import PROVIDERS, ProviderApi, ProviderApiConfig
 from acklab.harness.sinks.provider_api.faults import Unavailable
-from acklab.harness.sinks.records import EventKeys, Ledger, RowsNow, SinkLimits, SinkRecord
+from acklab.harness.sinks.records import (
+    REFUSALS,
+    EventKeys,
+    FailureMode,
+    Ledger,
+    RowsNow,
+    SinkLimits,
+    SinkRecord,
+)
 from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
 
 __all__ = [
@@ -219,10 +227,11 @@ class Sinks:
         if self.provider_api is not None:
             self.provider_api.emit(event_id, document, created=created)
 
-    def fail(self, event_id: str) -> tuple[str, ...]:
+    def fail(self, event_id: str, how: FailureMode = "refuse") -> tuple[str, ...]:
         """Refuse `event_id`'s effects in every sink from now on (until `recover`): the SMTP server
-        answers 554, the outbound API and the provider's API 503. The sources failed."""
-        self.ledger.fail(event_id)
+        answers 554 (``stall``: holds its answer until `recover`, then answers 451), the outbound
+        API and the provider's API 503. The sources failed."""
+        self.ledger.fail(event_id, how)
         if self.provider_api is not None:
             self.provider_api.arm(event_id, Unavailable())
         return self.sources
@@ -237,9 +246,7 @@ class Sinks:
         return [
             r
             for r in self.ledger.records()
-            if event_id in r.events
-            and r.served in ("refused", "unavailable")
-            and r.served_for in (None, event_id)
+            if event_id in r.events and r.served in REFUSALS and r.served_for in (None, event_id)
         ]
 
     def tally(self, event_id: str) -> SinkTally:

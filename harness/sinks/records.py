@@ -34,6 +34,9 @@ SinkKind = Literal["email", "call", "api"]  # api: a call to the provider's API 
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|signature|credential", re.IGNORECASE)
 EXCERPT_BYTES = 2048
 READS = frozenset({"GET", "HEAD", "OPTIONS"})  # a call with these methods is a read, never an effect
+FailureMode = Literal["refuse", "stall"]  # how a sink fails an event's effects on purpose (effect-failure)
+# What a record's ``served`` says when a sink refused the effect on purpose: no effect took place.
+REFUSALS = ("refused", "stalled", "unavailable")
 MAX_KEYS_SHOWN = 20
 
 
@@ -182,7 +185,7 @@ class EventCount:
 
     def add(self, record: SinkRecord, event_id: str) -> None:
         early = record.rows_at_arrival.get(event_id) == 0
-        if record.served in ("refused", "unavailable"):
+        if record.served in REFUSALS:
             self.refused += record.kind == "email" or (record.method or "").upper() not in READS
             return
         if record.kind == "api":
@@ -250,7 +253,8 @@ class Ledger:
         self.dropped: dict[SinkKind, int] = {"email": 0, "call": 0, "api": 0}
         self._unread = 0  # records capped or dropped
         self._last_unread: datetime | None = None
-        self._failing: set[str] = set()  # events whose effects the sinks refuse now (effect-failure)
+        # events whose effects the sinks refuse now (effect-failure), and how: "refuse" or "stall"
+        self._failing: dict[str, str] = {}
 
     def register(self, keys: EventKeys) -> None:
         with self._lock:
@@ -266,19 +270,25 @@ class Ledger:
             events = list(self._events.values())
         return tuple(keys.event_id for keys in events if holds(keys))
 
-    def fail(self, event_id: str) -> None:
-        """Refuse the effects of `event_id` from now on (the SMTP server refuses, the API answers 503)."""
+    def fail(self, event_id: str, how: FailureMode = "refuse") -> None:
+        """Refuse the effects of `event_id` from now on (the SMTP server refuses, the API answers
+        503); ``stall``: the SMTP server holds its answer to a message until `recover`, then refuses."""
         with self._lock:
-            self._failing.add(event_id)
+            self._failing[event_id] = how
 
     def recover(self, event_id: str) -> None:
         with self._lock:
-            self._failing.discard(event_id)
+            self._failing.pop(event_id, None)
 
     def refuses(self, events: Iterable[str]) -> bool:
         """Whether a message or call for `events` is refused now."""
         with self._lock:
             return any(e in self._failing for e in events)
+
+    def stalls(self, events: Iterable[str]) -> bool:
+        """Whether a message for `events` is held unanswered now (``fail(..., "stall")``)."""
+        with self._lock:
+            return any(self._failing.get(e) == "stall" for e in events)
 
     def keys_of(self, event_id: str) -> EventKeys | None:
         with self._lock:

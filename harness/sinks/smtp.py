@@ -1,7 +1,8 @@
 """The SMTP sink: aiosmtpd on loopback, where the consumer's mail settings point (``effects.smtp``).
 
 Every message is accepted (``250``) and recorded — but one for an event whose effects the
-lab fails on purpose (`Ledger.fail`, effect-failure) is refused with ``554`` and counts as
+lab fails on purpose (`Ledger.fail`, effect-failure) is refused with ``554`` — or, stalled,
+answered nothing until that event's first attempt is answered and then ``451`` — and counts as
 no email; a message counts for every event whose
 ``match`` (filled for that event: ``{{order_id}}``, ``{{event_id}}``, ``{{object_id}}``)
 its headers or text name as a whole identifier, read as its reader reads them (every
@@ -14,8 +15,10 @@ rest), and recorded as ``capped`` with no event: its text is gone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, AnyStr
@@ -31,6 +34,11 @@ from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of,
 DEFAULT_MATCH = "{{order_id}}"
 # effect-failure: what the server answers a message for an event whose effects it refuses.
 REFUSED, REFUSAL = "refused", "554 5.3.0 Transaction failed: the mail system is not accepting messages"
+# ... and for one it stalls: nothing until the event's first attempt is answered (or the cap), then
+# a temporary failure, as a mail server that hung and gave up answers; the client may have given up first.
+STALLED, STALL_END = "stalled", "451 4.4.2 Timeout: the mail system did not complete the transaction"
+STALL_CAP_S = 120.0
+STALL_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class _Handler:
         mail = read_mail(body, tuple(str(r) for r in envelope.rcpt_tos))
         events = self.ledger.matching_where(lambda keys: self.rule.matches(keys, mail))
         refused = self.ledger.refuses(events)
+        stalled = refused and self.ledger.stalls(events)
         self.ledger.keep(
             SinkRecord(
                 kind="email",
@@ -69,9 +78,14 @@ class _Handler:
                 rows_at_arrival=self.ledger.rows_at(events),
                 sender=str(envelope.mail_from or ""),
                 recipients=tuple(str(r) for r in envelope.rcpt_tos),
-                served=REFUSED if refused else None,
+                served=STALLED if stalled else REFUSED if refused else None,
             )
         )
+        if stalled:
+            deadline = time.monotonic() + STALL_CAP_S
+            while self.ledger.stalls(events) and time.monotonic() < deadline:
+                await asyncio.sleep(STALL_POLL_S)
+            return STALL_END
         return REFUSAL if refused else "250 OK"
 
     def capped(self, envelope: Any) -> None:

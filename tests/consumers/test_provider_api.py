@@ -118,9 +118,28 @@ def test_a_mailer_that_acknowledges_a_refused_receipt_fails_effect_failure_and_i
     )
     (good,) = check(good_scenario, tmp_path / "out2")
     assert good.bundle is not None
-    refused = [r for r in json.loads((good.bundle / "sinks" / "smtp.json").read_text())["records"]
-               if r.get("served") == "refused"]  # fmt: skip
-    assert len(refused) == 1
+    # one receipt refused (554), one stalled until the attempt was answered (then 451): both retried
+    served = [
+        r.get("served") for r in json.loads((good.bundle / "sinks" / "smtp.json").read_text())["records"]
+    ]
+    assert sorted(served, key=str) == [None, None, "refused", "stalled"], served
+
+
+def test_a_mailer_that_acknowledges_when_its_relay_times_out_fails_only_on_the_stalled_receipt(
+    tmp_path: Path,
+) -> None:
+    # It answers 503 to a refused receipt (as its twin above), but takes a relay that does not answer
+    # within a second for a slow one that will deliver: the stalled event is acknowledged, unmailed.
+    scenario = sink_scenarios.receipt_mailer(
+        tmp_path, "swallow-timeout", ("effect-failure",), {"effect-failure": "fail"}
+    )
+    (result,) = check(scenario, tmp_path / "out")
+    assert invariants(result, "effect-failure") == {("acked-exactly-once", "emails")}
+    assert result.bundle is not None
+    [trial] = [json.loads(p.read_text()) for p in result.bundle.glob("trials/effect-failure-*.json")]
+    _, stalled = trial["fault"]["tries"][-1]["event_ids"]
+    entry = next(e for e in result.run["experiments"] if e["name"] == "effect-failure")
+    assert {v["event_id"] for v in entry["violations"]} == {stalled}
 
 
 @pytest.mark.parametrize(
