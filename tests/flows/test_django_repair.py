@@ -83,6 +83,7 @@ def test_init_then_the_flow_repair_the_django_shop_and_its_database_is_never_tou
     init = ["init", "--app", "shop.wsgi:application", "--path", "/webhooks/stripe", "--provider", "stripe",
             "--secret-env", "STRIPE_WEBHOOK_SECRET", "--name", "shop", "--yes"]  # fmt: skip
 
+    monkeypatch.delenv("COLUMNS", raising=False)  # the verdict table read below as a transcript: unwrapped
     # Stripe's own example has no metadata.order_id: the view fails, and init shows why at once.
     monkeypatch.setenv("DJANGO_DEBUG", "1")  # as on a developer's machine: Django logs the traceback
     code, _, err = acklab(repo, *init, "--event", "checkout.session.completed")
