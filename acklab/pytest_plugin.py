@@ -51,6 +51,7 @@ import pytest
 if TYPE_CHECKING:
     from acklab.harness.engine.results import RunResult
     from acklab.harness.explore.api import ExploreResult
+    from acklab.harness.specs.target import TargetSpec
 
 MARKER = "webhook_spec"
 _RUNS = pytest.StashKey[list[Path]]()
@@ -212,43 +213,39 @@ class WebhookLab:
         which fills the spec with the same values and runs its sinks on those ports.
         """
         if self._isolation is None:
-            from acklab.harness.specs import placeholders
-            from acklab.harness.specs.credentials import resolve_env
             from acklab.harness.targets.isolation import Isolation
+            from acklab.harness.targets.spec import database_server
 
-            doc = self._spec_doc()
-            names = frozenset({"port", "scratch"} | placeholders.used(doc))
-            server = (
-                resolve_env(str(doc["database"]["url"]), field_name="database.url")
-                if "database" in doc
-                else None
-            )
+            spec = self._spec()
+            names = frozenset({"port", "scratch"} | (spec.run_placeholders if spec is not None else set()))
+            server = database_server(spec) if spec is not None else None
             self._isolation = Isolation.allocate(names, database_server=server, label="pytest")
         return dict(self._isolation.values)
 
-    def _spec_doc(self) -> dict[str, Any]:
-        """The marker's target spec as written (empty without one)."""
+    def _spec(self) -> TargetSpec | None:
+        """The marker's target spec as written (None without one)."""
         spec, _ = self._marked()
         if spec is None:
-            return {}
-        from acklab.harness.specs.load import load_spec
+            return None
+        from acklab.harness.specs.target import load_target_spec
 
-        _, doc = load_spec(Path(spec))
-        return doc
+        return load_target_spec(Path(spec))
 
     def _spec_sinks(self) -> Any:
         """The sinks the marker's spec names (``effects.smtp``, ``outbound``, ``provider_api``), started on the ports
         `placeholders` allocated (None: it names none)."""
-        effects = self._spec_doc().get("effects", {})
-        if not {"smtp", "outbound", "provider_api"} & set(effects):
+        spec = self._spec()
+        if spec is None:
+            return None
+        effects = spec.effects
+        if effects.smtp is None and effects.outbound is None and effects.provider_api is None:
             return None
         from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
-        from acklab.harness.specs import placeholders
 
         values = self.placeholders
-        filled = placeholders.fill({"effects": effects}, values)["effects"]
-        api = provider_api_config(filled, values.get("provider_api_url"))
-        sinks = Sinks(*sink_configs(filled), provider_api=api)
+        filled = spec.filled(values).effects
+        api = provider_api_config(filled.provider_api, values.get("provider_api_url"))
+        sinks = Sinks(*sink_configs(filled.smtp, filled.outbound), provider_api=api)
         sinks.start()
         return sinks
 

@@ -33,7 +33,8 @@ from acklab.harness.init.scaffold import (
 )
 from acklab.harness.init.serving import PLACEHOLDERS, Serving, python, served, serving
 from acklab.harness.specs.credentials import url_secrets
-from acklab.harness.specs.load import all_problems, load_spec
+from acklab.harness.specs.load import all_problems
+from acklab.harness.specs.target import Command, Expect, Setup, SqlEffects, load_target_spec
 from acklab.harness.targets.spec_checks import check_database_url, check_url
 from acklab.harness.targets.validate import validate_target
 from acklab.harness.wire.conflicts import default_conflict
@@ -401,11 +402,11 @@ def init(**kwargs: Any) -> int:
         example=chosen,
         endpoint=endpoint,
         secret_env=secret_env,
-        effects=effects,
-        command=command,
-        expect=expect,
+        effects=SqlEffects.model_validate(effects),
+        command=Command.model_validate(command) if command is not None else None,
+        expect=Expect.model_validate(expect),
         template=template,
-        setup={"argv": list(how.setup)} if how is not None and how.setup else None,
+        setup=Setup(argv=tuple(how.setup)) if how is not None and how.setup else None,
         sinks=sinks,
     )
     files = {
@@ -429,8 +430,7 @@ def init(**kwargs: Any) -> int:
         problems = all_problems(staged)
         if problems:
             raise SpecError(f"init wrote a spec acklab validate refuses (a bug of init): {problems[0]}")
-        _, checked = load_spec(staged)
-        validate_target(checked, source=str(spec_path), allow_unset=False, allow_remote=False)
+        validate_target(load_target_spec(staged), source=str(spec_path), allow_unset=False, allow_remote=False)
 
     written = Scaffold(spec_path, files).write(check)
     for path in written:

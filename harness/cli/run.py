@@ -31,7 +31,8 @@ from acklab.harness.engine.runner import RunOptions, RunResult, prepare
 from acklab.harness.engine.runner import run as run_lab
 from acklab.harness.errors import HarnessError, SpecError, UsageError
 from acklab.harness.experiments import EXPERIMENTS
-from acklab.harness.specs.load import all_problems, load_spec
+from acklab.harness.specs.load import all_problems, spec_name
+from acklab.harness.specs.target import load_target_spec
 from acklab.harness.wire.providers import DEFAULT_TIME_COMPRESSION
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -358,12 +359,15 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
         for line in problems:
             click.echo(f"{file}: {line}")
         raise SpecError(f"{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
-    kind, doc = load_spec(file)
+    kind, name = spec_name(file)
     if kind == "target":
         from acklab.harness.targets.validate import validate_target
 
+        spec = load_target_spec(file)
         try:
-            notes = validate_target(doc, source=str(file), allow_unset=allow_unset, allow_remote=allow_remote)
+            notes = validate_target(
+                spec, source=str(file), allow_unset=allow_unset, allow_remote=allow_remote
+            )
         except HarnessError as exc:
             click.echo(f"{file}: not valid: {str(exc).removeprefix(f'{file}: ')}")
             raise
@@ -371,13 +375,11 @@ def validate(file: Path, allow_unset: bool, allow_remote: bool) -> int:
             click.echo(f"{file}: note: {note}")
         from acklab.harness.targets.needs import missing
 
-        lacking = missing(doc, spec_dir=file.resolve().parent)
+        lacking = missing(spec, spec_dir=file.resolve().parent)
         for line in lacking:
             click.echo(f"{file}: missing: {line}")
         if lacking:
-            click.echo(
-                f"{file}: a valid {kind} spec ({doc.get('name', '')}), but this machine cannot run it yet"
-            )
+            click.echo(f"{file}: a valid {kind} spec ({name}), but this machine cannot run it yet")
             raise MissingExtra(f"{file}: {len(lacking)} thing(s) to install first (listed above)")
-    click.echo(f"{file}: a valid {kind} spec ({doc.get('name', '')})")
+    click.echo(f"{file}: a valid {kind} spec ({name})")
     return int(ExitCode.OK)

@@ -17,7 +17,7 @@ from typing import Any
 
 from acklab.harness.core.plan import RunSettings
 from acklab.harness.errors import SpecError
-from acklab.harness.specs.load import load_spec
+from acklab.harness.specs.experiment import load_experiment_spec
 
 DEFAULT_TRIALS = 5
 
@@ -62,11 +62,11 @@ def resolve(
             raise SpecError(
                 f"--experiment {entry!r}: no such file; give a stable experiment name or a spec file"
             )
-        _, doc = load_spec(path, expected_kind="experiment")
-        names.append(doc["uses"])
-        if "trials" in doc:
-            spec_trials[doc["trials"]] = entry
-        for key, value in doc.get("parameters", {}).items():
+        spec = load_experiment_spec(path)
+        names.append(spec.uses)
+        if spec.trials is not None:
+            spec_trials[spec.trials] = entry
+        for key, value in spec.parameters.given().items():
             earlier = set_by.get(key)
             if earlier is not None and earlier[0] != value:
                 raise SpecError(

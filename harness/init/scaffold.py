@@ -27,6 +27,16 @@ import yaml
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.init.discover import Candidate, shown
 from acklab.harness.init.examples import Example
+from acklab.harness.specs.target import (
+    Command,
+    Delivery,
+    Effects,
+    Expect,
+    Setup,
+    Signing,
+    SqlEffects,
+    TargetSpec,
+)
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
@@ -58,29 +68,36 @@ def target_doc(
     example: Example,
     endpoint: str,
     secret_env: str,
-    effects: Mapping[str, Any],
-    command: Mapping[str, Any] | None,
-    expect: Mapping[str, Any],
+    effects: SqlEffects,
+    command: Command | None,
+    expect: Expect,
     template: Mapping[str, Any],
-    setup: Mapping[str, Any] | None = None,
+    setup: Setup | None = None,
     sinks: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The target spec: `effects` is ``effects.sql``; `sinks` adds ``effects.smtp`` / ``outbound``."""
-    doc: dict[str, Any] = {"apiVersion": "acklab/v1", "kind": "target", "name": name, "endpoint": endpoint}
-    doc["signing"] = {"scheme": example.provider, "secret": f"env:{secret_env}"}
+) -> TargetSpec:
+    """The spec init writes (only the sections it sets: a spec read back is the one written): `effects`
+    is ``effects.sql``; `sinks` adds ``effects.smtp`` / ``outbound`` as init found them."""
+    sections: dict[str, Any] = {}
     if example.event_type:
-        doc["delivery"] = {"event_type": example.event_type}
+        sections["delivery"] = Delivery(event_type=example.event_type)
     if command is not None:
-        doc["command"] = dict(command)
+        sections["command"] = command
     if setup is not None:
-        doc["setup"] = dict(setup)
-    doc["event"] = dict(template)
-    doc["effects"] = {"sql": dict(effects), **(sinks or {})}
-    doc["expect"] = dict(expect)
-    return doc
+        sections["setup"] = setup
+    return TargetSpec(
+        apiVersion="acklab/v1",
+        kind="target",
+        name=name,
+        endpoint=endpoint,
+        signing=Signing(scheme=example.provider, secret=f"env:{secret_env}"),
+        event=dict(template),
+        effects=Effects.model_validate({"sql": effects.dump(), **(sinks or {})}),
+        expect=expect,
+        **sections,
+    )
 
 
-def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> str:
+def spec_text(spec: TargetSpec, *, example: Example, seen: list[str]) -> str:
     source = (
         f"# event: your own {example.event} from {shown(example.source)} (--example),"
         if example.source is not None
@@ -89,7 +106,7 @@ def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> s
         + (f", as {example.event}," if example.published else ",")
     )
     header = [
-        f"# acklab target spec for {doc['name']}, written by `acklab init` (yours to edit).",
+        f"# acklab target spec for {spec.name}, written by `acklab init` (yours to edit).",
         source,
         "#   with {{event_id}} and {{order_id}} fresh for every event the lab sends.",
         "# conflict: not set, so a conflicting body changes what docs/conflicts.md says (the amount, if any).",
@@ -98,9 +115,8 @@ def spec_text(doc: Mapping[str, Any], *, example: Example, seen: list[str]) -> s
         *(f"#   {shown(line)}" for line in seen),
         "# Check it: acklab validate THIS_FILE; attack it: acklab run --target THIS_FILE",
     ]
-    text = (
-        "\n".join(header) + "\n" + yaml.safe_dump(dict(doc), sort_keys=False, width=100, allow_unicode=True)
-    )
+    doc = spec.dump()
+    text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True)
     if yaml.safe_load(text) != doc:
         raise HarnessError(
             "init built a spec whose YAML does not read back as what it built (a bug of init, or a name "

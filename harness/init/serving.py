@@ -28,6 +28,7 @@ from acklab.harness.sinks import Sinks
 from acklab.harness.sinks.outbound import Answer, OutboundConfig
 from acklab.harness.sinks.smtp import SmtpConfig
 from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.specs.target import OutboundAnswer
 from acklab.harness.targets.isolation import Isolation
 
 LOG_SETTLE_S = 0.5  # a server logs a handler's traceback around the moment it answers 500
@@ -157,7 +158,7 @@ def served(
                 f"and counts rows only; {install_command('sinks')} to count them too"
             )
         outbound = (
-            OutboundConfig("127.0.0.1", int(values["outbound_port"]), otherwise=Answer.from_doc(ANSWER))
+            OutboundConfig("127.0.0.1", int(values["outbound_port"]), otherwise=Answer.of(OutboundAnswer.model_validate(ANSWER)))
             if project.outbound and listening
             else None
         )

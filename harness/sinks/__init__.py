@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
+from acklab.evidence.documents.base import problems_of
 from acklab.harness.errors import SpecError
 from acklab.harness.ports import free_port
 from acklab.harness.sinks.matching import MailMatch
@@ -39,7 +42,8 @@ from acklab.harness.sinks.records import (
     SinkLimits,
     SinkRecord,
 )
-from acklab.harness.sinks.smtp import DEFAULT_MATCH, SmtpConfig, SmtpSink
+from acklab.harness.sinks.smtp import SmtpConfig, SmtpSink
+from acklab.harness.specs.target import OutboundEffects, ProviderApiEffects, Section, SmtpEffects
 
 __all__ = [
     "EventKeys",
@@ -67,6 +71,10 @@ class SinkTally:
         return (self.emails or 0, self.effect_calls, self.before_commit)
 
 
+def _free() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
 def _listen(value: str, field_name: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if host not in ("127.0.0.1", "localhost", "::1", "[::1]") or not port.isdigit():
@@ -77,53 +85,58 @@ def _listen(value: str, field_name: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def sink_configs(effects: Mapping[str, Any]) -> tuple[SmtpConfig | None, OutboundConfig | None]:
-    """``effects.smtp`` and ``effects.outbound`` of a spec (run placeholders filled)."""
-    smtp = outbound = None
-    if "smtp" in effects:
-        doc = effects["smtp"]
-        host, port = _listen(str(doc["listen"]), "effects.smtp.listen")
-        match = doc.get("match", DEFAULT_MATCH)
+def sink_configs(
+    smtp: SmtpEffects | None, outbound: OutboundEffects | None
+) -> tuple[SmtpConfig | None, OutboundConfig | None]:
+    """``effects.smtp`` and ``effects.outbound`` of a spec (run placeholders filled), as the sinks run them."""
+    smtp_config = outbound_config = None
+    if smtp is not None:
+        host, port = _listen(smtp.listen, "effects.smtp.listen")
+        match = smtp.match if isinstance(smtp.match, str) else smtp.match.dump()
         MailMatch.of(match)  # a pattern that is not one: SpecError before anything listens
-        smtp = SmtpConfig(host, port, match if isinstance(match, Mapping) else str(match))
-    if "outbound" in effects:
-        doc = effects["outbound"]
-        host, port = _listen(str(doc["listen"]), "effects.outbound.listen")
+        smtp_config = SmtpConfig(host, port, match)
+    if outbound is not None:
+        host, port = _listen(outbound.listen, "effects.outbound.listen")
         routes = tuple(
             Route(
-                method=str(r.get("method", "POST")).upper(),
-                path=str(r["path"]),
-                match=str(r["match"]) if "match" in r else None,
-                respond=Answer.from_doc(r.get("respond", {})),
-                first=Answer.from_doc(r["first"]) if "first" in r else None,
+                method=r.method.upper(),
+                path=r.path,
+                match=r.match,
+                respond=Answer.of(r.respond),
+                first=Answer.of(r.first) if r.first is not None else None,
             )
-            for r in doc.get("routes", ())
+            for r in outbound.routes
         )
-        header = doc.get("idempotency_header")
-        outbound = OutboundConfig(host, port, routes, str(header) if header else None)
-    return smtp, outbound
+        outbound_config = OutboundConfig(host, port, routes, outbound.idempotency_header or None)
+    return smtp_config, outbound_config
 
 
-def provider_api_config(effects: Mapping[str, Any], url: str | None = None) -> ProviderApiConfig | None:
+def _section(model: type[Section], doc: Mapping[str, Any], field_name: str) -> Any:
+    try:
+        return model.model_validate(dict(doc))
+    except ValidationError as exc:
+        found = problems_of(exc)
+        raise SpecError(f"{field_name}: {found[0] if found else exc}") from None
+
+
+def provider_api_config(api: ProviderApiEffects | None, url: str | None = None) -> ProviderApiConfig | None:
     """``effects.provider_api`` of a spec (run placeholders filled): the provider's API the lab serves,
     at its ``listen``, else at `url` (``{{provider_api_url}}``)."""
-    doc = effects.get("provider_api")
-    if doc is None:
+    if api is None:
         return None
-    listen = doc.get("listen") or (url or "").removeprefix("http://")
+    listen = api.listen or (url or "").removeprefix("http://")
     if not listen:
         raise SpecError(
             "effects.provider_api: no listen and no {{provider_api_url}} for this service; the lab picks the "
             "port when the spec is served (leave listen out), or write listen: 127.0.0.1:PORT"
         )
-    provider = str(doc.get("provider", "stripe"))
-    if provider not in PROVIDERS:
+    if api.provider not in PROVIDERS:
         raise SpecError(
-            f"effects.provider_api.provider: got {provider!r}; expected one of {', '.join(PROVIDERS)} "
+            f"effects.provider_api.provider: got {api.provider!r}; expected one of {', '.join(PROVIDERS)} "
             "(the providers whose API the lab serves)"
         )
-    host, port = _listen(str(listen), "effects.provider_api.listen")
-    return ProviderApiConfig(host, port, provider)
+    host, port = _listen(listen, "effects.provider_api.listen")
+    return ProviderApiConfig(host, port, api.provider)
 
 
 class Sinks:
@@ -143,17 +156,18 @@ class Sinks:
         """Started sinks on free loopback ports: ``smtp`` (True, or ``{"match": ...}``),
         ``outbound`` (``{"routes": [...], "idempotency_header": ...}``, as a spec's) and
         ``provider_api`` (``{"provider": "stripe"}``)."""
-        doc: dict[str, Any] = {}
-        if provider_api is not None:
-            doc["provider_api"] = {**provider_api, "listen": f"127.0.0.1:{free_port()}"}
-        if smtp:
-            doc["smtp"] = {
-                **(smtp if isinstance(smtp, Mapping) else {}),
-                "listen": f"127.0.0.1:{free_port()}",
-            }
-        if outbound is not None:
-            doc["outbound"] = {**outbound, "listen": f"127.0.0.1:{free_port()}"}
-        sinks = cls(*sink_configs(doc), provider_api=provider_api_config(doc))
+        mail = (
+            _section(SmtpEffects, {**(smtp if isinstance(smtp, Mapping) else {}), "listen": _free()}, "smtp")
+            if smtp
+            else None
+        )
+        calls = _section(OutboundEffects, {**outbound, "listen": _free()}, "outbound") if outbound else None
+        api = (
+            _section(ProviderApiEffects, {**provider_api, "listen": _free()}, "provider_api")
+            if provider_api is not None
+            else None
+        )
+        sinks = cls(*sink_configs(mail, calls), provider_api=provider_api_config(api))
         sinks.start()
         return sinks
 

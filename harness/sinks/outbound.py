@@ -39,6 +39,7 @@ from acklab.harness.sinks.records import (
     redacted_headers,
 )
 from acklab.harness.sinks.serving import ThreadedServer
+from acklab.harness.specs.target import OutboundAnswer
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
@@ -53,13 +54,9 @@ class Answer:
     drop: bool = False
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> Answer:
-        return cls(
-            status=int(doc.get("status", 200)),
-            json=doc.get("json"),
-            delay_s=float(doc.get("delay_s", 0.0)),
-            drop=bool(doc.get("drop", False)),
-        )
+    def of(cls, spec: OutboundAnswer) -> Answer:
+        """A route's ``respond:`` or ``first:`` of the spec."""
+        return cls(status=spec.status, json=spec.json_body, delay_s=spec.delay_s, drop=spec.drop)
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,19 @@ __all__ = [
     "env_names",
     "redact",
     "resolve_env",
+    "shared_names",
+    "shown",
     "unset_env_names",
     "url_password",
     "url_secrets",
 ]
 
 ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def shown(value: str, resolved: str) -> str:
+    """How a URL is named in a message: its ``env:NAME`` when it came from the environment."""
+    return value if ENV_REF.match(value) else resolved
 
 
 def resolve_env(value: str, *, field_name: str, secret: bool = True) -> str:
@@ -105,6 +112,16 @@ def env_names(doc: Any, where: str = "") -> Iterator[tuple[str, str]]:
         match = ENV_REF.match(doc)
         if match:
             yield where, match.group(1)
+
+
+def shared_names(doc: Mapping[str, Any]) -> list[str]:
+    """The variables a spec reads with ``env:`` for what its service must agree on with the lab: its
+    signing secret and the headers the lab sends (not what only the lab reads, such as effects URLs)."""
+    signing = doc.get("signing")
+    refs = [signing.get("secret") if isinstance(signing, Mapping) else None]
+    headers = doc.get("headers")
+    refs += list(headers.values()) if isinstance(headers, Mapping) else []
+    return [ref[4:] for ref in refs if isinstance(ref, str) and ref.startswith("env:")]
 
 
 def unset_env_names(doc: Any, *, skip: Iterable[str] = ("event",)) -> list[tuple[str, str]]:

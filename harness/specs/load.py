@@ -152,6 +152,12 @@ def load_spec(path: Path, *, expected_kind: str | None = None) -> tuple[str, dic
     return kind, doc
 
 
+def spec_name(path: Path) -> tuple[str, str]:
+    """A valid spec file's kind and ``name`` (every kind has one)."""
+    kind, doc = load_spec(path)
+    return kind, str(doc.get("name", ""))
+
+
 def all_problems(path: Path) -> list[str]:
     """Every problem of a spec file (for `acklab validate`), empty when valid."""
     doc = load_yaml(path)

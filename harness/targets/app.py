@@ -38,6 +38,7 @@ from typing import ClassVar
 import httpx
 
 from acklab.harness.sinks import Sinks
+from acklab.harness.specs.target import SqlEffects
 from acklab.harness.targets.asgi import AsgiApp, running
 from acklab.harness.targets.base import Endpoint, Needs, Target
 from acklab.harness.targets.callables import (
@@ -74,7 +75,7 @@ class AppEffects:
 
     count: Reader | None = None  # the user's callable
     read_state: Reader | None = None
-    sql: Mapping[str, str] | None = None  # {url, count, state?}: read-only queries
+    sql: SqlEffects | None = None  # read-only queries (the URL read from env:)
     # An effects endpoint: `path` on the app itself, or `url` of another local service.
     path: str | None = None
     url: str | None = None
@@ -138,7 +139,7 @@ class AppTarget(Target):
         return self.where
 
     def database_urls(self) -> tuple[str, ...]:
-        return (self.effects.sql["url"],) if self.effects.sql is not None else ()
+        return (self.effects.sql.url,) if self.effects.sql is not None else ()
 
     def object_reads(self) -> ObjectReads:
         effects = self.effects
@@ -147,8 +148,8 @@ class AppTarget(Target):
             return ObjectReads(takes_object(effects.count), state)
         if effects.sql is not None:
             sql = effects.sql
-            state = OBJECT_PARAMETER.search(sql["state"]) is not None if "state" in sql else None
-            return ObjectReads(OBJECT_PARAMETER.search(sql["count"]) is not None, state)
+            state = OBJECT_PARAMETER.search(sql.state) is not None if sql.state is not None else None
+            return ObjectReads(OBJECT_PARAMETER.search(sql.count) is not None, state)
         by_url = OBJECT_PLACEHOLDER.search(str(effects.path or effects.url)) is not None
         return ObjectReads(by_url, by_url if effects.state_path else None)
 
@@ -165,9 +166,9 @@ class AppTarget(Target):
             return CallableProbe(effects.count, self._thread), state
         if effects.sql is not None:
             sql = effects.sql
-            if "state" in sql:
-                state = SqlState(sql["url"], sql["state"])
-            return SqlProbe(sql["url"], sql["count"]), state
+            if sql.state is not None:
+                state = SqlState(sql.url, sql.state)
+            return SqlProbe(sql.url, sql.count), state
         if effects.path is not None:  # an HTTP path of the app itself, served as the endpoint is
             url = base + effects.path
             if effects.state_path:

@@ -22,21 +22,22 @@ from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.replicas import Restart
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
+from acklab.harness.specs.target import Expect
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.provenance import Revision, revision_of
 from acklab.harness.targets.state import StateProbe
-from acklab.harness.targets.totals import TotalProbe, Totals
+from acklab.harness.targets.totals import TotalProbe
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import Attempt, Signer
 
 if TYPE_CHECKING:
     from acklab.harness.targets.queues import QueueControl
+__all__ = ["Endpoint", "Expect", "Needs", "Target", "check_local", "is_loopback"]
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
-CONFLICT_POLICIES = ("reject", "ignore")
 NO_CLOCK = (
     "the lab shifts the clock only of a consumer it starts: a target spec with command: (the built-in "
     "fixture and an app served in this process run on the lab's own clock)"
@@ -50,55 +51,6 @@ NO_QUEUE = (
     "the lab breaks only a queue it can see: a target spec with workers: (the commands that take the jobs), "
     "queues: (the Redis keys that hold them) and services: [redis]"
 )
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What a correct handler does (``expect:`` of a target spec).
-
-    At most `max_effects` per event. A conflicting body under a used event id is, with
-    `conflict` ``reject`` (the default), answered with one of `conflict_status`; with
-    ``ignore`` (dedupe by id) answered 2xx. Either way effects — and the state, where probed —
-    stay exactly as the first body left them. `effects_within_s`: how long after a 2xx the
-    effect may take to appear (ack-then-process consumers); verdicts wait that long.
-    """
-
-    max_effects: int = 1
-    max_emails: int = 1  # effects.smtp
-    max_calls: int = 1  # effects.outbound (calls with one idempotency key are one)
-    conflict_status: tuple[int, ...] = (409, 422)
-    conflict: str = "reject"
-    effects_within_s: float = 0.0
-    totals: Totals | None = None  # a running total the consumer keeps (totals-match)
-
-    def as_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "max_effects": self.max_effects,
-            "max_emails": self.max_emails,
-            "max_calls": self.max_calls,
-            "conflict": self.conflict,
-            "conflict_status": list(self.conflict_status),
-            "effects_within_s": self.effects_within_s,
-        }
-        if self.totals is not None:
-            doc["totals"] = self.totals.as_dict()
-        return doc
-
-    @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> Expect:
-        """A spec's ``expect:`` (schema-checked; absent fields take their defaults), and the
-        inverse of `as_dict` (a trial record's ``parameters.expect``; older records lack fields)."""
-        return cls(
-            max_effects=int(doc.get("max_effects", 1)),
-            max_emails=int(doc.get("max_emails", 1)),
-            max_calls=int(doc.get("max_calls", 1)),
-            conflict_status=tuple(doc.get("conflict_status", (409, 422))),
-            conflict=str(doc.get("conflict", "reject")),
-            effects_within_s=float(doc.get("effects_within_s", 0.0)),
-            totals=Totals(str(doc["totals"]["field"]), str(doc["totals"]["sum"]))
-            if doc.get("totals")
-            else None,
-        )
 
 
 @dataclass(frozen=True)

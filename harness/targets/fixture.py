@@ -32,6 +32,7 @@ from acklab.harness.ports import free_port
 from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import redact, url_secrets
+from acklab.harness.specs.target import OutboundAnswer, OutboundEffects, OutboundRoute, SmtpEffects
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.effects import HttpProbe, SqlProbe, database_kind
 from acklab.harness.targets.objects import (
@@ -116,16 +117,19 @@ class FixtureTarget(Target):
         (`acklab.app.notify`), counted beside its fulfillments (``acklab demo``); once."""
         if self.sinks is None:
             smtp, outbound = sink_configs(
-                {
-                    "smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"},
-                    "outbound": {
-                        "listen": f"127.0.0.1:{free_port()}",
-                        "idempotency_header": "Idempotency-Key",
-                        "routes": [{"method": "POST", "path": SHIPMENTS_PATH, "match": "{{order_id}}",
-                                    "respond": {"status": 201, "json": {"shipment": "sh_{{seq}}"}}}],
-                    },
-                }
-            )  # fmt: skip
+                SmtpEffects(listen=f"127.0.0.1:{free_port()}", match="{{order_id}}"),
+                OutboundEffects(
+                    listen=f"127.0.0.1:{free_port()}",
+                    idempotency_header="Idempotency-Key",
+                    routes=(
+                        OutboundRoute(
+                            path=SHIPMENTS_PATH,
+                            match="{{order_id}}",
+                            respond=OutboundAnswer(status=201, json={"shipment": "sh_{{seq}}"}),
+                        ),
+                    ),
+                ),
+            )
             rows = SqlProbe(self.database_url, FULFILLMENTS_QUERY)
             self.sinks = Sinks(smtp, outbound, rows_now=rows.count_now)
             self.sinks.start()

@@ -1,6 +1,6 @@
 """A spec's consumer as production runs it: ``services:``, ``topology: {replicas: N}``, and its clock.
 
-Read in one place (`Fleet.of`, from the spec document) and used by the spec targets at four
+Read in one place (`Fleet.of`, from the `TargetSpec`'s ``services`` and ``topology``) and used by the spec targets at four
 moments: when the run placeholders are filled (`allocate`: the services' ports, one more
 ``{{port}}`` per replica), when the consumer starts (`start_services` before it), when an
 experiment needs the consumer's clock shifted (`use_clock`: the services and the consumer are
@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
@@ -26,6 +25,7 @@ from acklab.harness.procs.replicas import ReplicaSet
 from acklab.harness.procs.service_process import Command, ServiceProcess
 from acklab.harness.services import Services
 from acklab.harness.services import check as check_services
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.wire.balancer import Balancer
 
 MAX_REPLICAS = 16
@@ -35,11 +35,11 @@ NO_COMMAND = (
 )
 
 
-def check(doc: Mapping[str, Any], used: frozenset[str], *, source: str) -> None:
+def check(spec: TargetSpec, used: frozenset[str], *, source: str) -> None:
     """Refuse (exit 3) services the lab cannot start, and replicas without a command or a port of their own."""
-    check_services(list(doc.get("services", ())), used, source=source)
-    replicas = (doc.get("topology") or {}).get("replicas", 1)
-    if replicas > 1 and ("command" not in doc or "port" not in used):
+    check_services(list(spec.services), used, source=source)
+    replicas = spec.topology.replicas
+    if replicas > 1 and (spec.command is None or "port" not in used):
         raise SpecError(
             f"{source}: topology.replicas is {replicas}: the lab starts command: that many times, each on a "
             "{{port}} of its own; add command: and use {{port}} in the endpoint and the command"
@@ -57,11 +57,8 @@ class Fleet:
     clock: ShiftedClock | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> Fleet:
-        return cls(
-            replicas=int((doc.get("topology") or {}).get("replicas", 1)),
-            names=tuple(str(n) for n in doc.get("services", ())),
-        )
+    def of(cls, spec: TargetSpec) -> Fleet:
+        return cls(replicas=spec.topology.replicas, names=spec.services)
 
     def allocate(self, taken: Mapping[str, str]) -> dict[str, str]:
         """Ports for the services and the extra replicas, none of them among the run placeholders

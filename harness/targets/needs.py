@@ -17,12 +17,13 @@ import importlib.util
 import os
 import shutil
 import subprocess  # nosec B404 - argv lists: the spec's own interpreter asked about one module
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from acklab.evidence.extras import EXTRAS, PACKAGES, install_command
 from acklab.harness.specs.credentials import ENV_REF
+from acklab.harness.specs.target import TargetSpec
 
 EXTRA_MODULES = {"postgres": "psycopg", "sinks": "aiosmtpd"}
 PROBE_TIMEOUT_S = 30.0
@@ -36,14 +37,17 @@ def _value(text: Any) -> str:
     return os.environ.get(match.group(1), "") if match else text
 
 
-def extras_needed(doc: Mapping[str, Any]) -> list[str]:
-    """The extras `doc` uses."""
-    effects = doc.get("effects", {})
-    urls = [_value(effects.get("sql", {}).get("url")), _value(doc.get("database", {}).get("url"))]
+def extras_needed(spec: TargetSpec) -> list[str]:
+    """The extras `spec` uses."""
+    effects = spec.effects
+    urls = [
+        _value(effects.sql.url if effects.sql is not None else None),
+        _value(spec.database.url if spec.database is not None else None),
+    ]
     needed = []
     if any(u.startswith(("postgresql", "postgres:")) for u in urls):
         needed.append("postgres")
-    if "smtp" in effects or "outbound" in effects:
+    if effects.smtp is not None or effects.outbound is not None:
         needed.append("sinks")
     return needed
 
@@ -66,14 +70,14 @@ def _imports(python: str, module: str, cwd: Path) -> bool:
     return done.returncode == 0
 
 
-def _tool(argv: Any, field: str, cwd: Path) -> str | None:
+def _tool(argv: Sequence[str] | None, field: str, cwd: Path) -> str | None:
     """Why `argv` cannot run here (its program not on PATH, its ``-m`` module not importable)."""
-    if not isinstance(argv, list) or not argv or not isinstance(argv[0], str):
+    if not argv:
         return None
     program = shutil.which(argv[0], path=os.environ.get("PATH")) if not os.path.isabs(argv[0]) else argv[0]
     if program is None or not os.access(program, os.X_OK):
         return f"{field}: {argv[0]!r} is not on PATH; install it, or activate the project's virtualenv"
-    if len(argv) > 2 and argv[1] == "-m" and isinstance(argv[2], str):
+    if len(argv) > 2 and argv[1] == "-m":
         module = argv[2].split(".", maxsplit=1)[0]
         if not _imports(program, module, cwd):
             return (
@@ -83,21 +87,21 @@ def _tool(argv: Any, field: str, cwd: Path) -> str | None:
     return None
 
 
-def missing(doc: Mapping[str, Any], *, spec_dir: Path) -> list[str]:
-    """What this machine lacks to run `doc`: extras (with their pip command) and tools."""
+def missing(spec: TargetSpec, *, spec_dir: Path) -> list[str]:
+    """What this machine lacks to run `spec`: extras (with their pip command) and tools."""
     found = []
-    for extra in extras_needed(doc):
+    for extra in extras_needed(spec):
         module = EXTRA_MODULES[extra]
         if importlib.util.find_spec(module) is None:
             found.append(
                 f"the {extra} extra ({EXTRAS[extra]}): the Python package {PACKAGES[module][0]!r} is not "
                 f"installed; {install_command(extra)}"
             )
-    command = doc.get("command", {})
-    cwd = spec_dir / str(command.get("cwd", "."))
+    command = spec.command
+    cwd = spec_dir / (command.cwd or "." if command is not None else ".")
     for field, argv in (
-        ("command.argv", command.get("argv")),
-        ("setup.argv", doc.get("setup", {}).get("argv")),
+        ("command.argv", command.argv if command is not None else None),
+        ("setup.argv", spec.setup.argv if spec.setup is not None else None),
     ):
         why = _tool(argv, field, cwd if cwd.is_dir() else spec_dir)
         if why is not None:

@@ -12,7 +12,7 @@ DESIGN.md, "Beyond one event"::
                  body: {order_id: "{{order_id}}"}, ok_status: [200, 201, 303, 409]}
     expect: {order: newest-wins}  # or arrival: out-of-order is then skipped, with that reason
 
-`ObjectEvents.from_doc` reads them (schema-checked already); `check_objects` refuses what a
+`ObjectEvents.from_spec` reads them from the `TargetSpec`; `check_objects` refuses what a
 schema cannot say (a ``set:`` path that does not resolve, two lifecycle events leaving the
 same state, an object id the lab cannot make fresh). A spec without them stays what it was:
 every event is its own object (``{{order_id}}``).
@@ -28,11 +28,10 @@ from functools import partial
 from typing import Any
 
 from acklab.harness.errors import SpecError
+from acklab.harness.specs.target import DEFAULT_OBJECT, DEFAULT_OK_STATUS, Lifecycle, TargetSpec
 from acklab.harness.wire.templates import PLACEHOLDER, WebhookEvent, render, with_set
 
-DEFAULT_OBJECT = "{{order_id}}"
 ORDERS = ("newest-wins", "arrival")
-DEFAULT_OK_STATUS = (200, 201, 202, 204, 303, 409)
 # What may appear in a competitor's URL and body: the object's ids, filled per object.
 COMPETITOR_PLACEHOLDERS = frozenset({"order_id", "object_id", "event_id"})
 SAMPLE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
@@ -115,35 +114,29 @@ class ObjectEvents:
     order: str = "newest-wins"
 
     @classmethod
-    def from_doc(
-        cls, doc: Mapping[str, Any], *, competitor_headers: Mapping[str, str] | None = None
+    def from_spec(
+        cls, spec: TargetSpec, *, competitor_headers: Mapping[str, str] | None = None
     ) -> ObjectEvents:
-        """The sections of a (schema-checked) target spec; absent ones stay empty.
+        """The sections of a target spec; absent ones stay empty.
 
         `competitor_headers`: the competitor's ``headers:`` with ``env:`` values read (secrets)."""
-        lifecycle = doc.get("lifecycle") or {}
-        expect = doc.get("expect") or {}
-        raw = doc.get("competitor")
+        lifecycle = spec.lifecycle or Lifecycle()
+        raw = spec.competitor
         competitor = None
         if raw is not None:
             competitor = Competitor(
-                method=str(raw.get("method", "POST")).upper(),
-                url=str(raw["url"]),
-                body=raw.get("body"),
+                method=raw.method,
+                url=raw.url,
+                body=raw.body,
                 headers=dict(competitor_headers or {}),
-                ok_status=tuple(int(s) for s in raw.get("ok_status", DEFAULT_OK_STATUS)),
+                ok_status=raw.ok_status,
             )
         return cls(
-            object=str(lifecycle.get("object", DEFAULT_OBJECT)),
-            lifecycle=tuple(
-                LifecycleEvent(str(e["type"]), str(e["state"]), dict(e.get("set") or {}))
-                for e in lifecycle.get("events", ())
-            ),
-            siblings=tuple(
-                SiblingEvent(str(e["type"]), dict(e.get("set") or {})) for e in doc.get("siblings") or ()
-            ),
+            object=lifecycle.object,
+            lifecycle=tuple(LifecycleEvent(e.type, str(e.state), dict(e.set)) for e in lifecycle.events),
+            siblings=tuple(SiblingEvent(e.type, dict(e.set)) for e in spec.siblings),
             competitor=competitor,
-            order=str(expect.get("order", "newest-wins")),
+            order=spec.expect.order,
         )
 
     def template_of(
@@ -168,13 +161,12 @@ class ObjectEvents:
         return found
 
 
-def check_objects(doc: Mapping[str, Any], *, source: str) -> None:
+def check_objects(spec: TargetSpec, *, source: str) -> None:
     """Refuse (exit 3) what the schema cannot: ``set:`` paths that do not resolve in the event, two
     lifecycle events that leave the same state, an object id without ``{{order_id}}``, unknown
     placeholders in the competitor."""
-    objects = ObjectEvents.from_doc(doc)
-    lifecycle = doc.get("lifecycle")
-    if lifecycle is not None:
+    objects = ObjectEvents.from_spec(spec)
+    if spec.lifecycle is not None:
         if "{{order_id}}" not in objects.object.replace(" ", ""):
             raise SpecError(
                 f"{source}: lifecycle.object: got {objects.object!r}; it must contain {{{{order_id}}}} (the id the "
@@ -189,14 +181,14 @@ def check_objects(doc: Mapping[str, Any], *, source: str) -> None:
                     "the consumer applied last (give each its own state)"
                 )
             seen[step.state] = k
-            _renders(partial(objects.template_of, doc["event"], step, f"lifecycle.events[{k}]"), source)
-    elif "order" in (doc.get("expect") or {}):
+            _renders(partial(objects.template_of, spec.event, step, f"lifecycle.events[{k}]"), source)
+    elif "order" in spec.expect.model_fields_set:
         raise SpecError(
-            f"{source}: expect.order: {doc['expect']['order']!r} says how a lifecycle's events are applied, but "
+            f"{source}: expect.order: {spec.expect.order!r} says how a lifecycle's events are applied, but "
             "the spec has no lifecycle: section; add one, or remove expect.order"
         )
     for k, sibling in enumerate(objects.siblings):
-        _renders(partial(objects.template_of, doc["event"], sibling, f"siblings[{k}]"), source)
+        _renders(partial(objects.template_of, spec.event, sibling, f"siblings[{k}]"), source)
     if objects.competitor is not None:
         texts = [objects.competitor.url, str(objects.competitor.body)]
         unknown = sorted(

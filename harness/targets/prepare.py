@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import TargetUnreachable
 from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.specs.target import PrepareRequest, TargetSpec
 from acklab.harness.targets.spec_checks import check_url
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(event_id|order_id|object_id)\s*\}\}")
@@ -53,7 +54,7 @@ def _fill(value: Any, values: Mapping[str, str]) -> Any:
 class Preparer:
     """One spec's ``prepare:``, run once per object (thread-safe: bursts make events together)."""
 
-    request: Mapping[str, Any] | None = None
+    request: PrepareRequest | None = None
     sql: str | None = None
     database_url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -61,27 +62,27 @@ class Preparer:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def of(cls, doc: Mapping[str, Any], effects: Mapping[str, Any], *, allow_remote: bool) -> Preparer | None:
-        """The spec's ``prepare:`` (run placeholders filled), or None without one."""
-        step = doc.get("prepare")
-        if not isinstance(step, Mapping):
+    def of(cls, spec: TargetSpec, sql_url: str | None, *, allow_remote: bool) -> Preparer | None:
+        """The spec's ``prepare:`` (run placeholders filled), or None without one; `sql_url`: the
+        database ``effects.sql`` counts in, as served (None: the spec counts over HTTP)."""
+        step = spec.prepare
+        if step is None:
             return None
-        if "sql" in step:
-            if "sql" not in effects:
+        if step.sql is not None:
+            if sql_url is None:
                 from acklab.harness.errors import SpecError
 
                 raise SpecError(
                     "prepare.sql runs on effects.sql's database, and this spec counts effects over HTTP; "
                     "prepare the object with prepare.request (the app's own API) instead"
                 )
-            return cls(sql=str(step["sql"]), database_url=str(effects["sql"]["url"]))
-        request = dict(step["request"])
-        check_url(
-            _PLACEHOLDER.sub("x", request["url"]), field_name="prepare.request.url", allow_remote=allow_remote
-        )
+            return cls(sql=step.sql, database_url=sql_url)
+        request = step.request
+        if request is None:  # the schema gives one of the two
+            return None
+        check_url(_PLACEHOLDER.sub("x", request.url), field_name="prepare.request.url", allow_remote=allow_remote)
         headers = {
-            str(k): resolve_env(str(v), field_name=f"prepare.request.headers.{k}")
-            for k, v in request.get("headers", {}).items()
+            k: resolve_env(v, field_name=f"prepare.request.headers.{k}") for k, v in request.headers.items()
         }
         return cls(request=request, headers=headers)
 
@@ -116,15 +117,15 @@ class Preparer:
         finally:
             engine.dispose()
 
-    def _send(self, request: Mapping[str, Any], values: Mapping[str, str]) -> None:
-        url = _fill(request["url"], values)
-        body = _fill(request.get("body"), values)
+    def _send(self, request: PrepareRequest, values: Mapping[str, str]) -> None:
+        url = _fill(request.url, values)
+        body = _fill(request.body, values)
         headers = {k: _fill(v, values) for k, v in self.headers.items()}
         content = json.dumps(body).encode() if body is not None else None
         if content is not None:
             headers.setdefault("Content-Type", "application/json")
-        ok = tuple(request.get("ok_status", DEFAULT_OK))
-        method = str(request.get("method", "POST"))
+        ok = request.ok_status
+        method = request.method
         try:
             with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
                 answer = client.request(method, url, content=content, headers=headers)

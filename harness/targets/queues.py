@@ -19,16 +19,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.clock import ShiftedClock
 from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import current_book
-from acklab.harness.procs.service_process import DEFAULT_READY_TIMEOUT_S
 from acklab.harness.procs.workers import WorkerCommand, WorkerPool, WorkerProcess
 from acklab.harness.services import Services
 from acklab.harness.services.broker import Broker, describe
@@ -36,6 +33,7 @@ from acklab.harness.services.job_stream import JobStep, JobStream
 from acklab.harness.services.redis import RedisServer
 from acklab.harness.services.resp import RespError
 from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.specs.target import Queues, TargetSpec, Worker
 from acklab.harness.targets.spec_checks import resolve_cwd
 
 DEFAULT_DRAINED_WITHIN_S = 30.0
@@ -48,41 +46,40 @@ NO_QUEUES = (
 NO_WORKERS = "the consumer has no workers: the lab starts them from workers: (argv, env, ready, count)"
 
 
-def _options(doc: Mapping[str, Any]) -> Mapping[str, Any]:
-    queues = doc.get("queues")
-    if queues is None:
-        return {}
-    return {"keys": queues} if isinstance(queues, list) else queues
+def _options(spec: TargetSpec) -> Queues | None:
+    """``queues:``, its list form read as the mapping with its waits' defaults."""
+    queues = spec.queues
+    if queues is None or isinstance(queues, Queues):
+        return queues
+    return Queues(keys=queues)
 
 
-def check(doc: Mapping[str, Any], *, source: str) -> None:
+def check(spec: TargetSpec, *, source: str) -> None:
     """Refuse (exit 3) queues the lab could not watch, and more workers than it starts."""
-    options = _options(doc)
-    if options and "redis" not in doc.get("services", ()):
+    if _options(spec) is not None and "redis" not in spec.services:
         raise SpecError(
             f"{source}: queues: names Redis keys, but services: does not name redis; add services: [redis] "
             "(the lab starts it, watches the keys and fills {{redis_url}} for the handler and the workers)"
         )
-    total = sum(int(w.get("count", 1)) for w in doc.get("workers", ()))
+    total = sum(w.count for w in spec.workers)
     if total > MAX_WORKERS:
         raise SpecError(f"{source}: workers: start {total} processes; the lab starts at most {MAX_WORKERS}")
 
 
-def worker_command(doc: Mapping[str, Any], k: int, *, spec_dir: Path, workdir: Path | None) -> WorkerCommand:
+def worker_command(worker: Worker, k: int, *, spec_dir: Path, workdir: Path | None) -> WorkerCommand:
     where = f"workers[{k}]"
-    env = {str(n): resolve_env(str(v), field_name=f"{where}.env.{n}") for n, v in doc.get("env", {}).items()}
-    ready = doc.get("ready", {})
+    ready = worker.ready
     return WorkerCommand(
-        argv=tuple(str(a) for a in doc["argv"]),
-        env=env,
-        cwd=resolve_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name=f"{where}.cwd")
-        if "cwd" in doc
+        argv=worker.argv,
+        env={n: resolve_env(v, field_name=f"{where}.env.{n}") for n, v in worker.env.items()},
+        cwd=resolve_cwd(worker.cwd, spec_dir=spec_dir, field_name=f"{where}.cwd")
+        if worker.cwd is not None
         else workdir,
-        count=int(doc.get("count", 1)),
-        ready_log=str(ready["log"]) if "log" in ready else None,
-        ready_url=resolve_env(ready["url"], field_name=f"{where}.ready.url") if "url" in ready else None,
-        ready_status=tuple(int(s) for s in ready.get("status", ())),
-        ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
+        count=worker.count,
+        ready_log=ready.log,
+        ready_url=resolve_env(ready.url, field_name=f"{where}.ready.url") if ready.url is not None else None,
+        ready_status=ready.status or (),
+        ready_timeout_s=worker.ready_timeout_s,
     )
 
 
@@ -149,7 +146,7 @@ class QueueControl:
 class Queueing:
     """The workers and queues of one spec target."""
 
-    worker_docs: tuple[Mapping[str, Any], ...] = ()
+    workers: tuple[Worker, ...] = ()
     keys: tuple[str, ...] = ()
     drained_within_s: float = DEFAULT_DRAINED_WITHIN_S
     hold_s: float = DEFAULT_HOLD_S
@@ -159,28 +156,29 @@ class Queueing:
     _kept_log: bytes = field(default=b"", repr=False)
 
     @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> Queueing:
-        options = _options(doc)
+    def of(cls, spec: TargetSpec) -> Queueing:
+        options = _options(spec)
+        if options is None:
+            return cls(workers=spec.workers)
         return cls(
-            worker_docs=tuple(doc.get("workers", ())),
-            keys=tuple(str(k) for k in options.get("keys", ())),
-            drained_within_s=float(options.get("drained_within_s", DEFAULT_DRAINED_WITHIN_S)),
-            hold_s=float(options.get("hold_s", DEFAULT_HOLD_S)),
+            workers=spec.workers,
+            keys=options.keys,
+            drained_within_s=options.drained_within_s,
+            hold_s=options.hold_s,
         )
 
     @property
     def worker_count(self) -> int:
-        return sum(int(w.get("count", 1)) for w in self.worker_docs)
+        return sum(w.count for w in self.workers)
 
     @property
     def active(self) -> bool:
-        return bool(self.worker_docs or self.keys)
+        return bool(self.workers or self.keys)
 
-    def bind(self, filled: Mapping[str, Any], *, spec_dir: Path, workdir: Path | None) -> None:
+    def bind(self, filled: TargetSpec, *, spec_dir: Path, workdir: Path | None) -> None:
         """Each worker's command, from the spec with its run placeholders filled."""
         self.commands = tuple(
-            worker_command(w, k, spec_dir=spec_dir, workdir=workdir)
-            for k, w in enumerate(filled.get("workers", ()))
+            worker_command(w, k, spec_dir=spec_dir, workdir=workdir) for k, w in enumerate(filled.workers)
         )
 
     def start(
@@ -224,7 +222,7 @@ class Queueing:
         """Why the queue experiments cannot run on this consumer (None: they can)."""
         if not self.keys:
             return NO_QUEUES
-        if not self.worker_docs:
+        if not self.workers:
             return NO_WORKERS
         return None
 

@@ -34,13 +34,15 @@ from acklab.evidence.redaction import redact
 from acklab.harness.errors import SpecError, TargetUnreachable
 from acklab.harness.procs.confinement import Confined, Confinement, loopback_ports
 from acklab.harness.procs.service_process import Command
-from acklab.harness.specs import placeholders
-from acklab.harness.specs.credentials import resolve_env
+from acklab.harness.specs.credentials import shared_names
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.prepare import Preparer
 from acklab.harness.targets.schema_pin import PinnedSqlProbe, SchemaPin, fingerprint
-from acklab.harness.targets.spec import SpecTarget, _served_parts, _with_competitor_url, load_target
+from acklab.harness.targets.spec import SpecTarget, database_server, load_target, served_parts, sql_url
+
+__all__ = ["ServedSpecTarget", "served_spec_target", "shared_env", "shared_names"]
 
 
 @dataclass
@@ -75,19 +77,17 @@ class ServedSpecTarget(SpecTarget):
         if unbound is None or self.isolation is not None:
             return
         place = self.place
-        server = None
-        if "database" in unbound.doc:
-            server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
+        server = database_server(unbound.spec)
         isolation = Isolation.allocate(unbound.names - {"scratch"}, database_server=server, label=self.name)
         try:
             values = {**isolation.values, **self.fleet.allocate(isolation.values)}
             if "scratch" in unbound.names:
                 values["scratch"] = str(_scratch_of(place))
-            filled = placeholders.fill(unbound.doc, values)
             spec_dir = place.root / PurePosixPath(self.spec_ref).parent
-            parts = _served_parts(filled, spec_dir=spec_dir, allow_remote=False, workdir=place.root)
+            filled = unbound.spec.filled(values)
+            parts = served_parts(filled, spec_dir=spec_dir, allow_remote=False, workdir=place.root)
             self._replica_parts = [
-                (endpoint, shared_env(command, filled) or command)
+                (endpoint, shared_env(command, unbound.spec) or command)
                 for endpoint, command in self._served_at(values, spec_dir=spec_dir, workdir=place.root)
             ]
             self.queueing.bind(filled, spec_dir=spec_dir, workdir=place.root)
@@ -96,13 +96,8 @@ class ServedSpecTarget(SpecTarget):
             self.fleet.stop()
             raise
         self.isolation = isolation
-        self.endpoint, self.effects, self.command = (
-            parts["endpoint"],
-            parts["effects"],
-            shared_env(parts["command"], filled),
-        )
-        self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
-        self.preparer = Preparer.of(filled, self.effects, allow_remote=False)
+        self.take(dataclasses.replace(parts, command=shared_env(parts.command, unbound.spec)))
+        self.preparer = Preparer.of(filled, sql_url(self.effects), allow_remote=False)
 
     def start_service(self) -> None:
         self.fleet.start_services(self.place)
@@ -123,7 +118,7 @@ class ServedSpecTarget(SpecTarget):
     def serves(self) -> tuple[int, ...]:
         """Loopback ports besides the endpoint's where the lab reaches the service: its effects URL,
         the competitor's (each listened on, on the host, only once the service listens on it)."""
-        http = self.effects.get("http", {}).get("url")
+        http = self.effects.http.url if self.effects.http is not None else None
         competitor = self.objects.competitor.url if self.objects.competitor is not None else None
         return loopback_ports(http, competitor)
 
@@ -138,7 +133,7 @@ class ServedSpecTarget(SpecTarget):
         urls = [
             values.get("database_url"),
             values.get("provider_api_url"),
-            self.effects.get("sql", {}).get("url"),
+            self.effects.sql.url if self.effects.sql is not None else None,
         ]
         if self.fleet.services is not None:
             urls += self.fleet.services.values.values()
@@ -150,9 +145,9 @@ class ServedSpecTarget(SpecTarget):
     def pin(self) -> None:
         """Fingerprint the schema the counts read (once); TargetUnreachable (exit 4) when it cannot be read."""
         with self._pinning:
-            if self._pin is not None or "sql" not in self.effects:
+            if self._pin is not None or self.effects.sql is None:
                 return
-            url = make_url(self.effects["sql"]["url"])
+            url = make_url(self.effects.sql.url)
             if url.get_backend_name() == "postgresql":
                 url = url.set(drivername="postgresql+psycopg")
             engine = create_engine(url)
@@ -173,9 +168,9 @@ class ServedSpecTarget(SpecTarget):
             self._pin = SchemaPin(pinned, file=file)
 
     def _probe(self) -> EffectsProbe:
-        if "sql" in self.effects and self._pin is not None:
-            sql = self.effects["sql"]
-            return PinnedSqlProbe(sql["url"], sql["count"], self._pin)
+        sql = self.effects.sql
+        if sql is not None and self._pin is not None:
+            return PinnedSqlProbe(sql.url, sql.count, self._pin)
         return super()._probe()
 
     def schema_change(self) -> str | None:
@@ -188,23 +183,14 @@ class ServedSpecTarget(SpecTarget):
             self._place = None
 
 
-def shared_names(doc: Mapping[str, Any]) -> list[str]:
-    """The variables a spec reads with ``env:`` for its signing secret and the headers the lab sends."""
-    signing = doc.get("signing")
-    refs = [signing.get("secret") if isinstance(signing, Mapping) else None]
-    headers = doc.get("headers")
-    refs += list(headers.values()) if isinstance(headers, Mapping) else []
-    return [ref[4:] for ref in refs if isinstance(ref, str) and ref.startswith("env:")]
-
-
-def shared_env(command: Command | None, doc: Mapping[str, Any]) -> Command | None:
+def shared_env(command: Command | None, doc: Mapping[str, Any] | TargetSpec) -> Command | None:
     """`command` with the variables the spec reads with ``env:`` for what the service must agree on with
     the lab — its signing secret, the headers the lab sends — under their own names, unless
     ``command.env`` sets them: confined, the service gets no other variable of the lab's environment,
     and unconfined it would have inherited these (credentials of the lab are dropped all the same)."""
     if command is None:
         return None
-    names = shared_names(doc)
+    names = shared_names(doc.dump() if isinstance(doc, TargetSpec) else doc)
     shared = {name: os.environ[name] for name in names if name in os.environ and name not in command.env}
     return dataclasses.replace(command, env={**shared, **command.env}) if shared else command
 

@@ -26,7 +26,6 @@ from acklab.harness.procs.listener import Listener, in_ci, listener_of
 from acklab.harness.procs.replicas import ReplicaSet, Restart, restart
 from acklab.harness.procs.service_process import (
     DEFAULT_READY_TIMEOUT_S,
-    DEFAULT_SETUP_TIMEOUT_S,
     Command,
     ServiceProcess,
     Setup,
@@ -37,11 +36,22 @@ from acklab.harness.procs.service_process import (
 from acklab.harness.services import Services
 from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
 from acklab.harness.specs import placeholders
-from acklab.harness.specs.credentials import check_wire_value, resolve_env, url_secrets
-from acklab.harness.specs.load import load_spec
+from acklab.harness.specs.credentials import check_wire_value, resolve_env, shown, url_secrets
+from acklab.harness.specs.target import Command as CommandSpec
+from acklab.harness.specs.target import (
+    HttpEffects,
+    OutboundEffects,
+    ProviderApiEffects,
+    Signing,
+    SmtpEffects,
+    SqlEffects,
+    TargetSpec,
+    load_target_spec,
+)
+from acklab.harness.specs.target import Setup as SetupSpec
 from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets import queues as queueing
-from acklab.harness.targets.base import Endpoint, Expect, Needs, Target, is_loopback
+from acklab.harness.targets.base import Endpoint, Needs, Target, is_loopback
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
     OBJECT_PLACEHOLDER,
@@ -62,7 +72,6 @@ from acklab.harness.targets.spec_checks import (
     check_url,
     conflict_set,
     resolve_cwd,
-    shown,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.targets.totals import TotalProbe
@@ -85,6 +94,29 @@ def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str,
         check_wire_value(name, field_name=f"{field_name}.{name}", shown="the header's name")
         check_wire_value(value, field_name=f"{field_name}.{name}", shown="the header's value")
     return resolved
+
+
+@dataclass(frozen=True)
+class ServedEffects:
+    """``effects:`` as served: every ``env:`` value read, every URL held to the loopback rule, run
+    placeholders filled; the sinks (``smtp``, ``outbound``, ``provider_api``) as written (they listen
+    on loopback only)."""
+
+    sql: SqlEffects | None = None
+    http: HttpEffects | None = None
+    http_shown: str = ""  # how messages name effects.http.url (its env:NAME when it came from there)
+    smtp: SmtpEffects | None = None
+    outbound: OutboundEffects | None = None
+    provider_api: ProviderApiEffects | None = None
+
+    @property
+    def rows(self) -> SqlEffects | HttpEffects:
+        """How the event's rows are read (a served spec has exactly one of the two)."""
+        if self.sql is not None:
+            return self.sql
+        if self.http is None:
+            raise HarnessError("the target's effects were read before it was served")
+        return self.http
 
 
 @dataclass
@@ -130,7 +162,7 @@ class SpecTarget(Target):
     """A target described by a spec file; always reached through a real socket."""
 
     socket_only: ClassVar[bool] = True
-    effects: Mapping[str, Any] = field(default_factory=dict, repr=False)  # env: values read
+    effects: ServedEffects = field(default_factory=ServedEffects, repr=False)  # env: values read
     source: str = ""
     command: Command | None = None
     service: ServiceProcess | ReplicaSet | None = field(default=None, repr=False)
@@ -164,14 +196,12 @@ class SpecTarget(Target):
         unbound = self.unbound
         if unbound is None or self.isolation is not None:
             return
-        server = None
-        if "database" in unbound.doc:
-            server = resolve_env(str(unbound.doc["database"]["url"]), field_name="database.url")
+        server = database_server(unbound.spec)
         isolation = Isolation.allocate(unbound.names, database_server=server, label=self.name)
         try:
             values = {**isolation.values, **self.fleet.allocate(isolation.values)}
-            filled = placeholders.fill(unbound.doc, values)
-            parts = _served_parts(
+            filled = unbound.spec.filled(values)
+            parts = served_parts(
                 filled, spec_dir=unbound.spec_dir, allow_remote=unbound.allow_remote, workdir=unbound.workdir
             )
             self._replica_parts = self._served_at(values, spec_dir=unbound.spec_dir, workdir=unbound.workdir)
@@ -181,9 +211,13 @@ class SpecTarget(Target):
             self.fleet.stop()
             raise
         self.isolation = isolation
-        self.endpoint, self.effects, self.command = parts["endpoint"], parts["effects"], parts["command"]
-        self.preparer = Preparer.of(filled, self.effects, allow_remote=unbound.allow_remote)
-        self.objects = _with_competitor_url(self.objects, parts["competitor_url"])
+        self.take(parts)
+        self.preparer = Preparer.of(filled, sql_url(self.effects), allow_remote=unbound.allow_remote)
+
+    def take(self, parts: Served) -> None:
+        """Serve at what `parts` says (a bound spec's endpoint, effects, command and competitor)."""
+        self.endpoint, self.effects, self.command = parts.endpoint, parts.effects, parts.command
+        self.objects = _with_competitor_url(self.objects, parts.competitor_url)
 
     def start_sinks(self) -> None:
         """Start ``effects.smtp`` / ``effects.outbound`` / ``effects.provider_api`` for the whole run (once),
@@ -192,15 +226,15 @@ class SpecTarget(Target):
         moment a message or call arrives (effects.sql), so a send before the commit shows."""
         if self.sinks is not None:
             return
-        smtp, outbound = sink_configs(self.effects)
+        smtp, outbound = sink_configs(self.effects.smtp, self.effects.outbound)
         api = provider_api_config(
-            self.effects, self.isolation.values.get(API_URL) if self.isolation else None
+            self.effects.provider_api, self.isolation.values.get(API_URL) if self.isolation else None
         )
         if smtp is None and outbound is None and api is None:
             return
         rows_now = None
-        if "sql" in self.effects:
-            self._sink_rows = probe = SqlProbe(self.effects["sql"]["url"], self.effects["sql"]["count"])
+        if self.effects.sql is not None:
+            self._sink_rows = probe = SqlProbe(self.effects.sql.url, self.effects.sql.count)
             rows_now = probe.count_now
         self.sinks = Sinks(smtp, outbound, provider_api=api, rows_now=rows_now)
         self.sinks.start()
@@ -214,14 +248,16 @@ class SpecTarget(Target):
             return []
         served = []
         for port in self.fleet.ports:
-            parts = _served_parts(
-                placeholders.fill(unbound.doc, {**values, "port": str(port)}),
+            parts = served_parts(
+                unbound.spec.filled({**values, "port": str(port)}),
                 spec_dir=spec_dir,
                 allow_remote=unbound.allow_remote,
                 workdir=workdir,
             )
+            if parts.command is None:  # fleets.check: replicas need a command
+                raise HarnessError(f"target {self.name!r}: topology.replicas without command:")
             # setup: runs once, before the first replica starts.
-            served.append((parts["endpoint"], dataclasses.replace(parts["command"], setup=None)))
+            served.append((parts.endpoint, dataclasses.replace(parts.command, setup=None)))
         return served
 
     def _process(self, command: Command, endpoint: str, **how: Any) -> ServiceProcess:
@@ -287,35 +323,32 @@ class SpecTarget(Target):
         return "POST", endpoint, self.delivery_headers(SIGNERS[self.scheme], attempt, self.secret), body
 
     def _probe(self) -> EffectsProbe:
-        if "sql" in self.effects:
-            sql = self.effects["sql"]
-            return SqlProbe(sql["url"], sql["count"])
-        http = self.effects["http"]
-        return HttpProbe(http["url"], http["json_path"], headers=http.get("headers", {}), shown=http["shown"])
+        rows = self.effects.rows
+        if isinstance(rows, SqlEffects):
+            return SqlProbe(rows.url, rows.count)
+        return HttpProbe(rows.url, rows.json_path, headers=rows.headers, shown=self.effects.http_shown)
 
     def _state(self) -> StateProbe | None:
         """``effects.sql.state`` or ``effects.http.state_path``: the committed state of one event."""
-        if "sql" in self.effects:
-            sql = self.effects["sql"]
-            return SqlState(sql["url"], sql["state"]) if "state" in sql else None
-        http = self.effects["http"]
-        if "state_path" not in http:
+        sql, http = self.effects.sql, self.effects.http
+        if sql is not None:
+            return SqlState(sql.url, sql.state) if sql.state is not None else None
+        if http is None or http.state_path is None:
             return None
-        return HttpState(http["url"], http["state_path"], headers=http.get("headers", {}))
+        return HttpState(http.url, http.state_path, headers=http.headers)
 
     def database_urls(self) -> tuple[str, ...]:
-        if "sql" not in self.effects:
-            return ()
-        return (self.effects["sql"]["url"],)
+        return (self.effects.sql.url,) if self.effects.sql is not None else ()
 
     def object_reads(self) -> ObjectReads:
-        if "sql" in self.effects:
-            sql = self.effects["sql"]
-            state = OBJECT_PARAMETER.search(sql["state"]) is not None if "state" in sql else None
-            return ObjectReads(OBJECT_PARAMETER.search(sql["count"]) is not None, state)
-        http = self.effects["http"]
-        by_url = OBJECT_PLACEHOLDER.search(http["url"]) is not None
-        return ObjectReads(by_url, by_url if "state_path" in http else None)
+        sql, http = self.effects.sql, self.effects.http
+        if sql is not None:
+            state = OBJECT_PARAMETER.search(sql.state) is not None if sql.state is not None else None
+            return ObjectReads(OBJECT_PARAMETER.search(sql.count) is not None, state)
+        if http is None:
+            return ObjectReads()
+        by_url = OBJECT_PLACEHOLDER.search(http.url) is not None
+        return ObjectReads(by_url, by_url if http.state_path is not None else None)
 
     def describe(self) -> IncidentTarget:
         # An endpoint read from the environment is named by its variable: it may carry a token.
@@ -415,7 +448,7 @@ class SpecTarget(Target):
         origins = self.service.origins if isinstance(self.service, ReplicaSet) else []
         totals = self.expect.totals
         total = (
-            TotalProbe(self.effects["sql"]["url"], totals.sum) if totals and "sql" in self.effects else None
+            TotalProbe(self.effects.sql.url, totals.sum) if totals and self.effects.sql is not None else None
         )
         transport = self.fleet.transport(socket_transport(), origins)
         try:
@@ -426,7 +459,7 @@ class SpecTarget(Target):
                 socket=True,
                 state=state,
                 service=self.service,
-                probe_url=self.effects["http"]["url"] if "http" in self.effects else None,
+                probe_url=self.effects.http.url if self.effects.http is not None else None,
                 sinks=self.sinks,
                 clock=self.fleet.clock,
                 replicas=self.fleet.replicas,
@@ -446,12 +479,13 @@ class SpecTarget(Target):
         return self.sinks
 
     def sink_sources(self) -> tuple[str, ...]:
-        calls = "outbound" in self.effects or "provider_api" in self.effects
-        return tuple(n for n, on in (("emails", "smtp" in self.effects), ("calls", calls)) if on)
+        effects = self.effects
+        calls = effects.outbound is not None or effects.provider_api is not None
+        return tuple(n for n, on in (("emails", effects.smtp is not None), ("calls", calls)) if on)
 
     def provider_api(self) -> str | None:
-        api = self.effects.get("provider_api")
-        return str(api.get("provider", "stripe")) if api is not None else None
+        api = self.effects.provider_api
+        return api.provider if api is not None else None
 
     def prepare_object(self, event_id: str, order_id: str, object_id: str) -> None:
         if self.preparer is not None:
@@ -480,42 +514,55 @@ class SpecTarget(Target):
 
 @dataclass(frozen=True)
 class _Unbound:
-    """A spec whose run placeholders are not filled yet: the document and how to check it again."""
+    """A spec whose run placeholders are not filled yet: the spec and how to check it again."""
 
-    doc: Mapping[str, Any]
+    spec: TargetSpec
     names: frozenset[str]
     spec_dir: Path
     allow_remote: bool
     workdir: Path | None = None
 
 
-def _effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Served:
+    """What depends on where the service is served: endpoint, effects, command (with setup), the
+    competitor's URL, and what the incident calls the database."""
+
+    endpoint: str
+    effects: ServedEffects
+    database: str
+    command: Command | None
+    competitor_url: str | None
+
+
+def sql_url(effects: ServedEffects) -> str | None:
+    """The database ``effects.sql`` counts in, as served (None: effects are counted over HTTP)."""
+    return effects.sql.url if effects.sql is not None else None
+
+
+def database_server(spec: TargetSpec) -> str | None:
+    """``database.url`` read (the server a fresh database per served service is made on)."""
+    return resolve_env(spec.database.url, field_name="database.url") if spec.database is not None else None
+
+
+def served_effects(spec: TargetSpec, *, allow_remote: bool) -> ServedEffects:
     """``effects:`` with every ``env:NAME`` read and every URL held to the loopback rule; the
-    sinks (``smtp``, ``outbound``, ``provider_api``) as written (they listen on loopback only: `sink_configs`)."""
-    sinks = {name: doc[name] for name in ("smtp", "outbound", "provider_api") if name in doc}
-    sink_configs(sinks)  # refuses a sink off loopback before anything is served
-    provider_api_config(sinks, placeholders.STAND_INS[API_URL])
-    return {**_rows_effects(doc, allow_remote=allow_remote), **sinks}
-
-
-def _rows_effects(doc: Mapping[str, Any], *, allow_remote: bool) -> dict[str, Any]:
-    if "sql" in doc:
-        url = check_database_url(doc["sql"]["url"], allow_remote=allow_remote)
-        state = {"state": doc["sql"]["state"]} if "state" in doc["sql"] else {}
-        return {"sql": {"url": url, "count": doc["sql"]["count"], **state}}
-    http = doc["http"]
-    url = check_url(
-        http["url"], field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True
+    sinks as written (they listen on loopback only: `sink_configs` refuses another address
+    before anything is served)."""
+    effects = spec.effects
+    sink_configs(effects.smtp, effects.outbound)
+    provider_api_config(effects.provider_api, placeholders.STAND_INS[API_URL])
+    sinks = ServedEffects(smtp=effects.smtp, outbound=effects.outbound, provider_api=effects.provider_api)
+    http = effects.rows
+    if isinstance(http, SqlEffects):
+        url = check_database_url(http.url, allow_remote=allow_remote)
+        remember(*url_secrets(url))
+        return dataclasses.replace(sinks, sql=http.model_copy(update={"url": url}))
+    url = check_url(http.url, field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True)
+    headers = resolve_headers(http.headers, field_name="effects.http.headers")
+    return dataclasses.replace(
+        sinks, http=http.model_copy(update={"url": url, "headers": headers}), http_shown=shown(http.url, url)
     )
-    return {
-        "http": {
-            "url": url,
-            "shown": shown(http["url"], url),
-            "json_path": http["json_path"],
-            "headers": resolve_headers(http.get("headers", {}), field_name="effects.http.headers"),
-            **({"state_path": http["state_path"]} if "state_path" in http else {}),
-        }
-    }
 
 
 def load_target(
@@ -528,105 +575,100 @@ def load_target(
     `workdir`: where ``command:`` runs without a ``cwd:`` and whose commit the run records
     (default: the lab's working directory; `--baseline` passes the worktree of its REF).
     """
-    _, doc = load_spec(path, expected_kind="target")
+    spec = load_target_spec(path)
     source = str(path)
-    placeholders.check(doc, source=source)
-    names = placeholders.used(doc)
-    fleets.check(doc, names, source=source)
-    queueing.check(doc, source=source)
+    spec.check_placeholders(source=source)
+    names = spec.run_placeholders
+    fleets.check(spec, names, source=source)
+    queueing.check(spec, source=source)
     spec_dir = path.resolve().parent
-    checked = placeholders.stand_in(doc) if names else doc
+    checked = spec.stand_in() if names else spec
     check_target_doc(checked, source=source)
-    scheme = doc["signing"]["scheme"]
-    secret = resolve_env(doc["signing"].get("secret", ""), field_name="signing.secret")
+    scheme = spec.signing.scheme
+    secret = resolve_env(spec.signing.secret or "", field_name="signing.secret")
     remember(secret)
     check_wire_value(secret, field_name="signing.secret", shown="the secret")  # a header, or a header's key
     SIGNERS[scheme].check_secret(secret)
-    old_secret = _old_secret(doc["signing"], scheme)
-    if "totals" in doc.get("expect", {}) and "sql" not in doc["effects"]:
+    old_secret = _old_secret(spec.signing)
+    if spec.expect.totals is not None and spec.effects.sql is None:
         raise SpecError(
             f"{source}: expect.totals.sum is a query on the consumer's database, but the spec has no effects.sql; "
             "add effects.sql (url, count), or remove expect.totals"
         )
-    headers = resolve_headers(doc.get("headers", {}), field_name="headers")
-    parts = _served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
-    expect = doc.get("expect", {})
-    delivery = doc.get("delivery", {})
+    headers = resolve_headers(spec.headers, field_name="headers")
+    parts = served_parts(checked, spec_dir=spec_dir, allow_remote=allow_remote, workdir=workdir)
+    competitor = spec.competitor
     return SpecTarget(
-        name=doc["name"],
+        name=spec.name,
         kind="spec",
-        handler=doc["name"],
-        database=parts["database"],
+        handler=spec.name,
+        database=parts.database,
         scheme=scheme,
         secret=secret,
-        timeout_s=float(delivery.get("timeout_s", profile(scheme).timeout_s)),
-        template=doc["event"],
-        conflict_set=conflict_set(doc),
-        expect=Expect.from_dict(expect),
+        timeout_s=profile(scheme).timeout_s if spec.delivery.timeout_s is None else spec.delivery.timeout_s,
+        template=spec.event,
+        conflict_set=conflict_set(spec),
+        expect=spec.expect,
         headers=headers,
-        event_type=delivery.get("event_type"),
-        endpoint=parts["endpoint"],
-        effects=parts["effects"],
-        command=parts["command"],
+        event_type=spec.delivery.event_type,
+        endpoint=parts.endpoint,
+        effects=parts.effects,
+        command=parts.command,
         objects=_with_competitor_url(
-            ObjectEvents.from_doc(
-                doc,
+            ObjectEvents.from_spec(
+                spec,
                 competitor_headers=resolve_headers(
-                    (doc.get("competitor") or {}).get("headers", {}), field_name="competitor.headers"
+                    competitor.headers if competitor is not None else {}, field_name="competitor.headers"
                 ),
             ),
-            parts["competitor_url"],
+            parts.competitor_url,
         ),
         source=source,
-        endpoint_ref=doc["endpoint"],
-        unbound=_Unbound(doc, names, spec_dir, allow_remote, workdir) if names else None,
+        endpoint_ref=spec.endpoint,
+        unbound=_Unbound(spec, names, spec_dir, allow_remote, workdir) if names else None,
         workdir=workdir,
         allow_foreign_service=allow_foreign_service,
-        fleet=Fleet.of(doc),
+        fleet=Fleet.of(spec),
         old_secret=old_secret,
-        queueing=Queueing.of(doc),
-        preparer=Preparer.of(checked, parts["effects"], allow_remote=allow_remote),
+        queueing=Queueing.of(spec),
+        preparer=Preparer.of(checked, sql_url(parts.effects), allow_remote=allow_remote),
     )
 
 
-def _old_secret(signing: Mapping[str, Any], scheme: str) -> str | None:
+def _old_secret(signing: Signing) -> str | None:
     """``signing.rotation.old_secret``: the secret a key rotation retires (read, remembered, checked)."""
-    rotation = signing.get("rotation")
-    if rotation is None:
+    if signing.rotation is None:
         return None
-    old = resolve_env(str(rotation["old_secret"]), field_name="signing.rotation.old_secret")
+    old = resolve_env(signing.rotation.old_secret, field_name="signing.rotation.old_secret")
     remember(old)
     check_wire_value(old, field_name="signing.rotation.old_secret", shown="the secret")
-    SIGNERS[scheme].check_secret(old)
+    SIGNERS[signing.scheme].check_secret(old)
     return old
 
 
-def _served_parts(
-    doc: Mapping[str, Any], *, spec_dir: Path, allow_remote: bool, workdir: Path | None = None
-) -> dict[str, Any]:
+def served_parts(
+    spec: TargetSpec, *, spec_dir: Path, allow_remote: bool, workdir: Path | None = None
+) -> Served:
     """What depends on where the service is served: endpoint, effects, command (and setup)."""
-    check_reach(doc, allow_remote=allow_remote)
-    endpoint = check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
-    effects = _effects(doc["effects"], allow_remote=allow_remote)
-    if "sql" in effects:
-        remember(*url_secrets(effects["sql"]["url"]))
-    command = doc.get("command")
-    competitor = doc.get("competitor") or {}
-    return {
-        "competitor_url": check_wire_value(
-            resolve_env(competitor["url"], field_name="competitor.url"), field_name="competitor.url"
-        )
-        if "url" in competitor
-        else None,
-        "endpoint": endpoint,
-        "effects": effects,
-        "database": database_kind(effects["sql"]["url"]) if "sql" in effects else "http",
-        "command": (
-            _command(command, doc.get("setup"), spec_dir=spec_dir, workdir=workdir)
-            if command is not None
+    check_reach(spec, allow_remote=allow_remote)
+    endpoint = check_url(spec.endpoint, field_name="endpoint", allow_remote=allow_remote)
+    effects = served_effects(spec, allow_remote=allow_remote)
+    competitor = spec.competitor
+    return Served(
+        endpoint=endpoint,
+        effects=effects,
+        database=database_kind(effects.sql.url) if effects.sql is not None else "http",
+        command=(
+            _command(spec.command, spec.setup, spec_dir=spec_dir, workdir=workdir)
+            if spec.command is not None
             else None
         ),
-    }
+        competitor_url=check_wire_value(
+            resolve_env(competitor.url, field_name="competitor.url"), field_name="competitor.url"
+        )
+        if competitor is not None
+        else None,
+    )
 
 
 def _with_competitor_url(objects: ObjectEvents, url: str | None) -> ObjectEvents:
@@ -636,34 +678,29 @@ def _with_competitor_url(objects: ObjectEvents, url: str | None) -> ObjectEvents
     return dataclasses.replace(objects, competitor=dataclasses.replace(objects.competitor, url=url))
 
 
+def _environment(env: Mapping[str, str], where: str) -> dict[str, str]:
+    return {name: resolve_env(value, field_name=f"{where}.{name}") for name, value in env.items()}
+
+
 def _command(
-    doc: Mapping[str, Any], setup: Mapping[str, Any] | None, *, spec_dir: Path, workdir: Path | None = None
+    spec: CommandSpec, setup: SetupSpec | None, *, spec_dir: Path, workdir: Path | None = None
 ) -> Command:
-    env = {str(k): resolve_env(str(v), field_name=f"command.env.{k}") for k, v in doc.get("env", {}).items()}
-    cwd = (
-        resolve_cwd(str(doc["cwd"]), spec_dir=spec_dir, field_name="command.cwd") if "cwd" in doc else workdir
-    )
-    ready = doc.get("ready", {})
+    cwd = resolve_cwd(spec.cwd, spec_dir=spec_dir, field_name="command.cwd") if spec.cwd is not None else workdir
+    ready = spec.ready
     return Command(
-        argv=tuple(str(a) for a in doc["argv"]),
-        env=env,
-        ready_timeout_s=float(doc.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S)),
+        argv=spec.argv,
+        env=_environment(spec.env, "command.env"),
+        ready_timeout_s=spec.ready_timeout_s,
         cwd=cwd,
         # check_reach held it to the loopback rule already
-        ready_url=resolve_env(ready["url"], field_name="command.ready.url") if "url" in ready else None,
-        ready_status=tuple(int(s) for s in ready.get("status", ())),
-        ready_method=str(ready.get("method", "GET")),
-        ready_body=str(ready["body"]) if "body" in ready else None,
-        ready_routes=bool(ready.get("routes", True)),
+        ready_url=resolve_env(ready.url, field_name="command.ready.url") if ready.url is not None else None,
+        ready_status=ready.status,
+        ready_method=ready.method,
+        ready_body=ready.body,
+        ready_routes=ready.routes,
         setup=_setup(setup, cwd=cwd) if setup is not None else None,
     )
 
 
-def _setup(doc: Mapping[str, Any], *, cwd: Path | None) -> Setup:
-    env = {str(k): resolve_env(str(v), field_name=f"setup.env.{k}") for k, v in doc.get("env", {}).items()}
-    return Setup(
-        argv=tuple(str(a) for a in doc["argv"]),
-        env=env,
-        timeout_s=float(doc.get("timeout_s", DEFAULT_SETUP_TIMEOUT_S)),
-        cwd=cwd,
-    )
+def _setup(spec: SetupSpec, *, cwd: Path | None) -> Setup:
+    return Setup(argv=spec.argv, env=_environment(spec.env, "setup.env"), timeout_s=spec.timeout_s, cwd=cwd)

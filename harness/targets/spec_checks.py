@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -20,7 +21,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from acklab.harness.errors import RemoteRefused, SpecError
-from acklab.harness.specs.credentials import ENV_REF, check_wire_value, resolve_env
+from acklab.harness.specs.credentials import ENV_REF, check_wire_value, resolve_env, shown
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.base import check_local, is_loopback
 from acklab.harness.targets.objects import check_objects
 from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict
@@ -54,13 +56,12 @@ def sample_event(template: Mapping[str, Any]) -> Any:
     )
 
 
-def conflict_set(doc: Mapping[str, Any]) -> dict[str, Any]:
+def conflict_set(spec: TargetSpec) -> dict[str, Any]:
     """The spec's ``conflict.set``, else the one default derived from its event body and provider
     (`harness.wire.conflicts.default_conflict`): the same in a spec file and in ``acklab.attack()``."""
-    given = doc.get("conflict", {}).get("set")
-    if given:
-        return dict(given)
-    return default_conflict(doc["event"], doc["signing"]["scheme"])
+    if spec.conflict is not None and spec.conflict.set:
+        return dict(spec.conflict.set)
+    return default_conflict(spec.event, spec.signing.scheme)
 
 
 def check_headers(headers: Mapping[str, str], *, scheme: str, field_name: str) -> None:
@@ -78,62 +79,60 @@ def check_headers(headers: Mapping[str, str], *, scheme: str, field_name: str) -
             )
 
 
-def check_target_doc(doc: Mapping[str, Any], *, source: str) -> None:
+def check_target_doc(spec: TargetSpec, *, source: str) -> None:
     """Placeholders, the event id's place, the conflict paths and the headers (exit 3)."""
-    scheme = doc["signing"]["scheme"]
-    unknown = unknown_placeholders(doc["event"])
+    scheme = spec.signing.scheme
+    unknown = unknown_placeholders(spec.event)
     if unknown:
         raise SpecError(
             f"{source}: {unknown[0]}: unknown placeholder; use one of {', '.join('{{' + k + '}}' for k in KNOWN)}"
         )
-    if not _mentions_event_id(doc["event"]):
+    if not _mentions_event_id(spec.event):
         raise SpecError(
             f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
         )
-    if scheme == "stripe" and doc["event"].get("id") != "{{event_id}}":
+    if scheme == "stripe" and spec.event.get("id") != "{{event_id}}":
         raise SpecError(
-            f"{source}: event.id: got {doc['event'].get('id')!r}; Stripe carries the event id in the body: "
+            f"{source}: event.id: got {spec.event.get('id')!r}; Stripe carries the event id in the body: "
             'set id: "{{event_id}}"'
         )
-    changes = conflict_set(doc)
+    changes = conflict_set(spec)
     try:
-        conflicting(sample_event(doc["event"]), changes)
+        conflicting(sample_event(spec.event), changes)
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from None
-    check_headers(doc.get("headers", {}), scheme=scheme, field_name=f"{source}: headers")
-    http = doc["effects"].get("http", {})
-    check_headers(http.get("headers", {}), scheme="none", field_name=f"{source}: effects.http.headers")
-    check_expect(doc, source=source)
-    check_objects(doc, source=source)  # lifecycle:, siblings:, competitor: (harness.targets.objects)
+    check_headers(spec.headers, scheme=scheme, field_name=f"{source}: headers")
+    http = spec.effects.http
+    if http is not None:
+        check_headers(http.headers, scheme="none", field_name=f"{source}: effects.http.headers")
+    check_expect(spec, source=source)
+    check_objects(spec, source=source)  # lifecycle:, siblings:, competitor: (harness.targets.objects)
 
 
-def check_expect(doc: Mapping[str, Any], *, source: str) -> None:
+def check_expect(spec: TargetSpec, *, source: str) -> None:
     """Refuse (exit 3) an ``expect:`` or ``command:`` that contradicts itself or cannot work."""
-    expect = doc.get("expect", {})
-    if expect.get("conflict") == "ignore" and "conflict_status" in expect:
+    expect = spec.expect
+    if expect.conflict == "ignore" and "conflict_status" in expect.model_fields_set:
         raise SpecError(
             f"{source}: expect: conflict: ignore says a conflicting body is answered 2xx (dedupe by id), but "
-            f"conflict_status {expect['conflict_status']!r} lists the statuses that reject it; remove "
+            f"conflict_status {list(expect.conflict_status)!r} lists the statuses that reject it; remove "
             "conflict_status, or set conflict: reject"
         )
-    command = doc.get("command", {})
-    cwd = command.get("cwd")
-    if isinstance(cwd, str) and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
+    command = spec.command
+    if command is None:
+        return
+    cwd = command.cwd
+    if cwd is not None and not ENV_REF.match(cwd) and not (Path(source).parent / cwd).is_dir():
         raise SpecError(
             f"{source}: command.cwd: got {cwd!r}, which is not a directory ({Path(source).parent / cwd}); "
             "a relative cwd is read from the spec file's folder"
         )
-    statuses = command.get("ready", {}).get("status", [])
+    statuses = list(command.ready.status)
     if statuses and all(s in (502, 503, 504) for s in statuses):
         raise SpecError(
             f"{source}: command.ready.status: got {statuses!r}; 502, 503 and 504 are what a booting service "
             "or its proxy answers, not readiness; use the status the service answers once it is up (e.g. [200])"
         )
-
-
-def shown(value: str, resolved: str) -> str:
-    """How a URL is named in a message: its ``env:NAME`` when it came from the environment."""
-    return value if ENV_REF.match(value) else resolved
 
 
 def check_url(value: str, *, field_name: str, allow_remote: bool, needs_event_id: bool = False) -> str:
@@ -193,59 +192,67 @@ def check_database_url(value: str, *, allow_remote: bool, field_name: str = "eff
     return resolved
 
 
-def check_wire_fields(doc: Mapping[str, Any]) -> None:
+def is_unset(value: str) -> bool:
+    """Whether `value` names an environment variable that is unset or empty (``env:NAME``)."""
+    match = ENV_REF.match(value)
+    return match is not None and not os.environ.get(match.group(1))
+
+
+def _given(value: str | None, skip_unset: bool) -> str | None:
+    return None if value is None or (skip_unset and is_unset(value)) else value
+
+
+def check_wire_fields(spec: TargetSpec, *, skip_unset: bool = False) -> None:
     """The signing secret and every header the spec sends, resolved and held to the one-line,
-    bounded rule (`check_wire_value`, exit 3); the URLs are `check_reach`'s. Values naming an unset
-    variable are left out of `doc` by the caller."""
-    secret = doc.get("signing", {}).get("secret")
-    if isinstance(secret, str):
+    bounded rule (`check_wire_value`, exit 3); the URLs are `check_reach`'s. `skip_unset`: a value
+    naming an unset variable is not checked (`acklab validate --allow-unset` lists it instead)."""
+    secret = _given(spec.signing.secret, skip_unset)
+    if secret is not None:
         check_wire_value(
             resolve_env(secret, field_name="signing.secret"), field_name="signing.secret", shown="the secret"
         )
-    competitor = doc.get("competitor")
+    competitor = spec.competitor
     for where, headers in (
-        ("headers", doc.get("headers", {})),
-        ("effects.http.headers", doc.get("effects", {}).get("http", {}).get("headers", {})),
-        ("competitor.headers", competitor.get("headers", {}) if isinstance(competitor, Mapping) else {}),
+        ("headers", spec.headers),
+        ("effects.http.headers", spec.effects.http.headers if spec.effects.http is not None else {}),
+        ("competitor.headers", competitor.headers if competitor is not None else {}),
     ):
         for name, value in headers.items():
-            resolved = resolve_env(str(value), field_name=f"{where}.{name}")
-            check_wire_value(str(name), field_name=f"{where}.{name}", shown="the header's name")
+            if skip_unset and is_unset(value):
+                continue
+            resolved = resolve_env(value, field_name=f"{where}.{name}")
+            check_wire_value(name, field_name=f"{where}.{name}", shown="the header's name")
             check_wire_value(resolved, field_name=f"{where}.{name}", shown="the header's value")
 
 
-def check_reach(doc: Mapping[str, Any], *, allow_remote: bool) -> None:
+def check_reach(spec: TargetSpec, *, allow_remote: bool, skip_unset: bool = False) -> None:
     """Every URL the lab will contact, resolved and held to the loopback rule (exit 5 off it).
 
-    A URL missing from `doc` is skipped (`acklab validate --allow-unset` drops the unset ones).
+    `skip_unset`: a URL naming an unset variable is skipped (`acklab validate --allow-unset` lists it).
     """
-    if "endpoint" in doc:
-        check_url(doc["endpoint"], field_name="endpoint", allow_remote=allow_remote)
-    effects = doc.get("effects", {})
-    if "url" in effects.get("http", {}):
-        check_url(
-            effects["http"]["url"],
-            field_name="effects.http.url",
-            allow_remote=allow_remote,
-            needs_event_id=True,
-        )
-    if "url" in effects.get("sql", {}):
-        check_database_url(effects["sql"]["url"], allow_remote=allow_remote)
-    database = doc.get("database")
-    if isinstance(database, Mapping) and isinstance(database.get("url"), str):
-        url = check_database_url(database["url"], allow_remote=allow_remote, field_name="database.url")
+
+    def _set(value: str | None) -> str | None:
+        return _given(value, skip_unset)
+
+    if (endpoint := _set(spec.endpoint)) is not None:
+        check_url(endpoint, field_name="endpoint", allow_remote=allow_remote)
+    http, sql = spec.effects.http, spec.effects.sql
+    if http is not None and (url := _set(http.url)) is not None:
+        check_url(url, field_name="effects.http.url", allow_remote=allow_remote, needs_event_id=True)
+    if sql is not None and (url := _set(sql.url)) is not None:
+        check_database_url(url, allow_remote=allow_remote)
+    if spec.database is not None and (server := _set(spec.database.url)) is not None:
+        url = check_database_url(server, allow_remote=allow_remote, field_name="database.url")
         if not url.startswith(("postgresql", "postgres")):
             raise SpecError(
                 f"database.url: got a {url.split(':', 1)[0]!r} URL; the lab creates a database per service on a "
                 "PostgreSQL server only (postgresql://user@127.0.0.1:5432/postgres)"
             )
-    ready = (doc.get("command") or {}).get("ready")
-    if isinstance(ready, Mapping) and isinstance(ready.get("url"), str):
-        check_url(ready["url"], field_name="command.ready.url", allow_remote=allow_remote)
-    competitor = doc.get("competitor")
-    competitor_url = competitor.get("url") if isinstance(competitor, Mapping) else None
-    if isinstance(competitor_url, str) and not competitor_url.startswith("/"):  # a path: the endpoint's host
-        check_url(competitor_url, field_name="competitor.url", allow_remote=allow_remote)
+    if spec.command is not None and (ready := _set(spec.command.ready.url)) is not None:
+        check_url(ready, field_name="command.ready.url", allow_remote=allow_remote)
+    competitor = spec.competitor
+    if competitor is not None and (url := _set(competitor.url)) is not None and not url.startswith("/"):
+        check_url(url, field_name="competitor.url", allow_remote=allow_remote)  # a path: the endpoint's host
 
 
 def resolve_cwd(value: str, *, spec_dir: Path, field_name: str) -> Path:

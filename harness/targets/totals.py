@@ -16,36 +16,14 @@ event in the provider's order — whatever order and however many times they arr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from acklab.harness.specs.target import Totals
 from acklab.harness.targets.state import SqlState
 
+__all__ = ["TotalProbe", "Totals", "number_of"]
+
 Number = int | float
-
-
-@dataclass(frozen=True)
-class Totals:
-    """``expect.totals``: the body field holding the provider's running total, and the consumer's sum query."""
-
-    field: str
-    sum: str
-
-    def of(self, document: Mapping[str, Any]) -> Number | None:
-        """The running total `document` (an event's body) carries at `field` (None: none there)."""
-        node: Any = document
-        for part in self.field.split("."):
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            elif isinstance(node, Mapping) and part in node:
-                node = node[part]
-            else:
-                return None
-        return node if isinstance(node, int | float) and not isinstance(node, bool) else None
-
-    def as_dict(self) -> dict[str, str]:
-        return {"field": self.field, "sum": self.sum}
 
 
 def number_of(text: str) -> Number | None:

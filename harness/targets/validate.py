@@ -12,19 +12,23 @@ What is returned are notes: things that are valid but worth knowing.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.engine import make_url
 
 from acklab.evidence.redaction import MIN_SECRET_CHARS
 from acklab.harness.errors import ProbeError, SpecError
 from acklab.harness.specs import placeholders
-from acklab.harness.specs.credentials import ENV_REF, resolve_env, unset_env_names
+from acklab.harness.specs.credentials import resolve_env, unset_env_names
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.effects import SqlProbe, database_kind
-from acklab.harness.targets.spec_checks import check_reach, check_target_doc, check_wire_fields, sample_event
+from acklab.harness.targets.spec_checks import (
+    check_reach,
+    check_target_doc,
+    check_wire_fields,
+    is_unset,
+    sample_event,
+)
 from acklab.harness.targets.state import SqlState, read_together
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import SIGNERS
@@ -32,46 +36,31 @@ from acklab.harness.wire.signing import SIGNERS
 EVENT_HEADER = {"github": "X-GitHub-Event", "gitlab": "X-Gitlab-Event", "shopify": "X-Shopify-Topic"}
 
 
-def _without_unset(doc: Any) -> Any:
-    """`doc` with every value that names an unset variable dropped (nothing to check there)."""
-    if isinstance(doc, Mapping):
-        return {k: _without_unset(v) for k, v in doc.items() if not _unset(v)}
-    if isinstance(doc, list):
-        return [_without_unset(v) for v in doc]
-    return doc
-
-
-def _unset(value: Any) -> bool:
-    match = ENV_REF.match(value) if isinstance(value, str) else None
-    return match is not None and not os.environ.get(match.group(1))
-
-
-def _short_secrets(doc: Mapping[str, Any]) -> list[str]:
+def _short_secrets(spec: TargetSpec) -> list[str]:
     found = []
-    for where, values in (
-        ("headers", doc.get("headers", {})),
-        ("effects.http.headers", doc["effects"].get("http", {}).get("headers", {})),
-    ):
+    http = spec.effects.http
+    for where, values in (("headers", spec.headers), ("effects.http.headers", http.headers if http else {})):
         for name, value in values.items():
-            if not _unset(value) and len(resolve_env(value, field_name=f"{where}.{name}")) < MIN_SECRET_CHARS:
+            if (
+                not is_unset(value)
+                and len(resolve_env(value, field_name=f"{where}.{name}")) < MIN_SECRET_CHARS
+            ):
                 found.append(f"{where}.{name}")
     return found
 
 
-def validate_target(
-    doc: Mapping[str, Any], *, source: str, allow_unset: bool, allow_remote: bool
-) -> list[str]:
+def validate_target(spec: TargetSpec, *, source: str, allow_unset: bool, allow_remote: bool) -> list[str]:
     """Raise the error `acklab run` would raise (exit 3 or 5); return notes for a valid spec."""
-    placeholders.check(doc, source=source)
-    picked = placeholders.used(doc)
+    spec.check_placeholders(source=source)
+    picked = spec.run_placeholders
     if picked:
-        doc = placeholders.stand_in(doc)  # what the lab picks per served service: checked with stand-ins
-    check_target_doc(doc, source=source)
+        spec = spec.stand_in()  # what the lab picks per served service: checked with stand-ins
+    check_target_doc(spec, source=source)
     notes: list[str] = []
     if picked:
         listed = ", ".join("{{" + n + "}}" for n in placeholders.RUN_PLACEHOLDERS if n in picked)
         notes.append(f"{listed}: picked by the lab for each served service, fresh in every run")
-    unset = unset_env_names(doc)
+    unset = unset_env_names(spec.dump())
     if unset:
         listed = ", ".join(f"{name} ({where})" for where, name in unset)
         if not allow_unset:
@@ -81,23 +70,23 @@ def validate_target(
                 "(or pass --allow-unset to check the rest)"
             )
         notes.append(f"unset environment variables (not checked): {listed}")
-    checked = _without_unset(doc)
-    scheme = doc["signing"]["scheme"]
-    if "secret" in checked.get("signing", {}):
-        SIGNERS[scheme].check_secret(resolve_env(checked["signing"]["secret"], field_name="signing.secret"))
-    check_wire_fields(checked)
-    check_reach(checked, allow_remote=allow_remote)
-    short = _short_secrets(checked)
+    scheme = spec.signing.scheme
+    secret = spec.signing.secret
+    if secret is not None and not is_unset(secret):
+        SIGNERS[scheme].check_secret(resolve_env(secret, field_name="signing.secret"))
+    check_wire_fields(spec, skip_unset=True)
+    check_reach(spec, allow_remote=allow_remote, skip_unset=True)
+    short = _short_secrets(spec)
     if short:
         notes.append(
             f"{', '.join(short)}: shorter than {MIN_SECRET_CHARS} characters; acklab redacts such a value in "
             "the headers it records but cannot find it in free text (an error message, a log)"
         )
     if not picked and not unset:
-        notes.extend(_dry_read(checked))
+        notes.extend(_dry_read(spec))
     header = EVENT_HEADER.get(scheme)
-    if header and not doc.get("delivery", {}).get("event_type"):
-        value = event_type_header(scheme, None, sample_event(doc["event"]).document)
+    if header and not spec.delivery.event_type:
+        value = event_type_header(scheme, None, sample_event(spec.event).document)
         notes.append(f"{header} will be {value!r} (from the body); set delivery.event_type to choose it")
     return notes
 
@@ -109,19 +98,19 @@ _QUERY_WRONG = ("no such table", "no such column", "does not exist", "syntax err
                 "undefinedcolumn", "undefinedfunction", "no such function")  # fmt: skip
 
 
-def _dry_read(doc: Mapping[str, Any]) -> list[str]:
+def _dry_read(spec: TargetSpec) -> list[str]:
     """Run ``effects.sql.count`` (and ``state``) once with a dummy id, read-only; SpecError when a
     query cannot run on a reachable database (a missing table, a typo); a note when unreachable."""
-    sql = doc.get("effects", {}).get("sql")
-    if not isinstance(sql, Mapping) or "url" not in sql or "count" not in sql:
+    sql = spec.effects.sql
+    if sql is None:
         return []
-    url = resolve_env(sql["url"], field_name="effects.sql.url")
+    url = resolve_env(sql.url, field_name="effects.sql.url")
     if database_kind(url) == "sqlite":
         path = make_url(url).database or ""
         if not path or not Path(path).exists():
             return [f"effects.sql.url: the SQLite file {path!r} does not exist yet; the queries were not run"]
-    probe = SqlProbe(url, sql["count"])
-    state = SqlState(url, sql["state"]) if "state" in sql else None
+    probe = SqlProbe(url, sql.count)
+    state = SqlState(url, sql.state) if sql.state is not None else None
 
     async def read() -> None:
         try:

@@ -85,9 +85,10 @@ class Schema:
         return self.walk(path)
 
     def branches(self) -> list[Schema]:
-        """The non-null alternatives of an anyOf/oneOf (or the schema itself)."""
+        """The non-null alternatives of an anyOf/oneOf (or the schema itself: a typed object whose
+        oneOf only says which of its own properties are required)."""
         options = self.node.get("anyOf") or self.node.get("oneOf")
-        if not options:
+        if not options or "properties" in self.node:
             return [self]
         found = [Schema(o, self.document, self.kind).resolved() for o in options]
         return [s for s in found if s.node.get("type") != "null"]
@@ -101,7 +102,7 @@ def json_types(schema: Schema) -> set[str]:
         return {_type_of(node["const"])}
     if "enum" in node:
         return {_type_of(v) for v in node["enum"]}
-    if "anyOf" in node or "oneOf" in node:
+    if ("anyOf" in node or "oneOf" in node) and "properties" not in node:
         found: set[str] = set()
         for option in node.get("anyOf") or node.get("oneOf"):
             found |= json_types(Schema(option, schema.document, schema.kind).resolved())
@@ -134,8 +135,8 @@ def nested_models(annotation: Any) -> tuple[str, type[BaseModel]] | None:
     if origin is Union or origin is types.UnionType:
         inner = [a for a in get_args(annotation) if a is not type(None)]
         return nested_models(inner[0]) if len(inner) == 1 else None
-    if origin is list:
-        (item,) = get_args(annotation)
+    if origin is list or origin is tuple:
+        item = get_args(annotation)[0]
         found = nested_models(item)
         return ("array", found[1]) if found and found[0] == "object" else None
     if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
@@ -182,6 +183,8 @@ def agreement(
             continue
         shape, child = inner
         for branch in prop.branches():
+            if shape != "array" and "object" not in json_types(branch):
+                continue  # a string form beside the model's (a spec's match, queues)
             target = branch
             if shape == "array":
                 target = Schema(branch.node.get("items", {}), branch.document, branch.kind).resolved()

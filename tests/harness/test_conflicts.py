@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from acklab.evidence.redaction import remember
-from acklab.harness.targets.app_spec import DEFAULT_EVENT, app_target
+from acklab.harness.specs.app import DEFAULT_EVENT
+from acklab.harness.targets.app_spec import app_target
 from acklab.harness.targets.spec import load_target
 from acklab.harness.wire.conflicts import LAST_RESORT, changed_fields, default_conflict
 from acklab.harness.wire.templates import conflicting, render

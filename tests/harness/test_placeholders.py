@@ -19,6 +19,7 @@ from acklab.harness.engine.runner import RunOptions, RunResult, run
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.procs.pgtemp import PostgresServer
 from acklab.harness.specs import placeholders
+from acklab.harness.specs.target import read_target
 from acklab.harness.targets.spec import load_target
 from acklab.harness.targets.validate import validate_target
 from tests.consumers.migrated_shop import EFFECTS_QUERY
@@ -123,9 +124,11 @@ def test_validate_checks_a_placeholder_spec_with_stand_ins_and_says_so(
 ) -> None:
     spec = shop_spec(tmp_path / "shop.yaml", db_url="sqlite:///{{scratch}}/shop.db")
     doc = yaml.safe_load(spec.read_text())
-    notes = validate_target(doc, source=str(spec), allow_unset=False, allow_remote=False)
+    notes = validate_target(
+        read_target(doc, source=str(spec)), source=str(spec), allow_unset=False, allow_remote=False
+    )
     assert any("{{port}}, {{scratch}}: picked by the lab" in n for n in notes), notes
-    remote = {**doc, "endpoint": "http://203.0.113.9:{{port}}/hooks"}
+    remote = read_target({**doc, "endpoint": "http://203.0.113.9:{{port}}/hooks"}, source=str(spec))
     with pytest.raises(RemoteRefused, match="loopback"):
         validate_target(remote, source=str(spec), allow_unset=False, allow_remote=False)
 
@@ -170,7 +173,7 @@ def test_two_runs_at_once_never_share_a_port_or_a_database(tmp_path: Path, secre
         target.bind()
     try:
         ports = {t.endpoint for t in targets}
-        databases = {t.effects["sql"]["url"] for t in targets}
+        databases = {t.effects.sql.url for t in targets if t.effects.sql is not None}
         assert len(ports) == 2
         assert len(databases) == 2
     finally:

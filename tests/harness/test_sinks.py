@@ -24,8 +24,19 @@ from acklab.evidence.redaction import redact
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.ports import free_port
-from acklab.harness.sinks import SinkLimits, Sinks, sink_configs
+from acklab.harness.sinks import SinkLimits, Sinks
+from acklab.harness.sinks import sink_configs as configs_of
+from acklab.harness.specs.target import OutboundEffects, SmtpEffects
 from acklab.harness.targets.fixture import fixture_target
+
+
+def sink_configs(effects: dict) -> tuple:
+    """The sink configurations of a spec's ``effects:`` (its smtp and outbound sections)."""
+    smtp, outbound = effects.get("smtp"), effects.get("outbound")
+    return configs_of(
+        SmtpEffects.model_validate(smtp) if smtp is not None else None,
+        OutboundEffects.model_validate(outbound) if outbound is not None else None,
+    )
 
 
 def _sinks(rows: dict[str, int], limits: SinkLimits | None = None) -> Sinks:

@@ -13,6 +13,7 @@ import yaml
 from acklab.harness.errors import HarnessError
 from acklab.harness.init.examples import example
 from acklab.harness.init.scaffold import spec_text
+from acklab.harness.specs.target import TargetSpec, read_target
 from tests.init.ledger_shop import Shop, big_table
 from tests.init.test_init_input import SECRET, acklab
 
@@ -73,20 +74,33 @@ def test_init_holds_a_bounded_part_of_a_large_database_and_a_large_answer(tmp_pa
     assert maxrss_mib < 400, maxrss_mib
 
 
+def shop() -> TargetSpec:
+    return read_target(
+        {
+            "apiVersion": "acklab/v1",
+            "kind": "target",
+            "name": "shop",
+            "endpoint": "http://127.0.0.1:9000/hooks",
+            "signing": {"scheme": "standard", "secret": "env:SHOP_WEBHOOK_SECRET"},
+            "event": {"id": "{{event_id}}"},
+            "effects": {"sql": {"url": "env:SHOP_DB", "count": "SELECT count(*) FROM o WHERE e = :event_id"}},
+        },
+        source="shop",
+    )
+
+
 @pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029", "\x1b[2J\n"])
 def test_no_character_yaml_breaks_a_line_on_ends_a_comment_line(brk):
-    doc = {"apiVersion": "acklab/v1", "kind": "target", "name": "shop"}
+    spec = shop()
     seen = [f"after the event: audit{brk}command: {{argv: [touch, PWNED]}}"]
-    text = spec_text(doc, example=example("standard", None), seen=seen)
-    assert yaml.safe_load(text) == doc
+    text = spec_text(spec, example=example("standard", None), seen=seen)
+    assert yaml.safe_load(text) == spec.dump()
 
 
-def test_a_spec_that_does_not_read_back_as_built_is_not_written():
-    doc = {
-        "apiVersion": "acklab/v1",
-        "kind": "target",
-        "name": "shop",
-        "expect": {"max_effects": float("nan")},
-    }
+def test_a_spec_that_does_not_read_back_as_built_is_not_written(monkeypatch):
+    # The spec is a model's dump (NaN and the like cannot reach it): a YAML writer that changes what
+    # it writes is what the read-back still guards against.
+    real = yaml.safe_dump
+    monkeypatch.setattr(yaml, "safe_dump", lambda doc, **kw: real({**doc, "name": "other"}, **kw))
     with pytest.raises(HarnessError, match="does not read back"):
-        spec_text(doc, example=example("standard", None), seen=[])
+        spec_text(shop(), example=example("standard", None), seen=[])

@@ -9,6 +9,7 @@ import pytest
 
 from acklab.cli import main
 from acklab.harness.init.examples import EXAMPLES, PROVIDERS, example
+from acklab.harness.specs.target import read_target
 from acklab.harness.targets.spec_checks import check_target_doc, conflict_set
 from acklab.harness.wire.templates import conflicting
 
@@ -88,11 +89,18 @@ def test_files_from_an_earlier_init_are_not_replaced_without_force(project, caps
 def test_every_shipped_example_makes_a_valid_template_with_a_conflict(provider):
     for ex in [e for e in EXAMPLES if e.provider == provider]:
         template = ex.template()
-        doc = {
-            "signing": {"scheme": provider},
-            "event": template,
-            "effects": {"sql": {"url": "sqlite:////tmp/x.db", "count": "SELECT 1 WHERE 1 = :event_id"}},
-        }
+        doc = read_target(
+            {
+                "apiVersion": "acklab/v1",
+                "kind": "target",
+                "name": "shop",
+                "endpoint": "http://127.0.0.1:9000/hooks",
+                "signing": {"scheme": provider, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+                "event": template,
+                "effects": {"sql": {"url": "sqlite:////tmp/x.db", "count": "SELECT 1 WHERE 1 = :event_id"}},
+            },
+            source=ex.file,
+        )
         check_target_doc(doc, source=ex.file)  # {{event_id}} present, Stripe's id where Stripe wants it
         assert ex.payload() != template
         assert example(provider, ex.event) is ex

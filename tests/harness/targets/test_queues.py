@@ -11,6 +11,7 @@ import pytest
 
 from acklab.harness.engine.runner import choose_experiments
 from acklab.harness.errors import SpecError
+from acklab.harness.specs.target import load_target_spec
 from acklab.harness.targets.spec import load_target
 from tests.harness.targets.test_fleet import spec  # a spec with command: and {{port}}
 
@@ -45,7 +46,14 @@ def test_workers_and_queues_are_read_from_the_spec(tmp_path: Path, monkeypatch: 
     assert target.queue_unavailable() is None
     # Filled per run, like command:: the workers get the run's Redis.
     target.queueing.bind(
-        {"workers": [{**WORKER, "env": {"BROKER_URL": "redis://127.0.0.1:7000/0"}}]},
+        load_target_spec(
+            spec(
+                tmp_path,
+                monkeypatch,
+                services=["redis"],
+                workers=[{**WORKER, "env": {"BROKER_URL": "redis://127.0.0.1:7000/0"}}],
+            )
+        ),
         spec_dir=tmp_path,
         workdir=tmp_path,
     )
