@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError
 
 from acklab.app.errors import INVALID_INPUT, LAB_ERROR, FixtureError
 from acklab.app.main import create_app
+from acklab.app.schemes import SCHEMES
 from acklab.app.settings import Settings
 
 OK = 0
@@ -84,7 +85,7 @@ def _bind(host: str, port: int) -> socket.socket:
 @click.option(
     "--secret", metavar="SECRET", help="Default: $ACKLAB_WEBHOOK_SECRET, else a fresh one (printed once)."
 )
-@click.option("--scheme", type=click.Choice(["standard", "stripe", "github", "gitlab", "shopify"]))
+@click.option("--scheme", type=click.Choice(sorted(SCHEMES)))
 @click.option(
     "--processing-delay-ms", type=click.IntRange(0, 600_000), help="Lab only: work inside the transaction."
 )

@@ -42,7 +42,7 @@ class Health(BaseModel):
 
     status: Literal["ok"]
     handler: Literal["live", "unsafe"]
-    scheme: Literal["standard", "stripe", "github", "gitlab", "shopify"]
+    scheme: str = Field(description="The provider signature scheme verified (one of app.schemes).")
     database: Literal["sqlite", "postgresql"]
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from acklab.app.signing import SigningError, decode_whsec
+from acklab.app.schemes import SCHEMES
+from acklab.app.signing import SigningError
 
 HandlerName = Literal["live", "unsafe"]
-SchemeName = Literal["standard", "stripe", "github", "gitlab", "shopify"]
 
 DEFAULT_DATABASE_URL = "sqlite:///./acklab-fixture.db"
 
@@ -33,7 +33,9 @@ class Settings(BaseSettings):
     handler: HandlerName = Field(
         default="live", description="live -> app.webhooks (receipt-based); unsafe -> app.unsafe."
     )
-    scheme: SchemeName = Field(default="standard", description="Which provider's signature scheme to verify.")
+    scheme: str = Field(
+        default="standard", description="Which provider's signature scheme to verify (one of app.schemes)."
+    )
     secret: SecretStr | None = Field(
         default=None,
         validation_alias="ACKLAB_WEBHOOK_SECRET",
@@ -73,6 +75,13 @@ class Settings(BaseSettings):
         ),
     )
 
+    @field_validator("scheme")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value not in SCHEMES:
+            raise ValueError(f"got {value!r}; the fixture verifies one of {', '.join(sorted(SCHEMES))}")
+        return value
+
     @model_validator(mode="after")
     def _secret_fits_scheme(self) -> Settings:
         if self.secret is None:
@@ -82,9 +91,10 @@ class Settings(BaseSettings):
             raise ValueError(
                 "the webhook secret is empty or has surrounding whitespace; set it without spaces"
             )
-        if self.scheme == "standard":
+        check = SCHEMES[self.scheme].check_secret
+        if check is not None:
             try:
-                decode_whsec(value)
+                check(value)
             except SigningError as exc:
                 raise ValueError(f"{exc}; generate one with `acklab serve fixture` (it prints one)") from None
         return self

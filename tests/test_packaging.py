@@ -84,7 +84,7 @@ def test_the_wheel_has_one_top_level_name_and_its_data(wheel: Path):
         "acklab/flows/recipes/receipt_handler.py.txt",
         "acklab/pytest_plugin.py",
         "acklab/harness/init/payloads/stripe.payment_intent.succeeded.json",
-        "acklab/harness/init/payloads/SOURCES.md",
+        "acklab/harness/wire/providers/stripe.py",
         "acklab/evidence/extras.py",
     ):
         assert needed in names, needed

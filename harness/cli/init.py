@@ -18,7 +18,8 @@ from acklab.evidence.redaction import redact, remember
 from acklab.harness.cli.params import Finite
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.init.discover import Candidate, Database, Deliverer, Discovery, discover, fresh_ids, shown
-from acklab.harness.init.examples import PROVIDERS, Example, example, from_file
+from acklab.harness.init.examples import PROVIDERS, Example, example, from_file, object_prefix
+from acklab.harness.init.examples import template as template_of
 from acklab.harness.init.heard import Heard, listen_for, unseen
 from acklab.harness.init.project import Project, detect
 from acklab.harness.init.scaffold import (
@@ -298,7 +299,7 @@ def init(**kwargs: Any) -> int:
     preview = Scaffold(spec_path, {spec_path: "", test_path: "", ci_path: ""})
     preview.refuse_existing(force=kwargs["force"])
 
-    template = chosen.template()
+    template = template_of(chosen)
     conflict = default_conflict(template, chosen.provider)
     project: Project | None = None
     how: Serving | None = None
@@ -350,7 +351,7 @@ def init(**kwargs: Any) -> int:
             heard=heard,
             served=project is not None,
         )
-        prefix = chosen.object_prefix() if best.keyed_by == "object" else ""
+        prefix = object_prefix(chosen) if best.keyed_by == "object" else ""
         if best.keyed_by == "object" and chosen.object_id:
             # The object is named by the event id: the count filters on it with :event_id alone.
             from acklab.harness.wire.templates import set_path

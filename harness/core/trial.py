@@ -41,8 +41,7 @@ from acklab.harness.targets.state import read_together
 from acklab.harness.wire.balancer import RECORD, REPLICA
 from acklab.harness.wire.faults import Fault, NoFault
 from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.wire.signatures import rotated
-from acklab.harness.wire.signing import SIGNERS, Attempt, redact_headers
+from acklab.harness.wire.signing import SIGNERS, Attempt, redact_headers, rotated
 from acklab.harness.wire.templates import WebhookEvent, render
 from acklab.harness.wire.transports import TICKET, Ticket
 

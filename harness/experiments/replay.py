@@ -33,8 +33,9 @@ from acklab.harness.experiments.base import Experiment
 from acklab.harness.sinks.provider_api.stripe_objects import derived_id
 from acklab.harness.sinks.provider_api.stripe_objects import event as stripe_event
 from acklab.harness.targets import Target
+from acklab.harness.wire import providers
 from acklab.harness.wire.providers import ProviderProfile
-from acklab.harness.wire.signing import foreign_secret, signs_timestamp
+from acklab.harness.wire.signing import foreign_secret, signs_body, signs_timestamp
 from acklab.harness.wire.templates import WebhookEvent, conflicting, encode
 
 STALE_AGE_S = 3600  # far beyond the 300 s every reference verifier allows
@@ -42,13 +43,6 @@ TAMPER = {"acklab_tampered": True}
 # The control every try of a forged or genuine variant starts with: valid, fresh, acknowledged first.
 CONTROL = PlannedDelivery(event=0, kind="original", attempt=1, fault="none", at_ms=0.0, when="always")
 VARIANTS = ("replay-stale", "replay-tampered", "replay-foreign-secret", "replay-cross-wired")
-
-
-def signs_body(scheme: str, secret: str) -> bool:
-    """Whether a delivery of `scheme` carries a signature over its body."""
-    if scheme == "gitlab":
-        return secret.startswith("whsec_")  # else the legacy X-Gitlab-Token: a shared token
-    return scheme != "none"
 
 
 def skipped(target: Target) -> dict[str, str]:
@@ -130,8 +124,8 @@ class ReplayExperiment(Experiment):
         return 1 + len(variants(target))
 
     def applicable(self, target: Target) -> str | None:
-        if target.scheme == "none":
-            return "replay: the scheme signs nothing (signing.scheme: none), so no delivery can be forged"
+        if providers.profile(target.scheme).signature_header is None:
+            return f"replay: the scheme signs nothing (signing.scheme: {target.scheme}), so no delivery can be forged"
         return None
 
     def skipped_variants(self, target: Target) -> dict[str, str]:

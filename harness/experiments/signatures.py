@@ -32,14 +32,13 @@ from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.experiments.base import Experiment
-from acklab.harness.experiments.replay import CONTROL, signs_body
+from acklab.harness.experiments.replay import CONTROL
 from acklab.harness.targets import Target
 from acklab.harness.wire.providers import ProviderProfile, profile
 from acklab.harness.wire.raw_bodies import VARIANTS as RAW_VARIANTS
 from acklab.harness.wire.raw_bodies import raw_body
 from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.wire.signatures import rotation_format
-from acklab.harness.wire.signing import signs_timestamp
+from acklab.harness.wire.signing import rotation_format, signs_body, signs_timestamp
 from acklab.harness.wire.templates import WebhookEvent
 
 GENUINE_INVARIANTS = ("eventually-acknowledged", "acked-exactly-once", "at-most-once-effect")

@@ -1,6 +1,6 @@
 """The example payloads `acklab init` starts a target spec from: each provider's own published
-example (or its SDK's test fixture), shipped in ``payloads/`` with its source and licence
-(``payloads/SOURCES.md``), turned into an event template.
+example (or its SDK's test fixture), shipped in ``payloads/``, named by its provider's record
+with its source and licence (`harness.wire.providers`), turned into an event template.
 
 An `Example` says where in its body the event id and the object id go (``{{event_id}}``,
 ``{{order_id}}``: fresh per event, so no event of a run meets another's rows), which fields
@@ -22,7 +22,6 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,118 +29,65 @@ from typing import Any
 from acklab.evidence.loading import load_json
 from acklab.harness.errors import SpecError
 from acklab.harness.wire.conflicts import value_at
+from acklab.harness.wire.providers import PROVIDERS as RECORDS
+from acklab.harness.wire.providers import Example
 from acklab.harness.wire.templates import set_path
 
-PROVIDERS = ("stripe", "github", "gitlab", "shopify", "standard")
+__all__ = [
+    "EXAMPLES",
+    "PROVIDERS",
+    "Example",
+    "events_of",
+    "example",
+    "from_file",
+    "object_prefix",
+    "payload",
+    "template",
+]
+
+# Every provider's published examples, and the providers that have one (`--provider`).
+EXAMPLES: tuple[Example, ...] = tuple(e for record in RECORDS.values() for e in record.examples)
+PROVIDERS: tuple[str, ...] = tuple(name for name, record in RECORDS.items() if record.examples)
 ID_PREFIX = re.compile(r"^([A-Za-z]+_)")
 
 
-@dataclass(frozen=True)
-class Example:
-    """One published example payload and how it becomes a template."""
-
-    provider: str
-    event: str  # what --event names
-    event_ids: tuple[str, ...]  # body paths that carry the event id ({{event_id}})
-    object_id: str | None = None  # the body path of the object the event is about ({{order_id}})
-    unix_times: tuple[str, ...] = ()
-    iso_times: tuple[str, ...] = ()
-    event_type: str | None = None  # delivery.event_type, where the body's `type` does not say it
-    added: Mapping[str, Any] = field(default_factory=dict)  # fields the lab adds (documented)
-    body: Mapping[str, Any] | None = None  # the user's own event (--example), instead of the shipped file
-    source: str | None = None  # where `body` came from
-    object_ids: tuple[str, ...] = ()  # more body paths naming the object ({{order_id}}, prefix kept)
-    retyped: str | None = None  # --event TYPE: the type set in the body's `type`, when it has one
-    published: str | None = None  # the shipped example an unshipped --event TYPE starts from
-
-    @property
-    def file(self) -> str:
-        return f"{self.provider}.{(self.published or self.event).replace('/', '.')}.json"
-
-    def payload(self) -> dict[str, Any]:
-        """The example exactly as published (or as the user captured it)."""
-        if self.body is not None:
-            return copy.deepcopy(dict(self.body))
-        text = resources.files("acklab.harness.init").joinpath("payloads", self.file).read_text("utf-8")
-        doc: dict[str, Any] = json.loads(text)
-        return doc
-
-    def template(self) -> dict[str, Any]:
-        """The example as an event template: ids and times replaced by placeholders."""
-        doc = copy.deepcopy(self.payload())
-        for path, value in self.added.items():
-            set_path(doc, path, value)
-        for path in self.event_ids:
-            set_path(doc, path, "{{event_id}}")
-        if self.object_id:
-            set_path(doc, self.object_id, "{{order_id}}")
-        for path in self.object_ids:
-            set_path(doc, path, "{{order_id}}")
-        if self.retyped is not None and isinstance(doc.get("type"), str):
-            doc["type"] = self.retyped
-        for path in self.unix_times:
-            set_path(doc, path, "{{unix_time}}")
-        for path in self.iso_times:
-            set_path(doc, path, "{{timestamp}}")
-        return doc
-
-    def object_prefix(self) -> str:
-        """The published object id's type prefix (Stripe's ``pi_``), kept when the object id is
-        derived from the event id (`keyed_by_event`)."""
-        if not self.object_id:
-            return ""
-        found, value = value_at(self.payload(), self.object_id)
-        match = ID_PREFIX.match(value) if found and isinstance(value, str) else None
-        return match.group(1) if match else ""
+def payload(example: Example) -> dict[str, Any]:
+    """The example exactly as published (or as the user captured it: ``--example``)."""
+    if example.body is not None:
+        return copy.deepcopy(dict(example.body))
+    text = resources.files("acklab.harness.init").joinpath("payloads", example.file).read_text("utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
 
 
-def _stripe(event: str) -> Example:
-    return Example("stripe", event, event_ids=("id",), object_id="data.object.id", unix_times=("created",))
+def template(example: Example) -> dict[str, Any]:
+    """The example as an event template: ids and times replaced by placeholders."""
+    doc = copy.deepcopy(payload(example))
+    for path, value in example.added.items():
+        set_path(doc, path, value)
+    for path in example.event_ids:
+        set_path(doc, path, "{{event_id}}")
+    if example.object_id:
+        set_path(doc, example.object_id, "{{order_id}}")
+    for path in example.object_ids:
+        set_path(doc, path, "{{order_id}}")
+    if example.retyped is not None and isinstance(doc.get("type"), str):
+        doc["type"] = example.retyped
+    for path in example.unix_times:
+        set_path(doc, path, "{{unix_time}}")
+    for path in example.iso_times:
+        set_path(doc, path, "{{timestamp}}")
+    return doc
 
 
-EXAMPLES: tuple[Example, ...] = (
-    _stripe("payment_intent.succeeded"),
-    _stripe("checkout.session.completed"),
-    _stripe("charge.succeeded"),
-    # GitHub names the delivery in X-GitHub-Delivery; the body carries it where a push names
-    # its head commit, so the template has its event id and each event its own commit.
-    Example("github", "push", event_ids=("after", "head_commit.id", "commits.0.id"), event_type="push"),
-    Example(
-        "github",
-        "pull_request.opened",
-        event_ids=("pull_request.head.sha",),
-        object_id="pull_request.node_id",
-        event_type="pull_request",
-    ),
-    Example("github", "issues.opened", event_ids=("issue.node_id",), event_type="issues"),
-    Example("gitlab", "push", event_ids=("after", "checkout_sha", "commits.1.id")),
-    Example(
-        "shopify",
-        "orders/create",
-        event_ids=("token",),
-        object_id="id",
-        iso_times=("created_at", "updated_at"),
-        event_type="orders/create",
-    ),
-    Example(
-        "shopify",
-        "orders/paid",
-        event_ids=("token",),
-        object_id="id",
-        iso_times=("created_at", "updated_at"),
-        event_type="orders/paid",
-    ),
-    # Standard Webhooks carries the event id in webhook-id; the spec's example body has none,
-    # so the template adds a top-level id (a template must name {{event_id}}).
-    Example(
-        "standard",
-        "contact.created",
-        event_ids=("id",),
-        object_id="data.id",
-        iso_times=("timestamp",),
-        added={"id": ""},
-    ),
-)
+def object_prefix(example: Example) -> str:
+    """The published object id's type prefix (Stripe's ``pi_``), kept when the object id is
+    derived from the event id (`keyed_by_event`)."""
+    if not example.object_id:
+        return ""
+    found, value = value_at(payload(example), example.object_id)
+    match = ID_PREFIX.match(value) if found and isinstance(value, str) else None
+    return match.group(1) if match else ""
 
 
 def events_of(provider: str) -> list[str]:
@@ -166,7 +112,7 @@ def example(provider: str, event: str | None) -> Example:
     if not EVENT_TYPE.match(wanted):
         raise SpecError(f"--event: got {event!r}; expected an event type such as order.paid")
     first = next(e for e in EXAMPLES if e.provider == provider)
-    if "type" in first.payload():
+    if "type" in payload(first):
         return dataclasses.replace(first, event=wanted, retyped=wanted, published=first.event)
     return dataclasses.replace(first, event=wanted, event_type=wanted, published=first.event)
 
@@ -206,8 +152,10 @@ def from_file(path: Path, provider: str, event: str | None) -> Example:
         unix_times=tuple(dict.fromkeys((*(p for p in shipped.unix_times if value_at(body, p)[0]), *unix))),
         iso_times=tuple(dict.fromkeys((*(p for p in shipped.iso_times if value_at(body, p)[0]), *iso))),
         event_type=(event or shipped.event_type) if shipped.event_type else None,
+        source=f"the user's own event (--example {path})",
+        licence="the user's",
         body=body,
-        source=str(path),
+        captured=str(path),
         object_ids=tuple(p for p in orderish if p != object_id),
         retyped=event if event and isinstance(body.get("type"), str) else None,
     )

@@ -99,11 +99,10 @@ def target_doc(
 
 def spec_text(spec: TargetSpec, *, example: Example, seen: list[str]) -> str:
     source = (
-        f"# event: your own {example.event} from {shown(example.source)} (--example),"
-        if example.source is not None
-        else f"# event: {example.provider}'s published example of {example.published or example.event} "
-        "(acklab's harness/init/payloads/SOURCES.md names its source and licence)"
-        + (f", as {example.event}," if example.published else ",")
+        f"# event: your own {example.event} from {shown(example.captured)} (--example),"
+        if example.captured is not None
+        else f"# event: {example.provider}'s published example of {example.published or example.event}, from "
+        f"{example.source} ({example.licence})" + (f", as {example.event}," if example.published else ",")
     )
     header = [
         f"# acklab target spec for {spec.name}, written by `acklab init` (yours to edit).",

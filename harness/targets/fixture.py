@@ -25,6 +25,7 @@ from acklab.app.errors import ConfigError, FixtureError
 from acklab.app.main import create_app
 from acklab.app.notify import SHIPMENTS_PATH
 from acklab.app.runtime import HANDLER_MODULES
+from acklab.app.schemes import SCHEMES as APP_SCHEMES
 from acklab.app.settings import Settings
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
@@ -45,11 +46,13 @@ from acklab.harness.targets.objects import (
 from acklab.harness.targets.provenance import file_sha256
 from acklab.harness.targets.server import ThreadedServer
 from acklab.harness.targets.state import HttpState
-from acklab.harness.wire.providers import profile
+from acklab.harness.wire.providers import PROVIDERS, profile
 from acklab.harness.wire.transports import asgi_transport, socket_transport
 
 HANDLERS = ("live", "unsafe")
-FIXTURE_SCHEMES = ("standard", "stripe", "github", "gitlab", "shopify")
+# The schemes the fixture verifies: its own list (app imports nothing of the lab), each one a
+# provider record's (tests/test_provider_records.py checks it).
+FIXTURE_SCHEMES = tuple(name for name in PROVIDERS if name in APP_SCHEMES)
 IN_PROCESS = "http://fixture.acklab"
 FIXTURE_TEMPLATE = {
     "id": "{{event_id}}",
@@ -144,7 +147,7 @@ class FixtureTarget(Target):
             settings = Settings(
                 database_url=self.database_url,
                 handler=self.handler,  # type: ignore[arg-type]
-                scheme=self.scheme,  # type: ignore[arg-type]
+                scheme=self.scheme,
                 secret=self.secret,  # type: ignore[arg-type]
                 processing_delay_ms=processing_delay_ms,
                 smtp_port=sinks.smtp_port if sinks is not None else None,

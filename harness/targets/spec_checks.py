@@ -25,14 +25,16 @@ from acklab.harness.specs.credentials import ENV_REF, check_wire_value, resolve_
 from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.base import check_local, is_loopback
 from acklab.harness.targets.objects import check_objects
-from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict
+from acklab.harness.wire.conflicts import LAST_RESORT, default_conflict, value_at
+from acklab.harness.wire.providers import PROVIDERS, provider
 from acklab.harness.wire.signing import SIGNERS
 from acklab.harness.wire.templates import KNOWN, conflicting, render, unknown_placeholders
 
 DEFAULT_CONFLICT = LAST_RESORT  # the last resort of `default_conflict` (harness.wire.conflicts)
 # Set by the lab's HTTP client for every request: a spec may not send its own.
 CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect", "upgrade"})
-EVENT_TYPE_HEADERS = frozenset({"x-github-event", "x-gitlab-event", "x-shopify-topic"})
+# The providers' event-type headers: set from delivery.event_type, never by a spec's headers:.
+EVENT_TYPE_HEADERS = frozenset(p.event_type_header.lower() for p in PROVIDERS.values() if p.event_type_header)
 EVENT_ID = re.compile(r"\{\{\s*event_id\s*\}\}")
 PROBE_KEY = re.compile(r"\{\{\s*(event_id|object_id)\s*\}\}")  # what an effects URL reads one of
 
@@ -91,11 +93,14 @@ def check_target_doc(spec: TargetSpec, *, source: str) -> None:
         raise SpecError(
             f'{source}: event: no {{{{event_id}}}} in the template; add e.g. id: "{{{{event_id}}}}"'
         )
-    if scheme == "stripe" and spec.event.get("id") != "{{event_id}}":
-        raise SpecError(
-            f"{source}: event.id: got {spec.event.get('id')!r}; Stripe carries the event id in the body: "
-            'set id: "{{event_id}}"'
-        )
+    where = provider(scheme).body_event_id
+    if where is not None:
+        found, value = value_at(spec.event, where)
+        if value != "{{event_id}}":
+            raise SpecError(
+                f"{source}: event.{where}: got {value if found else None!r}; {provider(scheme).profile.name} "
+                f'carries the event id in the body: set {where}: "{{{{event_id}}}}"'
+            )
     changes = conflict_set(spec)
     try:
         conflicting(sample_event(spec.event), changes)

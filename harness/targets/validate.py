@@ -30,10 +30,8 @@ from acklab.harness.targets.spec_checks import (
     sample_event,
 )
 from acklab.harness.targets.state import SqlState, read_together
-from acklab.harness.wire.providers import event_type_header
+from acklab.harness.wire.providers import event_type_header, provider
 from acklab.harness.wire.signing import SIGNERS
-
-EVENT_HEADER = {"github": "X-GitHub-Event", "gitlab": "X-Gitlab-Event", "shopify": "X-Shopify-Topic"}
 
 
 def _short_secrets(spec: TargetSpec) -> list[str]:
@@ -84,7 +82,7 @@ def validate_target(spec: TargetSpec, *, source: str, allow_unset: bool, allow_r
         )
     if not picked and not unset:
         notes.extend(_dry_read(spec))
-    header = EVENT_HEADER.get(scheme)
+    header = provider(scheme).event_type_header
     if header and not spec.delivery.event_type:
         value = event_type_header(scheme, None, sample_event(spec.event).document)
         notes.append(f"{header} will be {value!r} (from the body); set delivery.event_type to choose it")

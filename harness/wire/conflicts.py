@@ -28,19 +28,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from acklab.evidence.redaction import REDACTED, known
+from acklab.harness.wire.providers import PROVIDERS
 
 LAST_RESORT = {"acklab_conflict": "this body differs from the original"}
 AMOUNT_STEP = 8700
 TEXT_SUFFIX = " (conflicting)"
-# Where a provider keeps the amount a conflicting body should change (its own examples' shape).
-PROVIDER_AMOUNTS: Mapping[str, tuple[str, ...]] = {
-    "stripe": ("data.object.amount", "data.object.amount_total", "data.object.amount_due"),
-    "shopify": ("total_price", "current_total_price", "subtotal_price"),
-    "standard": ("data.amount", "data.amount_cents"),
-    "github": (),  # GitHub's events carry no amount: the generic rules choose
-    "gitlab": (),
-    "none": (),
-}
 AMOUNT_KEY = re.compile(r"(^|_)(amount|total|price)(_|$)", re.IGNORECASE)
 DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
 # Fields that name the event or its kind: changing them is another event, not a conflicting body.
@@ -95,7 +87,8 @@ def changed_amount(value: Any) -> Any:
 
 def default_conflict(template: Mapping[str, Any], scheme: str = "none") -> dict[str, Any]:
     """The ``conflict.set`` of a target that names none: see the module docstring for the rules."""
-    for dotted in PROVIDER_AMOUNTS.get(scheme, ()):
+    record = PROVIDERS.get(scheme)  # where the provider keeps the amount (`Provider.amount_fields`)
+    for dotted in record.amount_fields if record is not None else ():
         found, value = value_at(template, dotted)
         if found and _is_amount(value):
             return {dotted: changed_amount(value)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from acklab.harness.errors import SpecError
 
@@ -72,44 +73,36 @@ def public_key(secret: str) -> str:
     return PUBLIC_KEY_PREFIX + base64.b64encode(raw).decode()
 
 
-def _stripe(values: Sequence[str]) -> str:
+def stripe_list(values: Sequence[str]) -> str:
+    """Stripe's: one ``t=`` and every ``v1=``, comma-separated."""
     stamp = next(p for p in values[0].split(",") if p.startswith("t="))
     signatures = [p for v in values for p in v.split(",") if p.startswith("v1=")]
     return ",".join([stamp, *signatures])
 
 
-def _spaced(values: Sequence[str]) -> str:
+def spaced_list(values: Sequence[str]) -> str:
+    """Standard Webhooks': the signatures space-delimited."""
     return " ".join(values)
 
 
-# The header that carries a provider's signatures, and how several are written in it.
-FORMATS: Mapping[str, tuple[str, Callable[[Sequence[str]], str]]] = {
-    "stripe": ("Stripe-Signature", _stripe),
-    "standard": ("webhook-signature", _spaced),
-    "gitlab": ("webhook-signature", _spaced),
-}
+@dataclass(frozen=True)
+class SignatureList:
+    """How a provider writes several signatures in one header during a key rotation: the header, and
+    how the values each secret alone gives are joined (a provider record's ``Signer.rotation``)."""
 
+    header: str
+    join: Callable[[Sequence[str]], str]
 
-def rotation_format(scheme: str, secret: str) -> str | None:
-    """None when `scheme` sends one signature per active secret during a rotation, else why not."""
-    if scheme == "gitlab" and not secret.startswith("whsec_"):
-        return (
-            "GitLab's legacy X-Gitlab-Token is one shared token, not a signature: a delivery carries one value, "
-            "so a rotation has no overlap to test (a whsec_ signing token signs as Standard Webhooks)"
+    def rotated(self, signed: Sequence[Mapping[str, str]]) -> dict[str, str]:
+        """The headers of one attempt signed with several secrets: `signed` holds the headers each
+        secret alone gives (same attempt), in the order the signatures are written."""
+        merged = dict(signed[0])
+        name = next(k for k in merged if k.lower() == self.header.lower())
+        merged[name] = self.join(
+            [next(v for k, v in h.items() if k.lower() == self.header.lower()) for h in signed]
         )
-    if scheme not in FORMATS:
-        return (
-            f"the {scheme} scheme sends one signature per delivery: a secret change has no overlap in which two "
-            "signatures arrive together"
-        )
-    return None
+        return merged
 
 
-def rotated(scheme: str, signed: Sequence[Mapping[str, str]]) -> dict[str, str]:
-    """The headers of one attempt signed with several secrets: `signed` holds the headers each secret
-    alone gives (same attempt), in the order the signatures are written."""
-    header, join = FORMATS[scheme]
-    merged = dict(signed[0])
-    name = next(k for k in merged if k.lower() == header.lower())
-    merged[name] = join([next(v for k, v in h.items() if k.lower() == header.lower()) for h in signed])
-    return merged
+STRIPE_LIST = SignatureList("Stripe-Signature", stripe_list)
+SPACED_LIST = SignatureList("webhook-signature", spaced_list)

@@ -21,7 +21,7 @@ import stripe
 
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.targets.server import ThreadedServer
-from acklab.harness.wire.signing import GITHUB_HOOK_ID
+from acklab.harness.wire.providers.github import HOOK_ID as GITHUB_HOOK_ID
 from tests.harness.conftest import write_spec
 from tests.harness.receivers import (
     EFFECTS_QUERY,

@@ -14,8 +14,8 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from acklab.harness.errors import SpecError
 from acklab.harness.wire.raw_bodies import FIDELITY_FIELD, VARIANTS, raw_body
-from acklab.harness.wire.signatures import public_key, rotated, rotation_format
-from acklab.harness.wire.signing import SIGNERS, Attempt, foreign_secret
+from acklab.harness.wire.signatures import public_key
+from acklab.harness.wire.signing import SIGNERS, Attempt, foreign_secret, rotated, rotation_format
 
 OLD_STANDARD = "whsec_" + base64.b64encode(b"o" * 24).decode()
 NEW_STANDARD = "whsec_" + base64.b64encode(b"n" * 24).decode()

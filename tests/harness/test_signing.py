@@ -83,7 +83,11 @@ def test_signature_and_token_headers_are_redacted():
 
 
 def test_which_schemes_sign_a_timestamp():
-    assert [s for s in SCHEMES if signs_timestamp(s, SECRET)] == ["standard", "stripe", "gitlab", "slack"]
+    known = ("standard", "stripe", "github", "gitlab", "shopify", "slack", "none")
+    assert [s for s in known if signs_timestamp(s, SECRET)] == ["standard", "stripe", "gitlab", "slack"]
+    assert {s for s in SCHEMES if signs_timestamp(s, SECRET)} == {
+        s for s in SCHEMES if PROFILES[s].signs_timestamp
+    }
     assert not signs_timestamp("gitlab", "legacy-token-value")
 
 

