@@ -53,15 +53,18 @@ def decode_whsec(secret: str) -> bytes:
     return key
 
 
-def _hmac_sha256(key: bytes, message: bytes) -> bytes:
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """The raw HMAC-SHA256 of `message` under `key`."""
     return hmac.new(key, message, hashlib.sha256).digest()
 
 
-def _lower(headers: Mapping[str, str]) -> dict[str, str]:
+def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers by their lower-case names (HTTP header names are case-insensitive)."""
     return {name.lower(): value for name, value in headers.items()}
 
 
-def _is_unix_seconds(value: str) -> bool:
+def is_unix_seconds(value: str) -> bool:
+    """Whether a signed timestamp's text is whole Unix seconds (ASCII digits, at most 12)."""
     return value.isascii() and value.isdigit() and len(value) <= 12
 
 
@@ -87,7 +90,7 @@ def check_timestamp(timestamp: int, tolerance_s: int, now: float | None = None) 
 
 def standard_signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     """``v1,<base64 HMAC-SHA256>`` over ``{msg_id}.{timestamp}.{body}`` with the decoded key."""
-    digest = _hmac_sha256(decode_whsec(secret), f"{msg_id}.{timestamp}.".encode() + body)
+    digest = hmac_sha256(decode_whsec(secret), f"{msg_id}.{timestamp}.".encode() + body)
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
@@ -111,7 +114,7 @@ def verify_standard(
 
     Several space-separated signatures are allowed (secret rotation); any ``v1`` match passes.
     """
-    h = _lower(headers)
+    h = lower_headers(headers)
     prefix = "svix-" if "webhook-signature" not in h and "svix-signature" in h else "webhook-"
     msg_id, stamp, signatures = (h.get(prefix + name, "") for name in ("id", "timestamp", "signature"))
     missing = [
@@ -119,7 +122,7 @@ def verify_standard(
     ]
     if missing:
         raise VerificationFailed("missing_signature", f"missing header(s): {', '.join(missing)}")
-    if not _is_unix_seconds(stamp):
+    if not is_unix_seconds(stamp):
         raise VerificationFailed(
             "malformed_signature", f"{prefix}timestamp must be integer Unix seconds, got {stamp[:40]!r}"
         )
@@ -129,7 +132,7 @@ def verify_standard(
         raise VerificationFailed(
             "invalid_signature", "a signature was sent but the configured secret is not a 'whsec_' secret"
         ) from None
-    expected = _hmac_sha256(key, f"{msg_id}.{stamp}.".encode() + body)
+    expected = hmac_sha256(key, f"{msg_id}.{stamp}.".encode() + body)
     candidates = _v1_signatures(signatures)
     if not candidates:
         raise VerificationFailed("malformed_signature", f"{prefix}signature holds no 'v1,<base64>' entry")
@@ -151,7 +154,7 @@ def verify_stripe(
     secret: str, headers: Mapping[str, str], body: bytes, *, tolerance_s: int = 300, now: float | None = None
 ) -> None:
     """Verify ``Stripe-Signature``. Unlike stripe-python, future timestamps are refused too."""
-    header = _lower(headers).get("stripe-signature", "")
+    header = lower_headers(headers).get("stripe-signature", "")
     if not header:
         raise VerificationFailed("missing_signature", "missing header: Stripe-Signature")
     stamps, signatures = [], []
@@ -161,7 +164,7 @@ def verify_stripe(
             stamps.append(value)
         elif key == "v1":  # v0 (test-mode fake) and other schemes are ignored, as Stripe says
             signatures.append(value.encode())
-    if len(stamps) != 1 or not _is_unix_seconds(stamps[0]):
+    if len(stamps) != 1 or not is_unix_seconds(stamps[0]):
         raise VerificationFailed("malformed_signature", "Stripe-Signature needs exactly one t=<unix seconds>")
     if not signatures:
         raise VerificationFailed("malformed_signature", "Stripe-Signature holds no v1= signature")
@@ -183,7 +186,7 @@ def verify_github(
     secret: str, headers: Mapping[str, str], body: bytes, *, tolerance_s: int = 300, now: float | None = None
 ) -> None:
     """Verify ``X-Hub-Signature-256``. Replays can only be caught by X-GitHub-Delivery dedupe."""
-    header = _lower(headers).get("x-hub-signature-256", "")
+    header = lower_headers(headers).get("x-hub-signature-256", "")
     if not header:
         raise VerificationFailed("missing_signature", "missing header: X-Hub-Signature-256")
     if not header.startswith("sha256="):
@@ -205,7 +208,7 @@ def verify_gitlab(
     GitLab's signing token is a Standard Webhooks ``whsec_`` secret sent as
     ``webhook-id``/``webhook-timestamp``/``webhook-signature``. At least one must be present.
     """
-    h = _lower(headers)
+    h = lower_headers(headers)
     token = h.get("x-gitlab-token")
     signed = "webhook-signature" in h
     if token is None and not signed:
@@ -223,21 +226,21 @@ def verify_gitlab(
 
 def shopify_signature(secret: str, body: bytes) -> str:
     """Bare base64 HMAC-SHA256 over the raw body, keyed with the app's client secret."""
-    return base64.b64encode(_hmac_sha256(secret.encode(), body)).decode("ascii")
+    return base64.b64encode(hmac_sha256(secret.encode(), body)).decode("ascii")
 
 
 def verify_shopify(
     secret: str, headers: Mapping[str, str], body: bytes, *, tolerance_s: int = 300, now: float | None = None
 ) -> None:
     """Verify ``X-Shopify-Hmac-Sha256``; no timestamp is signed."""
-    header = _lower(headers).get("x-shopify-hmac-sha256", "")
+    header = lower_headers(headers).get("x-shopify-hmac-sha256", "")
     if not header:
         raise VerificationFailed("missing_signature", "missing header: X-Shopify-Hmac-Sha256")
     try:
         sent = base64.b64decode(header, validate=True)
     except (binascii.Error, ValueError):
         raise VerificationFailed("malformed_signature", "X-Shopify-Hmac-Sha256 is not base64") from None
-    if not hmac.compare_digest(_hmac_sha256(secret.encode(), body), sent):
+    if not hmac.compare_digest(hmac_sha256(secret.encode(), body), sent):
         raise VerificationFailed(
             "invalid_signature", "X-Shopify-Hmac-Sha256 does not match the body and the secret"
         )
