@@ -1,10 +1,13 @@
 """Slack (Events API request URLs): ``X-Slack-Signature: v0=<hex HMAC-SHA256 of 'v0:{timestamp}:{body}'>``
-keyed with the app's signing secret, ``X-Slack-Request-Timestamp`` the attempt's Unix seconds;
-the event id is the body's ``event_id``.
+keyed with the app's signing secret, ``X-Slack-Request-Timestamp`` the attempt's Unix seconds,
+5 minutes either way; the event id is the body's ``event_id``.
 
-Slack wants a 2xx within 3 seconds; a failed delivery is retried 3 times, each retry numbered
-in ``X-Slack-Retry-Num`` with its reason in ``X-Slack-Retry-Reason`` (the retry policy's headers,
-added by the lab to every attempt after the first).
+Slack wants a 2xx within 3 seconds; a failed delivery (a timeout, a connection that failed, a
+non-2xx answer) is retried 3 times — nearly at once, after 1 minute, after 5 minutes — each
+retry numbered in ``X-Slack-Retry-Num`` (1, 2, 3) with its reason in ``X-Slack-Retry-Reason``
+(``http_timeout``, ``connection_failed``, ``http_error``...): the retry policy's headers, added
+by the lab to every attempt after the first. The body, and its ``event_id``, are the same on
+every retry.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import hashlib
 import hmac
 from typing import ClassVar
 
-from acklab.harness.wire.providers.base import Attempt, Provider, ProviderProfile, Signer
+from acklab.harness.wire.providers.base import Attempt, Example, Provider, ProviderProfile, Signer
 from acklab.harness.wire.retry_policy import RetryPolicy
 
 
@@ -59,6 +62,9 @@ PROVIDER = Provider(
         sources=(
             "https://api.slack.com/apis/events-api#retries",
             "https://api.slack.com/authentication/verifying-requests-from-slack",
+            "https://docs.slack.dev/authentication/verifying-requests-from-slack/",
+            "https://docs.slack.dev/apis/events-api/",
+            "https://github.com/slackapi/python-slack-sdk/blob/main/slack_sdk/signature/__init__.py",
         ),
         retry=RetryPolicy(
             automatic=True,
@@ -77,4 +83,18 @@ PROVIDER = Provider(
     signer=SlackSigner(),
     redacted_headers=frozenset({"x-slack-signature"}),
     body_event_id="event_id",
+    examples=(
+        Example(
+            "slack",
+            "app_mention",
+            event_ids=("event_id",),
+            object_id="event.client_msg_id",
+            unix_times=("event_time",),
+            source=(
+                "slackapi/bolt-python (Slack's Python framework), tests/scenario_tests/test_events.py at "
+                "0626b7990637: TestEvents.valid_event_body, an app_mention event_callback"
+            ),
+            licence="MIT, Copyright (c) 2020- Slack Technologies, Inc",
+        ),
+    ),
 )
