@@ -12,11 +12,12 @@ import pytest
 
 from acklab.app.schemes import SCHEMES as APP_SCHEMES
 from acklab.app.schemes import verify
+from acklab.app.signing import VerificationFailed
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.init.examples import EXAMPLES
 from acklab.harness.targets.fixture import FIXTURE_SCHEMES
 from acklab.harness.targets.spec_checks import EVENT_TYPE_HEADERS
-from acklab.harness.wire.providers import PROVIDERS, SCHEMES, Attempt, provider
+from acklab.harness.wire.providers import PROFILES, PROVIDERS, SCHEMES, Attempt, provider
 from acklab.harness.wire.signing import REDACTED_HEADERS, SIGNERS
 from tests.app.conftest import SECRET
 
@@ -70,3 +71,56 @@ def test_the_fixture_under_each_scheme_acknowledges_once_and_refuses_every_forge
     )
     result = run(options)
     assert result.verdict == "pass", result.explain()
+
+
+# Published vectors: what a provider documents (or its SDK's tests pin) for a signature, so the
+# lab's signer and the fixture's verifier agree with the provider, not only with each other.
+SLACK_DOC_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # docs.slack.dev, "Verifying requests from Slack"
+SLACK_DOC_BODY = (
+    b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&"
+    b"channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&"
+    b"response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&"
+    b"trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+)
+SLACK_DOC_SIGNATURE = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+# PaddleHQ/paddle-python-sdk, tests/Unit/Notification/test_Verifier.py (MIT): the third secret verifies.
+PADDLE_SDK_SECRET = "pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_WvRO0eL4Bj9rgYYIBZY6wZhG4EHy9jzh"
+PADDLE_SDK_H1 = "d96299976a6eb066f484d7fde011ac56fc32b38fc9940bc419d6e537fdc6ef02"
+
+
+def test_slacks_documented_signature_is_the_labs_and_the_fixture_accepts_it():
+    attempt = Attempt("Ev1", "event_callback", SLACK_DOC_BODY, 1531420618, "request-1")
+    headers = SIGNERS["slack"].headers(attempt, SLACK_DOC_SECRET)
+    assert headers["X-Slack-Signature"] == SLACK_DOC_SIGNATURE
+    assert headers["X-Slack-Request-Timestamp"] == "1531420618"
+    assert "X-Slack-Retry-Num" not in headers  # a first attempt is no retry
+    verify("slack", SLACK_DOC_SECRET, headers, SLACK_DOC_BODY, now=1531420618 + 60)
+    with pytest.raises(VerificationFailed) as stale:
+        verify("slack", SLACK_DOC_SECRET, headers, SLACK_DOC_BODY, now=1531420618 + 301)
+    assert stale.value.reason == "stale_timestamp"
+    with pytest.raises(VerificationFailed) as tampered:
+        verify("slack", SLACK_DOC_SECRET, headers, SLACK_DOC_BODY + b"&x=1", now=1531420618)
+    assert tampered.value.reason == "invalid_signature"
+
+
+def test_a_slack_retry_is_numbered_says_why_and_still_verifies():
+    attempt = Attempt("Ev1", "event_callback", b"{}", 1531420618, "request-2")
+    headers = {
+        **SIGNERS["slack"].headers(attempt, SLACK_DOC_SECRET),
+        **PROFILES["slack"].retry.headers(3, "timeout"),
+    }
+    assert (headers["X-Slack-Retry-Num"], headers["X-Slack-Retry-Reason"]) == ("2", "http_timeout")
+    verify("slack", SLACK_DOC_SECRET, headers, b"{}", now=1531420618)
+    # a spec's headers: may not set them: they are the provider's
+    assert {"x-slack-retry-num", "x-slack-retry-reason"} <= SIGNERS["slack"].derived
+
+
+def test_paddles_sdk_vector_is_the_labs_and_the_fixture_accepts_it_beside_a_rotated_secret():
+    attempt = Attempt("evt_1", "transaction.created", b"hello-world", 1696195954, "request-1")
+    header = SIGNERS["paddle"].headers(attempt, PADDLE_SDK_SECRET)["Paddle-Signature"]
+    assert header == f"ts=1696195954;h1={PADDLE_SDK_H1}"
+    rotated = {"Paddle-Signature": f"ts=1696195954;h1=dummy;h1={PADDLE_SDK_H1}"}
+    verify("paddle", PADDLE_SDK_SECRET, rotated, b"hello-world", now=1696195954)
+    with pytest.raises(VerificationFailed) as forged:
+        verify("paddle", PADDLE_SDK_SECRET + "x", rotated, b"hello-world", now=1696195954)
+    assert forged.value.reason == "invalid_signature"
