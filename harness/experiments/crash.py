@@ -1,7 +1,8 @@
 """The handler's process dies mid-delivery: ``crash-after-commit`` and ``crash-mid-transaction``.
 
-The lab runs the fixture as a process of its own (`harness.procs.fixture_process`), on the
-target's database, and kills it with SIGKILL:
+Both ask for the target's ``process`` capability (`harness.targets.capabilities`): a target
+without one is listed skipped with its reason. A ``hooked`` process (the built-in fixture, run
+as a process of its own on the target's database) is killed with SIGKILL like this:
 
 * ``crash-after-commit``: the fixture starts with its lab-only crash hook, which SIGKILLs
   the process after the handler's transaction committed and before the response is
@@ -13,7 +14,8 @@ target's database, and kills it with SIGKILL:
 
 Effects are read straight from the database, since the fixture is dead part of the time.
 
-A target spec with ``command:`` is a service the lab starts itself but cannot hook. For
+A ``killable`` process (a target spec's ``command:``) is a service the lab starts itself but
+cannot hook. For
 ``crash-after-commit`` the lab reads the effects probe in a tight loop while the delivery
 is in flight and SIGKILLs the service's process group as soon as the effect shows; then it
 records which happened: ``killed-after-commit-before-response`` (the sender got no answer:
@@ -32,8 +34,8 @@ milliseconds); the restart waits for readiness (``command.ready``) before the se
 retries. A service that does not come back makes that trial an error naming the cause,
 and later trials are not sent into it. An ``effects.http`` probe served by the killed
 service itself is read after the restart, never while it is down.
-``crash-mid-transaction`` is refused for spec targets: the lab cannot see when a service it
-does not know has its transaction open.
+``crash-mid-transaction`` needs a hooked process: the lab cannot see when a service it does not
+know has its transaction open.
 """
 
 from __future__ import annotations
@@ -41,9 +43,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import ClassVar
 
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
@@ -56,19 +55,13 @@ from acklab.harness.experiments.struck import (
     CrashMidTransaction,
     WithheldAnswer,
 )
-from acklab.harness.procs.fixture_process import FixtureProcess
-from acklab.harness.procs.leases import current_book
-from acklab.harness.sinks import Sinks
 from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.targets.effects import EffectsProbe, SqlProbe
+from acklab.harness.targets.capabilities import HookedProcess
 from acklab.harness.targets.inflight import wait_in_transaction
-from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
 from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.templates import WebhookEvent
-from acklab.harness.wire.transports import socket_transport
 
 CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
-FIXTURE_EFFECTS_SQL = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
 MID_TRANSACTION_DELAY_MS = 400
 CRASH_WAIT_S = 10.0
 LANDED = "killed-after-commit-before-response"
@@ -76,100 +69,23 @@ MISSED = "response-arrived-first"
 KILLED_AFTER_ANSWER = "killed-after-answer"
 KILLED_AFTER_SEND = "killed-after-send-before-commit"
 NO_COMMIT = "no-commit-seen"
-IN_THIS_PROCESS = (
-    "crash experiments kill the handler's process, and this app runs inside the test's own process "
-    "(the lab cannot kill it without killing the tests); attack it as a service with `acklab run "
-    "--target SPEC` where the spec's command: starts it"
-)
 ANSWERS_FIRST = (
     "crash-after-commit strikes between a commit and its answer, and this consumer answers first "
     "(expect.effects_within_s > 0): its risk is the work after the 2xx — run crash-after-ack"
 )
-NEEDS_COMMAND = (
-    "crash experiments need a target the lab runs as a process: the built-in fixture, or a target spec "
-    "with command: (argv that starts the service on the endpoint's port) so the lab can start, kill "
-    "and restart it; add command: to the spec"
-)
 
 
-@dataclass
-class ProcessEndpoint(Endpoint):
-    """The fixture served as a process the lab may kill and restart."""
-
-    process: FixtureProcess | None = None
-    database_url: str = ""
-
-    def service_state(self) -> tuple[bool, int] | None:
-        return None if self.process is None else self.process.state()
-
-    def down(self) -> str | None:
-        return None if self.process is None else self.process.down_reason
-
-
-@asynccontextmanager
-async def serve_as_process(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
-    """Serve the fixture with `acklab serve fixture` on a fixed loopback port."""
-    database_url = str(getattr(target, "database_url", ""))
-    sinks = target.sinks_of()
-    confined, pinned = getattr(target, "new_process", None), getattr(target, "probe", None)
-    probe: EffectsProbe
-    if confined is not None and pinned is not None:
-        # A checkout's fixture: its own confined process on the pinned schema, counted through the pin.
-        process = await asyncio.to_thread(confined, fixture_notify(sinks))
-        probe = pinned()
-    else:
-        process = FixtureProcess(
-            handler=str(target.handler),
-            database_url=database_url,
-            secret=target.secret,
-            scheme=target.scheme,
-            leases=current_book(),
-            notify=fixture_notify(sinks),
-        )
-        probe = SqlProbe(database_url, FIXTURE_EFFECTS_SQL)
-    await asyncio.to_thread(process.start)
-    transport = socket_transport()
-    try:
-        yield ProcessEndpoint(
-            url=f"{process.url}/webhooks/orders",
-            transport=transport,
-            probe=probe,
-            socket=True,
-            processing_delay_ms=needs.processing_delay_ms,
-            process=process,
-            database_url=database_url,
-            sinks=sinks,
-        )
-    finally:
-        await transport.aclose()
-        await probe.aclose()
-        await asyncio.to_thread(process.stop)
-
-
-def fixture_notify(sinks: Sinks | None) -> dict[str, str]:
-    """The fixture's settings for the lab's sinks, so a served process mails and ships as the
-    in-process fixture does (`FixtureTarget.start_sinks`); nothing without them."""
-    if sinks is None:
-        return {}
-    notify = {}
-    if sinks.smtp_port is not None:
-        notify["ACKLAB_SMTP_PORT"] = str(sinks.smtp_port)
-    if sinks.outbound_url is not None:
-        notify["ACKLAB_WAREHOUSE_URL"] = sinks.outbound_url
-    return notify
-
-
-def _process(trial: TrialContext) -> tuple[FixtureProcess, str]:
-    endpoint = trial.lab.endpoint
-    if not isinstance(endpoint, ProcessEndpoint) or endpoint.process is None:
+def _hooked(trial: TrialContext) -> HookedProcess:
+    process = trial.lab.endpoint.hooked
+    if process is None:
         raise HarnessError(
-            "a crash experiment ran without its fixture process (the lab served it another way)"
+            "a crash experiment ran without the hooked process it asked for (the lab served it another way)"
         )
-    return endpoint.process, endpoint.database_url
+    return process
 
 
 async def _restart(
-    process: FixtureProcess, *, crash_after_commit: bool = False, processing_delay_ms: int = 0
+    process: HookedProcess, *, crash_after_commit: bool = False, processing_delay_ms: int = 0
 ) -> None:
     await asyncio.to_thread(process.kill)
     try:
@@ -190,19 +106,13 @@ class _CrashExperiment(Experiment):
     fault_name: ClassVar[str]
 
     def applicable(self, target: Target) -> str | None:
-        if target.kind == "fixture":
+        why = target.capabilities().lacks_process()
+        if why is None:
             return None
-        if isinstance(target, SpecTarget) and target.command is not None:
-            return None
-        return IN_THIS_PROCESS if target.kind == "app" else NEEDS_COMMAND
+        return f"crash experiments kill the handler's process, so they need a target the lab runs as a process: {why}"
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
-        return Needs(socket=True)
-
-    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
-        if target.kind == "fixture":
-            return serve_as_process(target, needs)
-        return target.serve(needs)
+        return Needs(socket=True, process=True)
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings
@@ -223,9 +133,11 @@ class CrashAfterCommitExperiment(_CrashExperiment):
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
-        if isinstance(trial.lab.endpoint, ServiceEndpoint):
-            return await self._strike_service(trial, trial.lab.endpoint, event)
-        process, _ = _process(trial)
+        if (
+            trial.lab.endpoint.hooked is None
+        ):  # a service the lab can only kill: strike at the sight of the commit
+            return await self._strike_service(trial, event)
+        process = _hooked(trial)
         await _restart(process, crash_after_commit=True)
         await trial.observe(event, "before")
         started = time.monotonic()
@@ -253,12 +165,13 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             exit_code=code,
         )
 
-    async def _strike_service(
-        self, trial: TrialContext, endpoint: ServiceEndpoint, event: WebhookEvent
-    ) -> Proof:
-        service = endpoint.service
+    async def _strike_service(self, trial: TrialContext, event: WebhookEvent) -> Proof:
+        endpoint = trial.lab.endpoint
+        service = endpoint.process
         if service is None:
-            raise HarnessError("crash-after-commit ran on a spec target whose service the lab did not start")
+            raise HarnessError(
+                "crash-after-commit ran without the process it asked for (the lab served it another way)"
+            )
         starts = service.starts
         await trial.observe(event, "before")
         started = time.monotonic()
@@ -290,7 +203,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         finally:
             fault.decided.set()
             first = await sending
-        if killed and seen == 0 and told >= 1 and not endpoint.probe_served_by_service():
+        if killed and seen == 0 and told >= 1 and not endpoint.probe_served_by_process():
             # The send was seen first; whether the commit had come too is read now the service is gone.
             seen = await endpoint.probe.count(event.event_id, event.object_id)
         if killed and fault.got_answer:
@@ -306,7 +219,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             crash_exit_code=code, crash_landed=outcome in (LANDED, KILLED_AFTER_ANSWER, KILLED_AFTER_SEND)
         )
         # A probe the killed service serves itself can only be read once it is back.
-        after_restart = endpoint.probe_served_by_service()
+        after_restart = endpoint.probe_served_by_process()
         if not after_restart:
             await trial.observe(event, "after-crash")
         if killed or not service.running():
@@ -349,7 +262,7 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         return missed(f"no commit showed and no answer came for seq {first.seq} ({first.error})")
 
 
-def _told(endpoint: ServiceEndpoint, event_id: str) -> int:
+def _told(endpoint: Endpoint, event_id: str) -> int:
     """Emails and effect calls the sinks have received for the event (0 without sinks)."""
     if endpoint.sinks is None:
         return 0
@@ -366,17 +279,19 @@ class CrashMidTransactionExperiment(_CrashExperiment):
     fault_name = CrashMidTransaction.name
 
     def applicable(self, target: Target) -> str | None:
-        if target.kind == "fixture":
+        why = target.capabilities().lacks_process(hooked=True)
+        if why is None:
             return None
         return (
-            "crash-mid-transaction runs only on the built-in fixture (a process the lab runs): in a "
-            "service it cannot hook, the lab has no reliable way to see when the handler's transaction "
-            "is open, so it cannot aim a kill inside it; use crash-after-commit on a target spec with command:"
+            "crash-mid-transaction aims its kill inside the handler's open transaction, which the lab can see "
+            f"only in a process whose handler it hooks (the built-in fixture), and {why}; use "
+            "crash-after-commit on a target spec with command:"
         )
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
-        process, database_url = _process(trial)
+        process = _hooked(trial)
+        database_url = process.database_url
         await _restart(process, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
         await trial.observe(event, "before")
         started = time.monotonic()

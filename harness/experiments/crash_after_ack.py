@@ -27,7 +27,6 @@ from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment
 from acklab.harness.targets import Needs, Target
-from acklab.harness.targets.spec import ServiceEndpoint, SpecTarget
 from acklab.harness.wire.faults import NoFault
 from acklab.harness.wire.providers import ProviderProfile
 from acklab.harness.wire.templates import WebhookEvent
@@ -37,10 +36,7 @@ NEEDS_ANSWERS_FIRST = (
     "a consumer that commits before it answers loses nothing acknowledged when it dies — "
     "crash-after-commit is its strike"
 )
-NEEDS_SERVICE = (
-    "crash-after-ack needs a service the lab starts, kills and restarts: a target spec with command: "
-    "(argv that starts the service on the endpoint's port)"
-)
+NEEDS_SERVICE = "crash-after-ack needs a service the lab starts, kills and restarts"
 
 
 class CrashAfterAckExperiment(Experiment):
@@ -61,15 +57,14 @@ class CrashAfterAckExperiment(Experiment):
     def applicable(self, target: Target) -> str | None:
         if self.skipped_for(target) is not None:
             return None  # listed as skipped with that reason (the fixture commits before it answers)
-        if not (isinstance(target, SpecTarget) and target.command is not None):
-            return NEEDS_SERVICE
-        return None
+        why = target.capabilities().lacks_process()
+        return None if why is None else f"{NEEDS_SERVICE}: {why}"
 
     def skipped_for(self, target: Target) -> str | None:
         return NEEDS_ANSWERS_FIRST if target.expect.effects_within_s <= 0 else None
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
-        return Needs(socket=True)
+        return Needs(socket=True, process=True)
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings
@@ -79,9 +74,11 @@ class CrashAfterAckExperiment(Experiment):
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         (event,) = events
         endpoint = trial.lab.endpoint
-        if not isinstance(endpoint, ServiceEndpoint) or endpoint.service is None:
-            raise HarnessError("crash-after-ack ran on a target whose service the lab did not start")
-        service = endpoint.service
+        service = endpoint.process
+        if service is None:
+            raise HarnessError(
+                "crash-after-ack ran without the process it asked for (the lab served it another way)"
+            )
         await trial.observe(event, "before")
         first = await trial.send(event, kind="original", attempt=1, fault=NoFault())
         if not first.acknowledged:
@@ -96,7 +93,7 @@ class CrashAfterAckExperiment(Experiment):
             service.down_reason = str(exc)
             raise
         killed_ms = (time.monotonic() - (first.answered_mono or time.monotonic())) * 1000
-        served_by_it = endpoint.probe_served_by_service()
+        served_by_it = endpoint.probe_served_by_process()
         at_kill = None if served_by_it else (await trial.observe(event, "after-crash")).effects
         try:
             await asyncio.to_thread(service.start)

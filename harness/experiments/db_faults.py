@@ -24,10 +24,8 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, ClassVar, cast
-
-from sqlalchemy.engine import make_url
+from contextlib import asynccontextmanager
+from typing import ClassVar
 
 from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
@@ -35,10 +33,8 @@ from acklab.harness.core.trial import TrialContext
 from acklab.harness.errors import HarnessError
 from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.struck import DbLinkStruck
-from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout, postgres_probe
-from acklab.harness.procs.leases import current_book
-from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.targets.effects import SqlProbe
+from acklab.harness.netfaults import Fault, Latency, ProxyThread, ResetPeer, Timeout
+from acklab.harness.targets import Needs, Target
 from acklab.harness.targets.inflight import wait_in_transaction
 from acklab.harness.wire.faults import SenderTimeout
 from acklab.harness.wire.providers import ProviderProfile
@@ -68,69 +64,14 @@ class Strike:
     commits: bool = False  # whether the handler's COMMIT reaches the database when it lands as aimed
 
 
-@dataclasses.dataclass
-class DbLinkEndpoint(Endpoint):
-    """The fixture served through a fault proxy; effects are read from the real database."""
-
-    proxy: ProxyThread | None = None
-    database_url: str = ""
-
-
-def via_proxy(url: str, port: int) -> str:
-    """``url`` with its host and port replaced by the proxy's loopback address."""
-    return make_url(url).set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
-
-
-def db_link_unsupported(target: Target) -> str | None:
-    """Why ``target`` cannot have its database link broken by the lab, or None."""
-    if target.kind == "app":
-        return (
-            "faults on the database link need the built-in fixture (the lab puts a proxy in front of its "
-            "database); an app served in this process keeps its own database connection"
-        )
-    if target.kind != "fixture":
-        return "faults on the database link need the built-in fixture (the lab puts a proxy in front of its database)"
-    if target.database != "postgresql" or not getattr(target, "db_url", None):
-        return (
-            f"the fixture's database is {target.database!r}; faults on the database link need a TCP link: "
-            "pass --db postgresql+psycopg://user@127.0.0.1:5432/db"
-        )
-    return None
-
-
-@asynccontextmanager
-async def serve_behind_proxy(target: Target, needs: Needs) -> AsyncIterator[Endpoint]:
-    """Serve the fixture with its database URL pointing at a fresh fault proxy."""
-    real_url = str(getattr(target, "db_url", ""))
-    parsed = make_url(real_url)
-    proxy = ProxyThread(
-        (parsed.host or "127.0.0.1", parsed.port or 5432), probe=postgres_probe, name=f"db-link:{target.name}"
-    )
-    await asyncio.to_thread(proxy.start)
-    leases = current_book()
-    lease = leases.acquire(
-        "proxy", str(proxy.listen_port), port=proxy.listen_port, upstream=f"{parsed.host}:{parsed.port}"
-    )
-    probe = SqlProbe(real_url, FIXTURE_EFFECTS_SQL)
-    try:
-        proxied: Target = dataclasses.replace(
-            cast(Any, target), db_url=via_proxy(real_url, proxy.listen_port)
-        )
-        async with proxied.serve(needs) as served:
-            fields = {f.name: getattr(served, f.name) for f in dataclasses.fields(Endpoint)}
-            yield DbLinkEndpoint(**{**fields, "probe": probe}, proxy=proxy, database_url=real_url)
-    finally:
-        await probe.aclose()
-        await asyncio.to_thread(proxy.stop)
-        leases.release(lease)
-
-
 def _link(trial: TrialContext) -> tuple[ProxyThread, str]:
     """The proxy on the trial's database link, and the real database's URL."""
-    endpoint = trial.lab.endpoint
-    if not isinstance(endpoint, DbLinkEndpoint) or endpoint.proxy is None:
-        raise HarnessError("a database-link experiment ran without its proxy (the lab served it another way)")
-    return endpoint.proxy, endpoint.database_url
+    link = trial.lab.endpoint.db_link
+    if link is None:
+        raise HarnessError(
+            "a database-link experiment ran without the link it asked for (the lab served it another way)"
+        )
+    return link.proxy, link.database_url
 
 
 @asynccontextmanager
@@ -155,10 +96,8 @@ class _DbLinkExperiment(Experiment):
     default: ClassVar[bool] = False  # not among the six a plain `acklab run` runs
 
     def applicable(self, target: Target) -> str | None:
-        return db_link_unsupported(target)
-
-    def serve(self, target: Target, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
-        return serve_behind_proxy(target, needs)
+        why = target.capabilities().lacks_db_link()
+        return None if why is None else f"faults on the database link: {why}"
 
 
 class _StrikeExperiment(_DbLinkExperiment):
@@ -166,7 +105,7 @@ class _StrikeExperiment(_DbLinkExperiment):
     fault_name = DbLinkStruck.name
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
-        return Needs(socket=True, processing_delay_ms=MID_TRANSACTION_DELAY_MS)
+        return Needs(socket=True, processing_delay_ms=MID_TRANSACTION_DELAY_MS, db_link=True)
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings
@@ -255,7 +194,7 @@ class DbLatencyExperiment(_DbLinkExperiment):
     fault_name = SenderTimeout.name
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
-        return Needs(socket=True)
+        return Needs(socket=True, db_link=True)
 
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings

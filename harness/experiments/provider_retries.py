@@ -42,10 +42,11 @@ class ProviderRetriesExperiment(Experiment):
     default = False
 
     def applicable(self, target: Target) -> str | None:
-        return target.restart_unavailable()
+        return target.capabilities().lacks_restart()
 
     def skipped_for(self, target: Target) -> str | None:
-        return None if target.restart_unavailable() else target.clock_unavailable()
+        can = target.capabilities()
+        return None if can.lacks_restart() else can.lacks_clock()
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True, clock=True)

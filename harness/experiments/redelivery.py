@@ -50,7 +50,7 @@ class _Redelivery(Experiment):
     between: ClassVar[str]  # what happens between the original and the retry (the plan says it)
 
     def applicable(self, target: Target) -> str | None:
-        return target.restart_unavailable()
+        return target.capabilities().lacks_restart()
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
@@ -124,7 +124,8 @@ class LateRedeliveryExperiment(_Redelivery):
     between = "the consumer's clock moved to the end of the provider's retry window"
 
     def skipped_for(self, target: Target) -> str | None:
-        return None if target.restart_unavailable() else target.clock_unavailable()
+        can = target.capabilities()
+        return None if can.lacks_restart() else can.lacks_clock()
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True, clock=True)

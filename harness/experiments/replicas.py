@@ -47,7 +47,7 @@ class ReplicaDuplicatesExperiment(Experiment):
     default = False
 
     def skipped_for(self, target: Target) -> str | None:
-        return ONE_REPLICA if target.replicas < 2 else None
+        return ONE_REPLICA if target.capabilities().replicas < 2 else None
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
@@ -55,7 +55,7 @@ class ReplicaDuplicatesExperiment(Experiment):
     def planned(
         self, target: Target, profile: ProviderProfile, settings: RunSettings
     ) -> tuple[PlannedDelivery, ...]:
-        burst = max(2, target.replicas) * PER_REPLICA
+        burst = max(2, target.capabilities().replicas) * PER_REPLICA
         sequence = (
             PlannedDelivery(0, "original", 1, "none", 0, "always (replica 0)"),
             PlannedDelivery(0, "duplicate", 1, "none", 0, "after the original's answer (replica 1)"),

@@ -49,6 +49,7 @@ from acklab.harness.targets.callables import (
     callable_thread,
     takes_object,
 )
+from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
     OBJECT_PLACEHOLDER,
@@ -62,6 +63,14 @@ from acklab.harness.targets.state import HttpState, SqlState, StateProbe
 from acklab.harness.wire.transports import asgi_transport, socket_transport
 
 SERVING = ("auto", "in-process", "socket")
+IN_THIS_PROCESS = (
+    "this app runs inside the test's own process (the lab cannot kill it without killing the tests); "
+    "attack it as a service with `acklab run --target SPEC` where the spec's command: starts it"
+)
+OWN_DB_LINK = (
+    "an app served in this process keeps its own database connection (the lab puts its proxy only in front "
+    "of the built-in fixture's database)"
+)
 NEEDS_SOCKET = (
     "it needs a real connection (a reset, a sender timeout on a live connection or a concurrent "
     "burst) and attack(serving='in-process') serves the app without a socket; use serving='auto' "
@@ -134,6 +143,9 @@ class AppTarget(Target):
 
     def unservable(self, needs: Needs) -> str | None:
         return NEEDS_SOCKET if needs.socket and self.serving == "in-process" else None
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(process=Missing(IN_THIS_PROCESS), db_link=Missing(OWN_DB_LINK))
 
     def source_dir(self) -> Path | None:
         return self.where

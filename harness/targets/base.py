@@ -23,6 +23,13 @@ from acklab.harness.procs.replicas import Restart
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.specs.target import Expect
+from acklab.harness.targets.capabilities import (
+    Capabilities,
+    DbLink,
+    HookedProcess,
+    Missing,
+    ProcessControl,
+)
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.objects import ObjectEvents, ObjectReads
 from acklab.harness.targets.provenance import Revision, revision_of
@@ -36,15 +43,10 @@ if TYPE_CHECKING:
 __all__ = ["Endpoint", "Expect", "Needs", "Target", "check_local", "is_loopback"]
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-
-
-NO_CLOCK = (
-    "the lab shifts the clock only of a consumer it starts: a target spec with command: (the built-in "
-    "fixture and an app served in this process run on the lab's own clock)"
-)
-NO_RESTART = (
-    "the lab restarts only a consumer it starts: a target spec with command: (argv that serves it), so a "
-    "deploy can stop and start it between deliveries"
+NO_PROCESS = "the lab runs no process of this target that it could kill and start again"
+NO_DB_LINK = (
+    "the lab cannot route this target's database link through its fault proxy: the built-in fixture on "
+    "PostgreSQL (--db postgresql+psycopg://...) is the target it can"
 )
 
 NO_QUEUE = (
@@ -59,7 +61,9 @@ class Needs:
 
     socket: bool = False  # real TCP: concurrency, timeouts and resets need one
     processing_delay_ms: int = 0  # fixture only: simulated work inside the handler's transaction
-    clock: bool = False  # the consumer's clock shifted by the lab (late-redelivery, provider-retries)
+    clock: bool = False  # the consumer's clock shifted by the lab (`Capabilities.clock`)
+    process: bool = False  # the handler's process, to kill and start (`Capabilities.process`)
+    db_link: bool = False  # the handler's database link through a fault proxy (`Capabilities.db_link`)
 
 
 @dataclass
@@ -77,18 +81,27 @@ class Endpoint:
     replicas: int = 1  # processes of the consumer behind the lab's balancer (topology.replicas)
     totals: TotalProbe | None = None  # expect.totals.sum: the consumer's running total of an object
     queue: QueueControl | None = None  # workers: and queues: (harness.targets.queues); None: no queue
+    # What the experiment asked for (`Needs`), where the target offers it (`capabilities`).
+    process: ProcessControl | None = None
+    hooked: HookedProcess | None = None  # the same process, when its handler takes the lab's hooks
+    db_link: DbLink | None = None
 
     def now(self) -> float:
         """The provider's time as the consumer sees it: the lab's clock, plus the shift when there is one."""
         return self.clock.now() if self.clock is not None else time.time()
 
     def service_state(self) -> tuple[bool, int] | None:
-        """(ready, starts) of the service process the lab runs for this endpoint; None: it runs none."""
-        return None
+        """(ready, starts) of the process the lab runs for this endpoint; None: it runs none."""
+        return None if self.process is None else self.process.state()
 
     def down(self) -> str | None:
-        """Why the lab's own service is down and could not be brought back (None: it is not)."""
-        return None
+        """Why the lab's own process is down and could not be brought back (None: it is not)."""
+        return None if self.process is None else self.process.down_reason
+
+    def probe_served_by_process(self) -> bool:
+        """Whether the effects probe is an endpoint of the very process the lab may kill (read it
+        only while that process is up)."""
+        return False
 
     def restart(self) -> Restart | None:
         """Stop the lab's own service and start it again, as a deploy does (every replica), and wait
@@ -234,19 +247,6 @@ class Target(ABC):
         """The sinks this target runs for the whole run (None: none)."""
         return None
 
-    @property
-    def replicas(self) -> int:
-        """Processes of the consumer the lab runs behind its balancer (``topology.replicas``)."""
-        return 1
-
-    def clock_unavailable(self) -> str | None:
-        """Why the lab cannot shift this consumer's clock (None: it can, it starts its processes)."""
-        return NO_CLOCK
-
-    def restart_unavailable(self) -> str | None:
-        """Why the lab cannot stop and start this consumer as a deploy does (None: it can)."""
-        return NO_RESTART
-
     def sink_sources(self) -> tuple[str, ...]:
         """The sources the target's sinks count beside ``rows`` (``emails``, ``calls``), known before they start."""
         sinks = self.sinks_of()
@@ -276,6 +276,15 @@ class Target(ABC):
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
         return None
+
+    def capabilities(self) -> Capabilities:
+        """What this target can do beyond taking deliveries (`harness.targets.capabilities`)."""
+        return Capabilities(process=Missing(NO_PROCESS), db_link=Missing(NO_DB_LINK))
+
+    def provision(self) -> None:  # noqa: B027 - optional hook
+        """Allocate what the target holds for the whole run (a temporary database, a scratch
+        directory, a private copy): once, in this explicit step of serving; `aclose` releases
+        it. Reading an attribute never allocates."""
 
     def waiting_on(self) -> str | None:
         """The user's code the lab is waiting on right now, in words (a callable that never

@@ -26,18 +26,20 @@ import shutil
 import tempfile
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from acklab.harness.errors import SpecError
+from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.procs.confinement import Confined, Confinement
 from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.targets.base import Endpoint, Needs
+from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import database_kind
 from acklab.harness.targets.fixture import FixtureTarget, fixture_target
+from acklab.harness.targets.fixture_faults import fixture_notify, serve_as_process
 from acklab.harness.targets.schema_pin import (
     PinnedSqlProbe,
     SchemaPin,
@@ -112,13 +114,18 @@ class CheckoutTarget(FixtureTarget):
     def source_dir(self) -> Path | None:
         return self.checkout / "app"
 
-    @property
-    def place(self) -> Confined:
-        """The private copy the checkout is served from (prepared on first use)."""
+    def provision(self) -> None:
+        """The private copy the checkout is served from (prepared once; `aclose` removes it)."""
         if self._place is None:
             if self.confinement is None:
                 raise SpecError("--checkout: no confinement was given for the checkout's code")
             self._place = self.confinement.prepare(self.checkout, label="served")
+
+    @property
+    def place(self) -> Confined:
+        """The private copy the checkout is served from (`provision` made it)."""
+        if self._place is None:
+            raise HarnessError("the checkout's private copy was asked for before the target was provisioned")
         return self._place
 
     @property
@@ -127,6 +134,15 @@ class CheckoutTarget(FixtureTarget):
             return self.db_url
         return f"sqlite:///{self.place.scratch / 'fixture.db'}"
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            process="hooked",
+            db_link=Missing(
+                "faults on the database link are not served from a checkout: the served code connects as a "
+                "role of its own, on the schema the lab pinned; run them on fixture:live with --db"
+            ),
+        )
+
     @property
     def served_url(self) -> str:
         """The URL the served checkout connects with: its own role on PostgreSQL."""
@@ -134,6 +150,7 @@ class CheckoutTarget(FixtureTarget):
 
     def pinned(self) -> SchemaPin:
         """The schema created and pinned (once, before the first server starts)."""
+        self.provision()
         with self._ready:
             if self._pin is None:
                 place = self.place  # refused without a confinement
@@ -164,9 +181,9 @@ class CheckoutTarget(FixtureTarget):
             self._logs_lease = current_book().acquire("directory", str(self._logs), path=str(self._logs))
         return self._logs
 
-    def new_process(self, notify: dict[str, str] | None = None) -> FixtureProcess:
-        """A (not yet started) confined process serving the checkout on the pinned schema; `notify`:
-        the lab's sinks it may reach."""
+    def new_process(self) -> FixtureProcess:
+        """A (not yet started) confined process serving the checkout on the pinned schema, told where
+        the lab's sinks listen (when it runs them) as the in-process fixture is."""
         self.pinned()
         return FixtureProcess(
             handler=str(self.handler),
@@ -176,11 +193,12 @@ class CheckoutTarget(FixtureTarget):
             leases=current_book(),
             log_dir=self._log_dir(),
             confined=self.place,
-            notify=notify,
+            notify=fixture_notify(self.sinks),
         )
 
     def server(self, processing_delay_ms: int) -> FixtureProcess:
         """The process serving the checkout with this processing delay (started on first use)."""
+        self.provision()
         key = (processing_delay_ms, self.database_url)
         with self.servers.lock:
             process = self.servers.processes.get(key)
@@ -195,8 +213,14 @@ class CheckoutTarget(FixtureTarget):
         # The schema is pinned and the first server starts here, before any trial: exit 4 if not.
         await asyncio.to_thread(self.server, 0)
 
+    def serve(self, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        self.provision()
+        if needs.process:  # a process of its own, confined like the others, to kill and start again
+            return serve_as_process(self.new_process(), self.probe(), needs, self.sinks)
+        return self._serve_shared(needs)
+
     @asynccontextmanager
-    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+    async def _serve_shared(self, needs: Needs) -> AsyncIterator[Endpoint]:
         process = await asyncio.to_thread(self.server, needs.processing_delay_ms)
         # Read-only, and only once the pinned schema is checked: the lab reads effects, it never changes them.
         probe = self.probe()

@@ -15,10 +15,10 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import acklab.app as fixture_package
 from acklab.app.errors import ConfigError, FixtureError
@@ -30,12 +30,20 @@ from acklab.app.settings import Settings
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.ports import free_port
+from acklab.harness.procs.fixture_process import FixtureProcess
 from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.specs.target import OutboundAnswer, OutboundEffects, OutboundRoute, SmtpEffects
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
+from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import HttpProbe, SqlProbe, database_kind
+from acklab.harness.targets.fixture_faults import (
+    FIXTURE_EFFECTS_SQL,
+    fixture_notify,
+    serve_as_process,
+    serve_behind_proxy,
+)
 from acklab.harness.targets.objects import (
     Competitor,
     LifecycleEvent,
@@ -106,18 +114,51 @@ class FixtureTarget(Target):
         """Without --db the fixture's SQLite database is a temporary file of this process."""
         return not self.db_url
 
+    def provision(self) -> None:
+        """Without --db: a temporary directory for the fixture's SQLite database (leased, removed
+        by `aclose`); once."""
+        if self.db_url or self._tmpdir is not None:
+            return
+        self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
+        self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
+
     @property
     def database_url(self) -> str:
+        """The fixture's database (--db, else the SQLite file `provision` made room for)."""
         if self.db_url:
             return self.db_url
         if self._tmpdir is None:
-            self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
-            self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
+            raise HarnessError("the fixture's database was asked for before the fixture was provisioned")
         return f"sqlite:///{self._tmpdir / 'fixture.db'}"
+
+    def capabilities(self) -> Capabilities:
+        # The fixture runs as a process of the lab's on request, and takes its hooks (a crash
+        # after the commit, work inside the transaction); its link to PostgreSQL is TCP.
+        link: Literal["tcp"] | Missing = (
+            "tcp"
+            if self.database == "postgresql" and self.db_url
+            else Missing(
+                f"the fixture's database is {self.database!r}, and faults on the database link need a TCP "
+                "link: pass --db postgresql+psycopg://user@127.0.0.1:5432/db"
+            )
+        )
+        return Capabilities(process="hooked", db_link=link)
+
+    def new_process(self) -> FixtureProcess:
+        """A (not yet started) process serving this fixture on its database, telling the lab's sinks."""
+        return FixtureProcess(
+            handler=str(self.handler),
+            database_url=self.database_url,
+            secret=self.secret,
+            scheme=self.scheme,
+            leases=current_book(),
+            notify=fixture_notify(self.sinks),
+        )
 
     def start_sinks(self) -> Sinks:
         """Run the lab's SMTP sink and a warehouse API sink for the fixture's fulfilments
         (`acklab.app.notify`), counted beside its fulfillments (``acklab demo``); once."""
+        self.provision()
         if self.sinks is None:
             smtp, outbound = sink_configs(
                 SmtpEffects(listen=f"127.0.0.1:{free_port()}", match="{{order_id}}"),
@@ -179,11 +220,21 @@ class FixtureTarget(Target):
         return file_sha256(source / f"{module}.py") if source is not None else None
 
     async def preflight(self) -> None:
+        await asyncio.to_thread(self.provision)
         app = await asyncio.to_thread(self._app, 0)
         app.state.fixture.engine.dispose()
 
+    def serve(self, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
+        self.provision()
+        if needs.db_link:
+            return serve_behind_proxy(self, needs, type(self).serve)
+        if needs.process:
+            probe = SqlProbe(self.database_url, FIXTURE_EFFECTS_SQL)
+            return serve_as_process(self.new_process(), probe, needs, self.sinks)
+        return self._serve(needs)
+
     @asynccontextmanager
-    async def serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
+    async def _serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
         app = await asyncio.to_thread(self._app, needs.processing_delay_ms)
         if needs.socket or needs.processing_delay_ms:
             server = await asyncio.to_thread(ThreadedServer(app).start)

@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from acklab.evidence.redaction import redact
-from acklab.harness.errors import SpecError, TargetUnreachable
+from acklab.harness.errors import HarnessError, SpecError, TargetUnreachable
 from acklab.harness.procs.confinement import Confined, Confinement, loopback_ports
 from acklab.harness.procs.service_process import Command
 from acklab.harness.specs.credentials import shared_names
@@ -58,11 +58,9 @@ class ServedSpecTarget(SpecTarget):
 
     @property
     def place(self) -> Confined:
-        """The private copy the service runs from (prepared on first use)."""
+        """The private copy the service runs from (`provision` made it)."""
         if self._place is None:
-            if self.confinement is None:
-                raise SpecError("--checkout: no confinement was given for the checkout's code")
-            self._place = self.confinement.prepare(self.checkout, label="served")
+            raise HarnessError("the checkout's private copy was asked for before the target was provisioned")
         return self._place
 
     def source_dir(self) -> Path | None:
@@ -71,8 +69,13 @@ class ServedSpecTarget(SpecTarget):
     def _confined(self) -> Confined | None:
         return self.place  # the checkout's commit, not the copy's (which has no .git)
 
-    def bind(self) -> None:
-        """This checkout's port, database and scratch directory (inside its place), filled in."""
+    def provision(self) -> None:
+        """The private copy of the checkout, and this checkout's port, database and scratch
+        directory (inside that copy), filled in; once."""
+        if self._place is None:
+            if self.confinement is None:
+                raise SpecError("--checkout: no confinement was given for the checkout's code")
+            self._place = self.confinement.prepare(self.checkout, label="served")
         unbound = self.unbound
         if unbound is None or self.isolation is not None:
             return

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from acklab.evidence.documents.incident import IncidentTarget
@@ -51,7 +51,8 @@ from acklab.harness.specs.target import (
 from acklab.harness.specs.target import Setup as SetupSpec
 from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets import queues as queueing
-from acklab.harness.targets.base import Endpoint, Needs, Target, is_loopback
+from acklab.harness.targets.base import NO_DB_LINK, Endpoint, Needs, Target, is_loopback
+from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
     OBJECT_PLACEHOLDER,
@@ -79,6 +80,10 @@ from acklab.harness.wire.providers import profile
 from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.transports import socket_transport
 
+NEEDS_COMMAND = (
+    "a target spec without command: runs nothing the lab could kill and restart; add command: (argv that "
+    "starts the service on the endpoint's port) so the lab can start, kill and restart it"
+)
 API_URL = "provider_api_url"  # the run placeholder effects.provider_api is served at
 # The event type of the lab's readiness probe delivery: one no consumer handles.
 ROUTE_PROBE_TYPE = "acklab.readiness-probe"
@@ -121,17 +126,11 @@ class ServedEffects:
 
 @dataclass
 class ServiceEndpoint(Endpoint):
-    """A spec target's endpoint; `service` is the process of its ``command:`` (None without one)."""
+    """A spec target's endpoint; `process` is the service of its ``command:`` (None without one)."""
 
-    service: ServiceProcess | ReplicaSet | None = None
+    service: ServiceProcess | ReplicaSet | None = None  # the same as `process`, as the lab started it
     probe_url: str | None = None  # effects.http.url, when the probe is HTTP
     services: Services | None = None  # services: the lab started for the consumer
-
-    def service_state(self) -> tuple[bool, int] | None:
-        return None if self.service is None else self.service.state()
-
-    def down(self) -> str | None:
-        return None if self.service is None else self.service.down_reason
 
     def restart(self) -> Restart | None:
         if self.service is None:
@@ -146,14 +145,12 @@ class ServiceEndpoint(Endpoint):
     def service_clocks(self) -> dict[str, float | None]:
         return self.services.clocks() if self.services is not None else {}
 
-    def probe_served_by_service(self) -> bool:
+    def probe_served_by_process(self) -> bool:
         """Whether the effects probe is an HTTP endpoint of the very service the lab may kill."""
-        http = getattr(self.probe, "source", "") == "http"
         return (
-            http
-            and self.service is not None
+            self.process is not None
             and self.probe_url is not None
-            and (host_port(self.probe_url) == host_port(self.url))
+            and host_port(self.probe_url) == host_port(self.url)
         )
 
 
@@ -190,7 +187,20 @@ class SpecTarget(Target):
         a resumed run serves a fresh one, and cannot re-read what an earlier process counted."""
         return self.unbound is not None and bool(self.unbound.names & {"scratch", "database_url"})
 
-    def bind(self) -> None:
+    def capabilities(self) -> Capabilities:
+        if self.command is None:
+            return Capabilities(process=Missing(NEEDS_COMMAND), db_link=Missing(NO_DB_LINK))
+        no_clock = self.fleet.clock_unavailable(self.command)
+        clock: Literal["shifted"] | Missing = Missing(no_clock) if no_clock else "shifted"
+        return Capabilities(
+            process="killable",
+            db_link=Missing(NO_DB_LINK),
+            clock=clock,
+            restart="deploy",
+            replicas=self.fleet.replicas,
+        )
+
+    def provision(self) -> None:
         """Allocate this run's port, scratch directory and database, and fill the spec with them
         (once; `aclose` releases them). A spec without run placeholders is bound already."""
         unbound = self.unbound
@@ -290,16 +300,6 @@ class SpecTarget(Target):
             self.service = self._consumer()
         self.service.start()
 
-    @property
-    def replicas(self) -> int:
-        return self.fleet.replicas
-
-    def clock_unavailable(self) -> str | None:
-        return self.fleet.clock_unavailable(self.command)
-
-    def restart_unavailable(self) -> str | None:
-        return None if self.command is not None else super().restart_unavailable()
-
     def queue_unavailable(self) -> str | None:
         return self.queueing.unavailable() if self.queueing.active else super().queue_unavailable()
 
@@ -391,7 +391,7 @@ class SpecTarget(Target):
             return None
 
     async def preflight(self) -> None:
-        await asyncio.to_thread(self.bind)
+        await asyncio.to_thread(self.provision)
         await asyncio.to_thread(self.start_sinks)
         await asyncio.to_thread(self.start_service)
         parts = urlsplit(self.endpoint)
@@ -458,6 +458,7 @@ class SpecTarget(Target):
                 probe=probe,
                 socket=True,
                 state=state,
+                process=self.service,
                 service=self.service,
                 probe_url=self.effects.http.url if self.effects.http is not None else None,
                 sinks=self.sinks,

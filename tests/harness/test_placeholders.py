@@ -170,7 +170,7 @@ def test_two_runs_at_once_never_share_a_port_or_a_database(tmp_path: Path, secre
     spec = shop_spec(tmp_path / "shop.yaml", db_url="sqlite:///{{scratch}}/shop.db")
     targets = [load_target(spec, allow_remote=False) for _ in range(2)]
     for target in targets:
-        target.bind()
+        target.provision()
     try:
         ports = {t.endpoint for t in targets}
         databases = {t.effects.sql.url for t in targets if t.effects.sql is not None}

@@ -37,7 +37,7 @@ def test_the_providers_api_is_served_at_a_url_the_lab_picks_for_each_run(tmp_pat
     target = load_target(path, allow_remote=False)
     assert target.provider_api() == "stripe"
     assert target.sink_sources() == ("calls",)
-    target.bind()
+    target.provision()
     try:
         target.start_sinks()
         assert target.isolation is not None

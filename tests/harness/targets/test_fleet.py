@@ -42,7 +42,7 @@ def test_services_and_replicas_are_read_from_the_spec(
         spec(tmp_path, monkeypatch, services=["redis"], topology={"replicas": 3}, command=command),
         allow_remote=False,
     )
-    assert (target.fleet.names, target.replicas) == (("redis",), 3)
+    assert (target.fleet.names, target.capabilities().replicas) == (("redis",), 3)
     assert target.unbound is not None
     assert "redis_url" in target.unbound.names
 
