@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from acklab.evidence.documents.trail import CheckpointName
 
@@ -26,6 +26,9 @@ from .spec import FlowSpec
 from .state import Reproduced
 from .trail import Trail
 from .worktree import Worktree
+
+if TYPE_CHECKING:
+    from acklab.harness.specs.target import TargetSpec
 
 
 def _stderr(message: str) -> None:
@@ -195,14 +198,15 @@ def unpassed_hint(target: str, checkout: Path, text: str) -> str:
     set here but were not passed to it in the sandbox, and how to pass them ('' when there are none)."""
     if target.startswith("fixture:"):
         return ""
-    from acklab.harness.targets.served_spec import shared_names
+    from acklab.harness.specs.credentials import shared_names
 
     from .sandbox.environment import unpassed
 
-    doc = _spec_doc(checkout / target)
-    command = doc.get("command")
-    env = command.get("env") if isinstance(command, dict) else None
-    names = unpassed(text, [*(env if isinstance(env, dict) else {}), *shared_names(doc)])
+    spec = _spec(checkout / target)
+    if spec is None:
+        return ""
+    env = spec.command.env if spec.command is not None else {}
+    names = unpassed(text, [*env, *shared_names(spec.dump())])
     if not names:
         return ""
     listed = ", ".join(names)
@@ -214,15 +218,15 @@ def unpassed_hint(target: str, checkout: Path, text: str) -> str:
     )
 
 
-def _spec_doc(path: Path) -> dict[str, Any]:
-    """The target spec file at `path` as a mapping, read bounded ({} when it cannot be read)."""
-    from acklab.evidence.loading import SPEC, DocumentError, parse_yaml, read_bounded
+def _spec(path: Path) -> TargetSpec | None:
+    """The target spec file at `path`, read as the lab reads it (None when it cannot be read)."""
+    from acklab.harness.errors import HarnessError
+    from acklab.harness.specs.target import load_target_spec
 
     try:
-        doc = parse_yaml(read_bounded(path, SPEC), source=str(path), limits=SPEC)
-    except (OSError, DocumentError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return load_target_spec(path)
+    except (OSError, HarnessError):
+        return None
 
 
 def target_brief(target: str, head: Path) -> str:
@@ -234,8 +238,7 @@ def target_brief(target: str, head: Path) -> str:
         return f"effects: sql count {FIXTURE_EFFECTS_SQL!r}\nexpect: {{max_effects: 1, conflict_status: [409, 422]}}"
     import yaml
 
-    doc = _spec_doc(head / target)
-    if not doc:
+    spec = _spec(head / target)
+    if spec is None:
         return ""
-    shown = {key: doc[key] for key in ("event", "conflict", "effects", "expect") if key in doc}
-    return yaml.safe_dump(shown, sort_keys=False, width=100)
+    return yaml.safe_dump(spec.excerpt("event", "conflict", "effects", "expect"), sort_keys=False, width=100)

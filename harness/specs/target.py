@@ -471,6 +471,10 @@ class TargetSpec(Section):
         """The spec with stand-ins for every run placeholder: what a check sees before anything is served."""
         return self.filled(placeholders.STAND_INS)
 
+    def excerpt(self, *sections: str) -> dict[str, Any]:
+        """The sections named, as written (those the spec sets), for showing."""
+        return {name: value for name, value in self.dump().items() if name in sections}
+
     def merged(self, overrides: Mapping[str, Any], *, secret: str | None = None) -> TargetSpec:
         """This spec with keyword fields over it (`merge`), checked as a whole (exit 3 naming the field)."""
         return read_target(merge(self.dump(), overrides, secret=secret), source=self.name)
