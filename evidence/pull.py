@@ -161,18 +161,10 @@ def _mark(found: _Found, source: PipelineArtifacts) -> None:
     atomic_write(path, dump_json(manifest))
 
 
-def pull(
-    access: GitLabAccess,
-    *,
-    project: str,
-    pipeline: int,
-    out_dir: Path,
-    job_name: str | None = None,
-    caps: PullCaps | None = None,
-) -> list[PulledBundle]:
-    """Fetch, verify and store every bundle of a pipeline's artifacts (all or nothing, bounded)."""
-    caps = caps or PullCaps()
-    source = PipelineArtifacts(access, project, pipeline)
+def _archived_jobs(
+    source: PipelineArtifacts, pipeline: int, job_name: str | None, caps: PullCaps
+) -> list[Any]:
+    """The pipeline's jobs (or the one named) that have an artifact archive a pull can take."""
     jobs = source.jobs()
     if job_name is not None:
         named = [j for j in jobs if j.name == job_name]
@@ -187,8 +179,6 @@ def pull(
             + (f" named {job_name!r}" if job_name else "")
             + " has an artifact archive; keep the bundles with `artifacts: paths: [out/]`"
         )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     listed = sum(j.archive_size or 0 for j in with_archive)
     too_big = [j for j in with_archive if (j.archive_size or 0) > caps.download]
     if too_big or listed > caps.total:
@@ -198,24 +188,72 @@ def pull(
             f"({names or f'{listed:,} bytes in all'}; at most {caps.download:,} bytes an archive, "
             f"{caps.total:,} in all); nothing was downloaded"
         )
+    return with_archive
+
+
+def _unpacked(
+    source: PipelineArtifacts, jobs: list[ArtifactJob], staging: Path, caps: PullCaps
+) -> list[_Found]:
+    """Every bundle of the jobs' archives, downloaded and unpacked into `staging` within the caps."""
+    found: list[_Found] = []
+    downloaded = unpacked_bytes = 0
+    for job in jobs:
+        what = f"artifacts of job {job.name!r} ({job.id})"
+        budget = min(caps.download, caps.total - downloaded)
+        try:
+            archive = source.download(job, staging, max_bytes=budget)
+        except DownloadTooLarge as exc:
+            raise IntegrityError(
+                f"{exc} (at most {caps.download:,} bytes an archive, {caps.total:,} in all); nothing was stored"
+            ) from exc
+        downloaded += archive.stat().st_size
+        unpacked = staging / f"job-{job.id}"
+        unpacked_bytes += unpack(archive, unpacked, what=what, max_bytes=caps.total - unpacked_bytes)
+        archive.unlink()
+        found += [_Found(job, b, b.relative_to(unpacked).as_posix()) for b in _bundles_under(unpacked)]
+    return found
+
+
+def _destinations(found: list[_Found], out_dir: Path, pipeline: int) -> list[Path]:
+    """Where each verified bundle is stored; IntegrityError when two would share a name."""
+    destinations = [
+        out_dir / f"pipeline-{pipeline}" / f"{_slug(f.job.name)}-{f.job.id}" / f.root.name for f in found
+    ]
+    seen: dict[Path, _Found] = {}
+    for item, destination in zip(found, destinations, strict=True):
+        earlier = seen.setdefault(destination, item)
+        if earlier is not item:
+            raise IntegrityError(
+                f"job {item.job.name!r} ({item.job.id}) holds two bundles named {item.root.name!r} "
+                f"({earlier.relpath} and {item.relpath}); they would be stored under one name, so "
+                "nothing was stored"
+            )
+    clashes = [str(d) for d in destinations if d.exists()]
+    if clashes:
+        raise EvidenceInvalid(
+            f"already pulled: {', '.join(clashes)}; remove it or choose another --out (evidence is never overwritten)"
+        )
+    return destinations
+
+
+def pull(
+    access: GitLabAccess,
+    *,
+    project: str,
+    pipeline: int,
+    out_dir: Path,
+    job_name: str | None = None,
+    caps: PullCaps | None = None,
+) -> list[PulledBundle]:
+    """Fetch, verify and store every bundle of a pipeline's artifacts (all or nothing, bounded)."""
+    caps = caps or PullCaps()
+    source = PipelineArtifacts(access, project, pipeline)
+    with_archive = _archived_jobs(source, pipeline, job_name, caps)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".pull-{pipeline}-", suffix=".partial"))
     try:
-        found: list[_Found] = []
-        downloaded = unpacked_bytes = 0
-        for job in with_archive:
-            what = f"artifacts of job {job.name!r} ({job.id})"
-            budget = min(caps.download, caps.total - downloaded)
-            try:
-                archive = source.download(job, staging, max_bytes=budget)
-            except DownloadTooLarge as exc:
-                raise IntegrityError(
-                    f"{exc} (at most {caps.download:,} bytes an archive, {caps.total:,} in all); nothing was stored"
-                ) from exc
-            downloaded += archive.stat().st_size
-            unpacked = staging / f"job-{job.id}"
-            unpacked_bytes += unpack(archive, unpacked, what=what, max_bytes=caps.total - unpacked_bytes)
-            archive.unlink()
-            found += [_Found(job, b, b.relative_to(unpacked).as_posix()) for b in _bundles_under(unpacked)]
+        found = _unpacked(source, with_archive, staging, caps)
         if not found:
             raise EvidenceInvalid(
                 f"the artifacts of pipeline {pipeline} hold no bundle (no manifest.json); "
@@ -232,23 +270,7 @@ def pull(
                 f"pipeline {pipeline}: {len(failures)} bundle(s) failed verification; nothing was stored: "
                 + " | ".join(failures)
             )
-        destinations = [
-            out_dir / f"pipeline-{pipeline}" / f"{_slug(f.job.name)}-{f.job.id}" / f.root.name for f in found
-        ]
-        seen: dict[Path, _Found] = {}
-        for item, destination in zip(found, destinations, strict=True):
-            earlier = seen.setdefault(destination, item)
-            if earlier is not item:
-                raise IntegrityError(
-                    f"job {item.job.name!r} ({item.job.id}) holds two bundles named {item.root.name!r} "
-                    f"({earlier.relpath} and {item.relpath}); they would be stored under one name, so "
-                    "nothing was stored"
-                )
-        clashes = [str(d) for d in destinations if d.exists()]
-        if clashes:
-            raise EvidenceInvalid(
-                f"already pulled: {', '.join(clashes)}; remove it or choose another --out (evidence is never overwritten)"
-            )
+        destinations = _destinations(found, out_dir, pipeline)
         for item in found:
             _mark(item, source)
         stored = _store(found, destinations)

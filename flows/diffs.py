@@ -144,13 +144,7 @@ def parse_diff(text: str) -> ParsedDiff:
                 files.append(current)
             current.binary = True
         elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            if current is None or current.hunks or current.old_path is not None:
-                current = FilePatch()
-                files.append(current)
-            current.old_path = _strip_prefix(line[4:], "a/", lineno, problems)
-            current.new_path = _strip_prefix(lines[i + 1][4:], "b/", lineno + 1, problems)
-            current.new_file = current.new_file or current.old_path == DEV_NULL
-            current.deleted = current.deleted or current.new_path == DEV_NULL
+            current = _file_header(current, files, line, lines[i + 1], lineno=lineno, problems=problems)
             i += 1
         elif line.startswith("@@"):
             if current is None or current.old_path is None:
@@ -164,6 +158,20 @@ def parse_diff(text: str) -> ParsedDiff:
     if not files and not problems:
         problems.append("the diff is empty")
     return ParsedDiff(files=files, problems=problems)
+
+
+def _file_header(
+    current: FilePatch | None, files: list[FilePatch], old: str, new: str, *, lineno: int, problems: list[str]
+) -> FilePatch:
+    """The '---'/'+++' pair at `lineno`: the patch it names (a new one unless `current` awaits its paths)."""
+    if current is None or current.hunks or current.old_path is not None:
+        current = FilePatch()
+        files.append(current)
+    current.old_path = _strip_prefix(old[4:], "a/", lineno, problems)
+    current.new_path = _strip_prefix(new[4:], "b/", lineno + 1, problems)
+    current.new_file = current.new_file or current.old_path == DEV_NULL
+    current.deleted = current.deleted or current.new_path == DEV_NULL
+    return current
 
 
 def _extended(patch: FilePatch, line: str) -> None:

@@ -94,28 +94,32 @@ def handler_imports(source: str, *, path: str, root: Path | None = None) -> tupl
                 else:
                     lines.append(f"import {alias.name}")
         elif isinstance(node, ast.ImportFrom):
-            module = node.module
-            if node.level:
-                module = layout.absolute(path, node.level, node.module) if layout is not None else None
-                if module is None:
-                    notes.append(
-                        f"{path} line {node.lineno}: a relative import outside any package of the checkout "
-                        "is left out; import it absolutely"
-                    )
-                    continue
-            if module is None:
-                continue
-            if machinery(module):
-                notes.append(f"{path}: 'from {module} import ...' left out: the interpreter's machinery")
-                continue
-            names = [a.name for a in node.names if a.name != "*"]
-            if len(names) != len(node.names):
-                notes.append(
-                    f"{path} line {node.lineno}: 'from {module} import *' is left out; name what it uses"
-                )
-            if names:
-                lines.append(f"from {module} import {', '.join(dict.fromkeys(names))}")
+            line = _from_import(node, path, layout, notes)
+            if line is not None:
+                lines.append(line)
     return list(dict.fromkeys(lines)), notes
+
+
+def _from_import(node: ast.ImportFrom, path: str, layout: Layout | None, notes: list[str]) -> str | None:
+    """The allowlist line of one ``from ... import`` (None: left out, with a note why)."""
+    module = node.module
+    if node.level:
+        module = layout.absolute(path, node.level, node.module) if layout is not None else None
+        if module is None:
+            notes.append(
+                f"{path} line {node.lineno}: a relative import outside any package of the checkout "
+                "is left out; import it absolutely"
+            )
+            return None
+    if module is None:
+        return None
+    if machinery(module):
+        notes.append(f"{path}: 'from {module} import ...' left out: the interpreter's machinery")
+        return None
+    names = [a.name for a in node.names if a.name != "*"]
+    if len(names) != len(node.names):
+        notes.append(f"{path} line {node.lineno}: 'from {module} import *' is left out; name what it uses")
+    return f"from {module} import {', '.join(dict.fromkeys(names))}" if names else None
 
 
 def strike_again(failing: list[str], ran: list[str]) -> list[str]:

@@ -28,7 +28,7 @@ import ast
 import importlib.machinery
 import sys
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -338,22 +338,8 @@ def _read_bindings(path: str, package: str, mtime_ns: int, size: int) -> _Bindin
             names[name].append(value)
 
     for node in _top_level(tree.body):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    bind(alias.asname, Module(alias.name))
-                else:
-                    top = alias.name.split(".")[0]
-                    bind(top, Module(top))
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module if not node.level else _relative(package, node.level, node.module)
-            if base is None:
-                continue
-            for alias in node.names:
-                if alias.name == "*":
-                    stars.append(base)
-                else:
-                    bind(alias.asname or alias.name, _Imported(base, alias.name))
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            _bind_import(node, package, bind, stars)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             bind(node.name, Defined(module_name, node.name))
             getattr_defined = getattr_defined or node.name == "__getattr__"
@@ -364,6 +350,28 @@ def _read_bindings(path: str, package: str, mtime_ns: int, size: int) -> _Bindin
                 for name in _names(target):
                     bind(name, _alias(value, names) or Defined(module_name, name))
     return _Bindings({k: tuple(v) for k, v in names.items()}, tuple(dict.fromkeys(stars)), getattr_defined)
+
+
+def _bind_import(
+    node: ast.Import | ast.ImportFrom, package: str, bind: Callable[[str, _Binding], None], stars: list[str]
+) -> None:
+    """What one top-level import binds (a star import's module is kept in `stars`)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                bind(alias.asname, Module(alias.name))
+            else:
+                top = alias.name.split(".")[0]
+                bind(top, Module(top))
+        return
+    base = node.module if not node.level else _relative(package, node.level, node.module)
+    if base is None:
+        return
+    for alias in node.names:
+        if alias.name == "*":
+            stars.append(base)
+        else:
+            bind(alias.asname or alias.name, _Imported(base, alias.name))
 
 
 def _alias(value: ast.expr | None, names: dict[str, list[_Binding]]) -> _Binding | None:

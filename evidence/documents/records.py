@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from .base import Document, Omit
+from .outcomes import Outcome, legacy_outcomes
 from .verdicts import Invariant
 
 Timestamp = str  # RFC 3339 with a timezone (`evidence.validate` checks the format)
@@ -64,6 +65,22 @@ class Delivery(Document):
     response_truncated: Omit[bool] = None
     service_ready: Omit[bool] = None
     replica: Omit[Count] = None
+    sender_outcome: Omit[Outcome] = None
+    handler_outcome: Omit[Outcome] = None
+
+    @property
+    def sender_saw(self) -> Outcome:
+        """How the sender saw the attempt end (a bundle from before outcomes: read from its error text)."""
+        if self.sender_outcome is not None:
+            return self.sender_outcome
+        return legacy_outcomes(self.status, self.sender_status, self.error)[0]
+
+    @property
+    def handler_gave(self) -> Outcome:
+        """How the handler's side of the attempt ended (older bundles: read from the error text)."""
+        if self.handler_outcome is not None:
+            return self.handler_outcome
+        return legacy_outcomes(self.status, self.sender_status, self.error)[1]
 
     @property
     def acknowledged(self) -> bool:
@@ -79,7 +96,7 @@ class Delivery(Document):
     @property
     def sender_timed_out(self) -> bool:
         """The sender gave up waiting for the answer (its timeout, or the lab's per-delivery bound)."""
-        return self.sender_status is None and (self.error or "").startswith("sender: timeout")
+        return self.sender_status is None and self.sender_saw == "timed-out"
 
     @property
     def faulted(self) -> bool:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -246,52 +247,14 @@ def init(**kwargs: Any) -> int:
     row naming the event, and the emails and calls naming it, are what the spec counts. It prints
     what it saw and asks before it writes (--yes: without asking). Bad input changes nothing.
     """
-    url, app_ref, db, count = kwargs["url"], kwargs["app_ref"], kwargs["db"], kwargs["count"]
-    if (url is None) == (app_ref is None):
-        raise click.UsageError("give either --url (a running service) or --app MODULE:APP (your app)")
-    if app_ref is not None and not APP_REF.match(app_ref):
-        raise SpecError(f"--app: got {app_ref!r}; expected MODULE:ATTRIBUTE, e.g. shop.main:app")
-    if app_ref is not None and not (kwargs["hook_path"] or "").startswith("/"):
-        raise SpecError(
-            f"--path: got {kwargs['hook_path']!r}; with --app give the webhook's path, e.g. --path /webhooks"
-        )
-    if url is not None and db is None and count is None:
-        raise click.UsageError("give --db URL (init finds the effect in that database) or --count QUERY")
-    for option in ("db_env", *(["outbound_env"] if kwargs["outbound_env"] else [])):
-        for value in [kwargs[option]] if isinstance(kwargs[option], str | None) else kwargs[option]:
-            if value is not None and not ENV_NAME.match(value):
-                raise SpecError(f"--{option.replace('_', '-')}: got {value!r}; expected a variable's name")
+    app_ref = kwargs["app_ref"]
+    _check_options(kwargs)
     chosen: Example = (
         from_file(kwargs["example_file"], kwargs["provider"], kwargs["event_type"])
         if kwargs["example_file"] is not None
         else example(kwargs["provider"], kwargs["event_type"])
     )
-    name = kwargs["name"] or re.sub(r"[^A-Za-z0-9._-]+", "-", Path.cwd().name).strip("-._") or "service"
-    if not NAME.match(name):
-        raise SpecError(f"--name: got {name!r}; letters, digits, '.', '_' and '-', at most 80")
-    secret_env = (
-        kwargs["secret_env"] or re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") + "_WEBHOOK_SECRET"
-    )
-    if not ENV_NAME.match(secret_env):
-        raise SpecError(f"--secret-env: got {secret_env!r}; expected an environment variable's name")
-    secret = os.environ.get(secret_env, "")
-    if not secret:
-        raise SpecError(
-            f"{secret_env} is not set: init signs its deliveries with the secret your service verifies; "
-            f"export {secret_env}=... (or name the variable with --secret-env)"
-        )
-    remember(secret)
-    SIGNERS[chosen.provider].check_secret(secret)
-    if db is not None:
-        check_database_url(db, allow_remote=False, field_name="--db")
-        if url_secrets(db):
-            raise SpecError(
-                "--db: the URL holds a password, which the spec would keep in plain text; put the URL in "
-                "a variable and pass --db env:NAME"
-            )
-    if url is not None:
-        check_url(url, field_name="--url", allow_remote=False)
-
+    name, secret_env, secret = _identity(kwargs, chosen)
     spec_dir: Path = kwargs["spec_dir"]
     spec_path = spec_dir / f"{name}.target.yaml"
     test_path = kwargs["tests_dir"] / f"test_{re.sub(r'[^0-9a-zA-Z_]', '_', name).lower()}_webhooks.py"
@@ -301,96 +264,16 @@ def init(**kwargs: Any) -> int:
 
     template = template_of(chosen)
     conflict = default_conflict(template, chosen.provider)
-    project: Project | None = None
-    how: Serving | None = None
     notes: list[str] = []
-    if app_ref is not None:
-        interpreter = python()
-        project = detect(
-            interpreter,
-            Path.cwd(),
-            app_ref,
-            db_env=kwargs["db_env"],
-            db_file=db if db is not None and db.startswith("sqlite") else None,
-            outbound_env=tuple(kwargs["outbound_env"]),
-            secret_env=secret_env,
-        )
-        how, framework = serving(project, interpreter=interpreter, spec_dir=spec_dir)
-        notes += [
-            f"{framework or 'the app'} served by {' '.join(how.argv[:3])} on {{{{port}}}}, its database in "
-            f"{{{{scratch}}}} ({project.database.variable}), never yours",
-            *project.notes,
-        ]
-        endpoint = f"http://127.0.0.1:{{{{port}}}}{kwargs['hook_path']}"
-    else:
-        endpoint = url
-        _ask_before_delivering(url, db, yes=kwargs["yes"], interactive=sys.stdin.isatty(), counting=count)
-        notes += unseen(["emails", "calls"])
-
-    discovery: Discovery | None = None
-    heard: Heard | None = None
-    object_match = "{{order_id}}"
-    if count is None:
-        discovery, heard = _discover(
-            kwargs,
-            chosen=chosen,
-            template=template,
-            conflict=conflict,
-            secret=secret,
-            project=project,
-            how=how,
-        )
-        seen = _report(discovery) + (heard.lines() if heard is not None else [])
-        for line in seen:
-            _say(f"  {line}")
-        best = _choose(
-            discovery,
-            yes=kwargs["yes"],
-            interactive=sys.stdin.isatty(),
-            event=chosen.event,
-            heard=heard,
-            served=project is not None,
-        )
-        prefix = object_prefix(chosen) if best.keyed_by == "object" else ""
-        if best.keyed_by == "object" and chosen.object_id:
-            # The object is named by the event id: the count filters on it with :event_id alone.
-            from acklab.harness.wire.templates import set_path
-
-            set_path(template, chosen.object_id, f"{prefix}{{{{event_id}}}}")
-            if "{{order_id}}" not in json.dumps(template):  # what named the object names the event now
-                object_match = f"{prefix}{{{{event_id}}}}"
-        effects: dict[str, Any] = {"url": db, "count": count_query(best, prefix)}
-        state = state_query(best, prefix)
-        if state:
-            effects["state"] = state
-        _say(f"proposed effects.sql.count: {shown(effects['count'])}")
-        if state:
-            _say(f"proposed effects.sql.state: {shown(state)}")
-    else:
-        seen = ["(not looked at: --count given)"]
-        effects = {"url": db or "env:SERVICE_DB_URL", "count": count}
+    project, how, endpoint = _serving_plan(kwargs, secret_env=secret_env, notes=notes)
+    found = _found(
+        kwargs, chosen=chosen, template=template, conflict=conflict, secret=secret, project=project, how=how
+    )
+    effects = found.effects
     if project is not None:
         effects["url"] = project.database_url(PLACEHOLDERS)
-
-    expect = _expect(discovery)
-    sinks: dict[str, Any] = {}
-    if heard is not None:
-        smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}", object_match=object_match)
-        outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}", object_match=object_match)
-        if smtp is not None:
-            sinks["smtp"], expect["max_emails"] = smtp, emails
-            _say(f"proposed effects.smtp: match {smtp['match']} (at most {emails} email(s) per event)")
-        if outbound is not None:
-            sinks["outbound"], expect["max_calls"] = outbound, calls
-            _say(
-                f"proposed effects.outbound: {len(outbound['routes'])} route(s) (at most {calls} call(s) per event)"
-            )
-        notes += heard.blind_spots()
-        if smtp is None and not heard.blind_spots() and project is not None:
-            notes.append(
-                f"init saw no email: if the app sends some, add effects.smtp and {project.mail[1]}: "
-                "'{{smtp_port}}' under command.env (docs/sinks.md)"
-            )
+    expect = _expect(found.discovery)
+    sinks = _sinks(found.heard, expect=expect, object_match=found.object_match, project=project, notes=notes)
     for note in notes:
         _say(f"note: {shown(note)}")
     command = (
@@ -411,7 +294,7 @@ def init(**kwargs: Any) -> int:
         sinks=sinks,
     )
     files = {
-        spec_path: spec_text(doc, example=chosen, seen=[*seen, *(f"note: {n}" for n in notes)]),
+        spec_path: spec_text(doc, example=chosen, seen=[*found.seen, *(f"note: {n}" for n in notes)]),
         test_path: test_text(
             name=name,
             spec_rel=_relative(spec_path, test_path.parent),
@@ -431,13 +314,185 @@ def init(**kwargs: Any) -> int:
         problems = all_problems(staged)
         if problems:
             raise SpecError(f"init wrote a spec acklab validate refuses (a bug of init): {problems[0]}")
-        validate_target(load_target_spec(staged), source=str(spec_path), allow_unset=False, allow_remote=False)
+        validate_target(
+            load_target_spec(staged), source=str(spec_path), allow_unset=False, allow_remote=False
+        )
 
     written = Scaffold(spec_path, files).write(check)
     for path in written:
         _say(f"wrote {path}")
     _say(f"next: acklab validate {spec_path}; acklab run --target {spec_path}; pytest {test_path}")
     return int(ExitCode.OK)
+
+
+def _check_options(kwargs: dict[str, Any]) -> None:
+    """The options that contradict each other or name what cannot be: usage errors and exit 3."""
+    url, app_ref, db, count = kwargs["url"], kwargs["app_ref"], kwargs["db"], kwargs["count"]
+    if (url is None) == (app_ref is None):
+        raise click.UsageError("give either --url (a running service) or --app MODULE:APP (your app)")
+    if app_ref is not None and not APP_REF.match(app_ref):
+        raise SpecError(f"--app: got {app_ref!r}; expected MODULE:ATTRIBUTE, e.g. shop.main:app")
+    if app_ref is not None and not (kwargs["hook_path"] or "").startswith("/"):
+        raise SpecError(
+            f"--path: got {kwargs['hook_path']!r}; with --app give the webhook's path, e.g. --path /webhooks"
+        )
+    if url is not None and db is None and count is None:
+        raise click.UsageError("give --db URL (init finds the effect in that database) or --count QUERY")
+    for option in ("db_env", *(["outbound_env"] if kwargs["outbound_env"] else [])):
+        for value in [kwargs[option]] if isinstance(kwargs[option], str | None) else kwargs[option]:
+            if value is not None and not ENV_NAME.match(value):
+                raise SpecError(f"--{option.replace('_', '-')}: got {value!r}; expected a variable's name")
+    if db is not None:
+        check_database_url(db, allow_remote=False, field_name="--db")
+        if url_secrets(db):
+            raise SpecError(
+                "--db: the URL holds a password, which the spec would keep in plain text; put the URL in "
+                "a variable and pass --db env:NAME"
+            )
+    if url is not None:
+        check_url(url, field_name="--url", allow_remote=False)
+
+
+def _identity(kwargs: dict[str, Any], chosen: Example) -> tuple[str, str, str]:
+    """The spec's name, the variable its secret is read from, and the secret (checked for its scheme)."""
+    name = kwargs["name"] or re.sub(r"[^A-Za-z0-9._-]+", "-", Path.cwd().name).strip("-._") or "service"
+    if not NAME.match(name):
+        raise SpecError(f"--name: got {name!r}; letters, digits, '.', '_' and '-', at most 80")
+    secret_env = (
+        kwargs["secret_env"] or re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") + "_WEBHOOK_SECRET"
+    )
+    if not ENV_NAME.match(secret_env):
+        raise SpecError(f"--secret-env: got {secret_env!r}; expected an environment variable's name")
+    secret = os.environ.get(secret_env, "")
+    if not secret:
+        raise SpecError(
+            f"{secret_env} is not set: init signs its deliveries with the secret your service verifies; "
+            f"export {secret_env}=... (or name the variable with --secret-env)"
+        )
+    remember(secret)
+    SIGNERS[chosen.provider].check_secret(secret)
+    return name, secret_env, secret
+
+
+def _serving_plan(
+    kwargs: dict[str, Any], *, secret_env: str, notes: list[str]
+) -> tuple[Project | None, Serving | None, str]:
+    """The project and how init serves it (--app), and the endpoint the spec names; a running
+    service (--url) is asked about first."""
+    app_ref, db, url = kwargs["app_ref"], kwargs["db"], kwargs["url"]
+    if app_ref is None:
+        _ask_before_delivering(
+            url, db, yes=kwargs["yes"], interactive=sys.stdin.isatty(), counting=kwargs["count"]
+        )
+        notes += unseen(["emails", "calls"])
+        return None, None, str(url)
+    interpreter = python()
+    project = detect(
+        interpreter,
+        Path.cwd(),
+        app_ref,
+        db_env=kwargs["db_env"],
+        db_file=db if db is not None and db.startswith("sqlite") else None,
+        outbound_env=tuple(kwargs["outbound_env"]),
+        secret_env=secret_env,
+    )
+    how, framework = serving(project, interpreter=interpreter, spec_dir=kwargs["spec_dir"])
+    notes += [
+        f"{framework or 'the app'} served by {' '.join(how.argv[:3])} on {{{{port}}}}, its database in "
+        f"{{{{scratch}}}} ({project.database.variable}), never yours",
+        *project.notes,
+    ]
+    return project, how, f"http://127.0.0.1:{{{{port}}}}{kwargs['hook_path']}"
+
+
+@dataclass
+class _Found:
+    """What init's deliveries found (or what --count said): the effects section and what was seen."""
+
+    effects: dict[str, Any]
+    seen: list[str]
+    discovery: Discovery | None = None
+    heard: Heard | None = None
+    object_match: str = "{{order_id}}"
+
+
+def _found(
+    kwargs: dict[str, Any],
+    *,
+    chosen: Example,
+    template: dict[str, Any],
+    conflict: dict[str, Any],
+    secret: str,
+    project: Project | None,
+    how: Serving | None,
+) -> _Found:
+    """Deliver, watch the database and the sinks, and propose ``effects.sql`` (and keep the template's
+    object named by the event where the table is keyed by the object)."""
+    db, count = kwargs["db"], kwargs["count"]
+    if count is not None:
+        return _Found({"url": db or "env:SERVICE_DB_URL", "count": count}, ["(not looked at: --count given)"])
+    discovery, heard = _discover(
+        kwargs, chosen=chosen, template=template, conflict=conflict, secret=secret, project=project, how=how
+    )
+    seen = _report(discovery) + (heard.lines() if heard is not None else [])
+    for line in seen:
+        _say(f"  {line}")
+    best = _choose(
+        discovery,
+        yes=kwargs["yes"],
+        interactive=sys.stdin.isatty(),
+        event=chosen.event,
+        heard=heard,
+        served=project is not None,
+    )
+    prefix = object_prefix(chosen) if best.keyed_by == "object" else ""
+    object_match = "{{order_id}}"
+    if best.keyed_by == "object" and chosen.object_id:
+        # The object is named by the event id: the count filters on it with :event_id alone.
+        from acklab.harness.wire.templates import set_path
+
+        set_path(template, chosen.object_id, f"{prefix}{{{{event_id}}}}")
+        if "{{order_id}}" not in json.dumps(template):  # what named the object names the event now
+            object_match = f"{prefix}{{{{event_id}}}}"
+    effects: dict[str, Any] = {"url": db, "count": count_query(best, prefix)}
+    state = state_query(best, prefix)
+    if state:
+        effects["state"] = state
+    _say(f"proposed effects.sql.count: {shown(effects['count'])}")
+    if state:
+        _say(f"proposed effects.sql.state: {shown(state)}")
+    return _Found(effects, seen, discovery, heard, object_match)
+
+
+def _sinks(
+    heard: Heard | None,
+    *,
+    expect: dict[str, Any],
+    object_match: str,
+    project: Project | None,
+    notes: list[str],
+) -> dict[str, Any]:
+    """``effects.smtp`` / ``outbound`` as the sinks heard the app (and their ``expect.max_*``)."""
+    sinks: dict[str, Any] = {}
+    if heard is None:
+        return sinks
+    smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}", object_match=object_match)
+    outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}", object_match=object_match)
+    if smtp is not None:
+        sinks["smtp"], expect["max_emails"] = smtp, emails
+        _say(f"proposed effects.smtp: match {smtp['match']} (at most {emails} email(s) per event)")
+    if outbound is not None:
+        sinks["outbound"], expect["max_calls"] = outbound, calls
+        _say(
+            f"proposed effects.outbound: {len(outbound['routes'])} route(s) (at most {calls} call(s) per event)"
+        )
+    notes += heard.blind_spots()
+    if smtp is None and not heard.blind_spots() and project is not None:
+        notes.append(
+            f"init saw no email: if the app sends some, add effects.smtp and {project.mail[1]}: "
+            "'{{smtp_port}}' under command.env (docs/sinks.md)"
+        )
+    return sinks
 
 
 def _ask_before_delivering(

@@ -44,10 +44,12 @@ from acklab.harness.errors import HarnessError
 # and what the caller reads it through: the API and its result.
 WATCHED = (
     "acklab.evidence.bundle",
+    "acklab.evidence.documents.outcomes",
     "acklab.evidence.documents.records",
     "acklab.evidence.documents.trial",
     "acklab.evidence.documents.verdicts",
     "acklab.evidence.journal",
+    "acklab.harness.core.ack_verdicts",
     "acklab.harness.core.conflict_verdicts",
     "acklab.harness.core.object_verdicts",
     "acklab.harness.core.proofs",

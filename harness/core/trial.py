@@ -212,11 +212,12 @@ class TrialContext:
         return request, record
 
     def _failure_of(self, event_id: str) -> str:
-        """Why the event's last attempt failed as its sender saw it, in `harness.wire.retry_policy.REASONS`' terms."""
+        """Why the event's last attempt failed as its sender felt it (whoever caused it: a reset the
+        lab made is a failed connection to the provider), in `harness.wire.retry_policy.REASONS`' terms."""
         last = next((d for d in reversed(self.deliveries) if d.event_id == event_id), None)
-        if last is None or (last.sender_error or "").startswith("timeout"):
+        if last is None or last.sender_felt == "timed-out":
             return "timeout"
-        return "error" if last.sender_status is not None else "connect"
+        return "error" if last.sender_felt == "answered" else "connect"
 
     def prepare_plain(
         self,
@@ -258,12 +259,10 @@ class TrialContext:
         try:
             response = await self.lab.client.send(request)
             await response.aclose()
-        except httpx.TimeoutException as exc:
-            record.finish_sender(status=None, error=f"timeout: {exc}")
         except httpx.HTTPError as exc:
-            record.finish_sender(status=None, error=f"{type(exc).__name__}: {exc}")
+            record.finish_sender(status=None, failure=exc)
         else:
-            record.finish_sender(status=response.status_code, error=None)
+            record.finish_sender(status=response.status_code)
         return record
 
     async def send(

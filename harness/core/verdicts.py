@@ -63,14 +63,13 @@ from acklab.evidence.documents.records import (
 )
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.documents.verdicts import INVARIANTS, Invariant, Verdict, combine
+from acklab.harness.core.ack_verdicts import judge_unacknowledged
 from acklab.harness.core.conflict_verdicts import judge_conflict
 from acklab.harness.core.object_verdicts import judge_objects
 from acklab.harness.core.sink_verdicts import judge_sinks
 from acklab.harness.core.total_verdicts import judge_totals
 from acklab.harness.targets import Expect
-from acklab.harness.wire.providers import PROFILES
 
-BOOTING_STATUSES = frozenset({502, 503, 504})  # what a booting service or its proxy answers
 __all__ = ["INVARIANTS", "Judgement", "combine", "judge"]
 
 
@@ -208,7 +207,7 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
         delivered = [d for d in mine if d.kind in DELIVERED_KINDS]
         if delivered and not any(d.received for d in delivered):
             hung = Judgement(result.trial_id, provider=result.provider)
-            _judge_unacknowledged(hung, event_id, delivered, None, timeout_s=_sender_timeout(trial), role="")
+            judge_unacknowledged(hung, event_id, delivered, None, timeout_s=_sender_timeout(trial), role="")
             result.violations.extend(hung.violations)
         result.errors.append(f"{event_id}: no {missing!r} effects observation was recorded")
         return
@@ -281,7 +280,7 @@ def _judge_delivered(
     genuine = (trial.parameters.get("genuine") or {}).get(event_id)
     if genuine:
         role = ""  # a genuine variant, not the control of a replay
-    if not any(d.received for d in delivered) and not _judge_unacknowledged(
+    if not any(d.received for d in delivered) and not judge_unacknowledged(
         result,
         event_id,
         delivered,
@@ -347,158 +346,6 @@ def _judge_delivered(
 def _sender_timeout(trial: Trial) -> float | None:
     value = trial.parameters.get("sender_timeout_s")
     return float(value) if isinstance(value, int | float) else None
-
-
-def _seen(delivery: Delivery) -> str:
-    """What the sender got of one attempt, in words (the handler's side where it differs)."""
-    if delivery.sender_timed_out:
-        late = f"; the handler answered {delivery.status} later" if delivery.status is not None else ""
-        return f"seq {delivery.seq} ({delivery.kind}): no answer within the sender's timeout{late}"
-    if delivery.sender_status is not None and delivery.sender_status == delivery.status:
-        return f"seq {delivery.seq} ({delivery.kind}): {delivery.status}"
-    handler = f"the handler answered {delivery.status}" if delivery.status is not None else "no answer"
-    sender = delivery.sender_status if delivery.sender_status is not None else "no answer"
-    via = f" (fault {delivery.fault})" if delivery.faulted else ""
-    return f"seq {delivery.seq} ({delivery.kind}): {handler}, the sender got {sender}{via}"
-
-
-def _gives_up(scheme: str | None) -> str:
-    """What the provider does to a consumer that never acknowledges (its retry policy, in words)."""
-    if scheme is None:
-        return "the provider keeps retrying until it disables the endpoint"
-    known = PROFILES.get(scheme)
-    if known is None:  # a scheme of a newer lab: the unsigned sender's policy, under its own name
-        return PROFILES["none"].retry.consequence(scheme)
-    return known.retry.consequence(known.short_name)
-
-
-def _hung(delivery: Delivery) -> bool:
-    """The handler never answered within the lab's per-delivery bound: its failure, whatever
-    fault the lab meant to apply to its answer (there was none to lose, reset or cut short)."""
-    return delivery.status is None and "handler: ReadTimeout" in (delivery.error or "")
-
-
-def _unreachable(delivery: Delivery) -> bool:
-    """The lab could not open a connection to the endpoint at all (its problem, not the handler's)."""
-    error = delivery.error or ""
-    return delivery.status is None and ("ConnectError" in error or "ConnectTimeout" in error)
-
-
-def _judge_unacknowledged(
-    result: Judgement,
-    event_id: str,
-    delivered: Sequence[Delivery],
-    effects: int | None,
-    *,
-    timeout_s: float | None,
-    role: str,
-    genuine: str | None = None,
-) -> bool:
-    """eventually-acknowledged, for an event the sender never received a 2xx for; False: stop
-    judging it. `effects`: its count (None: the probe could not read it). `genuine`: how the event
-    was sent when its trial proved the handler accepts the provider's plain deliveries (a control
-    was acknowledged): refusing it then is losing it, whatever the status."""
-    statuses = ", ".join(str(d.status) for d in delivered) or "none"
-    booting = [
-        d
-        for d in delivered
-        if d.service_ready is False and (d.status is None or d.status in BOOTING_STATUSES)
-    ]
-    # Attempts whose outcome the lab decided (its fault kept the handler's answer from the
-    # sender) say nothing of the handler; one whose own non-2xx reached the sender does.
-    failures = [
-        d
-        for d in delivered
-        if d not in booting
-        and not _unreachable(d)
-        and (
-            (d.sender_status is not None and d.sender_status == d.status)
-            or (not d.faulted and (d.sender_timed_out or (d.status is None and bool(d.error))))
-            or _hung(d)
-        )
-    ]
-    unreachable = [d for d in delivered if _unreachable(d) and d not in booting]
-    processed = bool(effects) or any(d.acknowledged for d in delivered)
-    severe = genuine is not None or all(d.sender_status is None or d.sender_status >= 500 for d in failures)
-    if failures and (severe or processed):
-        timed_out = [d for d in failures if d.sender_timed_out]
-        within = f" of {timeout_s:g} s" if timeout_s is not None else ""
-        lost = [d for d in delivered if d.acknowledged and not d.received and d not in failures]
-        if timed_out and len(timed_out) == len(failures):
-            why = (
-                f"the handler did not answer within the sender's timeout{within} on any of its "
-                f"{len(timed_out)} attempt(s) (a handler that hangs)"
-            )
-        elif lost:
-            answers = ", ".join(
-                str(d.sender_status) if d.sender_status is not None else "no answer" for d in failures
-            )
-            why = (
-                f"the handler acknowledged seq {lost[0].seq} but the sender never received it, and its "
-                f"duplicates were answered {answers}: a duplicate of a processed event must be answered 2xx"
-            )
-        elif genuine is not None and not processed:
-            answers = ", ".join(str(d.sender_status) for d in failures)
-            why = (
-                f"every attempt was refused ({answers}) although the event was genuine — {genuine} — and a plain "
-                "delivery of this trial was acknowledged: the provider sends it this way every time, so it is lost"
-            )
-        elif all(d.status is not None and d.sender_status is not None for d in failures) and severe:
-            why = f"every one of its {len(failures)} answers was a 5xx"
-        elif processed:
-            why = f"it processed the event ({effects if effects else 'an acknowledged'} effect(s)) but the sender never received a 2xx"
-        else:
-            why = "no attempt was answered 2xx in time"
-        seen = "; ".join(_seen(d) for d in delivered)
-        result.violate(
-            "eventually-acknowledged",
-            event_id,
-            ", ".join(
-                str(d.sender_status)
-                if d.sender_status is not None
-                else ("timeout" if d.sender_timed_out else "none")
-                for d in delivered
-            ),
-            f"a 2xx received by the sender within {len(delivered)} attempt(s)",
-            f"{role}no attempt was acknowledged as the sender saw it: {why} ({seen}); "
-            f"{_gives_up(result.provider)}",
-            delivery=failures[-1],
-        )
-        return True
-    if booting and not failures:
-        result.errors.append(
-            f"{event_id}: no attempt reached a ready handler — the answers ({statuses}) came while the lab's "
-            "own service was booting, restarting or down; the lab did not test the handler"
-        )
-        return False
-    if unreachable and not failures:
-        why = next((d.error for d in unreachable if d.error), "no answer")
-        result.errors.append(
-            f"{event_id}: the lab could not connect to the endpoint ({why}); nothing was tested — "
-            "is the service up at the endpoint?"
-        )
-        return False
-    if not failures:
-        if processed or any(d.status is not None for d in delivered):
-            return True  # only the lab's fault stood between the handler's answers and the sender
-        why = next((d.error for d in delivered if d.error), "no answer")
-        result.errors.append(
-            f"{event_id}: no attempt got an answer from the handler ({why}); nothing was tested — "
-            "is the service up at the endpoint?"
-        )
-        return False
-    if effects is not None and effects == 0:
-        routes = {404, 405} & {d.status for d in failures}
-        hint = (
-            f"the endpoint answered {'/'.join(map(str, sorted(routes)))}: is the route there yet (command.ready)? "
-            if routes
-            else ""
-        )
-        result.errors.append(
-            f"{event_id}: the target accepted no valid delivery (handler statuses: {statuses}); "
-            f"nothing was tested — {hint}check the endpoint, signing.scheme and signing.secret"
-        )
-    return False
 
 
 def _judge_replay(result: Judgement, event_id: str, mine: Sequence[Delivery], counts: Counts) -> None:

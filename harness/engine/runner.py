@@ -305,32 +305,8 @@ async def _main(
 ) -> RunResult:
     # The deadline bounds everything from here, the preflight and the user's callables included.
     interrupted = _install_interrupts(options.deadline_s)
-    try:
-        await target.preflight()  # unreachable target or database: exit 4 before a bundle exists
-        for notice in target.notices:
-            print(f"acklab: warning: {redact(notice)}", file=sys.stderr)
-        if any(e.bursts for e in experiments):
-            # A single-packet burst against a target without HTTP/2: exit 3, before a bundle exists.
-            await check_burst_sync(target, plan.settings.burst_sync)
-    except asyncio.CancelledError:
-        if not interrupted.is_set():
-            raise
-        raise RunInterrupted(
-            f"{_stopped(options, interrupted, target)} before the first trial (while checking the target); "
-            "nothing was written: run it again",
-            deadline=interrupted.deadline,
-        ) from None
-    except BaseException:
-        _cancel_interrupts(interrupted)
-        raise
-    bus = EventBus(consumers)
-    if options.journal:
-        try:
-            from acklab.harness.engine.journal_sink import JournalSink
-
-            bus.add(JournalSink(options.out, secrets=refused))
-        except (ImportError, EvidenceError) as exc:
-            print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
+    await _check_target(options, target, experiments, plan, interrupted)
+    bus = _bus(options, consumers, refused)
     writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
     skipped = {s.name: s.reason for s in plan.skipped if s.variant is None}
     state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
@@ -347,29 +323,8 @@ async def _main(
             state.started_at,
         )
     )
-    sockets: dict[str, bool] = {}
-    parameters: dict[str, dict[str, Any]] = {}
     try:
-        for experiment in experiments:
-            todo = [
-                t for t in plan.trials if t.experiment == experiment.name and t.trial_id not in state.finished
-            ]
-            total = sum(t.experiment == experiment.name for t in plan.trials)
-            if not total:
-                continue
-            bus.emit(ExperimentStarted(run_id, experiment.name, total, total - len(todo)))
-            needs = experiment.needs(target, plan.settings)
-            sockets[experiment.name] = needs.socket or target.socket_only
-            parameters[experiment.name] = {**plan.settings.as_dict(), "needs_socket": needs.socket}
-            await execute_experiment(
-                experiment,
-                target=target,
-                plan=plan,
-                todo=todo,
-                run_id=run_id,
-                bus=bus,
-                checkpoint=state.checkpoint,
-            )
+        sockets, parameters = await _run_experiments(target, experiments, plan, state)
         # Late effects: every event of the run is read again, before any service of the run is
         # stopped — those of trials an interrupted process finished too, when their store
         # outlived it; when it did not (a temporary database), those trials are errors.
@@ -384,27 +339,7 @@ async def _main(
     except asyncio.CancelledError:
         if not interrupted.is_set():
             raise
-        try:
-            state.keep_attachments()  # the service stops with this process; its output stays
-        except (OSError, EvidenceError) as exc:
-            print(f"acklab: the target's files could not be kept ({exc})", file=sys.stderr)
-        bus.emit(
-            RunFinished(
-                run_id, target.name, "error", "interrupted", state.started_at, utcnow(), str(writer.root)
-            )
-        )
-        bus.close()
-        why = _stopped(options, interrupted, target)
-        how = (
-            f"resume with: acklab run --resume {run_id} --out {options.out} --target {options.target}"
-            if resumable
-            else "run it again"
-        )
-        raise RunInterrupted(
-            f"{why}: {len(state.finished)} of {len(plan.trials)} trials are finished and kept in {writer.root}; "
-            + how,
-            deadline=interrupted.deadline,
-        ) from None
+        raise _interrupted(options, state, interrupted, resumable=resumable) from None
     finally:
         _cancel_interrupts(interrupted)
     bus.emit(
@@ -421,6 +356,100 @@ async def _main(
     )
     bus.close()
     return RunResult.of(run_doc, writer.root)
+
+
+async def _check_target(
+    options: RunOptions, target: Target, experiments: list[Experiment], plan: RunPlan, interrupted: _Flag
+) -> None:
+    """Before a bundle exists: an unreachable target or database (exit 4), a single-packet burst
+    against a target without HTTP/2 (exit 3)."""
+    try:
+        await target.preflight()
+        for notice in target.notices:
+            print(f"acklab: warning: {redact(notice)}", file=sys.stderr)
+        if any(e.bursts for e in experiments):
+            await check_burst_sync(target, plan.settings.burst_sync)
+    except asyncio.CancelledError:
+        if not interrupted.is_set():
+            raise
+        raise RunInterrupted(
+            f"{_stopped(options, interrupted, target)} before the first trial (while checking the target); "
+            "nothing was written: run it again",
+            deadline=interrupted.deadline,
+        ) from None
+    except BaseException:
+        _cancel_interrupts(interrupted)
+        raise
+
+
+def _bus(options: RunOptions, consumers: Sequence[Consumer], refused: list[str]) -> EventBus:
+    """The run's events, to `consumers` and (unless asked not to) to the journal."""
+    bus = EventBus(consumers)
+    if options.journal:
+        try:
+            from acklab.harness.engine.journal_sink import JournalSink
+
+            bus.add(JournalSink(options.out, secrets=refused))
+        except (ImportError, EvidenceError) as exc:
+            print(f"acklab: journal unavailable ({exc}); the bundle is still written", file=sys.stderr)
+    return bus
+
+
+async def _run_experiments(
+    target: Target, experiments: list[Experiment], plan: RunPlan, state: RunState
+) -> tuple[dict[str, bool], dict[str, dict[str, Any]]]:
+    """Every experiment's unfinished trials; (whether each ran over a socket, its parameters)."""
+    sockets: dict[str, bool] = {}
+    parameters: dict[str, dict[str, Any]] = {}
+    for experiment in experiments:
+        todo = [
+            t for t in plan.trials if t.experiment == experiment.name and t.trial_id not in state.finished
+        ]
+        total = sum(t.experiment == experiment.name for t in plan.trials)
+        if not total:
+            continue
+        state.bus.emit(ExperimentStarted(state.run_id, experiment.name, total, total - len(todo)))
+        needs = experiment.needs(target, plan.settings)
+        sockets[experiment.name] = needs.socket or target.socket_only
+        parameters[experiment.name] = {**plan.settings.as_dict(), "needs_socket": needs.socket}
+        await execute_experiment(
+            experiment,
+            target=target,
+            plan=plan,
+            todo=todo,
+            run_id=state.run_id,
+            bus=state.bus,
+            checkpoint=state.checkpoint,
+        )
+    return sockets, parameters
+
+
+def _interrupted(
+    options: RunOptions, state: RunState, interrupted: _Flag, *, resumable: bool
+) -> RunInterrupted:
+    """What an interrupted run says (exit 6), once its finished trials and the target's files are kept."""
+    target, writer = state.target, state.writer
+    try:
+        state.keep_attachments()  # the service stops with this process; its output stays
+    except (OSError, EvidenceError) as exc:
+        print(f"acklab: the target's files could not be kept ({exc})", file=sys.stderr)
+    state.bus.emit(
+        RunFinished(
+            state.run_id, target.name, "error", "interrupted", state.started_at, utcnow(), str(writer.root)
+        )
+    )
+    state.bus.close()
+    why = _stopped(options, interrupted, target)
+    how = (
+        f"resume with: acklab run --resume {state.run_id} --out {options.out} --target {options.target}"
+        if resumable
+        else "run it again"
+    )
+    return RunInterrupted(
+        f"{why}: {len(state.finished)} of {len(state.plan.trials)} trials are finished and kept in "
+        f"{writer.root}; " + how,
+        deadline=interrupted.deadline,
+    )
 
 
 def _stopped(options: RunOptions, interrupted: _Flag, target: Target) -> str:

@@ -41,6 +41,7 @@ know has its transaction open.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from typing import ClassVar
@@ -56,9 +57,10 @@ from acklab.harness.experiments.struck import (
     WithheldAnswer,
 )
 from acklab.harness.targets import Endpoint, Needs, Target
-from acklab.harness.targets.capabilities import HookedProcess
+from acklab.harness.targets.capabilities import HookedProcess, ProcessControl
 from acklab.harness.targets.inflight import wait_in_transaction
 from acklab.harness.wire.providers import ProviderProfile
+from acklab.harness.wire.records import DeliveryRecord
 from acklab.harness.wire.templates import WebhookEvent
 
 CRASH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-acknowledged")
@@ -69,6 +71,7 @@ MISSED = "response-arrived-first"
 KILLED_AFTER_ANSWER = "killed-after-answer"
 KILLED_AFTER_SEND = "killed-after-send-before-commit"
 NO_COMMIT = "no-commit-seen"
+STRIKES_LANDED = (LANDED, KILLED_AFTER_ANSWER, KILLED_AFTER_SEND)
 ANSWERS_FIRST = (
     "crash-after-commit strikes between a commit and its answer, and this consumer answers first "
     "(expect.effects_within_s > 0): its risk is the work after the 2xx — run crash-after-ack"
@@ -177,61 +180,47 @@ class CrashAfterCommitExperiment(_CrashExperiment):
         started = time.monotonic()
         fault = WithheldAnswer()
         sending = asyncio.create_task(trial.send(event, kind="original", attempt=1, fault=fault))
-        killed, code, seen, told = False, None, 0, 0
-        deadline = started + CRASH_WAIT_S
-        # A tight loop on the probe while the request is in flight: kill at the first sight
-        # of the commit, so the response (written after it) is cut off. An answer that beats
-        # the probe is held back from the sender, and the service is killed all the same.
         try:
-            while not sending.done() and time.monotonic() < deadline:
-                if not fault.answered.is_set():
-                    seen = await endpoint.probe.count(event.event_id, event.object_id)
-                    told = _told(endpoint, event.event_id)
-                if fault.answered.is_set() and not fault.got_answer:
-                    break  # the exchange failed without an answer: nothing to withhold or strike
-                if seen >= 1 or told >= 1 or fault.answered.is_set():
-                    # Whatever answer comes before the kill is done never reaches the sender.
-                    fault.withhold = True
-                    try:
-                        code = await asyncio.to_thread(service.kill)
-                    except HarnessError as exc:
-                        service.down_reason = str(exc)
-                        raise
-                    killed = True
-                    break
-                await asyncio.sleep(0)
+            strike = await _watch_and_kill(
+                endpoint, service, event, fault=fault, sending=sending, deadline=started + CRASH_WAIT_S
+            )
         finally:
             fault.decided.set()
             first = await sending
-        if killed and seen == 0 and told >= 1 and not endpoint.probe_served_by_process():
+        if strike.killed and strike.seen == 0 and strike.told >= 1 and not endpoint.probe_served_by_process():
             # The send was seen first; whether the commit had come too is read now the service is gone.
-            seen = await endpoint.probe.count(event.event_id, event.object_id)
-        if killed and fault.got_answer:
-            outcome = KILLED_AFTER_ANSWER
-        elif killed and first.sender_status is None:
-            outcome = LANDED if seen >= 1 else KILLED_AFTER_SEND
-        elif first.sender_status is not None:
-            outcome = MISSED
-        else:
-            outcome = NO_COMMIT
+            strike = dataclasses.replace(
+                strike, seen=await endpoint.probe.count(event.event_id, event.object_id)
+            )
+        outcome = strike.outcome(first, answered=fault.got_answer)
         trial.parameters.setdefault("strike_outcomes", []).append(outcome)
-        trial.parameters.update(
-            crash_exit_code=code, crash_landed=outcome in (LANDED, KILLED_AFTER_ANSWER, KILLED_AFTER_SEND)
-        )
-        # A probe the killed service serves itself can only be read once it is back.
-        after_restart = endpoint.probe_served_by_process()
-        if not after_restart:
-            await trial.observe(event, "after-crash")
-        if killed or not service.running():
-            try:
-                await asyncio.to_thread(service.start)
-            except HarnessError as exc:
-                raise HarnessError(f"the service did not come back after the lab killed it: {exc}") from exc
-        if after_restart:
-            await trial.observe(event, "after-crash")
+        trial.parameters.update(crash_exit_code=strike.code, crash_landed=outcome in STRIKES_LANDED)
+        await _restart_service(trial, endpoint, service, event, killed=strike.killed)
         trial.parameters["restarts"] = trial.parameters.get("restarts", 0) + service.starts - starts
         await trial.retry_until_acked(event, started=started, first=first)
         await trial.settle([event])
+        return strike.proof(outcome, first)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Strike:
+    """What the watch over one delivery to a service saw and did: the kill, its exit code, the
+    effects (`seen`) and the sinks' emails and calls (`told`) for the event at that moment."""
+
+    killed: bool = False
+    code: int | None = None
+    seen: int = 0
+    told: int = 0
+
+    def outcome(self, first: DeliveryRecord, *, answered: bool) -> str:
+        if self.killed and answered:
+            return KILLED_AFTER_ANSWER
+        if self.killed and first.sender_status is None:
+            return LANDED if self.seen >= 1 else KILLED_AFTER_SEND
+        return MISSED if first.sender_status is not None else NO_COMMIT
+
+    def proof(self, outcome: str, first: DeliveryRecord) -> Proof:
+        code = self.code
         if outcome == KILLED_AFTER_ANSWER:
             return landed(
                 f"the service answered {first.status} to seq {first.seq} before the lab saw its commit; the lab "
@@ -242,15 +231,15 @@ class CrashAfterCommitExperiment(_CrashExperiment):
             )
         if outcome == LANDED:
             return landed(
-                f"the commit was seen ({seen} effect) while seq {first.seq} was in flight; the service's "
+                f"the commit was seen ({self.seen} effect) while seq {first.seq} was in flight; the service's "
                 f"process group was killed (exit {code}) before it answered, and restarted when ready",
                 exit_code=code,
             )
         if outcome == KILLED_AFTER_SEND:
             return landed(
-                f"the event's first email/call ({told}) reached the lab's sinks while seq {first.seq} was in flight "
-                f"and before any commit showed; the service's process group was killed (exit {code}) between its "
-                "send and its commit, and restarted when ready (killed-after-send-before-commit)",
+                f"the event's first email/call ({self.told}) reached the lab's sinks while seq {first.seq} was in "
+                f"flight and before any commit showed; the service's process group was killed (exit {code}) "
+                "between its send and its commit, and restarted when ready (killed-after-send-before-commit)",
                 exit_code=code,
                 outcome=KILLED_AFTER_SEND,
             )
@@ -260,6 +249,55 @@ class CrashAfterCommitExperiment(_CrashExperiment):
                 "probe lags the response, or the service answers before committing)"
             )
         return missed(f"no commit showed and no answer came for seq {first.seq} ({first.error})")
+
+
+async def _watch_and_kill(
+    endpoint: Endpoint,
+    service: ProcessControl,
+    event: WebhookEvent,
+    *,
+    fault: WithheldAnswer,
+    sending: asyncio.Task[DeliveryRecord],
+    deadline: float,
+) -> _Strike:
+    """A tight loop on the probe while the request is in flight: kill at the first sight of the
+    commit (or of the event's first email or call), so the response, written after it, is cut off.
+    An answer that beats the probe is held back from the sender, and the service killed all the same."""
+    seen = told = 0
+    while not sending.done() and time.monotonic() < deadline:
+        if not fault.answered.is_set():
+            seen = await endpoint.probe.count(event.event_id, event.object_id)
+            told = _told(endpoint, event.event_id)
+        if fault.answered.is_set() and not fault.got_answer:
+            break  # the exchange failed without an answer: nothing to withhold or strike
+        if seen >= 1 or told >= 1 or fault.answered.is_set():
+            # Whatever answer comes before the kill is done never reaches the sender.
+            fault.withhold = True
+            try:
+                code = await asyncio.to_thread(service.kill)
+            except HarnessError as exc:
+                service.down_reason = str(exc)
+                raise
+            return _Strike(killed=True, code=code, seen=seen, told=told)
+        await asyncio.sleep(0)
+    return _Strike(seen=seen, told=told)
+
+
+async def _restart_service(
+    trial: TrialContext, endpoint: Endpoint, service: ProcessControl, event: WebhookEvent, *, killed: bool
+) -> None:
+    """Observe the event after the strike and bring the service back (a probe the killed service
+    serves itself is read only once it is back)."""
+    after_restart = endpoint.probe_served_by_process()
+    if not after_restart:
+        await trial.observe(event, "after-crash")
+    if killed or not service.running():
+        try:
+            await asyncio.to_thread(service.start)
+        except HarnessError as exc:
+            raise HarnessError(f"the service did not come back after the lab killed it: {exc}") from exc
+    if after_restart:
+        await trial.observe(event, "after-crash")
 
 
 def _told(endpoint: Endpoint, event_id: str) -> int:

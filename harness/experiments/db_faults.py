@@ -224,7 +224,7 @@ class DbLatencyExperiment(_DbLinkExperiment):
             await trial.lab.transport.quiesce(trial.lab.horizon_s)
         await trial.observe(event, "after-fault")
         await trial.settle([event])
-        timed_out = first.sender_error is not None and first.sender_error.startswith("timeout")
+        timed_out = first.sender_outcome == "timed-out"
         if first.status is not None and timed_out and first.latency_ms > timeout_s * 1000:
             return landed(
                 f"the sender's timeout fired after {timeout_s * 1000:.1f} ms while the handler still worked on "

@@ -110,8 +110,7 @@ class LostAckResetExperiment(_Retrying):
         return ResetAfterSend()
 
     def proof(self, trial: TrialContext, first: DeliveryRecord) -> Proof:
-        reset = first.sender_error is not None and "fault reset" in first.sender_error
-        if first.written_mono is None or not reset:
+        if first.written_mono is None or first.sender_outcome != "cut-by-lab":
             return missed(
                 f"the request (seq {first.seq}) was not reset after it was sent "
                 f"(sender: {first.sender_error or first.sender_status})"
@@ -195,7 +194,7 @@ class TimeoutOverlapExperiment(_Retrying):
         if first.status is None:
             return no_answer(first)
         facts["handler_ms"] = first.latency_ms
-        timed_out = first.sender_error is not None and first.sender_error.startswith("timeout")
+        timed_out = first.sender_outcome == "timed-out"
         if timed_out and first.latency_ms > timeout_s * 1000:
             return landed(
                 f"the sender's timeout fired after {timeout_s * 1000:.1f} ms while the handler was still "

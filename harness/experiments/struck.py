@@ -65,8 +65,10 @@ class WithheldAnswer:
             self.answered.set()
         await self.decided.wait()
         if self.withhold:
-            raise httpx.RemoteProtocolError(
-                "the lab killed the service after its answer and withheld the answer (killed-after-answer)",
-                request=exchange.request,
+            raise exchange.cut(
+                httpx.RemoteProtocolError(
+                    "the lab killed the service after its answer and withheld the answer (killed-after-answer)",
+                    request=exchange.request,
+                )
             )
         return exchange.respond(answer)

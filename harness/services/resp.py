@@ -50,28 +50,36 @@ def _parse(buf: bytes, at: int) -> tuple[Any, int]:
     if kind == b":":
         return int(line), after
     if kind == b"$":
-        size = int(line)
-        if size < 0:
-            return None, after
-        if size > MAX_REPLY_BYTES:
-            raise RespError(f"a bulk reply of {size} bytes (the lab reads at most {MAX_REPLY_BYTES})")
-        if len(buf) < after + size + 2:
-            return _MORE, at
-        return buf[after : after + size], after + size + 2
+        return _bulk(buf, at, after, int(line))
     if kind == b"*":
-        count = int(line)
-        if count < 0:
-            return None, after
-        if count > MAX_ITEMS:
-            raise RespError(f"an array of {count} items (the lab reads at most {MAX_ITEMS})")
-        items: list[Any] = []
-        for _ in range(count):
-            item, after = _parse(buf, after)
-            if item is _MORE:
-                return _MORE, at
-            items.append(item)
-        return items, after
+        return _array(buf, at, after, int(line))
     raise RespError(f"not a RESP reply: {buf[at : at + 40]!r}")
+
+
+def _bulk(buf: bytes, at: int, after: int, size: int) -> tuple[Any, int]:
+    """A bulk string of `size` bytes starting at `after` (its header at `at`)."""
+    if size < 0:
+        return None, after
+    if size > MAX_REPLY_BYTES:
+        raise RespError(f"a bulk reply of {size} bytes (the lab reads at most {MAX_REPLY_BYTES})")
+    if len(buf) < after + size + 2:
+        return _MORE, at
+    return buf[after : after + size], after + size + 2
+
+
+def _array(buf: bytes, at: int, after: int, count: int) -> tuple[Any, int]:
+    """An array of `count` replies starting at `after` (its header at `at`)."""
+    if count < 0:
+        return None, after
+    if count > MAX_ITEMS:
+        raise RespError(f"an array of {count} items (the lab reads at most {MAX_ITEMS})")
+    items: list[Any] = []
+    for _ in range(count):
+        item, after = _parse(buf, after)
+        if item is _MORE:
+            return _MORE, at
+        items.append(item)
+    return items, after
 
 
 class Connection:

@@ -61,8 +61,10 @@ class ResetAfterSend:
 
     async def sender_view(self, exchange: Exchange) -> httpx.Response:
         await exchange.request_sent()
-        raise httpx.ReadError(
-            "connection reset by peer after the request was sent (fault reset)", request=exchange.request
+        raise exchange.cut(
+            httpx.ReadError(
+                "connection reset by peer after the request was sent (fault reset)", request=exchange.request
+            )
         )
 
 

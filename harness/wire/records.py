@@ -7,6 +7,10 @@ long after the sender gave up). Verdicts read both: an acknowledgement is a 2xx 
 received (``eventually-acknowledged``), an effect is owed to every 2xx the handler answered
 (``acked-exactly-once``).
 
+Each side ends with an outcome (`Outcome`: answered, timed-out, reset, refused, cut-by-lab,
+no-answer, error), classified once here from what happened (`outcome_of`); verdicts read the
+outcomes, the error text is for people.
+
 When both sides are done, `DeliveryRecord.document` is what the trial records: a
 `Delivery` of `acklab.evidence.documents` (where observations and commit confirmations,
 which are complete when they are made, are built directly).
@@ -20,13 +24,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import httpx
+
 from acklab.evidence.clock import utcnow
+from acklab.evidence.documents.outcomes import Outcome
 from acklab.evidence.documents.records import Delivery
 
 if TYPE_CHECKING:
     from acklab.harness.wire.bodies import CappedBody
 
 EXCERPT_CHARS = 500
+
+
+def outcome_of(failure: BaseException, *, sender: bool) -> Outcome:
+    """How a side of an attempt that got no status ended, from the exception that ended it.
+
+    The sender's view: any timeout is ``timed-out`` (it stopped waiting, whatever for). The
+    handler's: a connection that could not be opened is ``refused`` (timed out or not), a read or
+    write that timed out is ``timed-out`` (the lab's bound per delivery)."""
+    if sender and isinstance(failure, httpx.TimeoutException):
+        return "timed-out"
+    if isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout):
+        return "refused"
+    if isinstance(failure, httpx.TimeoutException):
+        return "timed-out"
+    if isinstance(failure, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "reset"
+    return "error"
+
+
+def _words(failure: BaseException) -> str:
+    return f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
 
 
 @dataclass
@@ -46,6 +74,13 @@ class DeliveryRecord:
     sender_status: int | None = None
     handler_error: str | None = None
     sender_error: str | None = None
+    handler_outcome: Outcome | None = None
+    sender_outcome: Outcome | None = None
+    # The lab's own fault ended the exchange for the sender (`Exchange.cut`): its outcome is cut-by-lab.
+    cut_by_lab: bool = False
+    # How the sender felt the end of the exchange, whoever caused it (a reset the lab made is a failed
+    # connection to a provider): what a provider's retry gives as its reason.
+    sender_felt: Outcome | None = None
     response_excerpt: str | None = None
     response_body: CappedBody | None = field(default=None, repr=False)
     handler_done: bool = False
@@ -83,11 +118,17 @@ class DeliveryRecord:
         *,
         status: int | None,
         latency_ms: float,
-        error: str | None,
-        excerpt: str | None,
+        failure: BaseException | None = None,
+        excerpt: str | None = None,
         body: CappedBody | None = None,
     ) -> None:
-        self.status, self.latency_ms, self.handler_error = status, round(latency_ms, 3), error
+        """The handler's side: its status, or the `failure` that ended the exchange without one."""
+        self.status, self.latency_ms = status, round(latency_ms, 3)
+        self.handler_error = _words(failure) if failure is not None else None
+        if status is not None:
+            self.handler_outcome = "answered"
+        else:
+            self.handler_outcome = outcome_of(failure, sender=False) if failure is not None else "cut-by-lab"
         self.answered_mono = time.monotonic()
         if self.service_at_send is not None and self.service_now is not None:
             # Ready when sent and still the same ready process when answered: the answer is
@@ -98,8 +139,19 @@ class DeliveryRecord:
         self.handler_done = True
         self._maybe_complete()
 
-    def finish_sender(self, *, status: int | None, error: str | None) -> None:
-        self.sender_status, self.sender_error = status, error
+    def finish_sender(self, *, status: int | None, failure: BaseException | None = None) -> None:
+        """The sender's side: the status it got, or the `failure` that left it without one."""
+        self.sender_status = status
+        if status is not None:
+            self.sender_error, self.sender_outcome = None, "answered"
+            self.sender_felt = "answered"
+        elif failure is None:
+            self.sender_error, self.sender_outcome = None, "cut-by-lab"
+        else:
+            timed_out = isinstance(failure, httpx.TimeoutException)
+            self.sender_error = f"timeout: {failure}" if timed_out else _words(failure)
+            self.sender_felt = outcome_of(failure, sender=True)
+            self.sender_outcome = "cut-by-lab" if self.cut_by_lab else self.sender_felt
         self.sender_done = True
         self._maybe_complete()
 
@@ -142,6 +194,9 @@ class DeliveryRecord:
             response_truncated=body.truncated if body is not None else None,
             service_ready=self.service_ready,
             replica=self.replica,
+            # A side the lab stopped waiting for before it ended (the trial was over) was cut by the lab.
+            sender_outcome=self.sender_outcome or "cut-by-lab",
+            handler_outcome=self.handler_outcome or "cut-by-lab",
         )
 
     @property

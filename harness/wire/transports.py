@@ -221,6 +221,12 @@ class Exchange:
         """The handler's own response, handed on to the sender (its body is already read)."""
         return answer.response
 
+    def cut(self, failure: httpx.TransportError) -> httpx.TransportError:
+        """`failure`, raised at the sender by the lab's own fault (a reset, an answer withheld): the
+        record says the lab cut the exchange (``cut-by-lab``), whatever the exception's class."""
+        self.ticket.record.cut_by_lab = True
+        return failure
+
     def synthetic(self, status: int, why: str) -> httpx.Response:
         return httpx.Response(
             status, headers={"x-acklab-fault": why}, content=f"acklab: {why}".encode(), request=self.request
@@ -297,17 +303,11 @@ class FaultTransport(httpx.AsyncBaseTransport):
                 finally:
                     await response.aclose()
         except httpx.HTTPError as exc:
-            record.finish_handler(
-                status=None,
-                latency_ms=(time.monotonic() - started) * 1000,
-                error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
-                excerpt=None,
-            )
+            record.finish_handler(status=None, latency_ms=(time.monotonic() - started) * 1000, failure=exc)
             raise
         record.finish_handler(
             status=response.status_code,
             latency_ms=(time.monotonic() - started) * 1000,
-            error=None,
             excerpt=body.data.decode("utf-8", errors="replace"),
             body=body,
         )

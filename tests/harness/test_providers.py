@@ -124,3 +124,22 @@ def test_paddles_sdk_vector_is_the_labs_and_the_fixture_accepts_it_beside_a_rota
     with pytest.raises(VerificationFailed) as forged:
         verify("paddle", PADDLE_SDK_SECRET + "x", rotated, b"hello-world", now=1696195954)
     assert forged.value.reason == "invalid_signature"
+
+
+def test_a_slack_retry_after_a_lost_acknowledgement_says_http_error(tmp_path):
+    """lost-ack's sender got a 504 (the lab's, in place of the handler's 2xx): Slack's retry of it
+    is numbered 1 with the reason http_error, as Slack would send it."""
+    result = run(
+        RunOptions(target="fixture:live@slack", experiments=("lost-ack",), trials=1, seed=3, out=tmp_path)
+    )
+    assert result.verdict == "pass", result.explain()
+    [trial_file] = (result.bundle / "trials").glob("lost-ack-*.json")
+    deliveries = json.loads(trial_file.read_text())["deliveries"]
+    first, retry = deliveries[0], next(d for d in deliveries if d["kind"] == "retry")
+    assert "X-Slack-Retry-Num" not in first["headers"]
+    assert first["sender_outcome"] == "answered"
+    assert first["sender_status"] == 504
+    assert (retry["headers"]["X-Slack-Retry-Num"], retry["headers"]["X-Slack-Retry-Reason"]) == (
+        "1",
+        "http_error",
+    )

@@ -38,7 +38,6 @@ class Attempt:
     timestamp: int  # the attempt's Unix seconds (not the event's time)
     request_uuid: str  # per-request id for senders that have one (GitLab's webhook UUID)
     triggered_at: str = ""  # when the event was created (ISO-8601; Shopify's X-Shopify-Triggered-At)
-    previous: str = ""  # how the sender saw the event's previous attempt (a `SenderOutcome`); "" on the first
 
 
 def hmac_sha256(key: bytes, content: bytes) -> bytes:
