@@ -11,9 +11,16 @@ and the ``acklab`` command stay cheap::
     assert result.passed, result.explain()
     acklab.verify_bundle(result.bundle).ok
 
-* ``run(target, **options)``: attack a built-in fixture or a target spec file (``acklab run``).
-* ``attack(app, ...)``: attack an ASGI or WSGI app object inside this process.
+* ``run(target, **options)``: attack a built-in fixture or a target spec file (``acklab run``);
+  its keywords are ``RunKeywords`` (the fields of ``RunOptions``), checked by mypy.
+* ``attack(app, **options)``: attack an ASGI or WSGI app object inside this process; its
+  keywords are ``AttackOptions`` (the app as a spec describes it, and how the attack runs).
 * ``RunOptions``, ``RunSettings``: what a run takes (``RunSettings``: burst, settle window...).
+* ``TargetSpec``: a target spec file read and checked (``TargetSpec.merged(...)`` lays
+  sections over it); ``attack(app, spec=...)`` takes one.
+* ``Sinks``: the lab's SMTP and outbound API sinks an app sends to, counted beside its rows.
+* ``WebhookLab``: the pytest fixture ``webhook_lab`` (``attack``, ``run``, ``explore``);
+  ``ExploreOptions`` are its explorer's keywords, ``ExploreResult`` what the explorer found.
 * ``RunResult`` (``passed``, ``verdict``, ``exit_code``, ``experiments``, ``violations``,
   ``bundle``, ``explain()``), ``ExperimentResult``, ``Violation``: what a run returns.
 * ``verify_bundle(path)`` -> ``BundleVerification`` (``ok``, ``describe()``): check a bundle
@@ -44,21 +51,33 @@ if _typing.TYPE_CHECKING:
     from acklab.evidence.exitcodes import AcklabError, ExitCode
     from acklab.harness.core.plan import RunSettings
     from acklab.harness.engine.api import attack, run
+    from acklab.harness.engine.options import AttackOptions, ExploreOptions, RunKeywords
     from acklab.harness.engine.results import ExperimentResult, RunResult, Violation
     from acklab.harness.engine.runner import RunOptions
+    from acklab.harness.explore.api import ExploreResult
+    from acklab.harness.sinks import Sinks
+    from acklab.harness.specs.target import TargetSpec
+    from acklab.pytest_plugin import WebhookLab
 
     DEFAULT_EXPERIMENTS: tuple[str, ...]
 
 __all__ = [
     "DEFAULT_EXPERIMENTS",
     "AcklabError",
+    "AttackOptions",
     "BundleVerification",
     "ExitCode",
     "ExperimentResult",
+    "ExploreOptions",
+    "ExploreResult",
+    "RunKeywords",
     "RunOptions",
     "RunResult",
     "RunSettings",
+    "Sinks",
+    "TargetSpec",
     "Violation",
+    "WebhookLab",
     "__version__",
     "attack",
     "run",
@@ -68,13 +87,20 @@ __all__ = [
 # Public name -> (module, attribute): imported on first use (module __getattr__, PEP 562).
 _LAZY: dict[str, tuple[str, str]] = {
     "AcklabError": ("acklab.evidence.exitcodes", "AcklabError"),
+    "AttackOptions": ("acklab.harness.engine.options", "AttackOptions"),
     "BundleVerification": ("acklab.evidence.bundle", "Verification"),
     "ExitCode": ("acklab.evidence.exitcodes", "ExitCode"),
     "ExperimentResult": ("acklab.harness.engine.results", "ExperimentResult"),
+    "ExploreOptions": ("acklab.harness.engine.options", "ExploreOptions"),
+    "ExploreResult": ("acklab.harness.explore.api", "ExploreResult"),
+    "RunKeywords": ("acklab.harness.engine.options", "RunKeywords"),
     "RunOptions": ("acklab.harness.engine.runner", "RunOptions"),
     "RunResult": ("acklab.harness.engine.results", "RunResult"),
     "RunSettings": ("acklab.harness.core.plan", "RunSettings"),
+    "Sinks": ("acklab.harness.sinks", "Sinks"),
+    "TargetSpec": ("acklab.harness.specs.target", "TargetSpec"),
     "Violation": ("acklab.harness.engine.results", "Violation"),
+    "WebhookLab": ("acklab.pytest_plugin", "WebhookLab"),
     "attack": ("acklab.harness.engine.api", "attack"),
     "run": ("acklab.harness.engine.api", "run"),
     "verify_bundle": ("acklab.evidence.bundle", "verify"),

@@ -49,9 +49,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
+    from acklab.harness.engine.options import AttackOptions, ExploreOptions, RunKeywords
     from acklab.harness.engine.results import RunResult
     from acklab.harness.explore.api import ExploreResult
     from acklab.harness.specs.target import TargetSpec
+
 
 MARKER = "webhook_spec"
 _RUNS = pytest.StashKey[list[Path]]()
@@ -287,11 +291,11 @@ class WebhookLab:
         path = Path(given)
         return (path if path.is_absolute() else self._request.path.parent / path), experiment
 
-    def attack(self, app: Any, **options: Any) -> RunResult:
+    def attack(self, app: Any, **options: Unpack[AttackOptions]) -> RunResult:
         """`acklab.attack` on `app` with this session's trials, seed and evidence directory.
 
-        Any keyword of `acklab.attack` may be given; ``--acklab-trials`` and ``--acklab-seed``
-        override the test's own, the marker's spec and experiment are the defaults.
+        Any keyword of `acklab.attack` may be given (`AttackOptions`); ``--acklab-trials`` and
+        ``--acklab-seed`` override the test's own, the marker's spec and experiment are the defaults.
         """
         # From the API's module, not acklab's namespace: a project's own acklab/ folder (where
         # `acklab init` writes its spec) on sys.path can shadow the package's root under an
@@ -299,113 +303,101 @@ class WebhookLab:
         from acklab.harness.engine.api import attack
         from acklab.harness.targets.app_spec import target_name
 
-        config = self._request.config
         spec, experiment = self._marked()
+        chosen: AttackOptions = {"out": self.out, "where": self._request.path.parent}
+        chosen["placeholders"] = self.placeholders
         if spec is not None:
-            options.setdefault("spec", spec)
+            chosen["spec"] = spec
         if experiment is not None:
-            options.setdefault("experiments", [experiment])
-        for option, keyword in (("--acklab-trials", "trials"), ("--acklab-seed", "seed")):
-            if config.getoption(option) is not None:
-                options[keyword] = config.getoption(option)
-        if options.get("seed") is None:
-            import secrets
-
-            options["seed"] = secrets.randbits(32)  # chosen here, so the message can say how to rerun
-        options.setdefault("out", self.out)
-        options.setdefault("where", self._request.path.parent)
-        options.setdefault("placeholders", self.placeholders)
-        if self._sinks is None and "sinks" not in options and "spec" in options and options["spec"] == spec:
-            self._sinks = self._spec_sinks()
+            chosen["experiments"] = [experiment]
+        if self._sinks is None and "sinks" not in options and spec is not None and options.get("spec", spec) == spec:
+            self._sinks = self._spec_sinks()  # the marker's spec names sinks: run them on its placeholders
         if self._sinks is not None:
-            options.setdefault("sinks", self._sinks)
-        if "name" not in options and "spec" not in options:
-            options["name"] = target_name(
-                getattr(self._request.node, "originalname", self._request.node.name)
-            )
+            chosen["sinks"] = self._sinks
+        if "name" not in options and "spec" not in options and spec is None:
+            chosen["name"] = target_name(self._test_name())
+        chosen.update(options)
+        trials, chosen["seed"] = self._session(chosen.get("seed"))
+        if trials is not None:
+            chosen["trials"] = trials
         self.attacked = True
-        with _django_mail_to(options.get("sinks")):
-            result = attack(app, **options)
-        result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
-        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
-        config.stash.setdefault(_RUNS, []).append(result.bundle)
-        _warn(result)
-        if experiment is not None:
-            _skip_if_skipped(result, experiment)
-        return result
+        with _django_mail_to(chosen.get("sinks")):
+            result = attack(app, **chosen)
+        return self._ran(result, experiment)
 
-    def run(self, target: str | Path | None = None, **options: Any) -> RunResult:
+    def run(self, target: str | Path | None = None, **options: Unpack[RunKeywords]) -> RunResult:
         """`acklab.run` on a target spec (default: the marker's) with this session's trials, seed and
         evidence directory: a service the spec names or starts (``command:``), over its socket."""
         from acklab.harness.engine.api import run
 
-        config = self._request.config
         spec, experiment = self._marked()
-        chosen = target if target is not None else spec
-        if chosen is None:
+        path = target if target is not None else spec
+        if path is None:
             raise pytest.UsageError(
                 f"{self._request.node.nodeid}: webhook_lab.run() needs a target spec: pass its path, or mark "
                 f"the test @pytest.mark.{MARKER}(PATH)"
             )
+        chosen: RunKeywords = {"out": self.out}
         if experiment is not None:
-            options.setdefault("experiments", [experiment])
-        for option, keyword in (("--acklab-trials", "trials"), ("--acklab-seed", "seed")):
-            if config.getoption(option) is not None:
-                options[keyword] = config.getoption(option)
-        if options.get("seed") is None:
-            import secrets
+            chosen["experiments"] = [experiment]
+        chosen.update(options)
+        trials, chosen["seed"] = self._session(chosen.get("seed"))
+        if trials is not None:
+            chosen["trials"] = trials
+        return self._ran(run(path, **chosen), experiment)
 
-            options["seed"] = secrets.randbits(32)
-        options.setdefault("out", self.out)
-        result = run(chosen, **options)
-        result.rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
-        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
-        config.stash.setdefault(_RUNS, []).append(result.bundle)
-        _warn(result)
-        if experiment is not None:
-            _skip_if_skipped(result, experiment)
-        return result
-
-    def explore(self, app: Any, *, budget: int = 50, **options: Any) -> ExploreResult:
+    def explore(self, app: Any, *, budget: int = 50, **options: Unpack[ExploreOptions]) -> ExploreResult:
         """The schedule explorer on `app`: up to `budget` generated schedules of sends, bursts,
         lost acknowledgements and conflicting bodies; a failing one is shrunk to a minimal
         schedule. Takes `acklab.attack`'s target keywords (``spec``, ``endpoint``, ``secret``,
         ``effects``...) and ``seed`` (``--acklab-seed`` overrides it: the failure message
         names the seed that replays the search). Needs the ``explore`` extra (Hypothesis)."""
         from acklab.harness.explore.api import explore_app
-        from acklab.harness.targets.app_spec import FIELDS, target_name
+        from acklab.harness.targets.app_spec import target_name
 
-        config = self._request.config
         spec, _ = self._marked()
+        chosen: ExploreOptions = {"out": self.out, "where": self._request.path.parent}
+        chosen["placeholders"] = self.placeholders
         if spec is not None:
-            options.setdefault("spec", spec)
-        seed = config.getoption("--acklab-seed")
-        if seed is None:
-            seed = options.pop("seed", None)
-        else:
-            options.pop("seed", None)
+            chosen["spec"] = spec
+        chosen.update(options)
+        _, chosen["seed"] = self._session(chosen.get("seed"))  # (--acklab-trials: a budget is not trials)
+        self.attacked = True
+        result = explore_app(app, budget=budget, default_name=target_name(self._test_name()), **chosen)
+        result = dataclasses.replace(result, rerun=self._rerun(result.seed))
+        self._record(result.bundle)
+        return result
+
+    def _test_name(self) -> str:
+        return str(getattr(self._request.node, "originalname", self._request.node.name))
+
+    def _session(self, seed: int | None) -> tuple[int | None, int]:
+        """The trials and the seed: ``--acklab-trials`` and ``--acklab-seed`` over the test's own; a
+        seed chosen here when none is given, so the failure message can say how to rerun."""
+        config = self._request.config
+        trials: int | None = config.getoption("--acklab-trials")
+        if config.getoption("--acklab-seed") is not None:
+            seed = int(config.getoption("--acklab-seed"))
         if seed is None:
             import secrets
 
             seed = secrets.randbits(32)
-        fields = {key: options.pop(key) for key in FIELDS if key in options}
-        default_name = target_name(getattr(self._request.node, "originalname", self._request.node.name))
-        self.attacked = True
-        result = explore_app(
-            app,
-            budget=budget,
-            seed=seed,
-            out=options.pop("out", self.out),
-            fields=fields,
-            where=options.pop("where", self._request.path.parent),
-            placeholders=options.pop("placeholders", self.placeholders),
-            default_name=default_name,
-            **options,
-        )
-        rerun = f"pytest '{self._request.node.nodeid}' --acklab-seed {result.seed}"
-        result = dataclasses.replace(result, rerun=rerun)
-        self._request.node.user_properties.append(("acklab_bundle", str(result.bundle.resolve())))
-        config.stash.setdefault(_RUNS, []).append(result.bundle)
+        return trials, seed
+
+    def _rerun(self, seed: int) -> str:
+        return f"pytest '{self._request.node.nodeid}' --acklab-seed {seed}"
+
+    def _record(self, bundle: Path) -> None:
+        """The bundle as the test's ``acklab_bundle`` property, and among the session's runs (pruned)."""
+        self._request.node.user_properties.append(("acklab_bundle", str(bundle.resolve())))
+        self._request.config.stash.setdefault(_RUNS, []).append(bundle)
+
+    def _ran(self, result: RunResult, experiment: str | None) -> RunResult:
+        result = result.but(rerun=self._rerun(result.seed))
+        self._record(result.bundle)
+        _warn(result)
+        if experiment is not None:
+            _skip_if_skipped(result, experiment)
         return result
 
 

@@ -313,7 +313,7 @@ def run(**kwargs: Any) -> int:
 def plan(**kwargs: Any) -> int:
     """Print the frozen delivery plan of a run; nothing is sent."""
     with _json_on_error(kwargs["as_json"], kwargs["target"]):
-        _, _, the_plan, _, _ = prepare(_run_options(kwargs))
+        the_plan = prepare(_run_options(kwargs)).plan
     if kwargs["as_json"]:
         click.echo(json.dumps(the_plan.as_dict()))
         return int(ExitCode.OK)

@@ -16,21 +16,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from acklab.harness.core import self_check
 from acklab.harness.core.plan import MAX_TRIALS, RunSettings
-from acklab.harness.core.run_events import Consumer
+from acklab.harness.engine.options import AttackOptions, RunKeywords, app_target_of, check_keywords
 from acklab.harness.engine.results import RunResult
 from acklab.harness.engine.runner import RunOptions
 from acklab.harness.engine.runner import run as run_options
 from acklab.harness.errors import RunInterrupted, SpecError
-from acklab.harness.sinks import Sinks
-from acklab.harness.targets.app_spec import app_target
-from acklab.harness.targets.callables import Reader
 
 # A test suite runs often: fewer trials than `acklab run`'s five (each still proves its fault).
 ATTACK_TRIALS = 3
@@ -66,71 +63,41 @@ def _names(experiments: str | Sequence[str]) -> tuple[str, ...]:
     return (experiments,) if isinstance(experiments, str) else tuple(experiments)
 
 
-def run(target: str | os.PathLike[str] | RunOptions = "fixture:live", **options: Any) -> RunResult:
+def run(
+    target: str | os.PathLike[str] | RunOptions = "fixture:live", **options: Unpack[RunKeywords]
+) -> RunResult:
     """Run the lab against `target` and return its result (``acklab run`` from Python).
 
     `target`: ``fixture:live``, ``fixture:unsafe``, the path of a target spec file, or a
-    whole `RunOptions`. `options` are `RunOptions` fields, e.g. ``experiments=("lost-ack",)``,
-    ``trials=3``, ``seed=1``, ``out="out"``, ``settings=RunSettings(burst=32)``. Unlike
-    ``acklab run``, an experiment named that does not apply to the target is listed as
-    skipped with its reason rather than refused.
+    whole `RunOptions`. `options` are `RunOptions` fields (`RunKeywords`), e.g.
+    ``experiments=("lost-ack",)``, ``trials=3``, ``seed=1``, ``out="out"``,
+    ``settings=RunSettings(burst=32)``. Unlike ``acklab run``, an experiment named that does
+    not apply to the target is listed as skipped with its reason rather than refused.
     """
     base = target if isinstance(target, RunOptions) else RunOptions(target=os.fspath(target))
+    given: dict[str, Any] = dict(options)
     if "experiments" in options:
-        options["experiments"] = _names(options["experiments"])
+        given["experiments"] = _names(options["experiments"])
     if "out" in options:
-        options["out"] = Path(options["out"])
+        given["out"] = Path(options["out"])
     try:
-        chosen = dataclasses.replace(base, **{"skip_inapplicable": True, **options})
+        chosen = dataclasses.replace(base, **{"skip_inapplicable": True, **given})
     except TypeError as exc:
         fields = ", ".join(f.name for f in dataclasses.fields(RunOptions) if f.name != "target")
         raise TypeError(f"acklab.run(): {exc}; the options are: {fields}") from None
     return _interruptible(lambda: run_options(chosen))
 
 
-def attack(
-    app: Any,
-    *,
-    spec: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-    endpoint: str | None = None,
-    signing: str | Mapping[str, Any] | None = None,
-    secret: str | None = None,
-    event: Mapping[str, Any] | None = None,
-    conflict: Mapping[str, Any] | None = None,
-    expect: Mapping[str, Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-    delivery: Mapping[str, Any] | None = None,
-    lifecycle: Mapping[str, Any] | None = None,
-    siblings: Sequence[Mapping[str, Any]] | None = None,
-    competitor: Mapping[str, Any] | None = None,
-    name: str | None = None,
-    effects: Reader | Mapping[str, Any] | None = None,
-    state: Reader | None = None,
-    experiments: str | Sequence[str] = (),
-    trials: int = ATTACK_TRIALS,
-    seed: int | None = None,
-    out: str | os.PathLike[str] = "out",
-    settings: RunSettings | None = None,
-    interface: str = "auto",
-    serving: str = "auto",
-    lifespan: bool = True,
-    allow_remote: bool = False,
-    deadline_s: float | None = None,
-    journal: bool = True,
-    consumers: Sequence[Consumer] = (),
-    where: str | os.PathLike[str] | None = None,
-    placeholders: Mapping[str, str] | None = None,
-    sinks: Sinks | None = None,
-) -> RunResult:
+def attack(app: Any, **options: Unpack[AttackOptions]) -> RunResult:
     """Attack an ASGI app (FastAPI, Starlette) or a WSGI app (Flask, Django) inside this process.
 
-    The target is described as a target spec allows — `spec` (a file or a dict), then any
-    of the keyword fields of a spec over it: `endpoint` (a path such as ``"/webhooks"``),
-    `signing` (a scheme, or ``{"scheme", "secret"}``) with `secret`, `event` (the body
-    template), `conflict`, `expect`, `headers`, `delivery`, `name`. `effects` counts one
-    event's side effects: a callable ``event_id -> int`` (sync or async; your own ORM
-    session) or a spec's ``effects`` (``sql``, or ``http`` with a path of this app); `state`
-    (a callable) reads its committed state, for ``expect.conflict: ignore``.
+    The target is described as a target spec allows (`TargetFields`) — `spec` (a file, a dict or a
+    `TargetSpec`), then any of the keyword fields of a spec over it: `endpoint` (a path such as
+    ``"/webhooks"``), `signing` (a scheme, or ``{"scheme", "secret"}``) with `secret`, `event`
+    (the body template), `conflict`, `expect`, `headers`, `delivery`, `name`. `effects` counts
+    one event's side effects: a callable ``event_id -> int`` (sync or async; your own ORM session)
+    or a spec's ``effects`` (``sql``, or ``http`` with a path of this app); `state` (a callable)
+    reads its committed state, for ``expect.conflict: ignore``.
 
     Beyond one event (docs/beyond-one-event.md): `lifecycle` (``{"object": ..., "events": [...]}``),
     `siblings` (``[{"type": ...}]``) and `competitor` (``{"method", "url", "body"}``, the url a
@@ -138,64 +105,49 @@ def attack(
     (``effects=lambda event_id, object_id: ...``, ``state=...``) are given the event's object:
     out-of-order reads the object's state, race-with-request counts the object's effects.
 
-    Deliveries reach the app in-process; an experiment that needs a real connection
-    (lost-ack-reset, timeout-overlap, concurrent-duplicates) gets the app served by uvicorn
-    on loopback in this process (``serving="auto"``), or is skipped with its reason
-    (``serving="in-process"``); ``serving="socket"`` serves every experiment that way.
-    Experiments that cannot run on an app in this process (the crash experiments, the
-    database-link faults) are listed as skipped with why. `interface`: ``auto``, ``asgi``
-    or ``wsgi``. `lifespan`: run the app's startup and shutdown around each experiment.
-    `placeholders`: the values of a spec's run placeholders (``{"scratch": ..., "port": ...}``;
-    ``webhook_lab.placeholders`` allocates them for a test). `sinks`: started SMTP / outbound
-    sinks (`acklab.harness.sinks.Sinks`, ``webhook_lab.sinks(...)``) the app sends to; their
-    emails and calls are counted beside the rows (``expect.max_emails``, ``max_calls``).
+    How the attack runs (`AttackOptions`): `experiments`, `trials` (default 3), `seed`, `out`
+    (default ``out``), `settings`, `deadline_s`, `journal`, `consumers`. Deliveries reach the
+    app in-process; an experiment that needs a real connection (lost-ack-reset, timeout-overlap,
+    concurrent-duplicates) gets the app served by uvicorn on loopback in this process
+    (``serving="auto"``), or is skipped with its reason (``serving="in-process"``);
+    ``serving="socket"`` serves every experiment that way. Experiments that cannot run on an
+    app in this process (the crash experiments, the database-link faults) are listed as skipped
+    with why. `interface`: ``auto``, ``asgi`` or ``wsgi``. `lifespan`: run the app's startup and
+    shutdown around each experiment. `placeholders`: the values of a spec's run placeholders
+    (``{"scratch": ..., "port": ...}``; ``webhook_lab.placeholders`` allocates them for a test).
+    `sinks`: started SMTP / outbound sinks (`acklab.Sinks`, ``webhook_lab.sinks(...)``) the app
+    sends to; their emails and calls are counted beside the rows (``expect.max_emails``,
+    ``max_calls``). `where`: the folder the handler's code is taken from (default: here).
     """
-    fields = {
-        "name": name,
-        "endpoint": endpoint,
-        "signing": signing,
-        "event": event,
-        "conflict": conflict,
-        "expect": expect,
-        "headers": headers,
-        "delivery": delivery,
-        "lifecycle": lifecycle,
-        "siblings": list(siblings) if siblings is not None else None,
-        "competitor": competitor,
-    }
+    check_keywords(options, AttackOptions, "acklab.attack()")
+    trials = options.get("trials", ATTACK_TRIALS)
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
         raise SpecError(f"trials: got {trials!r}; expected a whole number from 1 to {MAX_TRIALS}")
-    target = app_target(
+    target = app_target_of(
         app,
-        spec=spec,
-        fields=fields,
-        secret=secret,
-        effects=effects,
-        state=state,
-        interface=interface,
-        serving=serving,
-        lifespan=lifespan,
-        allow_remote=allow_remote,
-        where=Path(where) if where is not None else Path.cwd(),
-        values=placeholders,
+        options,
+        serving=options.get("serving", "auto"),
+        allow_remote=options.get("allow_remote", False),
+        default_name="app",
     )
-    target.sinks = sinks
-    options = RunOptions(
+    target.sinks = options.get("sinks")
+    run_with = RunOptions(
         target=target.name,
-        experiments=_names(experiments),
+        experiments=_names(options.get("experiments", ())),
         trials=trials,
-        seed=seed,
-        out=Path(out),
-        settings=settings or RunSettings(),
-        deadline_s=deadline_s,
-        journal=journal,
+        seed=options.get("seed"),
+        out=Path(options.get("out", "out")),
+        settings=options.get("settings") or RunSettings(),
+        deadline_s=options.get("deadline_s"),
+        journal=options.get("journal", True),
         skip_inapplicable=True,
     )
+    consumers = options.get("consumers", ())
     # The app runs in this process: the verdict code checks itself before (an earlier app of the
     # process) and after (this one) the attack (harness.core.self_check).
     self_check.check("before this attack: an earlier in-process app or test")
     try:
-        result = _interruptible(lambda: run_options(options, consumers, target=target))
+        result = _interruptible(lambda: run_options(run_with, consumers, target=target))
     finally:
         if target.close is not None:  # the run stopped before it released the app (bad options)
             target.close()

@@ -1,7 +1,7 @@
 """What a run returns to Python callers: a read-only view of its run document (``run.json``).
 
-`RunResult` wraps the run document exactly as the bundle holds it (`run`; `document` is it read
-with its model, `acklab.evidence.documents.run.RunDocument`), plus the bundle's path;
+`RunResult` is frozen: the run document as the bundle holds it (`document`, read with its model,
+`acklab.evidence.documents.run.RunDocument`; `run` is its JSON), plus the bundle's path;
 every property is computed from that document, never from state the run kept elsewhere,
 so a result rebuilt from a bundle on disk (`RunResult.load`) says the same as the one the
 run returned. `ExperimentResult` and `Violation` are typed views of the document's
@@ -16,8 +16,7 @@ incident file; skipped experiments with their reason; errors with theirs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -156,16 +155,16 @@ class ExperimentResult:
         return "\n".join(lines)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
     """The outcome of a run: its run document (``run.json``), its bundle, the exit code of the contract.
 
     ``passed`` is true only when every experiment that ran passed (a skipped one counts for
     nothing; a run where nothing could be judged did not pass). ``explain()`` is the text
-    to show when it did not.
+    to show when it did not. Frozen: `but` makes a copy with another `rerun`.
     """
 
-    run: dict[str, Any]
+    document: RunDocument
     bundle: Path
     # How to run exactly this again (the pytest plugin: the test's id and --acklab-seed), shown by explain().
     rerun: str | None = None
@@ -173,7 +172,16 @@ class RunResult:
     @classmethod
     def of(cls, document: RunDocument, bundle: Path, rerun: str | None = None) -> RunResult:
         """The result of a run whose document is `document` and whose bundle is at `bundle`."""
-        return cls(document.dump(), Path(bundle), rerun)
+        return cls(document, Path(bundle), rerun)
+
+    def but(self, *, rerun: str | None) -> RunResult:
+        """This result, saying how to run it again (`rerun`)."""
+        return replace(self, rerun=rerun)
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """The run document as JSON (``run.json``), a fresh copy."""
+        return self.document.dump()
 
     @classmethod
     def load(cls, bundle: Path) -> RunResult:
@@ -181,11 +189,6 @@ class RunResult:
         its model: EvidenceInvalid when it is not a run document)."""
         path = Path(bundle) / "run.json"
         return cls.of(RunDocument.read(load_evidence_json(path), what=str(path)), Path(bundle))
-
-    @cached_property
-    def document(self) -> RunDocument:
-        """`run` as its model (the typed view every property reads)."""
-        return RunDocument.read(self.run, what=f"run.json of {self.bundle}")
 
     @property
     def run_id(self) -> str:

@@ -23,10 +23,11 @@ import math
 import secrets
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
@@ -177,9 +178,18 @@ def new_run_id(shard: tuple[int, int] | None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}{suffix}"
 
 
-def prepare(
-    options: RunOptions, target: Target | None = None
-) -> tuple[Target, list[Experiment], RunPlan, str, dict[str, Trial]]:
+@dataclass(frozen=True)
+class Prepared:
+    """A run resolved and planned, nothing sent yet (`prepare`): what `run` executes."""
+
+    target: Target
+    experiments: tuple[Experiment, ...]
+    plan: RunPlan
+    run_id: str
+    finished: Mapping[str, Trial]  # trials an earlier process finished (--resume)
+
+
+def prepare(options: RunOptions, target: Target | None = None) -> Prepared:
     """Resolve target (unless given, e.g. an app served in-process), experiments and plan;
     nothing is sent (exit 3/5 errors surface here)."""
     if target is None:
@@ -244,7 +254,7 @@ def prepare(
             skipped=skipped,
         )
     run_id = options.resume or new_run_id(shard)
-    return target, experiments, plan, run_id, finished
+    return Prepared(target, tuple(experiments), plan, run_id, MappingProxyType(finished))
 
 
 def run(
@@ -262,26 +272,37 @@ def run(
     ):
         # NaN passes every comparison's range check and would end the run at once (exit 6).
         raise SpecError(f"deadline_s: got {deadline!r}; give a finite number of seconds above 0, e.g. 600")
-    target, experiments, plan, run_id, finished = prepare(options, target)
-    refused = _secrets(target, options)
+    prepared = prepare(options, target)
+    refused = _secrets(prepared.target, options)
     # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
-    with leasing(options.out if options.journal else None, run_id, secrets=refused):
-        try:
-            return asyncio.run(
-                _main(
-                    options,
-                    target=target,
-                    experiments=experiments,
-                    plan=plan,
-                    run_id=run_id,
-                    finished=finished,
-                    consumers=consumers,
-                    refused=refused,
-                    resumable=resumable,
-                )
-            )
-        finally:
-            asyncio.run(target.aclose())
+    with leasing(options.out if options.journal else None, prepared.run_id, secrets=refused):
+        return asyncio.run(_whole(options, prepared, consumers, refused=refused, resumable=resumable))
+
+
+async def _whole(
+    options: RunOptions,
+    prepared: Prepared,
+    consumers: Sequence[Consumer],
+    *,
+    refused: list[str],
+    resumable: bool,
+) -> RunResult:
+    """The run and the target's release, in one event loop: what the target started in it (a
+    server's tasks, a transport's connections) is closed in the loop it belongs to."""
+    try:
+        return await _main(
+            options,
+            target=prepared.target,
+            experiments=list(prepared.experiments),
+            plan=prepared.plan,
+            run_id=prepared.run_id,
+            finished=dict(prepared.finished),
+            consumers=consumers,
+            refused=refused,
+            resumable=resumable,
+        )
+    finally:
+        await prepared.target.aclose()
 
 
 def _secrets(target: Target, options: RunOptions) -> list[str]:
@@ -520,4 +541,13 @@ def _remove_interrupts(previous: dict[signal.Signals, Any]) -> None:
                 signal.signal(sig, previous[sig])
 
 
-__all__ = ["EXPERIMENTS", "HarnessError", "RunOptions", "RunResult", "build_plan", "prepare", "run"]
+__all__ = [
+    "EXPERIMENTS",
+    "HarnessError",
+    "Prepared",
+    "RunOptions",
+    "RunResult",
+    "build_plan",
+    "prepare",
+    "run",
+]

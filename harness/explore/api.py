@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.documents.records import Violation
+from acklab.harness.engine.options import ExploreOptions, app_target_of, check_keywords
 from acklab.harness.engine.runner import new_run_id
 from acklab.harness.errors import SpecError
 from acklab.harness.procs.leases import leasing
-from acklab.harness.targets.app_spec import app_target
-from acklab.harness.targets.callables import Reader
 
 MAX_BUDGET = 10_000
 
@@ -71,23 +69,10 @@ class ExploreResult:
 
 
 def explore_app(
-    app: Any,
-    *,
-    budget: int = 50,
-    seed: int | None = None,
-    out: str | Path = "out",
-    spec: str | Path | Mapping[str, Any] | None = None,
-    fields: Mapping[str, Any] | None = None,
-    secret: str | None = None,
-    effects: Reader | Mapping[str, Any] | None = None,
-    state: Reader | None = None,
-    interface: str = "auto",
-    lifespan: bool = True,
-    where: Path | None = None,
-    placeholders: Mapping[str, str] | None = None,
-    default_name: str = "app",
+    app: Any, *, budget: int = 50, default_name: str = "app", **options: Unpack[ExploreOptions]
 ) -> ExploreResult:
     """Search delivery schedules against `app` (see the module docstring)."""
+    check_keywords(options, ExploreOptions, "webhook_lab.explore()")
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
         raise SpecError(f"budget: got {budget!r}; expected a number of schedules from 1 to {MAX_BUDGET}")
     from acklab.evidence.extras import require
@@ -96,22 +81,10 @@ def explore_app(
     from acklab.harness.explore.bundle import write_bundle
     from acklab.harness.explore.explorer import LabSession, explore_target, new_seed
 
-    target = app_target(
-        app,
-        spec=spec,
-        fields=fields,
-        secret=secret,
-        effects=effects,
-        state=state,
-        interface=interface,
-        serving="socket",  # bursts need a real connection
-        lifespan=lifespan,
-        where=where,
-        values=placeholders,
-        default_name=default_name,
-    )
+    target = app_target_of(app, options, serving="socket", allow_remote=False, default_name=default_name)
+    seed = options.get("seed")
     seed = new_seed() if seed is None else seed
-    out = Path(out)
+    out = Path(options.get("out", "out"))
     _ = target.revision  # the handler's commit, read before anything is written
     started_at, started = utcnow(), time.monotonic()
     run_id = new_run_id(None) + "-explore"

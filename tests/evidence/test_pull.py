@@ -110,7 +110,7 @@ def test_a_comparison_is_pulled_whole_with_its_runs_inside(tmp_path, gitlab_doub
     finished = []
     for run_id, verdict in (("before", "fail"), ("after", "pass")):
         root = write_run_bundle(runs / run_id, run_id, {"lost-ack": [(0, verdict)]})
-        finished.append(RunResult(json.loads((root / "run.json").read_text()), root))
+        finished.append(RunResult.load(root))
     evidence_dir = tmp_path / "job"
     compared = bundle_comparison(
         evidence_dir, finished, seed=7, started_at="2026-12-01T00:00:00Z", targets=["a", "b"]
