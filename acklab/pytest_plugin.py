@@ -42,7 +42,7 @@ import dataclasses
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from acklab.harness.engine.options import AttackOptions, ExploreOptions, RunKeywords
     from acklab.harness.engine.results import RunResult
     from acklab.harness.explore.api import ExploreResult
+    from acklab.harness.sinks import Sinks
     from acklab.harness.specs.target import TargetSpec
 
 
@@ -204,7 +205,7 @@ class WebhookLab:
     def __init__(self, request: pytest.FixtureRequest, out: Path) -> None:
         self._request, self.out = request, out
         self._isolation: Any = None
-        self._sinks: Any = None
+        self._sinks: Sinks | None = None
         self.attacked = False  # an app ran in this process: the verdict code is checked after the test
 
     @property
@@ -235,41 +236,35 @@ class WebhookLab:
 
         return load_target_spec(Path(spec))
 
-    def _spec_sinks(self) -> Any:
+    def _spec_sinks(self) -> Sinks | None:
         """The sinks the marker's spec names (``effects.smtp``, ``outbound``, ``provider_api``), started on the ports
         `placeholders` allocated (None: it names none)."""
         spec = self._spec()
         if spec is None:
             return None
-        effects = spec.effects
-        if effects.smtp is None and effects.outbound is None and effects.provider_api is None:
+        if not spec.effects.sinks:
             return None
-        from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
+        from acklab.harness.sinks import Sinks, sink_configs
 
         values = self.placeholders
-        filled = spec.filled(values).effects
-        api = provider_api_config(filled.provider_api, values.get("provider_api_url"))
-        sinks = Sinks(*sink_configs(filled.smtp, filled.outbound), provider_api=api)
+        sinks = Sinks(sink_configs(spec.filled(values).effects, values))
         sinks.start()
         return sinks
 
     def sinks(
-        self,
-        *,
-        smtp: bool | dict[str, Any] = True,
-        outbound: dict[str, Any] | None = None,
-        provider_api: dict[str, Any] | None = None,
-    ) -> Any:
-        """The lab's SMTP and outbound API sinks, started on free loopback ports for this test
-        (stopped after it): point the app at ``.smtp_port`` / ``.outbound_url`` before
-        ``attack``, which then counts its emails and calls beside the rows (``expect.max_emails``,
-        ``max_calls``; docs/sinks.md). `outbound`: ``{"routes": [...], "idempotency_header": ...}``
-        as in a spec's ``effects.outbound``; `provider_api`: ``{"provider": "stripe"}``, the
-        provider's API at ``.provider_api_url`` (docs/provider-api.md)."""
+        self, *, smtp: bool | Mapping[str, Any] = True, **others: bool | Mapping[str, Any] | None
+    ) -> Sinks:
+        """The lab's sinks, started on free loopback ports for this test (stopped after it), each by
+        its name in a spec's ``effects:``, as a spec's section says it: ``smtp`` (on unless
+        ``smtp=False``; ``{"match": ...}``), ``outbound`` (``{"routes": [...], "idempotency_header":
+        ...}``), ``provider_api`` (``{"provider": "stripe"}``, docs/provider-api.md). Point the app at
+        ``.smtp_port`` / ``.outbound_url`` / ``.provider_api_url`` (any sink's: ``.port(name)``,
+        ``.url(name)``) before ``attack``, which then counts what they receive beside the rows
+        (``expect.max_emails``, ``max_calls``; docs/sinks.md)."""
         if self._sinks is None:
             from acklab.harness.sinks import Sinks
 
-            self._sinks = Sinks.for_test(smtp=smtp, outbound=outbound, provider_api=provider_api)
+            self._sinks = Sinks.for_test(smtp=smtp, **others)
         return self._sinks
 
     def close(self) -> None:
@@ -310,7 +305,12 @@ class WebhookLab:
             chosen["spec"] = spec
         if experiment is not None:
             chosen["experiments"] = [experiment]
-        if self._sinks is None and "sinks" not in options and spec is not None and options.get("spec", spec) == spec:
+        if (
+            self._sinks is None
+            and "sinks" not in options
+            and spec is not None
+            and options.get("spec", spec) == spec
+        ):
             self._sinks = self._spec_sinks()  # the marker's spec names sinks: run them on its placeholders
         if self._sinks is not None:
             chosen["sinks"] = self._sinks

@@ -16,6 +16,7 @@ from math import ceil
 from typing import Any, Generic, TypeVar
 
 from acklab.evidence.documents.latency import Latency
+from acklab.evidence.documents.records import SINK_SOURCES
 from acklab.evidence.documents.verdicts import EXPERIMENT_NAMES
 
 from .identity import HEAD, PATCHED, FlowRun, short_revision
@@ -30,7 +31,7 @@ T = TypeVar("T")
 
 # Beside the experiments, a column per source of effects the lab's sinks counted (docs/sinks.md):
 # the row's worst incident for that source, across its experiments.
-SOURCE_COLUMNS = ("emails", "calls")
+SOURCE_COLUMNS: tuple[str, ...] = SINK_SOURCES
 
 
 def experiment_key(name: str) -> tuple[int, str]:

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acklab.evidence.documents.incident import Incident
-from acklab.evidence.documents.records import CommitConfirmation, Delivery, Observation, Violation
+from acklab.evidence.documents.records import (
+    SINK_SOURCES,
+    CommitConfirmation,
+    Delivery,
+    Observation,
+    Violation,
+)
 from acklab.evidence.documents.trial import Trial
 
 from .fleet import Moment, moments_of
@@ -283,14 +289,12 @@ def _row(
 def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str | None:
     """What the sinks had received for `event_id` when the lab read it right after delivery `seq`."""
     for obs in observations:
-        if (
-            obs.event_id == event_id
-            and obs.after_seq == seq
-            and (obs.emails is not None or obs.calls is not None)
-        ):
-            parts = [f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((obs.emails, "email"), (obs.calls, "call"))
-                     if n is not None]  # fmt: skip
-            return " \u00b7 ".join(parts)
+        if obs.event_id == event_id and obs.after_seq == seq and obs.sinks_seen:
+            counts = [(n, source) for source in SINK_SOURCES if (n := obs.count_of(source)) is not None]
+            # "2 emails · 1 call": each sink's source, one of it named in the singular
+            return " \u00b7 ".join(
+                f"{n} {source if n != 1 else source.removesuffix('s')}" for n, source in counts
+            )
     return None
 
 

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from .base import Document, Omit
 from .latency import LatencyFigures, Spread, summary_figures
-from .records import Sha256, Timestamp, Violation
+from .records import Sha256, SinkSource, Timestamp, Violation
 from .trial import Trial
 from .verdicts import Verdict, combine
 
@@ -61,7 +61,7 @@ class IncidentTarget(Document):
     listener: Omit[dict[str, Any]] = None
     handler_sha256: Omit[Sha256] = None
     provider: Omit[str] = None
-    sinks: Omit[list[Literal["emails", "calls"]]] = None  # effects.smtp / effects.outbound
+    sinks: Omit[list[SinkSource]] = None  # the sources the target's sinks counted (effects.smtp, ...)
 
 
 class IncidentExperiment(Document):

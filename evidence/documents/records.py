@@ -7,7 +7,7 @@ trial runs (`acklab.harness.wire.records` keeps the live state of a delivery and
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -32,7 +32,11 @@ DeliveryKind = Literal[
     "competitor",  # the app's own request (race-with-request), not a webhook
 ]
 ObservationSource = Literal["sql", "http", "fixture", "callable"]
-EffectSource = Literal["rows", "emails", "calls"]  # where an effect is seen: the database, the sinks
+# Where an effect is seen beside the database's rows: the sinks the lab runs (a new sink adds its
+# source here, and its count to `Observation`).
+SinkSource = Literal["emails", "calls"]
+SINK_SOURCES: tuple[SinkSource, ...] = get_args(SinkSource)
+EffectSource = Literal["rows"] | SinkSource  # where an effect is seen: the database, a sink
 # Deliveries that bring the event itself (not a conflicting body, not a forged replay).
 DELIVERED_KINDS = frozenset({"original", "retry", "duplicate"})
 
@@ -131,6 +135,16 @@ class Observation(Document):
     sent_before_commit: Omit[Count] = None
     # expect.totals: the consumer's running total for the event's object (None: no number read)
     total: float | int | None = None
+
+    def count_of(self, source: str) -> int | None:
+        """The count of `source` (a sink's, `SINK_SOURCES`) read with the rows; None: no such sink ran."""
+        value = getattr(self, source) if source in SINK_SOURCES else None
+        return value if isinstance(value, int) else None
+
+    @property
+    def sinks_seen(self) -> bool:
+        """Whether any sink's count was read with the rows (the target runs sinks)."""
+        return any(self.count_of(source) is not None for source in SINK_SOURCES)
 
 
 class CommitConfirmation(Document):

@@ -62,7 +62,7 @@ class SinkLog(Document):
 
     SCHEMA = "sinks"
 
-    sink: Literal["smtp", "outbound", "provider_api"]
+    sink: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]  # effects.<sink>
     records: list[SinkEntry]
     capped: Count
     dropped: Count

@@ -74,8 +74,8 @@ async def _by_hand(db_url: str | None) -> None:
             effects = await endpoint.probe.count(event.event_id, event.object_id)
             told = sinks.tally(event.event_id)
             console.print(
-                f"  fulfillments for {event.event_id}: [bold]{effects}[/] · emails: [bold]{told.emails}[/] · "
-                f"warehouse requests: [bold]{told.calls}[/] (one event, one side effect — in the database "
+                f"  fulfillments for {event.event_id}: [bold]{effects}[/] · emails: [bold]{told.counts.get('emails')}[/] · "
+                f"warehouse requests: [bold]{told.counts.get('calls')}[/] (one event, one side effect — in the database "
                 "and outside it)\n"
             )
     finally:

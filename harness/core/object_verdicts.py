@@ -43,6 +43,7 @@ from acklab.evidence.documents.records import (
 )
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.documents.verdicts import Invariant
+from acklab.harness.sinks import SINKS
 from acklab.harness.targets import Expect
 
 STATE_EXPERIMENTS = frozenset({"out-of-order"})
@@ -179,7 +180,7 @@ class _Case:
         )
 
     def sinks_seen(self) -> bool:
-        return any(o.emails is not None or o.calls is not None for o in self.observations("final"))
+        return any(o.sinks_seen for o in self.observations("final"))
 
     def reads_after(self) -> list[tuple[Delivery, int | None, str | None]]:
         """(delivery, count, state) read right after each delivery, in arrival order."""
@@ -329,7 +330,7 @@ def _sent(observations: Sequence[Observation], name: str) -> int | None:
     (`{{order_id}}`, `{{object_id}}`): one receipt counts once for each sibling, so the object's
     count is the largest of its events', not their sum (a message naming only its own
     `{{event_id}}` is then not added up across siblings: a miss, never a false alarm)."""
-    found = [n for o in observations if (n := getattr(o, name)) is not None]
+    found = [n for o in observations if (n := o.count_of(name)) is not None]
     return max(found) if found else None
 
 
@@ -340,24 +341,20 @@ def _judge_sinks(c: _Case) -> None:
         return
     final, late = c.observations("final"), c.observations("late")
     reads = c.observations(AFTER_DELIVERY)
-    sources: tuple[tuple[EffectSource, int], ...] = (
-        ("emails", c.expect.max_emails),
-        ("calls", c.expect.max_calls),
-    )
-    for name, limit in sources:
+    for kind in SINKS.values():
+        name, limit = kind.source, c.expect.max_of(kind.source)
         settled, later = _sent(final, name), _sent(late, name)
         if settled is None:
             continue
         last = settled if later is None else max(settled, later)
         if last <= limit:
             continue
-        over = next((o.after_seq for o in reads if (getattr(o, name) or 0) > limit), None)
+        over = next((o.after_seq for o in reads if (o.count_of(name) or 0) > limit), None)
         cause = c.extra_cause(c.deliveries.get(over) if over is not None else None)
-        what = "emails" if name == "emails" else "effects downstream"
         c.too_many(
             last,
             limit,
-            f"{name}: {len(c.deliveries)} deliveries to one object sent {last} {what}{_grew(settled, later)}",
+            f"{name}: {len(c.deliveries)} deliveries to one object sent {last} {kind.what}{_grew(settled, later)}",
             cause=cause,
             extra="one",
             source=name,

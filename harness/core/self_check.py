@@ -53,6 +53,7 @@ WATCHED = (
     "acklab.harness.core.conflict_verdicts",
     "acklab.harness.core.object_verdicts",
     "acklab.harness.core.proofs",
+    "acklab.harness.core.sink_verdicts",
     "acklab.harness.core.trial",
     "acklab.harness.core.verdicts",
     "acklab.harness.engine.api",
@@ -61,6 +62,8 @@ WATCHED = (
     "acklab.harness.engine.results",
     "acklab.harness.engine.run_bundle",
     "acklab.harness.engine.runner",
+    "acklab.harness.sinks",  # the sinks' registry the sink verdicts iterate
+    "acklab.harness.sinks.base",
 )
 PUBLIC = "acklab"  # its lazily bound names (`acklab.attack`...) must stay what they name
 # The parts of a descriptor that hold code: a property's accessors, a cached property's function.

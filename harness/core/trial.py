@@ -431,10 +431,10 @@ class TrialContext:
         object_id = self.object_of(event_id)
         sinks = self.lab.endpoint.sinks
 
-        async def read() -> tuple[int, tuple[int, int, int]]:
+        async def read() -> tuple[int, tuple[int, ...]]:
             # The sinks settle with the rows: a worker's email a moment later still counts.
             rows = await self.lab.endpoint.probe.count(event_id, object_id)
-            return rows, (sinks.tally(event_id).total() if sinks is not None else (0, 0, 0))
+            return rows, (sinks.tally(event_id).total() if sinks is not None else ())
 
         reads = [await read()]
         while len(reads) < 3 or len(set(reads[-3:])) > 1:
@@ -542,9 +542,8 @@ def with_sinks(observation: Observation, sinks: Sinks | None) -> Observation:
         return observation
     tally = sinks.tally(observation.event_id)
     return observation.but(
-        emails=tally.emails,
-        calls=tally.calls,
+        **tally.counts,
         # keys only where the API names its header: without one, idempotent-outbound is not judged
-        call_keys=list(tally.call_keys) if tally.calls is not None and sinks.idempotency_header else None,
+        call_keys=list(tally.keys) if tally.keys is not None else None,
         sent_before_commit=tally.before_commit,
     )

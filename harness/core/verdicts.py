@@ -244,7 +244,7 @@ def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect,
 
 def sinks_seen(trial: Trial, event_id: str) -> bool:
     final = trial.observation(event_id, "final")
-    return final is not None and (final.emails is not None or final.calls is not None)
+    return final is not None and final.sinks_seen
 
 
 def _extra_cause(mine: Sequence[Delivery], trial: Trial) -> tuple[Delivery, str] | None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from acklab.evidence.clock import utcnow
-from acklab.evidence.documents.records import LateRead, Observation
+from acklab.evidence.documents.records import SINK_SOURCES, LateRead, Observation
 from acklab.evidence.documents.trial import Trial
 from acklab.harness.core.trial import with_sinks
 from acklab.harness.engine.execute import rejudge
@@ -92,10 +92,8 @@ async def _reread_one(endpoint: Endpoint, record: Trial, gate: asyncio.Semaphore
 
 def _sinks_grew(final: Observation, late: Observation) -> bool:
     """Whether an email or a call arrived for the event after its trial was judged."""
-    return any(
-        (getattr(late, name) or 0) > (getattr(final, name) or 0)
-        for name in ("emails", "calls", "sent_before_commit")
-    )
+    grew = any((late.count_of(source) or 0) > (final.count_of(source) or 0) for source in SINK_SOURCES)
+    return grew or (late.sent_before_commit or 0) > (final.sent_before_commit or 0)
 
 
 async def reread(target: Target, records: Iterable[Trial]) -> list[Trial]:

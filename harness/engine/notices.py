@@ -17,48 +17,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from acklab.evidence.documents.trial import Trial
-from acklab.harness.sinks import Sinks
-
-SILENT = {
-    "email": (
-        "the SMTP sink saw no message while the database gained rows for {events} event(s); is the app's "
-        "email backend pointed at it? (effects.smtp.listen's port in the service's EMAIL_PORT or SMTP_PORT, "
-        "and an SMTP backend: pytest-django's test settings swap Django's for locmem) — no email was judged"
-    ),
-    "call": (
-        "the outbound API sink saw no call while the database gained rows for {events} event(s); is the "
-        "app's API base URL pointed at it (http://127.0.0.1:{{{{outbound_port}}}} in the variable it "
-        "reads)? — no call was judged"
-    ),
-}
-UNMATCHED = {
-    "email": (
-        "the SMTP sink received {heard} message(s), none naming an event of the run; effects.smtp.match "
-        "({match!r}) is not what the app's emails say, so none was counted"
-    ),
-    "call": (
-        "the outbound API sink received {heard} call(s), none naming an event of the run; check the "
-        "routes' match, so calls are counted"
-    ),
-}
+from acklab.harness.sinks import SINKS, Sinks
 
 
 def sink_warnings(sinks: Sinks | None, trials: Sequence[Trial]) -> list[str]:
-    """A sink that heard nothing while rows landed, or heard only what named no event."""
+    """A sink that heard nothing while rows landed, or heard only what named no event (each sink's
+    own words: `harness.sinks.SinkKind.silent`, ``unmatched``)."""
     if sinks is None:
         return []
     landed = {o.event_id for t in trials for o in t.observations if o.effects > 0}
     found = []
-    for kind, sink in (("email", sinks.smtp), ("call", sinks.outbound)):
-        if sink is None:
-            continue
-        records = sinks.ledger.records(kind)  # type: ignore[arg-type]
-        heard = len(records) + sinks.ledger.dropped[kind]  # type: ignore[index]
-        if heard == 0 and landed:
-            found.append(SILENT[kind].format(events=len(landed)))
-        elif heard and not any(r.events for r in records):
-            match = str(sinks.smtp.config.match) if kind == "email" and sinks.smtp is not None else ""
-            found.append(UNMATCHED[kind].format(heard=heard, match=match))
+    for name, server in sinks.servers.items():
+        kind = SINKS[name]
+        records = sinks.ledger.records(name)
+        heard = len(records) + sinks.ledger.dropped.get(name, 0)
+        if heard == 0 and landed and kind.silent:
+            found.append(kind.silent.format(events=len(landed)))
+        elif heard and not any(r.events for r in records) and kind.unmatched:
+            match = str(getattr(server.config, "match", ""))
+            found.append(kind.unmatched.format(heard=heard, match=match))
     return found
 
 

@@ -90,7 +90,7 @@ class ProviderEchoExperiment(Experiment):
         play.arrival.sort(key=lambda r: r.seq)
         await trial.settle(play.events if counted(trial) == "events" else [play.primary])
         trial.objects.append(play.case(counted(trial)))
-        calls = [r for r in api.ledger.records("api") if r.echoed and event.event_id in r.events]
+        calls = [r for r in api.calls() if r.echoed and event.event_id in r.events]
         if not calls:
             return missed(
                 "the handler made no refund or capture through the provider's API for the event's objects: "

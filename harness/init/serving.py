@@ -158,12 +158,16 @@ def served(
                 f"and counts rows only; {install_command('sinks')} to count them too"
             )
         outbound = (
-            OutboundConfig("127.0.0.1", int(values["outbound_port"]), otherwise=Answer.of(OutboundAnswer.model_validate(ANSWER)))
+            OutboundConfig(
+                "127.0.0.1",
+                int(values["outbound_port"]),
+                otherwise=Answer.of(OutboundAnswer.model_validate(ANSWER)),
+            )
             if project.outbound and listening
             else None
         )
         smtp = SmtpConfig("127.0.0.1", int(values["smtp_port"])) if listening else None
-        sinks = Sinks(smtp, outbound)
+        sinks = Sinks({name: c for name, c in (("smtp", smtp), ("outbound", outbound)) if c is not None})
         sinks.start()
         stack.callback(sinks.stop)
         env = {k: resolve_env(iso.fill(v), field_name=f"command.env.{k}") for k, v in how.env.items()}

@@ -28,6 +28,7 @@ from typing import Any
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
+from acklab.harness.sinks.base import SinkKind
 from acklab.harness.sinks.reading import call_text
 from acklab.harness.sinks.records import (
     EventKeys,
@@ -39,8 +40,9 @@ from acklab.harness.sinks.records import (
     redacted_headers,
 )
 from acklab.harness.sinks.serving import ThreadedServer
-from acklab.harness.specs.target import OutboundAnswer
+from acklab.harness.specs.target import OutboundAnswer, OutboundEffects
 
+NAME = "outbound"
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
 
@@ -166,11 +168,12 @@ class _App:
             answer = found[1].first
         if refused:  # effect-failure: the downstream is down for this event's calls
             answer = Answer(status=503, json={"error": "service unavailable"})
-        seq = self.ledger.next_seq("call")
+        seq = self.ledger.next_seq(NAME)
         keep = frozenset({key_header.lower()}) if key_header else frozenset()
         self.ledger.keep(
             SinkRecord(
                 kind="call",
+                sink=NAME,
                 seq=seq,
                 at=utcnow(),
                 at_mono=now_mono(),
@@ -234,3 +237,39 @@ class OutboundSink:
 
 def keys_for(event_id: str, order_id: str, object_id: str) -> EventKeys:
     return EventKeys(event_id=event_id, order_id=order_id, object_id=object_id)
+
+
+def _config(section: OutboundEffects, host: str, port: int) -> OutboundConfig:
+    routes = tuple(
+        Route(
+            method=r.method.upper(),
+            path=r.path,
+            match=r.match,
+            respond=Answer.of(r.respond),
+            first=Answer.of(r.first) if r.first is not None else None,
+        )
+        for r in section.routes
+    )
+    return OutboundConfig(host, port, routes, section.idempotency_header or None)
+
+
+SINK = SinkKind(
+    name=NAME,
+    order=20,
+    record="call",
+    config=_config,
+    server=OutboundSink,
+    verb="made",
+    what="effects downstream",
+    carries_keys=True,
+    keyed=lambda config: config.idempotency_header is not None,
+    silent=(
+        "the outbound API sink saw no call while the database gained rows for {events} event(s); is the "
+        "app's API base URL pointed at it (http://127.0.0.1:{{{{outbound_port}}}} in the variable it "
+        "reads)? — no call was judged"
+    ),
+    unmatched=(
+        "the outbound API sink received {heard} call(s), none naming an event of the run; check the "
+        "routes' match, so calls are counted"
+    ),
+)

@@ -29,7 +29,8 @@ from typing import Any, Literal
 from acklab.evidence.redaction import REDACTED, redact, remember
 from acklab.harness.sinks.reading import Text
 
-SinkKind = Literal["email", "call", "api"]  # api: a call to the provider's API (effects.provider_api)
+# The shape of a record: a message, a call to an API, a call to the provider's API (its objects, its effect).
+RecordKind = Literal["email", "call", "api"]
 # A header whose name says credential: its value is a secret of the consumer's.
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|signature|credential", re.IGNORECASE)
 EXCERPT_BYTES = 2048
@@ -68,7 +69,8 @@ class SinkRecord:
     """One message the SMTP sink received, one call the outbound sink answered, or one call the
     provider's API answered."""
 
-    kind: SinkKind
+    kind: RecordKind
+    sink: str  # the sink that received it (its name: effects.<sink>)
     seq: int  # per sink, from 0
     at: str  # RFC 3339
     at_mono: float
@@ -165,40 +167,36 @@ RowsNow = Callable[[str, str], "int | None"]
 
 
 @dataclass
-class EventCount:
-    """Everything the sinks received for one event, counted as it arrived (never capped).
+class SinkCount:
+    """What one sink received for one event, counted as it arrived (never capped).
 
-    ``early``: arrived while the event had no committed row. Calls are effects (not reads);
-    calls with one idempotency key are one effect downstream, each keyless call one of its own."""
+    ``early``: arrived while the event had no committed row. A message is an effect; a call is one
+    unless it only reads (``GET``...): calls with one idempotency key are one effect downstream
+    (the API's dedupe), each keyless one an effect of its own; a change the provider's API executed
+    is one (it dedupes by key itself: a replay executes nothing). What a sink refused on purpose
+    (effect-failure) is no effect."""
 
-    emails: int = 0
-    emails_early: int = 0
-    calls: int = 0
+    received: int = 0  # every effect message or call, keyed or not
     keyless: int = 0
     keyless_early: int = 0
     keys: set[str] = field(default_factory=set)
     keys_early: set[str] = field(default_factory=set)
     first_keys: list[str | None] = field(default_factory=list)  # the first calls' keys, in arrival order
-    executed: int = 0  # changes the provider's API executed (each one effect: it dedupes by key itself)
-    executed_early: int = 0
-    refused: int = 0  # emails and effect calls a sink refused on purpose (effect-failure): no effect
+    refused: int = 0  # messages and effect calls the sink refused on purpose
 
     def add(self, record: SinkRecord, event_id: str) -> None:
         early = record.rows_at_arrival.get(event_id) == 0
         if record.served in REFUSALS:
             self.refused += record.kind == "email" or (record.method or "").upper() not in READS
             return
-        if record.kind == "api":
-            self.executed += record.effect
-            self.executed_early += record.effect and early
+        if record.kind == "api":  # the API executed a change, or not
+            self.received += record.effect
+            self.keyless += record.effect
+            self.keyless_early += record.effect and early
             return
-        if record.kind == "email":
-            self.emails += 1
-            self.emails_early += early
+        if record.kind == "call" and (record.method or "").upper() in READS:
             return
-        if (record.method or "").upper() in READS:
-            return
-        self.calls += 1
+        self.received += 1
         key = record.idempotency_key
         if len(self.first_keys) < MAX_KEYS_SHOWN:
             self.first_keys.append(key)
@@ -211,21 +209,21 @@ class EventCount:
                 self.keys_early.add(key)
 
     @property
-    def call_effects(self) -> int:
-        return len(self.keys) + self.keyless + self.executed
+    def effects(self) -> int:
+        return len(self.keys) + self.keyless
 
     @property
     def before_commit(self) -> int:
-        """Emails and call effects that arrived while the event had no row (a retried call
-        with one key is one effect, before the commit too)."""
-        return self.emails_early + len(self.keys_early) + self.keyless_early + self.executed_early
+        """Effects that arrived while the event had no row (a retried call with one key is one
+        effect, before the commit too)."""
+        return len(self.keys_early) + self.keyless_early
 
     def shown_keys(self) -> tuple[str | None, ...]:
         """The first calls' keys in arrival order; when later calls added what they do not show
         (a call without a key, another key), the last slots show that: what is judged of the
         keys is judged from all of them."""
         shown = list(self.first_keys)
-        if self.calls <= len(shown):
+        if self.received <= len(shown):
             return tuple(shown)
         if self.keyless and None not in shown:
             shown[-1] = None
@@ -234,6 +232,32 @@ class EventCount:
             other = min(self.keys - seen)
             shown[-2 if shown[-1] is None else -1] = other
         return tuple(shown)
+
+    def copy(self) -> SinkCount:
+        return replace(
+            self, keys=set(self.keys), keys_early=set(self.keys_early), first_keys=list(self.first_keys)
+        )
+
+
+@dataclass
+class EventCount:
+    """Everything the sinks received for one event: each sink's `SinkCount`, by the sink's name."""
+
+    sinks: dict[str, SinkCount] = field(default_factory=dict)
+
+    def add(self, record: SinkRecord, event_id: str) -> None:
+        self.sinks.setdefault(record.sink, SinkCount()).add(record, event_id)
+
+    def of(self, sink: str) -> SinkCount:
+        return self.sinks.get(sink) or SinkCount()
+
+    @property
+    def before_commit(self) -> int:
+        return sum(count.before_commit for count in self.sinks.values())
+
+    @property
+    def received(self) -> int:
+        return sum(count.received for count in self.sinks.values())
 
 
 class Ledger:
@@ -249,8 +273,8 @@ class Ledger:
         self._events: dict[str, EventKeys] = {}
         self._counts: dict[str, EventCount] = {}
         self._records: list[SinkRecord] = []
-        self._seq: dict[SinkKind, int] = {"email": 0, "call": 0, "api": 0}
-        self.dropped: dict[SinkKind, int] = {"email": 0, "call": 0, "api": 0}
+        self._seq: dict[str, int] = {}  # by sink
+        self.dropped: dict[str, int] = {}  # by sink: records past max_records
         self._unread = 0  # records capped or dropped
         self._last_unread: datetime | None = None
         # events whose effects the sinks refuse now (effect-failure), and how: "refuse" or "stall"
@@ -308,10 +332,10 @@ class Ledger:
                 rows[event_id] = None
         return rows
 
-    def next_seq(self, kind: SinkKind) -> int:
+    def next_seq(self, sink: str) -> int:
         with self._lock:
-            seq = self._seq[kind]
-            self._seq[kind] = seq + 1
+            seq = self._seq.get(sink, 0)
+            self._seq[sink] = seq + 1
             return seq
 
     def keep(self, record: SinkRecord) -> None:
@@ -321,7 +345,7 @@ class Ledger:
                 self._counts.setdefault(event_id, EventCount()).add(record, event_id)
             full = len(self._records) >= self.limits.max_records
             if full:
-                self.dropped[record.kind] += 1
+                self.dropped[record.sink] = self.dropped.get(record.sink, 0) + 1
             if full or record.capped:
                 self._unread += 1
                 self._last_unread = datetime.now(UTC)
@@ -334,12 +358,7 @@ class Ledger:
             found = self._counts.get(event_id)
             if found is None:
                 return EventCount()
-            return replace(
-                found,
-                keys=set(found.keys),
-                keys_early=set(found.keys_early),
-                first_keys=list(found.first_keys),
-            )
+            return EventCount({name: count.copy() for name, count in found.sinks.items()})
 
     def unread_since(self, moment: datetime) -> int:
         """How many messages or calls the sinks could not keep whole (capped or dropped) in
@@ -349,9 +368,9 @@ class Ledger:
                 return 0
             return self._unread
 
-    def records(self, kind: SinkKind | None = None) -> list[SinkRecord]:
+    def records(self, sink: str | None = None) -> list[SinkRecord]:
         with self._lock:
-            return [r for r in self._records if kind is None or r.kind == kind]
+            return [r for r in self._records if sink is None or r.sink == sink]
 
 
 def now_mono() -> float:

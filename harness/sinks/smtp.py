@@ -27,10 +27,13 @@ from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
 from acklab.evidence.redaction import remember
 from acklab.harness.errors import HarnessError
+from acklab.harness.sinks.base import SinkKind
 from acklab.harness.sinks.matching import MailMatch
 from acklab.harness.sinks.reading import header_pairs, parsed, read_mail
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
+from acklab.harness.specs.target import SmtpEffects
 
+NAME = "smtp"
 DEFAULT_MATCH = "{{order_id}}"
 # effect-failure: what the server answers a message for an event whose effects it refuses.
 REFUSED, REFUSAL = "refused", "554 5.3.0 Transaction failed: the mail system is not accepting messages"
@@ -66,7 +69,8 @@ class _Handler:
         self.ledger.keep(
             SinkRecord(
                 kind="email",
-                seq=self.ledger.next_seq("email"),
+                sink=NAME,
+                seq=self.ledger.next_seq(NAME),
                 at=utcnow(),
                 at_mono=now_mono(),
                 events=events,
@@ -92,7 +96,8 @@ class _Handler:
         self.ledger.keep(
             SinkRecord(
                 kind="email",
-                seq=self.ledger.next_seq("email"),
+                sink=NAME,
+                seq=self.ledger.next_seq(NAME),
                 at=utcnow(),
                 at_mono=now_mono(),
                 events=(),
@@ -167,3 +172,31 @@ class SmtpSink:
         if self._controller is not None:
             self._controller.stop()
             self._controller = None
+
+
+def _config(section: SmtpEffects, host: str, port: int) -> SmtpConfig:
+    match = section.match if isinstance(section.match, str) else section.match.dump()
+    MailMatch.of(match)  # a pattern that is not one: SpecError before anything listens
+    return SmtpConfig(host, port, match)
+
+
+SINK = SinkKind(
+    name=NAME,
+    order=10,
+    record="email",
+    config=_config,
+    server=SmtpSink,
+    verb="sent",
+    what="emails",
+    cost="; the customer sees every one",
+    refusal="refused the email (554)",
+    silent=(
+        "the SMTP sink saw no message while the database gained rows for {events} event(s); is the app's "
+        "email backend pointed at it? (effects.smtp.listen's port in the service's EMAIL_PORT or SMTP_PORT, "
+        "and an SMTP backend: pytest-django's test settings swap Django's for locmem) — no email was judged"
+    ),
+    unmatched=(
+        "the SMTP sink received {heard} message(s), none naming an event of the run; effects.smtp.match "
+        "({match!r}) is not what the app's emails say, so none was counted"
+    ),
+)

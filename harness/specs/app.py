@@ -29,7 +29,7 @@ from acklab.harness.errors import SpecError
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, shown
 from acklab.harness.specs.load import load_yaml
-from acklab.harness.specs.target import TargetSpec, merge, read_target
+from acklab.harness.specs.target import RUN_PLACEHOLDERS, TargetSpec, merge, read_target, run_placeholders_of
 
 IN_PROCESS_BASE = "http://testserver"
 DEFAULT_EVENT: dict[str, Any] = {
@@ -114,8 +114,8 @@ def app_spec(
     base_doc, source = spec_document(spec)
     doc = merge(base_doc, overrides, secret=secret)
     doc.setdefault("event", DEFAULT_EVENT)
-    placeholders.check(doc, source=source, in_process=True)
-    missing = sorted(placeholders.used(doc) - set(values or {}))
+    placeholders.check(doc, RUN_PLACEHOLDERS, source=source, in_process=True)
+    missing = sorted(run_placeholders_of(doc) - set(values or {}))
     if missing:
         raise SpecError(
             f"{source}: uses {', '.join('{{' + m + '}}' for m in missing)}, which the caller did not allocate; "

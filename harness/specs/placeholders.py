@@ -2,10 +2,10 @@
 
 ``{{port}}`` (a free loopback port for the service), ``{{scratch}}`` (a fresh private
 directory), ``{{database_url}}`` (a fresh PostgreSQL database on the server ``database.url``
-names), the sinks' ``{{smtp_port}}`` and ``{{outbound_port}}``, ``{{redis_url}}`` (the Redis of
-``services: [redis]``, `harness.services`), and ``{{provider_api_url}}`` (where the lab serves the
-provider's API, ``effects.provider_api``: ``http://127.0.0.1:PORT``, the stripe library's
-``api_base``; used by every spec with that section). They may appear in any
+names), ``{{redis_url}}`` (the Redis of ``services: [redis]``, `harness.services`), and where
+each sink listens (``{{smtp_port}}``, ``{{outbound_port}}``, ``{{provider_api_url}}``: declared by
+its section of the spec, `harness.specs.target.SinkSection`; the full list is
+`harness.specs.target.RUN_PLACEHOLDERS`, which the functions here are given). They may appear in any
 string of the spec but the event body (``event``, ``conflict``: those are filled per event,
 `harness.wire.templates`); per-event placeholders elsewhere (``{{event_id}}`` in an effects
 URL) are left for their own stage.
@@ -19,20 +19,13 @@ checkouts of the repair flow, two CI shards on one machine, a leftover server of
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from acklab.harness.errors import SpecError
 
-RUN_PLACEHOLDERS = (
-    "port",
-    "scratch",
-    "database_url",
-    "smtp_port",
-    "outbound_port",
-    "redis_url",
-    "provider_api_url",
-)
+# The lab's own run placeholders; the sinks' ports come with their spec sections.
+BASE_PLACEHOLDERS = ("port", "scratch", "database_url", "redis_url")
 # Filled per event or per delivery by their own stages (templates, probes, sinks' routes).
 LATER = frozenset(
     {"event_id", "order_id", "object_id", "seq", "timestamp", "unix_time", "unix_time_ms", "event_time"}
@@ -40,14 +33,11 @@ LATER = frozenset(
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 # The event body and its variants are templates of their own (harness.wire.templates).
 BODY_FIELDS = frozenset({"event", "conflict", "lifecycle", "siblings"})
-STAND_INS: Mapping[str, str] = {
+BASE_STAND_INS: Mapping[str, str] = {
     "port": "65535",
     "scratch": "/nonexistent/acklab-scratch",
     "database_url": "postgresql://acklab@127.0.0.1:5432/acklab_standin",
-    "smtp_port": "65534",
-    "outbound_port": "65533",
     "redis_url": "redis://127.0.0.1:65532/0",
-    "provider_api_url": "http://127.0.0.1:65531",
 }
 
 
@@ -64,45 +54,37 @@ def _strings(doc: Any, where: str = "") -> Iterator[tuple[str, str]]:
         yield where, doc
 
 
-def used(doc: Mapping[str, Any]) -> frozenset[str]:
-    """The run placeholders `doc` uses (outside its event body); ``effects.provider_api`` without a
-    fixed ``listen`` is served at ``{{provider_api_url}}``, written or not."""
-    names = {
-        name for _, text in _strings(doc) for name in PLACEHOLDER.findall(text) if name in RUN_PLACEHOLDERS
-    }
-    effects = doc.get("effects")
-    api = effects.get("provider_api") if isinstance(effects, Mapping) else None
-    if isinstance(api, Mapping) and "listen" not in api:
-        names.add("provider_api_url")
-    return frozenset(names)
+def used(doc: Mapping[str, Any], run: Sequence[str]) -> frozenset[str]:
+    """The run placeholders (of `run`) `doc` uses outside its event body."""
+    return frozenset(name for _, text in _strings(doc) for name in PLACEHOLDER.findall(text) if name in run)
 
 
-def check(doc: Mapping[str, Any], *, source: str, in_process: bool = False) -> None:
-    """Refuse (exit 3) an unknown placeholder outside the event body, ``{{database_url}}``
-    without the ``database:`` server it is created on, and ``{{port}}`` with nothing the lab
-    starts to listen there (`in_process`: an app object the lab serves itself)."""
-    known = (*RUN_PLACEHOLDERS, *sorted(LATER))
+def check(doc: Mapping[str, Any], run: Sequence[str], *, source: str, in_process: bool = False) -> None:
+    """Refuse (exit 3) an unknown placeholder outside the event body (`run`: the run placeholders),
+    ``{{database_url}}`` without the ``database:`` server it is created on, and ``{{port}}`` with
+    nothing the lab starts to listen there (`in_process`: an app object the lab serves itself)."""
+    known = (*run, *sorted(LATER))
     for where, text in _strings(doc):
         for name in PLACEHOLDER.findall(text):
             if name not in known:
-                listed = ", ".join("{{" + k + "}}" for k in RUN_PLACEHOLDERS)
+                listed = ", ".join("{{" + k + "}}" for k in run)
                 raise SpecError(
                     f"{source}: {where}: {{{{{name}}}}} is not a placeholder acklab fills; the lab picks "
                     f"{listed} for each served service"
                 )
-    if "database_url" in used(doc) and "database" not in doc:
+    if "database_url" in used(doc, run) and "database" not in doc:
         raise SpecError(
             f"{source}: {{{{database_url}}}} is used, but there is no database: section naming the server "
             "to create it on; add database: {url: env:MY_TEST_DB_URL} (a PostgreSQL server the lab may "
             "create and drop databases on)"
         )
-    if "database" in doc and "database_url" not in used(doc):
+    if "database" in doc and "database_url" not in used(doc, run):
         raise SpecError(
             f"{source}: database: names a server, but no field uses {{{{database_url}}}}; use it where the "
             "service and the effects query find their database (command.env, effects.sql.url), or remove "
             "database:"
         )
-    if "port" in used(doc) and "command" not in doc and not in_process:
+    if "port" in used(doc, run) and "command" not in doc and not in_process:
         raise SpecError(
             f"{source}: {{{{port}}}} is a port the lab picks for the service it starts; without command: "
             "nothing would listen there. Add command: (argv that serves on {{port}}), or write the "
@@ -122,9 +104,3 @@ def fill(doc: Any, values: Mapping[str, str], *, top: bool = True) -> Any:
     if isinstance(doc, str):
         return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), doc)
     return doc
-
-
-def stand_in(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """`doc` with stand-ins for every run placeholder: what a check sees before anything is served."""
-    filled: dict[str, Any] = fill(doc, STAND_INS)
-    return filled

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, cast, get_args
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from acklab.evidence.documents.base import Document, Omit, problems_of
+from acklab.evidence.documents.records import SinkSource
 from acklab.harness.errors import SpecError
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.load import check, check_finite, load_spec
@@ -125,10 +126,32 @@ class SmtpMatch(Section):
     text: Omit[str] = None  # the string form's rule: whole identifiers anywhere
 
 
-class SmtpEffects(Section):
+class SinkSection(Section):
+    """A sink's section of ``effects:`` (`harness.sinks`): a server the lab runs on loopback for the
+    whole run. What the spec side of a sink declares once: its run placeholder (where it listens)
+    with the stand-in a check fills it with and how a port is written in it, and the source its
+    effects are counted as beside the rows (``expect.max_<source>``, the trial's observations, a
+    violation's ``source``; two sinks may share one: calls)."""
+
+    PLACEHOLDER: ClassVar[str]
+    STAND_IN: ClassVar[str]
+    ADDRESS: ClassVar[str] = "{port}"  # the placeholder's value for a port the lab picks
+    SOURCE: ClassVar[SinkSource]
+
+    @property
+    def address(self) -> str | None:
+        """Where it listens as the spec says it (``host:port``); None: at its run placeholder."""
+        value = getattr(self, "listen", None)
+        return value if isinstance(value, str) else None
+
+
+class SmtpEffects(SinkSection):
     """``effects.smtp``: the SMTP server the lab runs on loopback for the whole run."""
 
     SCHEMA = "target#/properties/effects/properties/smtp"
+    PLACEHOLDER = "smtp_port"
+    STAND_IN = "65534"
+    SOURCE = "emails"
 
     listen: str
     match: str | SmtpMatch = DEFAULT_MATCH
@@ -157,21 +180,29 @@ class OutboundRoute(Section):
     first: Omit[OutboundAnswer] = None
 
 
-class OutboundEffects(Section):
+class OutboundEffects(SinkSection):
     """``effects.outbound``: a fake of the downstream API the consumer calls."""
 
     SCHEMA = "target#/properties/effects/properties/outbound"
+    PLACEHOLDER = "outbound_port"
+    STAND_IN = "65533"
+    SOURCE = "calls"
 
     listen: str
     idempotency_header: Omit[str] = None
     routes: Items[OutboundRoute]
 
 
-class ProviderApiEffects(Section):
+class ProviderApiEffects(SinkSection):
     """``effects.provider_api``: the provider's own API, which the lab serves on loopback for the
-    whole run (at ``{{provider_api_url}}`` unless `listen` fixes the address)."""
+    whole run (at ``{{provider_api_url}}`` unless `listen` fixes the address); a change it executed
+    (a refund, a capture) is a downstream effect: a call."""
 
     SCHEMA = "target#/properties/effects/properties/provider_api"
+    PLACEHOLDER = "provider_api_url"
+    STAND_IN = "http://127.0.0.1:65531"
+    ADDRESS = "http://127.0.0.1:{port}"
+    SOURCE = "calls"
 
     provider: Literal["stripe"] = "stripe"
     listen: Omit[str] = None
@@ -198,6 +229,49 @@ class Effects(Section):
     def rows(self) -> SqlEffects | HttpEffects:
         """How the event's rows are read: ``sql`` or ``http`` (the model holds exactly one)."""
         return self.sql if self.sql is not None else cast(HttpEffects, self.http)
+
+    @property
+    def sinks(self) -> dict[str, SinkSection]:
+        """The sinks the spec asks for, by name (`SINK_SECTIONS`' order)."""
+        found = {name: getattr(self, name) for name in SINK_SECTIONS}
+        return {name: section for name, section in found.items() if section is not None}
+
+
+def _sink_sections() -> dict[str, type[SinkSection]]:
+    """Every sink section `Effects` has, by its name under ``effects:``."""
+    found = {}
+    for name, info in Effects.model_fields.items():
+        for model in get_args(info.annotation) or (info.annotation,):
+            if isinstance(model, type) and issubclass(model, SinkSection):
+                found[name] = model
+    return found
+
+
+# The sinks a spec may ask for (effects.<name>): a new sink is a `SinkSection` field of `Effects`.
+SINK_SECTIONS: Mapping[str, type[SinkSection]] = _sink_sections()
+# The run placeholders: the lab's own, then where each sink listens.
+RUN_PLACEHOLDERS: tuple[str, ...] = (
+    *placeholders.BASE_PLACEHOLDERS,
+    *(model.PLACEHOLDER for model in SINK_SECTIONS.values()),
+)
+STAND_INS: Mapping[str, str] = {
+    **placeholders.BASE_STAND_INS,
+    **{model.PLACEHOLDER: model.STAND_IN for model in SINK_SECTIONS.values()},
+}
+# The sources of effects beside the database's rows (`SinkSection.SOURCE`), each ``expect.max_<source>``.
+SINK_SOURCES: tuple[SinkSource, ...] = tuple(dict.fromkeys(model.SOURCE for model in SINK_SECTIONS.values()))
+
+
+def run_placeholders_of(doc: Mapping[str, Any]) -> frozenset[str]:
+    """The run placeholders a spec document uses outside its event body, and those of the sinks it
+    asks for without an address of their own (served where the lab picks: ``{{provider_api_url}}``)."""
+    found = set(placeholders.used(doc, RUN_PLACEHOLDERS))
+    effects = doc.get("effects")
+    for name, model in SINK_SECTIONS.items():
+        section = effects.get(name) if isinstance(effects, Mapping) else None
+        if isinstance(section, Mapping) and "listen" not in section:
+            found.add(model.PLACEHOLDER)
+    return frozenset(found)
 
 
 class Ready(Section):
@@ -399,12 +473,17 @@ class Expect(Section):
     order: Order = "newest-wins"
     totals: Omit[Totals] = None  # a running total the consumer keeps (totals-match)
 
+    def max_of(self, source: str) -> int:
+        """At most how many effects of `source` one event may have (``rows``: `max_effects`;
+        a sink's: ``max_<source>``)."""
+        value = self.max_effects if source == "rows" else getattr(self, f"max_{source}")
+        return int(value)
+
     def as_dict(self) -> dict[str, Any]:
         """What a trial records of it (``parameters.expect``): every field but the lifecycle's order."""
         doc: dict[str, Any] = {
             "max_effects": self.max_effects,
-            "max_emails": self.max_emails,
-            "max_calls": self.max_calls,
+            **{f"max_{source}": self.max_of(source) for source in SINK_SOURCES},
             "conflict": self.conflict,
             "conflict_status": list(self.conflict_status),
             "effects_within_s": self.effects_within_s,
@@ -454,12 +533,13 @@ class TargetSpec(Section):
 
     @property
     def run_placeholders(self) -> frozenset[str]:
-        """The run placeholders (``{{port}}``, ``{{scratch}}``...) the spec uses outside its event body."""
-        return placeholders.used(self.dump())
+        """The run placeholders (``{{port}}``, ``{{scratch}}``...) the spec uses outside its event body,
+        and where a sink without an address of its own is served (`run_placeholders_of`)."""
+        return run_placeholders_of(self.dump())
 
     def check_placeholders(self, *, source: str, in_process: bool = False) -> None:
         """Refuse (exit 3) an unknown placeholder, or one nothing would fill (`placeholders.check`)."""
-        placeholders.check(self.dump(), source=source, in_process=in_process)
+        placeholders.check(self.dump(), RUN_PLACEHOLDERS, source=source, in_process=in_process)
 
     def filled(self, values: Mapping[str, str]) -> TargetSpec:
         """The spec with the run placeholders in `values` filled (the event body is left alone)."""
@@ -469,7 +549,7 @@ class TargetSpec(Section):
 
     def stand_in(self) -> TargetSpec:
         """The spec with stand-ins for every run placeholder: what a check sees before anything is served."""
-        return self.filled(placeholders.STAND_INS)
+        return self.filled(STAND_INS)
 
     def excerpt(self, *sections: str) -> dict[str, Any]:
         """The sections named, as written (those the spec sets), for showing."""

@@ -254,12 +254,8 @@ class Target(ABC):
 
     def provider_api(self) -> str | None:
         """Whose API the lab serves the consumer (``effects.provider_api``: ``stripe``); None: none."""
-        sinks = self.sinks_of()
-        return (
-            sinks.provider_api.config.provider
-            if sinks is not None and sinks.provider_api is not None
-            else None
-        )
+        api = sinks.provider_api if (sinks := self.sinks_of()) is not None else None
+        return api.config.provider if api is not None else None
 
     def queue_unavailable(self) -> str | None:
         """Why the queue experiments cannot run on this consumer (None: it has workers and queues)."""

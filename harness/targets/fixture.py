@@ -160,22 +160,24 @@ class FixtureTarget(Target):
         (`acklab.app.notify`), counted beside its fulfillments (``acklab demo``); once."""
         self.provision()
         if self.sinks is None:
-            smtp, outbound = sink_configs(
-                SmtpEffects(listen=f"127.0.0.1:{free_port()}", match="{{order_id}}"),
-                OutboundEffects(
-                    listen=f"127.0.0.1:{free_port()}",
-                    idempotency_header="Idempotency-Key",
-                    routes=(
-                        OutboundRoute(
-                            path=SHIPMENTS_PATH,
-                            match="{{order_id}}",
-                            respond=OutboundAnswer(status=201, json={"shipment": "sh_{{seq}}"}),
+            configs = sink_configs(
+                {
+                    "smtp": SmtpEffects(listen=f"127.0.0.1:{free_port()}", match="{{order_id}}"),
+                    "outbound": OutboundEffects(
+                        listen=f"127.0.0.1:{free_port()}",
+                        idempotency_header="Idempotency-Key",
+                        routes=(
+                            OutboundRoute(
+                                path=SHIPMENTS_PATH,
+                                match="{{order_id}}",
+                                respond=OutboundAnswer(status=201, json={"shipment": "sh_{{seq}}"}),
+                            ),
                         ),
                     ),
-                ),
+                }
             )
             rows = SqlProbe(self.database_url, FULFILLMENTS_QUERY)
-            self.sinks = Sinks(smtp, outbound, rows_now=rows.count_now)
+            self.sinks = Sinks(configs, rows_now=rows.count_now)
             self.sinks.start()
         return self.sinks
 

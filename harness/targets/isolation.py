@@ -34,6 +34,7 @@ from acklab.harness.errors import TargetUnreachable
 from acklab.harness.ports import free_port
 from acklab.harness.procs.leases import Lease, LeaseBook, current_book
 from acklab.harness.specs.credentials import url_credentials_of
+from acklab.harness.specs.target import SINK_SECTIONS
 
 
 @dataclass
@@ -53,11 +54,11 @@ class Isolation:
         """Pick every value `names` needs (others are not allocated); release() undoes it all."""
         iso = cls(_book=current_book())
         try:
-            for name in ("port", "smtp_port", "outbound_port"):
-                if name in names:
-                    iso.values[name] = str(iso._fresh_port())
-            if "provider_api_url" in names:
-                iso.values["provider_api_url"] = f"http://127.0.0.1:{iso._fresh_port()}"
+            if "port" in names:
+                iso.values["port"] = str(iso._fresh_port())
+            for model in SINK_SECTIONS.values():  # where each sink listens: a port, written its way
+                if model.PLACEHOLDER in names:
+                    iso.values[model.PLACEHOLDER] = model.ADDRESS.format(port=iso._fresh_port())
             if "scratch" in names:
                 iso.values["scratch"] = str(iso._make_scratch(label))
             if "database_url" in names:
@@ -70,7 +71,7 @@ class Isolation:
         return iso
 
     def _fresh_port(self) -> int:
-        ports = ("port", "smtp_port", "outbound_port", "provider_api_url")
+        ports = ("port", *(model.PLACEHOLDER for model in SINK_SECTIONS.values()))
         taken = {int(v.rpartition(":")[2]) for k, v in self.values.items() if k in ports}
         while (port := free_port()) in taken:
             continue

@@ -80,7 +80,9 @@ class Preparer:
         request = step.request
         if request is None:  # the schema gives one of the two
             return None
-        check_url(_PLACEHOLDER.sub("x", request.url), field_name="prepare.request.url", allow_remote=allow_remote)
+        check_url(
+            _PLACEHOLDER.sub("x", request.url), field_name="prepare.request.url", allow_remote=allow_remote
+        )
         headers = {
             k: resolve_env(v, field_name=f"prepare.request.headers.{k}") for k, v in request.headers.items()
         }

@@ -34,20 +34,19 @@ from acklab.harness.procs.service_process import (
     wait_ready,
 )
 from acklab.harness.services import Services
-from acklab.harness.sinks import Sinks, provider_api_config, sink_configs
-from acklab.harness.specs import placeholders
+from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import check_wire_value, resolve_env, shown, url_secrets
-from acklab.harness.specs.target import Command as CommandSpec
 from acklab.harness.specs.target import (
+    STAND_INS,
     HttpEffects,
-    OutboundEffects,
     ProviderApiEffects,
     Signing,
-    SmtpEffects,
+    SinkSection,
     SqlEffects,
     TargetSpec,
     load_target_spec,
 )
+from acklab.harness.specs.target import Command as CommandSpec
 from acklab.harness.specs.target import Setup as SetupSpec
 from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets import queues as queueing
@@ -84,7 +83,6 @@ NEEDS_COMMAND = (
     "a target spec without command: runs nothing the lab could kill and restart; add command: (argv that "
     "starts the service on the endpoint's port) so the lab can start, kill and restart it"
 )
-API_URL = "provider_api_url"  # the run placeholder effects.provider_api is served at
 # The event type of the lab's readiness probe delivery: one no consumer handles.
 ROUTE_PROBE_TYPE = "acklab.readiness-probe"
 
@@ -104,15 +102,13 @@ def resolve_headers(headers: Mapping[str, str], *, field_name: str) -> dict[str,
 @dataclass(frozen=True)
 class ServedEffects:
     """``effects:`` as served: every ``env:`` value read, every URL held to the loopback rule, run
-    placeholders filled; the sinks (``smtp``, ``outbound``, ``provider_api``) as written (they listen
-    on loopback only)."""
+    placeholders filled; the sinks (by name: ``smtp``, ``outbound``, ``provider_api``) as written
+    (they listen on loopback only)."""
 
     sql: SqlEffects | None = None
     http: HttpEffects | None = None
     http_shown: str = ""  # how messages name effects.http.url (its env:NAME when it came from there)
-    smtp: SmtpEffects | None = None
-    outbound: OutboundEffects | None = None
-    provider_api: ProviderApiEffects | None = None
+    sinks: Mapping[str, SinkSection] = field(default_factory=dict)
 
     @property
     def rows(self) -> SqlEffects | HttpEffects:
@@ -230,23 +226,19 @@ class SpecTarget(Target):
         self.objects = _with_competitor_url(self.objects, parts.competitor_url)
 
     def start_sinks(self) -> None:
-        """Start ``effects.smtp`` / ``effects.outbound`` / ``effects.provider_api`` for the whole run (once),
-        before the service:
-        a consumer that mails at boot finds its server. Each matched event's rows are read the
+        """Start the spec's sinks (``effects.smtp``, ``effects.outbound``, ``effects.provider_api``) for
+        the whole run (once), before the service: a consumer that mails at boot finds its server. Each matched event's rows are read the
         moment a message or call arrives (effects.sql), so a send before the commit shows."""
         if self.sinks is not None:
             return
-        smtp, outbound = sink_configs(self.effects.smtp, self.effects.outbound)
-        api = provider_api_config(
-            self.effects.provider_api, self.isolation.values.get(API_URL) if self.isolation else None
-        )
-        if smtp is None and outbound is None and api is None:
+        configs = sink_configs(self.effects.sinks, self.isolation.values if self.isolation else None)
+        if not configs:
             return
         rows_now = None
         if self.effects.sql is not None:
             self._sink_rows = probe = SqlProbe(self.effects.sql.url, self.effects.sql.count)
             rows_now = probe.count_now
-        self.sinks = Sinks(smtp, outbound, provider_api=api, rows_now=rows_now)
+        self.sinks = Sinks(configs, rows_now=rows_now)
         self.sinks.start()
 
     def _served_at(
@@ -480,13 +472,11 @@ class SpecTarget(Target):
         return self.sinks
 
     def sink_sources(self) -> tuple[str, ...]:
-        effects = self.effects
-        calls = effects.outbound is not None or effects.provider_api is not None
-        return tuple(n for n, on in (("emails", effects.smtp is not None), ("calls", calls)) if on)
+        return tuple(dict.fromkeys(section.SOURCE for section in self.effects.sinks.values()))
 
     def provider_api(self) -> str | None:
-        api = self.effects.provider_api
-        return api.provider if api is not None else None
+        api = self.effects.sinks.get("provider_api")
+        return api.provider if isinstance(api, ProviderApiEffects) else None
 
     def prepare_object(self, event_id: str, order_id: str, object_id: str) -> None:
         if self.preparer is not None:
@@ -551,9 +541,8 @@ def served_effects(spec: TargetSpec, *, allow_remote: bool) -> ServedEffects:
     sinks as written (they listen on loopback only: `sink_configs` refuses another address
     before anything is served)."""
     effects = spec.effects
-    sink_configs(effects.smtp, effects.outbound)
-    provider_api_config(effects.provider_api, placeholders.STAND_INS[API_URL])
-    sinks = ServedEffects(smtp=effects.smtp, outbound=effects.outbound, provider_api=effects.provider_api)
+    sink_configs(effects, STAND_INS)  # refuses a sink off loopback before anything is served
+    sinks = ServedEffects(sinks=effects.sinks)
     http = effects.rows
     if isinstance(http, SqlEffects):
         url = check_database_url(http.url, allow_remote=allow_remote)
@@ -686,7 +675,11 @@ def _environment(env: Mapping[str, str], where: str) -> dict[str, str]:
 def _command(
     spec: CommandSpec, setup: SetupSpec | None, *, spec_dir: Path, workdir: Path | None = None
 ) -> Command:
-    cwd = resolve_cwd(spec.cwd, spec_dir=spec_dir, field_name="command.cwd") if spec.cwd is not None else workdir
+    cwd = (
+        resolve_cwd(spec.cwd, spec_dir=spec_dir, field_name="command.cwd")
+        if spec.cwd is not None
+        else workdir
+    )
     ready = spec.ready
     return Command(
         argv=spec.argv,

@@ -18,9 +18,8 @@ from sqlalchemy.engine import make_url
 
 from acklab.evidence.redaction import MIN_SECRET_CHARS
 from acklab.harness.errors import ProbeError, SpecError
-from acklab.harness.specs import placeholders
 from acklab.harness.specs.credentials import resolve_env, unset_env_names
-from acklab.harness.specs.target import TargetSpec
+from acklab.harness.specs.target import RUN_PLACEHOLDERS, TargetSpec
 from acklab.harness.targets.effects import SqlProbe, database_kind
 from acklab.harness.targets.spec_checks import (
     check_reach,
@@ -56,7 +55,7 @@ def validate_target(spec: TargetSpec, *, source: str, allow_unset: bool, allow_r
     check_target_doc(spec, source=source)
     notes: list[str] = []
     if picked:
-        listed = ", ".join("{{" + n + "}}" for n in placeholders.RUN_PLACEHOLDERS if n in picked)
+        listed = ", ".join("{{" + n + "}}" for n in RUN_PLACEHOLDERS if n in picked)
         notes.append(f"{listed}: picked by the lab for each served service, fresh in every run")
     unset = unset_env_names(spec.dump())
     if unset:

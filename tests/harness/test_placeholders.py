@@ -19,7 +19,7 @@ from acklab.harness.engine.runner import RunOptions, RunResult, run
 from acklab.harness.errors import RemoteRefused, SpecError
 from acklab.harness.procs.pgtemp import PostgresServer
 from acklab.harness.specs import placeholders
-from acklab.harness.specs.target import read_target
+from acklab.harness.specs.target import RUN_PLACEHOLDERS, read_target
 from acklab.harness.targets.spec import load_target
 from acklab.harness.targets.validate import validate_target
 from tests.consumers.migrated_shop import EFFECTS_QUERY
@@ -90,7 +90,7 @@ def test_used_and_fill_leave_the_event_body_and_per_event_placeholders_alone() -
         "event": {"id": "{{event_id}}", "note": "{{port}}"},
         "effects": {"http": {"url": "http://127.0.0.1:{{ port }}/effects/{{event_id}}"}},
     }
-    assert placeholders.used(doc) == {"port"}
+    assert placeholders.used(doc, RUN_PLACEHOLDERS) == {"port"}
     filled = placeholders.fill(doc, {"port": "4321"})
     assert filled["endpoint"] == "http://127.0.0.1:4321/hooks"
     assert filled["effects"]["http"]["url"] == "http://127.0.0.1:4321/effects/{{event_id}}"
@@ -115,7 +115,7 @@ def test_used_and_fill_leave_the_event_body_and_per_event_placeholders_alone() -
 )
 def test_a_misused_placeholder_is_refused_with_the_fix(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=r"shop\.yaml") as caught:
-        placeholders.check(doc, source="shop.yaml")
+        placeholders.check(doc, RUN_PLACEHOLDERS, source="shop.yaml")
     assert message in str(caught.value)
 
 

@@ -84,7 +84,7 @@ def test_the_stripe_library_reads_what_the_events_made_and_nothing_else(api):
         assert stripe.Charge.retrieve("ch_ord1").amount == 4200
     finally:
         stripe.api_key, stripe.api_base = saved
-    calls = api.ledger.records("api")
+    calls = api.calls()
     assert all(c.headers.get("authorization") == "[redacted]" for c in calls)
     assert calls[0].events == ("evt_paid_1",)
     assert calls[-1].events == ("evt_paid_1",)
@@ -118,7 +118,7 @@ def test_refunds_follow_the_charge_and_an_idempotency_key_is_executed_once(api):
     with pytest.raises(stripe.InvalidRequestError) as done:
         stripe_client.v1.refunds.create(params={"charge": "ch_ord2", "amount": 1})
     assert done.value.code == "charge_already_refunded"
-    effects = [c for c in api.ledger.records("api") if c.effect]
+    effects = [c for c in api.calls() if c.effect]
     assert len(effects) == 2  # two refunds executed; the replay and the refusals changed nothing
     assert {c.idempotency_key for c in effects} >= {"refund-ord2-a"}
     assert all(c.events == ("evt_paid_2",) for c in effects)
@@ -196,7 +196,7 @@ def test_a_refund_is_echoed_while_the_call_is_open(api):
 
     refund = asyncio.run(scenario())
     assert [(t, o["id"], o["amount_refunded"]) for t, o in heard] == [("charge.refunded", "ch_ord5", 4200)]
-    (call,) = [c for c in api.ledger.records("api") if c.effect]
+    (call,) = [c for c in api.calls() if c.effect]
     echoed = client(api).v1.events.retrieve(call.echoed[0])
     assert echoed.request is not None
     assert echoed.request.idempotency_key == "k5"

@@ -26,21 +26,17 @@ from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.ports import free_port
 from acklab.harness.sinks import SinkLimits, Sinks
 from acklab.harness.sinks import sink_configs as configs_of
-from acklab.harness.specs.target import OutboundEffects, SmtpEffects
+from acklab.harness.specs.target import SINK_SECTIONS
 from acklab.harness.targets.fixture import fixture_target
 
 
-def sink_configs(effects: dict) -> tuple:
-    """The sink configurations of a spec's ``effects:`` (its smtp and outbound sections)."""
-    smtp, outbound = effects.get("smtp"), effects.get("outbound")
-    return configs_of(
-        SmtpEffects.model_validate(smtp) if smtp is not None else None,
-        OutboundEffects.model_validate(outbound) if outbound is not None else None,
-    )
+def sink_configs(effects: dict) -> dict:
+    """The sink configurations of a spec's ``effects:`` sinks (each section read by its model)."""
+    return configs_of({name: SINK_SECTIONS[name].model_validate(doc) for name, doc in effects.items()})
 
 
 def _sinks(rows: dict[str, int], limits: SinkLimits | None = None) -> Sinks:
-    smtp, outbound = sink_configs(
+    configs = sink_configs(
         {
             "smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"},
             "outbound": {
@@ -55,7 +51,7 @@ def _sinks(rows: dict[str, int], limits: SinkLimits | None = None) -> Sinks:
             },
         }
     )  # fmt: skip
-    return Sinks(smtp, outbound, rows_now=lambda event_id, _object: rows.get(event_id, 0), limits=limits)
+    return Sinks(configs, rows_now=lambda event_id, _object: rows.get(event_id, 0), limits=limits)
 
 
 @contextlib.contextmanager
@@ -66,8 +62,9 @@ def _api(sinks: Sinks, *events: tuple[str, str]) -> Iterator[httpx.Client]:
     try:
         for event_id, order_id in events:
             sinks.register(event_id, order_id, order_id)
-        assert sinks.outbound is not None
-        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
+        api = sinks.url("outbound")
+        assert api is not None
+        with httpx.Client(base_url=api, timeout=5) as client:
             yield client
     finally:
         sinks.stop()
@@ -90,9 +87,9 @@ def test_emails_and_calls_are_counted_per_event_with_keys_and_the_rows_at_arriva
     try:
         sinks.register("evt_1", "ord_111", "ord_111")
         sinks.register("evt_2", "ord_222", "ord_222")
-        assert sinks.smtp is not None
-        assert sinks.outbound is not None
-        smtp_port, api = sinks.smtp.config.port, f"http://127.0.0.1:{sinks.outbound.config.port}"
+        smtp_port, api = sinks.port("smtp"), sinks.url("outbound")
+        assert smtp_port is not None
+        assert api is not None
         _mail(smtp_port, "Receipt for ord_111", login=("shop-user", "smtp-pass-0123456789"))
         rows["evt_1"] = 1
         _mail(smtp_port, "Receipt for ord_111 (again)")
@@ -114,9 +111,9 @@ def test_emails_and_calls_are_counted_per_event_with_keys_and_the_rows_at_arriva
         assert missing.status_code == 404
         one, two = sinks.tally("evt_1"), sinks.tally("evt_2")
         # two emails; three calls with two keys: two refunds downstream; only the first email came before the commit
-        assert (one.emails, one.calls, one.call_keys, one.before_commit) == (2, 2, ("k1", "k1", "k2"), 1)
+        assert (one.counts, one.keys, one.before_commit) == ({"emails": 2, "calls": 2}, ("k1", "k1", "k2"), 1)
         # each keyless call is one effect (the dropped one reached the API too); the GET is a read
-        assert (two.emails, two.calls, two.call_keys) == (0, 2, (None, None))
+        assert (two.counts, two.keys) == ({"emails": 0, "calls": 2}, (None, None))
         docs = sinks.documents()
         dropped = docs["outbound"]["records"][0]
         assert dropped["status"] is None
@@ -137,11 +134,12 @@ def test_a_message_or_call_past_the_limits_is_capped_and_recorded_so():
     sinks.start()
     try:
         sinks.register("evt_1", "ord_111", "ord_111")
-        assert sinks.smtp is not None
-        assert sinks.outbound is not None
+        smtp_port, api = sinks.port("smtp"), sinks.url("outbound")
+        assert smtp_port is not None
+        assert api is not None
         with pytest.raises(smtplib.SMTPException):
-            _mail(sinks.smtp.config.port, "big ord_111", body="x" * 10_000)
-        with httpx.Client(base_url=f"http://127.0.0.1:{sinks.outbound.config.port}", timeout=5) as client:
+            _mail(smtp_port, "big ord_111", body="x" * 10_000)
+        with httpx.Client(base_url=api, timeout=5) as client:
             big = client.post("/v1/refunds", content=b"ord_111" + b"y" * 10_000)
             with pytest.raises(httpx.RemoteProtocolError):  # the route drops the event's first call
                 client.post("/v1/refunds", json={"order": "ord_111"})
@@ -167,7 +165,7 @@ def test_a_sink_listens_on_loopback_only_and_a_taken_port_is_a_lab_error():
         port = taken.getsockname()[1]
         for doc in ({"smtp": {"listen": f"127.0.0.1:{port}"}},
                     {"outbound": {"listen": f"127.0.0.1:{port}", "routes": [{"path": "/"}]}}):  # fmt: skip
-            sinks = Sinks(*sink_configs(doc))
+            sinks = Sinks(sink_configs(doc))
             with pytest.raises(HarnessError, match="could not listen"):
                 sinks.start()
 
@@ -216,7 +214,7 @@ def test_the_fixture_served_as_a_process_for_crashes_tells_the_same_sinks(tmp_pa
         trial = json.loads(next((result.bundle / "trials").glob("*.json")).read_text())
         final = next(o for o in trial["observations"] if o["note"] == "final")
         assert (final["emails"], final["calls"]) == ((1, 1) if handler == "live" else (2, 2))
-        assert sinks.tally(trial["event_ids"][0]).emails == final["emails"]
+        assert sinks.tally(trial["event_ids"][0]).counts["emails"] == final["emails"]
     assert verdicts["live"] == set()
     assert {("at-most-once-effect", "emails"), ("at-most-once-effect", "calls")} <= verdicts["unsafe"]
 
@@ -228,14 +226,15 @@ def test_duplicates_past_the_record_cap_still_count_and_the_trials_since_are_tol
     sinks.start()
     try:
         sinks.register("evt_1", "ord_111", "ord_111")
-        assert sinks.smtp is not None
+        smtp_port = sinks.port("smtp")
+        assert smtp_port is not None
         before = datetime.now(UTC)
-        with smtplib.SMTP("127.0.0.1", sinks.smtp.config.port, timeout=5) as client:
+        with smtplib.SMTP("127.0.0.1", smtp_port, timeout=5) as client:
             for n in range(5):
                 client.sendmail("x@example.test", ["y@example.test"], f"Subject: junk {n}\r\n\r\nnothing\r\n")
         for _ in range(2):
-            _mail(sinks.smtp.config.port, "Receipt for ord_111")
-        assert (sinks.tally("evt_1").emails, sinks.ledger.dropped["email"]) == (2, 2)
+            _mail(smtp_port, "Receipt for ord_111")
+        assert (sinks.tally("evt_1").counts["emails"], sinks.ledger.dropped["smtp"]) == (2, 2)
         assert not [r for r in sinks.ledger.records() if r.events]  # not one of them was kept
         told = sinks.unread_since(before)
         assert told is not None
@@ -255,7 +254,7 @@ def test_an_order_whose_id_another_extends_is_neither_counted_nor_answered_for_i
         answer = client.post("/v1/refunds", json={"order": "ord_111lc"}, headers={"Idempotency-Key": "a"})
         client.get("/v1/orders/ord_111lc")
         assert answer.json() == {"id": "re_1", "order": "ord_111lc"}
-        assert (sinks.tally("evt_1").calls, sinks.tally("evt_1-lc0").calls) == (0, 1)
+        assert (sinks.tally("evt_1").counts["calls"], sinks.tally("evt_1-lc0").counts["calls"]) == (0, 1)
         records = sinks.documents()["outbound"]["records"]
         assert [r["events"] for r in records] == [["evt_1-lc0"]] * 3
 
@@ -270,9 +269,10 @@ def test_what_the_keys_show_beyond_the_first_twenty_calls_is_still_judged():
         client.post("/v1/refunds", json={"order": "ord_111"})  # the 26th: no key
         client.post("/v1/refunds", json={"order": "ord_111"}, headers={"Idempotency-Key": "k2"})
         told = sinks.tally("evt_1")
-        assert (told.calls, told.effect_calls, len(told.call_keys)) == (3, 27, 20)
-        assert None in told.call_keys
-        assert "k2" in told.call_keys
+        assert told.keys is not None
+        assert (told.counts["calls"], told.received, len(told.keys)) == (3, 27, 20)
+        assert None in told.keys
+        assert "k2" in told.keys
 
 
 def _flooding_shop(smtp_port: int, *, every_delivery: bool, junk: int) -> tuple[Starlette, Any]:
@@ -308,8 +308,8 @@ def _flooding_shop(smtp_port: int, *, every_delivery: bool, junk: int) -> tuple[
 def test_a_run_whose_sink_dropped_records_fails_a_duplicate_and_never_passes_the_rest(tmp_path):
     verdicts = {}
     for every_delivery in (True, False):
-        config, _ = sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"}})
-        sinks = Sinks(config, None, limits=SinkLimits(max_records=3))
+        configs = sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": "{{order_id}}"}})
+        sinks = Sinks(configs, limits=SinkLimits(max_records=3))
         sinks.start()
         try:
             assert sinks.smtp_port is not None
@@ -353,8 +353,7 @@ def _sent(port: int, to: str, subject: str, body: str) -> None:
     ids=["identifier-anywhere", "recipient-and-subject"],
 )
 def test_a_match_can_name_the_recipient_and_the_subject(match, counted):
-    [smtp, _] = sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": match}})
-    sinks = Sinks(smtp, None)
+    sinks = Sinks(sink_configs({"smtp": {"listen": f"127.0.0.1:{free_port()}", "match": match}}))
     sinks.start()
     try:
         sinks.register("evt_1", "ord_1", "ord_1")
@@ -365,7 +364,7 @@ def test_a_match_can_name_the_recipient_and_the_subject(match, counted):
         _sent(port, "warehouse@shop.example", "Pick list: ord_1", "ship ord_1 today")
         _sent(port, "buyer-ord_1@shop.example", "Orders this week", "ord_1, ord_5")
         _sent(port, "buyer-ord_12@shop.example", "Your receipt for order ord_12", "Total: 9.00 EUR")
-        assert {e: sinks.tally(e).emails for e in counted} == counted
+        assert {e: sinks.tally(e).counts["emails"] for e in counted} == counted
     finally:
         sinks.stop()
 

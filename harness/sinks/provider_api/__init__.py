@@ -23,13 +23,17 @@ from typing import Any
 
 from acklab.evidence.clock import utcnow
 from acklab.evidence.extras import require
-from acklab.harness.sinks.provider_api.faults import ApiFault, Armed, Faults
+from acklab.harness.errors import SpecError
+from acklab.harness.sinks.base import SinkKind
+from acklab.harness.sinks.provider_api.faults import ApiFault, Armed, Faults, Unavailable
 from acklab.harness.sinks.provider_api.store import Idempotency, ObjectStore
 from acklab.harness.sinks.provider_api.stripe_api import Answer, Echo, Request, StripeApi
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 from acklab.harness.sinks.serving import ThreadedServer
+from acklab.harness.specs.target import ProviderApiEffects
 
 __all__ = ["ApiFault", "Echo", "ProviderApi", "ProviderApiConfig"]
+NAME = "provider_api"
 PROVIDERS = ("stripe",)
 ECHO_TIMEOUT_S = 120.0
 # Delivers one event the provider sends back (on the lab's loop, the caller's of `echoing`).
@@ -104,9 +108,13 @@ class ProviderApi:
     def disarm(self, event_id: str) -> None:
         self.faults.disarm(event_id)
 
+    def calls(self) -> list[SinkRecord]:
+        """Every call the API answered, as kept in the records."""
+        return self.ledger.records(NAME)
+
     def served(self, event_id: str) -> list[SinkRecord]:
         """The calls a fault armed for `event_id` answered."""
-        return [r for r in self.ledger.records("api") if r.served is not None and r.served_for == event_id]
+        return [r for r in self.calls() if r.served is not None and r.served_for == event_id]
 
     # -- echoes ----------------------------------------------------------------------------
 
@@ -147,7 +155,8 @@ class ProviderApi:
         self.ledger.keep(
             SinkRecord(
                 kind="api",
-                seq=self.ledger.next_seq("api"),
+                sink=NAME,
+                seq=self.ledger.next_seq(NAME),
                 at=utcnow(),
                 at_mono=now_mono(),
                 events=events,
@@ -169,3 +178,26 @@ class ProviderApi:
                 echoed=answer.echoed,
             )
         )
+
+
+def _config(section: ProviderApiEffects, host: str, port: int) -> ProviderApiConfig:
+    if section.provider not in PROVIDERS:
+        raise SpecError(
+            f"effects.provider_api.provider: got {section.provider!r}; expected one of {', '.join(PROVIDERS)} "
+            "(the providers whose API the lab serves)"
+        )
+    return ProviderApiConfig(host, port, section.provider)
+
+
+SINK = SinkKind(
+    name=NAME,
+    order=30,
+    record="api",
+    config=_config,
+    server=ProviderApi,
+    verb="made",
+    what="effects downstream",
+    emit=lambda api, event_id, document, created: api.emit(event_id, document, created=created),
+    fail=lambda api, event_id: api.arm(event_id, Unavailable()),
+    recover=lambda api, event_id: api.disarm(event_id),
+)
