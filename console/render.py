@@ -13,6 +13,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from acklab.evidence.documents.records import SINK_SOURCES
+
 from .identity import short_revision
 from .svg import ms
 
@@ -114,6 +116,7 @@ def environment() -> Environment:
         }
     )
     env.globals["BOUNDARY"] = BOUNDARY
+    env.globals["SINK_SOURCES"] = SINK_SOURCES  # a column per sink source (harness.sinks.SINKS)
     return env
 
 

@@ -73,9 +73,9 @@ class Row:
     state_after: str | None = None  # beyond one event: the object's state read right after it
     sinks_after: str | None = None  # effects.smtp / effects.outbound: "2 emails · 1 call" read after it
     replica: int | None = None  # topology.replicas: which replica of the consumer answered it
-    emails_after: int | None = None  # effects.smtp: the event's emails read right after it
-    calls_after: int | None = None  # effects.outbound: the event's calls read right after it
-    # The recorded limits of the event's emails and calls, where a violation of theirs names one.
+    # Each sink source's count of the event read right after it (`SINK_SOURCES`: emails, calls...).
+    counts_after: tuple[tuple[str, int], ...] = ()
+    # The recorded limits of the event's sink sources, where a violation of theirs names one.
     sink_limits: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -90,11 +90,14 @@ class Row:
         rows = self.limit is not None and self.effects_after is not None and self.effects_after > self.limit
         return rows or bool(self.sinks_over)
 
+    def count_after(self, source: str) -> int | None:
+        """The event's count of `source` (a sink's) read right after it; None: not read."""
+        return dict(self.counts_after).get(source)
+
     @property
     def sinks_over(self) -> tuple[str, ...]:
-        """The sources (``emails``, ``calls``) beyond their recorded limit after this delivery."""
-        counts = {"emails": self.emails_after, "calls": self.calls_after}
-        return tuple(s for s, limit in self.sink_limits if (counts.get(s) or 0) > limit)
+        """The sink sources beyond their recorded limit after this delivery."""
+        return tuple(s for s, limit in self.sink_limits if (self.count_after(s) or 0) > limit)
 
     @property
     def over_what(self) -> str:
@@ -175,11 +178,11 @@ def limits(violations: list[Violation]) -> dict[str, int]:
 
 
 def sink_limits(violations: list[Violation]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """event id -> (source, limit) of each at-most-once violation of its emails or calls."""
+    """event id -> (source, limit) of each at-most-once violation of a sink source of it."""
     found: dict[str, dict[str, int]] = {}
     for v in violations:
         match = _AT_MOST.match(v.expected) if v.invariant == "at-most-once-effect" else None
-        if match and v.source in ("emails", "calls"):
+        if match and v.source in SINK_SOURCES:
             found.setdefault(v.event_id, {}).setdefault(v.source, int(match.group(1)))
     return {event: tuple(sorted(by.items())) for event, by in found.items()}
 
@@ -276,14 +279,17 @@ def _row(
         limit=limit,
         sinks_after=sinks_after(trial.observations, d.event_id, d.seq),
         replica=d.replica,
-        emails_after=next(
-            (o.emails for o in trial.observations if o.event_id == d.event_id and o.after_seq == d.seq), None
-        ),
-        calls_after=next(
-            (o.calls for o in trial.observations if o.event_id == d.event_id and o.after_seq == d.seq), None
-        ),
+        counts_after=counts_after(trial.observations, d.event_id, d.seq),
         sink_limits=sinks,
     )
+
+
+def counts_after(observations: list[Observation], event_id: str, seq: int) -> tuple[tuple[str, int], ...]:
+    """Each sink source's count of `event_id` in the first read right after delivery `seq`."""
+    obs = next((o for o in observations if o.event_id == event_id and o.after_seq == seq), None)
+    if obs is None:
+        return ()
+    return tuple((source, n) for source in SINK_SOURCES if (n := obs.count_of(source)) is not None)
 
 
 def sinks_after(observations: list[Observation], event_id: str, seq: int) -> str | None:

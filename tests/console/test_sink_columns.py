@@ -77,13 +77,13 @@ def test_each_events_effects_land_on_its_own_deliverys_row():
         }
     )  # fmt: skip
     first, second = rows_of(trial)
-    assert (first.event_id, first.effects_before, first.effects_after, first.emails_after) == (
+    assert (first.event_id, first.effects_before, first.effects_after, first.count_after("emails")) == (
         "evt_a",
         0,
         1,
         1,
     )
-    assert (second.event_id, second.effects_before, second.effects_after, second.emails_after) == (
+    assert (second.event_id, second.effects_before, second.effects_after, second.count_after("emails")) == (
         "evt_b",
         0,
         1,
