@@ -48,7 +48,7 @@ class EffectFailureExperiment(Experiment):
     proves = "an event acknowledged after its effect failed still gets that effect (or is not acknowledged)"
 
     def applicable(self, target: Target) -> str | None:
-        if target.sink_sources():
+        if target.capabilities().sinks:
             return None
         return (
             "effect-failure makes the consumer's effects outside its database fail, and the target has no sink: add "
@@ -57,7 +57,7 @@ class EffectFailureExperiment(Experiment):
 
     def modes(self, target: Target) -> tuple[FailureMode, ...]:
         """How the sinks fail each event of a try: refuse, and stall where there is a mail server."""
-        return ("refuse", "stall") if "emails" in target.sink_sources() else ("refuse",)
+        return ("refuse", "stall") if "emails" in target.capabilities().sinks else ("refuse",)
 
     def per_try(self, target: Target) -> int:
         return len(self.modes(target))

@@ -37,12 +37,8 @@ FETCH_INVARIANTS = ("at-most-once-effect", "acked-exactly-once", "eventually-ack
 
 def no_provider_api(target: Target, name: str) -> str | None:
     """Why `name` cannot run on `target` (None: the lab serves it the provider's API)."""
-    if target.provider_api() is not None:
-        return None
-    return (
-        f"{name} makes the provider's API misbehave, and the target has no effects.provider_api: add "
-        "effects: {provider_api: {provider: stripe}} and point the consumer's API base at {{provider_api_url}}"
-    )
+    why = target.capabilities().lacks_provider_api()
+    return f"{name} makes the provider's API misbehave, and {why}" if why is not None else None
 
 
 def api_of(trial: TrialContext) -> ProviderApi:

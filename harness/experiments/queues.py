@@ -36,6 +36,7 @@ from acklab.harness.experiments.base import Experiment, retry_plan
 from acklab.harness.experiments.retrying import RETRY_INVARIANTS, ack_lost
 from acklab.harness.services.broker import describe, newly_refused
 from acklab.harness.targets import Needs, Target
+from acklab.harness.targets.capabilities import NO_TAKER
 from acklab.harness.targets.queues import QueueControl
 from acklab.harness.wire.faults import LostAck
 from acklab.harness.wire.providers import ProviderProfile
@@ -46,10 +47,6 @@ POLL_S = 0.005
 # enqueue-lost: writes stay refused this long after the handler answered, so that an enqueue made
 # just after the response (a background task, a thread) is refused too.
 AFTER_ANSWER_S = 0.25
-NO_TAKER = (
-    "the lab cannot tell which worker took the job: the broker runs in a network namespace of its own (a "
-    "consumer served confined, behind the lab's bridge), where its clients' addresses are not the machine's"
-)
 
 
 def queue_of(trial: TrialContext) -> QueueControl:
@@ -70,16 +67,11 @@ class _Queued(Experiment):
     invariants: ClassVar[tuple[str, ...]] = RETRY_INVARIANTS
     default: ClassVar[bool] = False
     min_workers: ClassVar[int] = 1
+    # Whether it must know which worker took a job (the broker tells its clients apart).
+    names_the_taker: ClassVar[bool] = False
 
     def skipped_for(self, target: Target) -> str | None:
-        why = target.queue_unavailable()
-        if why is None and target.queue_workers() < self.min_workers:
-            return (
-                f"{self.name} needs at least {self.min_workers} worker processes (workers: count), so that "
-                "another one can take the job; the consumer has "
-                f"{target.queue_workers()}"
-            )
-        return why
+        return target.capabilities().lacks_queue(workers=self.min_workers, named=self.names_the_taker)
 
     def needs(self, target: Target, settings: RunSettings) -> Needs:
         return Needs(socket=True)
@@ -181,9 +173,7 @@ class VisibilityTimeoutExperiment(_Queued):
     )
     fault_name = "held-job"
     min_workers = 2
-
-    def skipped_for(self, target: Target) -> str | None:
-        return super().skipped_for(target) or (None if target.queue_workers_named() else NO_TAKER)
+    names_the_taker = True
 
     async def attempt(self, trial: TrialContext, events: list[WebhookEvent]) -> Proof:
         event, queue = await self.begin(trial, events)

@@ -58,7 +58,7 @@ def skipped(target: Target) -> dict[str, str]:
             f"the {target.scheme} scheme authenticates no body (a shared token such as X-Gitlab-Token, "
             "not a signature), so a tampered body cannot be told from the original"
         )
-    if target.provider_api() != "stripe":
+    if target.capabilities().lacks_provider_api("stripe") is not None:
         why["replay-cross-wired"] = (
             "a cross-wired event names one order's real charge and another order's payment intent in the "
             "provider's API: the target has no effects.provider_api (stripe) serving them"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -145,7 +145,7 @@ class AppTarget(Target):
         return NEEDS_SOCKET if needs.socket and self.serving == "in-process" else None
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(process=Missing(IN_THIS_PROCESS), db_link=Missing(OWN_DB_LINK))
+        return replace(super().capabilities(), process=Missing(IN_THIS_PROCESS), db_link=Missing(OWN_DB_LINK))
 
     def source_dir(self) -> Path | None:
         return self.where

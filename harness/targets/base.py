@@ -24,6 +24,7 @@ from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.specs.target import Expect
 from acklab.harness.targets.capabilities import (
+    NO_PROVIDER_API,
     Capabilities,
     DbLink,
     HookedProcess,
@@ -47,11 +48,6 @@ NO_PROCESS = "the lab runs no process of this target that it could kill and star
 NO_DB_LINK = (
     "the lab cannot route this target's database link through its fault proxy: the built-in fixture on "
     "PostgreSQL (--db postgresql+psycopg://...) is the target it can"
-)
-
-NO_QUEUE = (
-    "the lab breaks only a queue it can see: a target spec with workers: (the commands that take the jobs), "
-    "queues: (the Redis keys that hold them) and services: [redis]"
 )
 
 
@@ -247,35 +243,21 @@ class Target(ABC):
         """The sinks this target runs for the whole run (None: none)."""
         return None
 
-    def sink_sources(self) -> tuple[str, ...]:
-        """The sources the target's sinks count beside ``rows`` (``emails``, ``calls``), known before they start."""
-        sinks = self.sinks_of()
-        return sinks.sources if sinks is not None else ()
-
-    def provider_api(self) -> str | None:
-        """Whose API the lab serves the consumer (``effects.provider_api``: ``stripe``); None: none."""
-        api = sinks.provider_api if (sinks := self.sinks_of()) is not None else None
-        return api.config.provider if api is not None else None
-
-    def queue_unavailable(self) -> str | None:
-        """Why the queue experiments cannot run on this consumer (None: it has workers and queues)."""
-        return NO_QUEUE
-
-    def queue_workers(self) -> int:
-        """Worker processes the lab starts for this consumer (``workers:`` counts)."""
-        return 0
-
-    def queue_workers_named(self) -> bool:
-        """Whether the broker's clients can be told apart by worker (False: it runs behind a bridge)."""
-        return True
-
     def unservable(self, needs: Needs) -> str | None:
         """Why this target cannot be served with `needs` (its experiment is skipped with it), or None."""
         return None
 
     def capabilities(self) -> Capabilities:
-        """What this target can do beyond taking deliveries (`harness.targets.capabilities`)."""
-        return Capabilities(process=Missing(NO_PROCESS), db_link=Missing(NO_DB_LINK))
+        """What this target can do beyond taking deliveries (`harness.targets.capabilities`); a kind of
+        target overrides what it offers over this (`dataclasses.replace`): here, the sinks it runs."""
+        sinks = self.sinks_of()
+        api = sinks.provider_api if sinks is not None else None
+        return Capabilities(
+            process=Missing(NO_PROCESS),
+            db_link=Missing(NO_DB_LINK),
+            sinks=sinks.sources if sinks is not None else (),
+            provider_api=api.config.provider if api is not None else Missing(NO_PROVIDER_API),
+        )
 
     def provision(self) -> None:  # noqa: B027 - optional hook
         """Allocate what the target holds for the whole run (a temporary database, a scratch

@@ -11,7 +11,13 @@ for a kind of target.
   spec with ``command:``, under libfaketime: `harness.targets.fleet`);
 * ``restart``: the lab can stop and start the whole consumer as a deploy does (``command:``);
 * ``replicas``: how many processes of the consumer the lab runs behind its balancer
-  (``topology.replicas``; 1 for every other target).
+  (``topology.replicas``; 1 for every other target);
+* ``queue``: the consumer's jobs go through the lab's broker to workers the lab starts
+  (``workers:``, ``queues:``, ``services: [redis]``: `harness.targets.queues`): how many, and
+  whether the broker can tell them apart;
+* ``provider_api``: whose API the lab serves the consumer (``effects.provider_api``: ``stripe``);
+* ``sinks``: the sources the target's sinks count beside the rows (``emails``, ``calls``: the
+  sinks registry, `harness.sinks.SINKS`), known before they start.
 
 A target says which it has, and why it lacks the others (`Missing`): an experiment that needs an
 absent one is listed with the experiment's own words and that reason — skipped, or refused when
@@ -33,6 +39,18 @@ NO_CLOCK = (
     "the lab shifts the clock only of a consumer it starts: a target spec with command: (the built-in "
     "fixture and an app served in this process run on the lab's own clock)"
 )
+NO_QUEUE = (
+    "the lab breaks only a queue it can see: a target spec with workers: (the commands that take the jobs), "
+    "queues: (the Redis keys that hold them) and services: [redis]"
+)
+NO_TAKER = (
+    "the lab cannot tell which worker took the job: the broker runs in a network namespace of its own (a "
+    "consumer served confined, behind the lab's bridge), where its clients' addresses are not the machine's"
+)
+NO_PROVIDER_API = (
+    "the target has no effects.provider_api: add effects: {provider_api: {provider: stripe}} and point the "
+    "consumer's API base at {{provider_api_url}}"
+)
 NO_RESTART = (
     "the lab restarts only a consumer it starts: a target spec with command: (argv that serves it), so a "
     "deploy can stop and start it between deliveries"
@@ -47,6 +65,15 @@ class Missing:
 
 
 @dataclass(frozen=True)
+class Queue:
+    """The consumer's queue: `workers` worker processes the lab starts, and whether the broker can tell
+    them apart (`named`; False behind a bridge, where every worker's connection comes from one address)."""
+
+    workers: int
+    named: bool = True
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a target can do beyond taking deliveries (see the module docstring)."""
 
@@ -55,6 +82,9 @@ class Capabilities:
     clock: Literal["shifted"] | Missing = Missing(NO_CLOCK)
     restart: Literal["deploy"] | Missing = Missing(NO_RESTART)
     replicas: int = 1
+    queue: Queue | Missing = Missing(NO_QUEUE)
+    provider_api: str | Missing = Missing(NO_PROVIDER_API)
+    sinks: tuple[str, ...] = ()
 
     def lacks_process(self, *, hooked: bool = False) -> str | None:
         """Why there is no process (or, with `hooked`, no hooked one) to strike; None: there is."""
@@ -75,6 +105,27 @@ class Capabilities:
     def lacks_restart(self) -> str | None:
         """Why the consumer cannot be restarted as a deploy does; None: it can."""
         return self.restart.why if isinstance(self.restart, Missing) else None
+
+    def lacks_queue(self, *, workers: int = 1, named: bool = False) -> str | None:
+        """Why there is no queue with at least `workers` workers (with `named`, told apart by the
+        broker) to strike; None: there is."""
+        queue = self.queue
+        if isinstance(queue, Missing):
+            return queue.why
+        if queue.workers < workers:
+            return (
+                f"at least {workers} worker processes are needed (workers: count), so that another one can take "
+                f"the job; the consumer has {queue.workers}"
+            )
+        return NO_TAKER if named and not queue.named else None
+
+    def lacks_provider_api(self, provider: str | None = None) -> str | None:
+        """Why the lab serves no provider's API (with `provider`, not that provider's); None: it does."""
+        if isinstance(self.provider_api, Missing):
+            return self.provider_api.why
+        if provider is not None and self.provider_api != provider:
+            return f"the lab serves {self.provider_api}'s API to this target, not {provider}'s"
+        return None
 
 
 class ProcessControl(Protocol):

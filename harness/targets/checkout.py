@@ -135,7 +135,8 @@ class CheckoutTarget(FixtureTarget):
         return f"sqlite:///{self.place.scratch / 'fixture.db'}"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(
+        return dataclasses.replace(
+            super().capabilities(),
             process="hooked",
             db_link=Missing(
                 "faults on the database link are not served from a checkout: the served code connects as a "

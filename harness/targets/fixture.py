@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -142,7 +142,7 @@ class FixtureTarget(Target):
                 "link: pass --db postgresql+psycopg://user@127.0.0.1:5432/db"
             )
         )
-        return Capabilities(process="hooked", db_link=link)
+        return replace(super().capabilities(), process="hooked", db_link=link)
 
     def new_process(self) -> FixtureProcess:
         """A (not yet started) process serving this fixture on its database, telling the lab's sinks."""

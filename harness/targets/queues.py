@@ -34,6 +34,7 @@ from acklab.harness.services.redis import RedisServer
 from acklab.harness.services.resp import RespError
 from acklab.harness.specs.credentials import resolve_env
 from acklab.harness.specs.target import Queues, TargetSpec, Worker
+from acklab.harness.targets.capabilities import NO_QUEUE, Missing, Queue
 from acklab.harness.targets.spec_checks import resolve_cwd
 
 DEFAULT_DRAINED_WITHIN_S = 30.0
@@ -218,13 +219,15 @@ class Queueing:
             hold_s=self.hold_s,
         )
 
-    def unavailable(self) -> str | None:
-        """Why the queue experiments cannot run on this consumer (None: they can)."""
+    def capability(self) -> Queue | Missing:
+        """The queue the experiments strike, or why the consumer offers none."""
+        if not self.active:
+            return Missing(NO_QUEUE)
         if not self.keys:
-            return NO_QUEUES
+            return Missing(NO_QUEUES)
         if not self.workers:
-            return NO_WORKERS
-        return None
+            return Missing(NO_WORKERS)
+        return Queue(self.worker_count)
 
     def revive(self) -> None:
         """Start again, for the next experiment, a worker that exited on its own (its supervisor would);

@@ -36,6 +36,7 @@ from acklab.harness.procs.confinement import Confined, Confinement, loopback_por
 from acklab.harness.procs.service_process import Command
 from acklab.harness.specs.credentials import shared_names
 from acklab.harness.specs.target import TargetSpec
+from acklab.harness.targets.capabilities import Capabilities, Queue
 from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.prepare import Preparer
@@ -114,9 +115,16 @@ class ServedSpecTarget(SpecTarget):
         self.service.start()
         self.pin()  # without a setup: the schema as the service made it when it first answered
 
-    def queue_workers_named(self) -> bool:
-        # bubblewrap gives the broker a network namespace of its own: its clients' addresses are its own.
-        return self.confinement is None or not self.confinement.name.startswith("bubblewrap")
+    def capabilities(self) -> Capabilities:
+        can = super().capabilities()
+        if (
+            isinstance(can.queue, Queue)
+            and self.confinement is not None
+            and self.confinement.name.startswith("bubblewrap")
+        ):
+            # bubblewrap gives the broker a network namespace of its own: its clients' addresses are its own.
+            can = dataclasses.replace(can, queue=dataclasses.replace(can.queue, named=False))
+        return can
 
     def serves(self) -> tuple[int, ...]:
         """Loopback ports besides the endpoint's where the lab reaches the service: its effects URL,

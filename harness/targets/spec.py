@@ -50,7 +50,7 @@ from acklab.harness.specs.target import Command as CommandSpec
 from acklab.harness.specs.target import Setup as SetupSpec
 from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets import queues as queueing
-from acklab.harness.targets.base import NO_DB_LINK, Endpoint, Needs, Target, is_loopback
+from acklab.harness.targets.base import Endpoint, Needs, Target, is_loopback
 from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import (
     OBJECT_PARAMETER,
@@ -184,16 +184,22 @@ class SpecTarget(Target):
         return self.unbound is not None and bool(self.unbound.names & {"scratch", "database_url"})
 
     def capabilities(self) -> Capabilities:
+        # The sinks and the provider's API as the spec asks for them: known before they start.
+        sections = self.effects.sinks.values()
+        api = next((s.provider for s in sections if isinstance(s, ProviderApiEffects)), None)
+        offered = dataclasses.replace(
+            super().capabilities(),
+            sinks=tuple(dict.fromkeys(section.SOURCE for section in sections)),
+            queue=self.queueing.capability(),
+        )
+        if api is not None:
+            offered = dataclasses.replace(offered, provider_api=api)
         if self.command is None:
-            return Capabilities(process=Missing(NEEDS_COMMAND), db_link=Missing(NO_DB_LINK))
+            return dataclasses.replace(offered, process=Missing(NEEDS_COMMAND))
         no_clock = self.fleet.clock_unavailable(self.command)
         clock: Literal["shifted"] | Missing = Missing(no_clock) if no_clock else "shifted"
-        return Capabilities(
-            process="killable",
-            db_link=Missing(NO_DB_LINK),
-            clock=clock,
-            restart="deploy",
-            replicas=self.fleet.replicas,
+        return dataclasses.replace(
+            offered, process="killable", clock=clock, restart="deploy", replicas=self.fleet.replicas
         )
 
     def provision(self) -> None:
@@ -291,12 +297,6 @@ class SpecTarget(Target):
         if self.service is None:
             self.service = self._consumer()
         self.service.start()
-
-    def queue_unavailable(self) -> str | None:
-        return self.queueing.unavailable() if self.queueing.active else super().queue_unavailable()
-
-    def queue_workers(self) -> int:
-        return self.queueing.worker_count
 
     def _route_probe_to(self, endpoint: str) -> tuple[str, str, dict[str, str], bytes]:
         """The lab's readiness probe delivery: signed as every delivery (at the consumer's time, when
@@ -470,13 +470,6 @@ class SpecTarget(Target):
 
     def sinks_of(self) -> Sinks | None:
         return self.sinks
-
-    def sink_sources(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(section.SOURCE for section in self.effects.sinks.values()))
-
-    def provider_api(self) -> str | None:
-        api = self.effects.sinks.get("provider_api")
-        return api.provider if isinstance(api, ProviderApiEffects) else None
 
     def prepare_object(self, event_id: str, order_id: str, object_id: str) -> None:
         if self.preparer is not None:

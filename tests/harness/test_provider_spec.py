@@ -35,8 +35,8 @@ def test_the_providers_api_is_served_at_a_url_the_lab_picks_for_each_run(tmp_pat
         effects={"provider_api": {"provider": "stripe"}},
     )
     target = load_target(path, allow_remote=False)
-    assert target.provider_api() == "stripe"
-    assert target.sink_sources() == ("calls",)
+    can = target.capabilities()
+    assert (can.provider_api, can.sinks) == ("stripe", ("calls",))
     target.provision()
     try:
         target.start_sinks()
@@ -57,7 +57,7 @@ def test_a_fixed_listen_needs_no_placeholder(tmp_path, monkeypatch):
     path = spec(tmp_path, monkeypatch, effects={"provider_api": {"listen": "127.0.0.1:12111"}})
     target = load_target(path, allow_remote=False)
     assert target.unbound is None
-    assert target.provider_api() == "stripe"
+    assert target.capabilities().provider_api == "stripe"
 
 
 def test_totals_are_read_from_the_consumers_database(tmp_path, monkeypatch):

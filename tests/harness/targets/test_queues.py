@@ -12,6 +12,7 @@ import pytest
 from acklab.harness.engine.runner import choose_experiments
 from acklab.harness.errors import SpecError
 from acklab.harness.specs.target import load_target_spec
+from acklab.harness.targets.capabilities import NO_TAKER, Capabilities, Missing, Queue
 from acklab.harness.targets.spec import load_target
 from tests.harness.targets.test_fleet import spec  # a spec with command: and {{port}}
 
@@ -42,8 +43,7 @@ def test_workers_and_queues_are_read_from_the_spec(tmp_path: Path, monkeypatch: 
     )
     queueing = target.queueing
     assert (queueing.keys, queueing.drained_within_s, queueing.hold_s) == (("celery", "unacked"), 12.0, 3.0)
-    assert target.queue_workers() == 2
-    assert target.queue_unavailable() is None
+    assert target.capabilities().queue == Queue(workers=2)
     # Filled per run, like command:: the workers get the run's Redis.
     target.queueing.bind(
         load_target_spec(
@@ -103,3 +103,10 @@ def test_the_queue_experiments_say_why_they_do_not_apply(
     )
     _, skipped = choose_experiments(no_workers, QUEUED)
     assert "has no workers" in skipped["broker-restart"]
+
+
+def test_a_queue_behind_a_bridge_cannot_name_the_worker_that_took_a_job() -> None:
+    can = Capabilities(process=Missing("none"), db_link=Missing("none"), queue=Queue(workers=2, named=False))
+    assert can.lacks_queue(workers=2) is None
+    assert can.lacks_queue(workers=2, named=True) == NO_TAKER
+    assert "at least 3 worker processes" in (can.lacks_queue(workers=3) or "")
