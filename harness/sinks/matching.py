@@ -17,16 +17,14 @@ order {{order_id}}$"`` matches that subject and no other order's.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from acklab.harness.errors import SpecError
 from acklab.harness.sinks.reading import ReadMail
 from acklab.harness.sinks.records import EventKeys
+from acklab.harness.specs.target import SmtpMatch
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-FIELDS = ("text", "to", "subject", "body")
 
 
 def _pattern(template: str, keys: EventKeys) -> str:
@@ -48,11 +46,11 @@ class MailMatch:
     body: str | None = None
 
     @classmethod
-    def of(cls, doc: str | Mapping[str, Any]) -> MailMatch:
+    def of(cls, rule: str | SmtpMatch) -> MailMatch:
         """The match of a spec's ``effects.smtp.match``; SpecError naming a pattern that is not one."""
-        if isinstance(doc, str):
-            return cls(text=doc)
-        match = cls(**{k: str(v) for k, v in doc.items() if k in FIELDS})
+        if isinstance(rule, str):
+            return cls(text=rule)
+        match = cls(text=rule.text, to=rule.to, subject=rule.subject, body=rule.body)
         stand_in = EventKeys("evt_check", "ord_check", "obj_check")
         for name in ("to", "subject", "body"):
             value = getattr(match, name)

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, AnyStr
 
@@ -31,7 +30,7 @@ from acklab.harness.sinks.base import SinkKind
 from acklab.harness.sinks.matching import MailMatch
 from acklab.harness.sinks.reading import header_pairs, parsed, read_mail
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
-from acklab.harness.specs.target import SmtpEffects
+from acklab.harness.specs.target import SmtpEffects, SmtpMatch
 
 NAME = "smtp"
 DEFAULT_MATCH = "{{order_id}}"
@@ -51,7 +50,7 @@ class SmtpConfig:
 
     host: str
     port: int
-    match: str | Mapping[str, Any] = DEFAULT_MATCH
+    match: str | SmtpMatch = DEFAULT_MATCH
 
 
 class _Handler:
@@ -175,9 +174,8 @@ class SmtpSink:
 
 
 def _config(section: SmtpEffects, host: str, port: int) -> SmtpConfig:
-    match = section.match if isinstance(section.match, str) else section.match.dump()
-    MailMatch.of(match)  # a pattern that is not one: SpecError before anything listens
-    return SmtpConfig(host, port, match)
+    MailMatch.of(section.match)  # a pattern that is not one: SpecError before anything listens
+    return SmtpConfig(host, port, section.match)
 
 
 SINK = SinkKind(

@@ -125,6 +125,9 @@ class SmtpMatch(Section):
     body: Omit[str] = None
     text: Omit[str] = None  # the string form's rule: whole identifiers anywhere
 
+    def __str__(self) -> str:
+        return str(self.dump())  # as written, where a warning shows it
+
 
 class SinkSection(Section):
     """A sink's section of ``effects:`` (`harness.sinks`): a server the lab runs on loopback for the
