@@ -24,6 +24,7 @@ from acklab.harness.core.plan import PlannedDelivery, RunSettings
 from acklab.harness.core.proofs import Proof, landed, missed
 from acklab.harness.core.trial import TrialContext
 from acklab.harness.experiments.base import Experiment, deliver_struck, retry_plan
+from acklab.harness.sinks import SINKS
 from acklab.harness.sinks.records import FailureMode, SinkRecord
 from acklab.harness.targets import Target
 from acklab.harness.wire.providers import ProviderProfile
@@ -116,4 +117,5 @@ class EffectFailureExperiment(Experiment):
 
 
 def _sources(records: list[SinkRecord]) -> set[str]:
-    return {"emails" if r.kind == "email" else "calls" for r in records}
+    """The sources (``emails``, ``calls``) of the refused records, by the sink that kept each."""
+    return {SINKS[r.sink].source for r in records}

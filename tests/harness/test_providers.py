@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from importlib import resources
+from typing import get_args
 
 import pytest
 
@@ -15,6 +16,8 @@ from acklab.app.schemes import verify
 from acklab.app.signing import VerificationFailed
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.init.examples import EXAMPLES
+from acklab.harness.sinks.provider_api import PROVIDERS as API_PROVIDERS
+from acklab.harness.specs.target import ProviderApiEffects
 from acklab.harness.targets.fixture import FIXTURE_SCHEMES
 from acklab.harness.targets.spec_checks import EVENT_TYPE_HEADERS
 from acklab.harness.wire.providers import PROFILES, PROVIDERS, SCHEMES, Attempt, provider
@@ -42,6 +45,14 @@ def test_a_record_is_one_provider_throughout(name: str):
     assert schedule[0] == 0
     assert list(schedule) == sorted(schedule)
     assert (record.body_event_id is None) == (record.profile.event_id_header is not None) or name == "none"
+
+
+def test_the_providers_whose_api_the_lab_serves_are_the_records_that_name_its_version():
+    served = tuple(name for name, record in PROVIDERS.items() if record.api_version is not None)
+    assert served == API_PROVIDERS == ("stripe",)
+    section = SCHEMA["properties"]["effects"]["properties"]["provider_api"]["properties"]["provider"]
+    assert tuple(section["enum"]) == served
+    assert get_args(ProviderApiEffects.model_fields["provider"].annotation) == served
 
 
 def test_the_fixtures_schemes_are_a_subset_of_the_records():

@@ -31,10 +31,12 @@ from acklab.harness.sinks.provider_api.stripe_api import Answer, Echo, Request, 
 from acklab.harness.sinks.records import Ledger, SinkRecord, digest, excerpt_of, now_mono, redacted_headers
 from acklab.harness.sinks.serving import ThreadedServer
 from acklab.harness.specs.target import ProviderApiEffects
+from acklab.harness.wire.providers import PROVIDERS as WIRE_PROVIDERS
 
 __all__ = ["ApiFault", "Echo", "ProviderApi", "ProviderApiConfig"]
 NAME = "provider_api"
-PROVIDERS = ("stripe",)
+# The providers whose API the lab serves: those whose record names the version it speaks.
+PROVIDERS = tuple(name for name, record in WIRE_PROVIDERS.items() if record.api_version is not None)
 ECHO_TIMEOUT_S = 120.0
 # Delivers one event the provider sends back (on the lab's loop, the caller's of `echoing`).
 EchoSender = Callable[

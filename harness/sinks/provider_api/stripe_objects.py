@@ -17,7 +17,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-API_VERSION = "2024-06-20"
+from acklab.harness.wire.providers import provider
+
+API_VERSION = str(provider("stripe").api_version)
 # Stripe's object names and their id prefixes (https://docs.stripe.com/api, each object's ``id``).
 PREFIXES = {
     "pi_": "payment_intent",

@@ -173,6 +173,9 @@ class Provider:
     examples: tuple[Example, ...] = ()
     # The event-type header's value for one body (Shopify's topics, GitLab's "... Hook").
     event_type: Callable[[Mapping[str, Any]], str] = body_type
+    # The version of its API the lab serves a consumer (effects.provider_api.provider names the
+    # provider: `harness.sinks.provider_api`); None: the lab serves no API of this provider.
+    api_version: str | None = None
 
     def type_header(self, explicit: str | None, document: Mapping[str, Any]) -> str:
         """``delivery.event_type`` when the spec sets it (sent as is), else the provider's naming

@@ -84,6 +84,8 @@ PROVIDER = Provider(
         ),
     ),
     signer=StripeSigner(),
+    # The objects the lab's Stripe API returns follow this version of https://docs.stripe.com/api.
+    api_version="2024-06-20",
     redacted_headers=frozenset({"stripe-signature"}),
     body_event_id="id",
     amount_fields=("data.object.amount", "data.object.amount_total", "data.object.amount_due"),
