@@ -197,18 +197,7 @@ class Sandbox:
             argv.append("--unshare-user")
         argv += ["--dev", "/dev", "--proc", "/proc"]
         tree = _Tree()
-        for system in SYSTEM_TREES:
-            if system.is_dir():
-                argv += tree.bind("--ro-bind", system)
-        for link in TOP_LEVEL:
-            if link.is_symlink():
-                argv += ["--symlink", os.readlink(link), str(link)]
-            elif link.is_dir():
-                argv += tree.bind("--ro-bind", link.resolve(), link)
-        # Private, empty, world-writable like the real ones (PostgreSQL wants /dev/shm): not shared.
-        for private in PRIVATE_TMP:
-            argv += [*tree.folders(private), "--perms", "1777", "--tmpfs", str(private)]
-            tree.empty.append(private)
+        argv += _system(tree)
         for path in (*interpreter_paths(), *library_paths()):
             argv += tree.bind("--ro-bind", path)
         for folder, alias in interpreter_aliases():
@@ -220,6 +209,25 @@ class Sandbox:
             if hidden != Path("/") and tree.covers(hidden):
                 argv += ["--perms", "0755", "--tmpfs", str(hidden)]
         return [*argv, "--remount-ro", "/", "--chdir", str(cwd)]
+
+
+def _system(tree: _Tree) -> list[str]:
+    """The host's system in a fresh root: `SYSTEM_TREES` read-only, the `TOP_LEVEL` links into /usr,
+    and the `PRIVATE_TMP` folders empty."""
+    argv: list[str] = []
+    for system in SYSTEM_TREES:
+        if system.is_dir():
+            argv += tree.bind("--ro-bind", system)
+    for link in TOP_LEVEL:
+        if link.is_symlink():
+            argv += ["--symlink", os.readlink(link), str(link)]
+        elif link.is_dir():
+            argv += tree.bind("--ro-bind", link.resolve(), link)
+    # Private, empty, world-writable like the real ones (PostgreSQL wants /dev/shm): not shared.
+    for private in PRIVATE_TMP:
+        argv += [*tree.folders(private), "--perms", "1777", "--tmpfs", str(private)]
+        tree.empty.append(private)
+    return argv
 
 
 SYSTEM_TREES = (Path("/usr"), Path("/etc"))
