@@ -111,8 +111,7 @@ def slugs(doc: Path) -> list[str]:
     found = []
     for line in doc.read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
-            title = re.sub(r"[`*]", "", line.lstrip("#").strip()).lower()
-            found.append(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title)).strip("-"))
+            found.append(toc_slug(re.sub(r"[`*]", "", line.lstrip("#").strip())))
     return found
 
 
@@ -198,7 +197,8 @@ def test_every_acklab_command_in_the_readme_and_docs_parses_as_written() -> None
     assert refused == []
 
 
-# Where code names a page of the docs: docstrings, comments, messages, templates, scripts.
+# Where code names a page of the docs: docstrings, comments, messages, templates, scripts, and
+# the project's own markdown (the package READMEs, the README, the docs pages themselves).
 CODE = (
     "acklab",
     "app",
@@ -212,8 +212,11 @@ CODE = (
     "templates",
     "ci",
 )
-CODE_SUFFIXES = {".py", ".sh", ".yml", ".yaml", ".toml", ".html", ".j2", ".cfg"}
-DOCS_REFERENCE = re.compile(r"\bdocs/([\w./-]+?\.md)(?:#([\w-]+))?")
+CODE_SUFFIXES = {".py", ".sh", ".yml", ".yaml", ".toml", ".html", ".j2", ".cfg", ".md"}
+# A SOURCES.md cites where vendored rules came from: its docs/ paths are another repository's.
+CITES_OTHER_REPOSITORIES = "SOURCES.md"
+# ``docs/PAGE.md``, ``docs/PAGE.md#anchor`` or ``docs/PAGE.md, "A heading"`` (a section by its title).
+DOCS_REFERENCE = re.compile(r'\bdocs/([\w./-]+?\.md)(?:#([\w-]+)|, "([^"]+)")?')
 
 
 def code_files() -> list[Path]:
@@ -223,19 +226,37 @@ def code_files() -> list[Path]:
         for path in sorted((ROOT / folder).rglob("*"))
         if path.suffix in CODE_SUFFIXES
         and path.is_file()
+        and path.name != CITES_OTHER_REPOSITORIES
         and "data" not in path.relative_to(ROOT).parts[:2]
         and path != Path(__file__)  # its own examples of what is not there
-    ] + [ROOT / "ARCHITECTURE.md", ROOT / "Makefile", ROOT / "pyproject.toml", ROOT / "mkdocs.yml"]
+    ] + [
+        *sorted((ROOT / "docs").glob("*.md")),
+        README,
+        ROOT / "ARCHITECTURE.md",
+        ROOT / "Makefile",
+        ROOT / "pyproject.toml",
+        ROOT / "mkdocs.yml",
+    ]
+
+
+def toc_slug(title: str) -> str:
+    """The id Python-Markdown's toc (MkDocs' default) gives a heading titled `title`."""
+    from markdown.extensions.toc import slugify
+
+    return str(slugify(title, "-"))
 
 
 def docs_references(files: list[Path]) -> list[tuple[str, str, str | None]]:
-    """(where, page, anchor) for every ``docs/PAGE.md`` or ``docs/PAGE.md#anchor`` the files name."""
+    """(where, page, anchor) for every ``docs/PAGE.md``, ``docs/PAGE.md#anchor`` or
+    ``docs/PAGE.md, "A heading"`` the files name; a heading named by its title is looked up by
+    the anchor MkDocs gives it."""
     found = []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             for match in DOCS_REFERENCE.finditer(line):
                 shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
-                found.append((f"{shown}:{number}", match[1], match[2]))
+                anchor = match[2] or (toc_slug(match[3]) if match[3] else None)
+                found.append((f"{shown}:{number}", match[1], anchor))
     return found
 
 
@@ -261,16 +282,17 @@ def test_every_docs_page_and_anchor_the_code_names_exists(site: Path) -> None:
 def test_a_reference_to_a_page_or_heading_that_is_not_there_is_found(site: Path, tmp_path: Path) -> None:
     code = tmp_path / "hooks.py"
     code.write_text(
-        '"""See docs/concepts.md#precedence, docs/gone.md and docs/cli.md#no-such-heading."""\n',
+        '"""See docs/concepts.md#precedence, docs/gone.md and docs/cli.md#no-such-heading."""\n'
+        '# docs/sinks.md, "Adding a sink" says how; docs/repair.md, "As a Duo flow" is not a heading\n',
         encoding="utf-8",
     )
-    refs = [
-        (f"hooks.py:{n}", page, anchor)
-        for n, page, anchor in [(1, p, a) for _, p, a in docs_references([code])]
-    ]
-    assert unresolved(refs, site) == [
+    notes = tmp_path / "README.md"
+    notes.write_text("[the repair](../docs/repair.md#as-a-gitlab-duo-flow), [x](../docs/gone.md#y)\n")
+    assert unresolved(docs_references([code, notes]), site) == [
         "hooks.py:1: docs/gone.md is no page of the docs",
         "hooks.py:1: docs/cli.md#no-such-heading: no such heading",
+        "hooks.py:2: docs/repair.md#as-a-duo-flow: no such heading",
+        "README.md:1: docs/gone.md is no page of the docs",
     ]
 
 

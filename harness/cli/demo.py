@@ -24,6 +24,7 @@ import click
 import httpx
 from rich.table import Table
 
+from acklab.evidence.documents.verdicts import ExperimentName
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.cli.progress import STYLE, ProgressDisplay, output_console
 from acklab.harness.engine.comparison import run_comparison
@@ -36,7 +37,7 @@ from acklab.harness.wire.templates import conflicting, render
 
 console = output_console()
 # What the unsafe handler must fail beyond one event (and the live one pass).
-BEYOND = ("out-of-order", "sibling-events", "race-with-request")
+BEYOND: tuple[ExperimentName, ...] = ("out-of-order", "sibling-events", "race-with-request")
 
 
 async def _by_hand(db_url: str | None) -> None:
