@@ -432,75 +432,30 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
     key = bundle_key(rel if rel != "." else path.name)
     problems: list[str] = []
     mtime = path.lstat().st_mtime
-    manifest: dict[str, Any] = {}
     has_manifest = is_regular(path / "manifest.json")
-    if has_manifest:
-        doc, why = read_json(path / "manifest.json")
-        manifest = as_dict(doc)
-        if why:
-            problems.append(why)
-    run_doc = read_model(path / "run.json", RunDocument, problems) if is_regular(path / "run.json") else None
+    manifest = _read_manifest(path, problems) if has_manifest else {}
+    run_doc = _read_optional(path / "run.json", RunDocument, problems)
     run = summarise_run(run_doc) if run_doc is not None else None
-    incidents: list[IncidentSummary] = []
-    names = [name for name, *_ in listing_sig(path / "incidents") if name.endswith(".json")]
-    if len(names) > MAX_INCIDENTS_PER_BUNDLE:
-        problems.append(
-            f"incidents/ holds {len(names):,} files; the console reads the first {MAX_INCIDENTS_PER_BUNDLE:,}"
-        )
-        names = names[:MAX_INCIDENTS_PER_BUNDLE]
-    for name in names:
-        try:
-            outlined: Outline | None = outline_of(path / "incidents" / name)
-        except OutlineError as exc:
-            outlined = None
-            problems.append(f"{name}: unreadable ({exc})")
-        head = outlined.head if outlined is not None else None
-        found, wrong = summarise_incident(key, f"incidents/{name}", head, mtime, outlined=outlined)
-        incidents.append(found)
-        if outlined is not None:
-            problems += wrong
-    if run is not None and run_doc is not None:
-        covered = {i.path for i in incidents if i.path}
-        # run.json does not name the database; a run uses one, so its incidents tell.
-        databases = {i.database for i in incidents}
-        database = databases.pop() if len(databases) == 1 else None
-        revisions = {i.revision for i in incidents}  # likewise one handler
-        revision = revisions.pop() if len(revisions) == 1 else None
-        incidents += orphan_entries(key, run_doc, covered, mtime, database=database, revision=revision)
-    sweep_doc = (
-        read_model(path / "sweep.json", SweepDocument, problems) if is_regular(path / "sweep.json") else None
-    )
+    incidents = _read_incidents(path, key, mtime, outline_of, problems)
+    if run_doc is not None:
+        incidents += _orphans(key, run_doc, incidents, mtime)
+    sweep_doc = _read_optional(path / "sweep.json", SweepDocument, problems)
     sweep = summarise_sweep(sweep_doc) if sweep_doc is not None else None
-    comparison_doc = (
-        read_model(path / "comparison.json", ComparisonDocument, problems)
-        if is_regular(path / "comparison.json")
-        else None
-    )
+    comparison_doc = _read_optional(path / "comparison.json", ComparisonDocument, problems)
     comparison = summarise_comparison(comparison_doc) if comparison_doc is not None else None
-    flow_runs: dict[str, tuple[str, str]] = {}
-    if is_regular(path / "trail.json"):
-        trail_doc = read_model(path / "trail.json", TrailDocument, problems)
-        flow_runs = trail_runs(trail_doc) if trail_doc is not None else {}
+    trail_doc = _read_optional(path / "trail.json", TrailDocument, problems)
+    flow_runs = trail_runs(trail_doc) if trail_doc is not None else {}
     created = (
         as_str(manifest.get("created_at"))
         or (run.started_at if run else "")
         or (sweep.started_at if sweep else "")
-    )
-    kind = as_str(manifest.get("kind")) or (
-        "sweep"
-        if is_regular(path / "sweep.json")
-        else "comparison"
-        if is_regular(path / "comparison.json")
-        else "flow"
-        if is_regular(path / "trail.json")
-        else "run"
     )
     ci = {k: str(v) for k, v in as_dict(manifest.get("ci")).items() if isinstance(v, str | int)}
     return BundleSummary(
         key=key,
         path=path,
         rel=rel,
-        kind=kind,
+        kind=as_str(manifest.get("kind")) or _kind_by_documents(path),
         has_manifest=has_manifest,
         created_at=created,
         sort_time=parse_time(created) or mtime,
@@ -514,3 +469,65 @@ def _summarise_bundle(root: Path, path: Path, outline_of: OutlineOf) -> BundleSu
         comparison=comparison,
         flow_runs=flow_runs,
     )
+
+
+def _read_manifest(path: Path, problems: list[str]) -> dict[str, Any]:
+    doc, why = read_json(path / "manifest.json")
+    if why:
+        problems.append(why)
+    return as_dict(doc)
+
+
+def _read_optional(file: Path, model: type[T], problems: list[str]) -> T | None:
+    """The document in `file` read with its model, or None when the bundle has no such file."""
+    return read_model(file, model, problems) if is_regular(file) else None
+
+
+def _read_incidents(
+    path: Path, key: str, mtime: float, outline_of: OutlineOf, problems: list[str]
+) -> list[IncidentSummary]:
+    """The bundle's incidents/*.json, at most MAX_INCIDENTS_PER_BUNDLE, each outlined."""
+    names = [name for name, *_ in listing_sig(path / "incidents") if name.endswith(".json")]
+    if len(names) > MAX_INCIDENTS_PER_BUNDLE:
+        problems.append(
+            f"incidents/ holds {len(names):,} files; the console reads the first {MAX_INCIDENTS_PER_BUNDLE:,}"
+        )
+        names = names[:MAX_INCIDENTS_PER_BUNDLE]
+    incidents: list[IncidentSummary] = []
+    for name in names:
+        try:
+            outlined: Outline | None = outline_of(path / "incidents" / name)
+        except OutlineError as exc:
+            outlined = None
+            problems.append(f"{name}: unreadable ({exc})")
+        head = outlined.head if outlined is not None else None
+        found, wrong = summarise_incident(key, f"incidents/{name}", head, mtime, outlined=outlined)
+        incidents.append(found)
+        if outlined is not None:
+            problems += wrong
+    return incidents
+
+
+def _orphans(
+    key: str, run_doc: RunDocument, incidents: list[IncidentSummary], mtime: float
+) -> list[IncidentSummary]:
+    """What run.json tells of failures no incident file covers."""
+    covered = {i.path for i in incidents if i.path}
+    # run.json does not name the database; a run uses one, so its incidents tell.
+    databases = {i.database for i in incidents}
+    database = databases.pop() if len(databases) == 1 else None
+    revisions = {i.revision for i in incidents}  # likewise one handler
+    revision = revisions.pop() if len(revisions) == 1 else None
+    return orphan_entries(key, run_doc, covered, mtime, database=database, revision=revision)
+
+
+def _kind_by_documents(path: Path) -> str:
+    """A bundle without a manifest's kind: told by the document it holds."""
+    for document, kind in (
+        ("sweep.json", "sweep"),
+        ("comparison.json", "comparison"),
+        ("trail.json", "flow"),
+    ):
+        if is_regular(path / document):
+            return kind
+    return "run"
