@@ -26,6 +26,7 @@ system-deps:
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check app harness evidence console flows acklab tests
+	$(BIN)/python scripts/complexity.py acklab app harness evidence console flows
 	$(BIN)/bandit -q -c pyproject.toml -r acklab app harness evidence console flows
 
 typecheck: install

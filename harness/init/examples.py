@@ -121,36 +121,24 @@ def from_file(path: Path, provider: str, event: str | None) -> Example:
     """The user's own event (``--example FILE``) as an example of `provider` (see the module)."""
     if provider not in PROVIDERS:
         raise SpecError(f"--provider: got {provider!r}; expected one of {', '.join(PROVIDERS)}")
-    body = load_json(path, what=f"--example {path}")
-    if not isinstance(body, dict):
-        raise SpecError(f"--example {path}: got a JSON {type(body).__name__}; expected the event's object")
     shipped = next(e for e in EXAMPLES if e.provider == provider)
-    added = {p: v for p, v in shipped.added.items() if not value_at(body, p)[0]}
-    body = {**body, **added}  # Standard Webhooks: the id travels in webhook-id; a template names one
-    event_ids = tuple(p for p in shipped.event_ids if value_at(body, p)[0]) or (
-        ("id",) if isinstance(body.get("id"), str | int) else ()
-    )
-    if not event_ids:
-        raise SpecError(
-            f"--example {path}: no event id where {provider} puts one ({', '.join(shipped.event_ids)}) and "
-            'no top-level id; add one ("id": "evt_1"): the lab gives every event its own'
-        )
+    body = _captured_body(path, shipped)
+    event_ids = _captured_event_ids(path, body, shipped)
     object_id = shipped.object_id if shipped.object_id and value_at(body, shipped.object_id)[0] else None
     orderish = tuple(
         p for p in _scalar_paths(body) if ORDERISH.search(p.rsplit(".", 1)[-1]) and p not in event_ids
     )
-    unix = tuple(p for p, kind in TIME_KEYS.items() if kind == "unix" and isinstance(body.get(p), int))
-    iso = tuple(p for p, kind in TIME_KEYS.items() if kind == "iso" and isinstance(body.get(p), str))
     kind = event or str(body.get("type") or shipped.event)
     if not EVENT_TYPE.match(kind):
         raise SpecError(f"--event: got {kind!r}; expected an event type such as order.paid")
+    unix_times, iso_times = _captured_times(body, shipped)
     return Example(
         provider,
         kind,
         event_ids=event_ids,
         object_id=object_id,
-        unix_times=tuple(dict.fromkeys((*(p for p in shipped.unix_times if value_at(body, p)[0]), *unix))),
-        iso_times=tuple(dict.fromkeys((*(p for p in shipped.iso_times if value_at(body, p)[0]), *iso))),
+        unix_times=unix_times,
+        iso_times=iso_times,
         event_type=(event or shipped.event_type) if shipped.event_type else None,
         source=f"the user's own event (--example {path})",
         licence="the user's",
@@ -159,6 +147,38 @@ def from_file(path: Path, provider: str, event: str | None) -> Example:
         object_ids=tuple(p for p in orderish if p != object_id),
         retyped=event if event and isinstance(body.get("type"), str) else None,
     )
+
+
+def _captured_body(path: Path, shipped: Example) -> dict[str, Any]:
+    """The captured event's object, with what the provider's template adds where it lacks it."""
+    body = load_json(path, what=f"--example {path}")
+    if not isinstance(body, dict):
+        raise SpecError(f"--example {path}: got a JSON {type(body).__name__}; expected the event's object")
+    added = {p: v for p, v in shipped.added.items() if not value_at(body, p)[0]}
+    return {**body, **added}  # Standard Webhooks: the id travels in webhook-id; a template names one
+
+
+def _captured_event_ids(path: Path, body: dict[str, Any], shipped: Example) -> tuple[str, ...]:
+    """Where the captured event's id is: where the provider puts one, else a top-level ``id``."""
+    event_ids = tuple(p for p in shipped.event_ids if value_at(body, p)[0]) or (
+        ("id",) if isinstance(body.get("id"), str | int) else ()
+    )
+    if not event_ids:
+        raise SpecError(
+            f"--example {path}: no event id where {shipped.provider} puts one "
+            f"({', '.join(shipped.event_ids)}) and "
+            'no top-level id; add one ("id": "evt_1"): the lab gives every event its own'
+        )
+    return event_ids
+
+
+def _captured_times(body: dict[str, Any], shipped: Example) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The captured event's unix and ISO times: where the provider's are, then the usual keys."""
+    unix = (p for p, kind in TIME_KEYS.items() if kind == "unix" and isinstance(body.get(p), int))
+    iso = (p for p, kind in TIME_KEYS.items() if kind == "iso" and isinstance(body.get(p), str))
+    shipped_unix = (p for p in shipped.unix_times if value_at(body, p)[0])
+    shipped_iso = (p for p in shipped.iso_times if value_at(body, p)[0])
+    return tuple(dict.fromkeys((*shipped_unix, *unix))), tuple(dict.fromkeys((*shipped_iso, *iso)))
 
 
 def _scalar_paths(doc: Any, where: str = "") -> list[str]:

@@ -128,6 +128,13 @@ def test_the_code_quality_report_is_written_without_hiding_findings() -> None:
     assert "ruff check ." in script, "the job must still fail on findings"
 
 
+def test_the_lint_job_fails_on_a_function_past_complexity_25_in_any_package() -> None:
+    script = job("lint")["script"]
+    checks = [line.split() for line in script if "scripts/complexity.py" in line]
+    assert len(checks) == 1, script
+    assert set(checks[0][2:]) == {"acklab", "app", "harness", "evidence", "console", "flows"}
+
+
 def test_the_sast_report_goes_through_acklab_and_bandit_still_gates() -> None:
     script = job("bandit")["script"]
     assert any(
