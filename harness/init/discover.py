@@ -322,50 +322,62 @@ def rank(
     """The candidate effect tables, best first (see the module docstring)."""
     grew_again = {c.table for c in duplicate if c.after > c.before}
     values = _body_values(body)
-    found = []
-    for change in first:
-        if not change.added:
-            continue
-        columns = change.columns
-        by_event = [c for i, c in enumerate(columns) if any(_holds(row[i], event_id) for row in change.added)]
-        by_object = [
-            c for i, c in enumerate(columns) if any(_holds(row[i], object_id) for row in change.added)
-        ]
-        if not by_event and not by_object:
-            continue
-        keyed_by, column = ("event", by_event[0]) if by_event else ("object", by_object[0])
-        keys = set(by_event) | set(by_object)
-        state = tuple(
-            c
-            for i, c in enumerate(columns)
-            if c not in keys
-            and any(
-                row[i] in values or (isinstance(row[i], int | float) and float(row[i]) in values)
-                for row in change.added
-            )
-            and not isinstance(change.added[0][i], bool)
-            and c.lower() != "id"  # the row's own key: a number the body may hold by chance
-        )
-        payload = [c for c in columns if c not in keys and c.lower() != "id"]
-        score, reasons = 0, []
-        if change.table in grew_again:
-            score += 100
-            reasons.append("it grew again on the duplicate: an effect the service does not dedupe")
-        if BOOKKEEPING.search(change.table) and change.table not in grew_again:
-            score -= 10
-            reasons.append("its name says it records deliveries (bookkeeping, not the effect)")
-        score += min(len(payload), 5) + 2 * len(state)
-        if by_object:
-            score += 2
-            reasons.append("it names the event's object")
-        if state:
-            reasons.append(f"it stores {', '.join(state)} from the event")
-        found.append(
-            Candidate(
-                change.table, column, keyed_by, change.table in grew_again, state, score, tuple(reasons)
-            )
-        )
+    found = [
+        candidate
+        for change in first
+        if change.added
+        and (candidate := _candidate(change, change.table in grew_again, event_id, object_id, values))
+    ]
     return tuple(sorted(found, key=lambda c: (-c.score, c.table)))
+
+
+def _columns_holding(change: Change, wanted: str) -> list[str]:
+    """The columns of `change`'s new rows that hold `wanted` in one of them."""
+    return [c for i, c in enumerate(change.columns) if any(_holds(row[i], wanted) for row in change.added)]
+
+
+def _state_columns(change: Change, keys: set[str], values: set[Any]) -> tuple[str, ...]:
+    """The columns, besides the keys, whose new rows hold a value of the event's body."""
+
+    def from_body(value: Any) -> bool:
+        return value in values or (isinstance(value, int | float) and float(value) in values)
+
+    return tuple(
+        c
+        for i, c in enumerate(change.columns)
+        if c not in keys
+        and any(from_body(row[i]) for row in change.added)
+        and not isinstance(change.added[0][i], bool)
+        and c.lower() != "id"  # the row's own key: a number the body may hold by chance
+    )
+
+
+def _candidate(
+    change: Change, grew_again: bool, event_id: str, object_id: str, values: set[Any]
+) -> Candidate | None:
+    """`change`'s table as a candidate, scored; None when its new rows name neither id."""
+    by_event = _columns_holding(change, event_id)
+    by_object = _columns_holding(change, object_id)
+    if not by_event and not by_object:
+        return None
+    keyed_by, column = ("event", by_event[0]) if by_event else ("object", by_object[0])
+    keys = set(by_event) | set(by_object)
+    state = _state_columns(change, keys, values)
+    payload = [c for c in change.columns if c not in keys and c.lower() != "id"]
+    score, reasons = 0, []
+    if grew_again:
+        score += 100
+        reasons.append("it grew again on the duplicate: an effect the service does not dedupe")
+    elif BOOKKEEPING.search(change.table):
+        score -= 10
+        reasons.append("its name says it records deliveries (bookkeeping, not the effect)")
+    score += min(len(payload), 5) + 2 * len(state)
+    if by_object:
+        score += 2
+        reasons.append("it names the event's object")
+    if state:
+        reasons.append(f"it stores {', '.join(state)} from the event")
+    return Candidate(change.table, column, keyed_by, grew_again, state, score, tuple(reasons))
 
 
 def fresh_ids() -> tuple[str, str]:
