@@ -131,43 +131,38 @@ class _App:
             self._firsts.update(keys)
         return bool(fresh)
 
+    def _answer(self, found: tuple[int, Route] | None, events: tuple[str, ...], *, refused: bool) -> Answer:
+        """How a call is answered: its route's answer (its `first` for an event's first call),
+        404 unrouted, 503 when effect-failure refuses the event's calls."""
+        if refused:  # effect-failure: the downstream is down for this event's calls
+            if found is not None and found[1].first is not None:
+                self._is_first(found[0], events)  # the refused call was the event's first all the same
+            return Answer(status=503, json={"error": "service unavailable"})
+        if found is None:
+            return self.config.otherwise or Answer(status=404)
+        index, route = found
+        if route.first is not None and self._is_first(index, events):
+            return route.first
+        return route.respond
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
 
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
-        limit = self.ledger.limits.max_bytes
-        body = bytearray()
-        capped = False
-        async for chunk in request.stream():
-            if len(body) + len(chunk) > limit:
-                capped = True
-                break
-            body += chunk
-        raw = bytes(body)
+        raw, capped = await _read_capped(request, self.ledger.limits.max_bytes)
         path = request.url.path
         found = self._route(request.method, path)
         events: tuple[str, ...] = ()
         if found is not None and found[1].needle is not None and not capped:
             events = self.ledger.matching(found[1].needle, call_text(path, request.url.query, raw))
-        key_header = self.config.idempotency_header
-        key = request.headers.get(key_header) if key_header else None
-        unrouted = self.config.otherwise or Answer(status=404)
-        answer = Answer(status=413) if capped else unrouted if found is None else found[1].respond
         # effect-failure refuses the calls that would take effect; a read still answers
         write = request.method.upper() not in ("GET", "HEAD", "OPTIONS")
         refused = found is not None and not capped and write and self.ledger.refuses(events)
-        if (
-            found is not None
-            and not capped
-            and found[1].first is not None
-            and self._is_first(found[0], events)
-        ):
-            answer = found[1].first
-        if refused:  # effect-failure: the downstream is down for this event's calls
-            answer = Answer(status=503, json={"error": "service unavailable"})
+        answer = Answer(status=413) if capped else self._answer(found, events, refused=refused)
+        key_header = self.config.idempotency_header
+        key = request.headers.get(key_header) if key_header else None
         seq = self.ledger.next_seq(NAME)
         keep = frozenset({key_header.lower()}) if key_header else frozenset()
         self.ledger.keep(
@@ -192,6 +187,21 @@ class _App:
                 served="unavailable" if refused else None,
             )
         )
+        await self._send(answer, seq=seq, events=events, scope=scope, receive=receive, send=send)
+
+    async def _send(
+        self,
+        answer: Answer,
+        *,
+        seq: int,
+        events: tuple[str, ...],
+        scope: dict[str, Any],
+        receive: Any,
+        send: Any,
+    ) -> None:
+        """The answer, after its delay; its placeholders filled for the call's first event."""
+        from starlette.responses import JSONResponse, Response
+
         if answer.delay_s:
             await asyncio.sleep(answer.delay_s)
         if answer.drop:
@@ -209,6 +219,16 @@ class _App:
             else JSONResponse(fill_json(answer.json, values), status_code=answer.status)
         )
         await response(scope, receive, send)
+
+
+async def _read_capped(request: Any, limit: int) -> tuple[bytes, bool]:
+    """The call's body up to `limit` bytes, and whether it was longer."""
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > limit:
+            return bytes(body), True
+        body += chunk
+    return bytes(body), False
 
 
 class OutboundSink:
