@@ -155,11 +155,6 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         )
     files: dict[str, tuple[bytes, str]] = {}
     _copy_plain_files(shards, files)
-    # An incident one shard held alone is kept byte for byte: its file, not a rewrite of it.
-    originals = {
-        id(incident): shard.root / rel for shard in shards for rel, incident in shard.incidents.items()
-    }
-
     incidents: dict[str, Incident] = {}
     experiments: list[RunExperiment] = []
     for _, group in sorted(_groups(shards).items()):
@@ -167,12 +162,25 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         if incident is not None and rel is not None:
             incidents[rel] = incident
         experiments.append(entry)
+    run = _merged_run(shards, merged_id, experiments)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{merged_id}.", suffix=".partial"))
+    try:
+        _write_merged(staging, shards, run, files, incidents)
+        staging.rename(destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return destination
 
+
+def _merged_run(shards: list[Shard], merged_id: str, experiments: list[RunExperiment]) -> RunDocument:
+    """The merged bundle's run.json: the shards' span, targets, warnings and status as one run's."""
     ordered = sorted(shards, key=lambda s: (s.run.shard or "", s.bundle_id))
     targets = sorted({s.run.target for s in shards})
     per_experiment = [s.run.trials_per_experiment for s in shards]
     trials = max(t for t in per_experiment if t is not None) if None not in per_experiment else None
-    run = RunDocument.build(
+    return RunDocument.build(
         run_id=merged_id,
         target=targets[0] if len(targets) == 1 else ", ".join(targets),
         seed=ordered[0].run.seed,
@@ -187,25 +195,31 @@ def merge(inputs: list[Path], out_dir: Path, *, run_id: str | None = None) -> Pa
         warnings=list(dict.fromkeys(w for s in ordered for w in s.run.warnings or ())),
     )
 
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{merged_id}.", suffix=".partial"))
-    try:
-        writer = BundleWriter(staging, kind="merged", bundle_id=merged_id)
-        for rel, (data, _) in sorted(files.items()):
-            writer.write_bytes(rel, data)
-        for rel, incident in sorted(incidents.items()):
-            original = originals.get(id(incident))
-            if original is not None:
-                writer.write_bytes(rel, original.read_bytes())
-            else:
-                writer.write_document(rel, incident)
-        writer.write_document("run.json", run)
-        writer.write_bytes(JUNIT, experiments_junit(run, list(incidents.values())))
-        for shard in shards:
-            writer.write_bytes(f"sources/{shard.bundle_id}.{MANIFEST}", (shard.root / MANIFEST).read_bytes())
-        writer.finalize(extra={"merged_from": [f"{s.bundle_id}@sha256:{s.manifest_sha256}" for s in ordered]})
-        staging.rename(destination)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return destination
+
+def _write_merged(
+    staging: Path,
+    shards: list[Shard],
+    run: RunDocument,
+    files: dict[str, tuple[bytes, str]],
+    incidents: dict[str, Incident],
+) -> None:
+    """The merged bundle's files into `staging`, its manifest last."""
+    # An incident one shard held alone is kept byte for byte: its file, not a rewrite of it.
+    originals = {
+        id(incident): shard.root / rel for shard in shards for rel, incident in shard.incidents.items()
+    }
+    writer = BundleWriter(staging, kind="merged", bundle_id=run.run_id)
+    for rel, (data, _) in sorted(files.items()):
+        writer.write_bytes(rel, data)
+    for rel, incident in sorted(incidents.items()):
+        original = originals.get(id(incident))
+        if original is not None:
+            writer.write_bytes(rel, original.read_bytes())
+        else:
+            writer.write_document(rel, incident)
+    writer.write_document("run.json", run)
+    writer.write_bytes(JUNIT, experiments_junit(run, list(incidents.values())))
+    for shard in shards:
+        writer.write_bytes(f"sources/{shard.bundle_id}.{MANIFEST}", (shard.root / MANIFEST).read_bytes())
+    ordered = sorted(shards, key=lambda s: (s.run.shard or "", s.bundle_id))
+    writer.finalize(extra={"merged_from": [f"{s.bundle_id}@sha256:{s.manifest_sha256}" for s in ordered]})
