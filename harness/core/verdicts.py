@@ -151,8 +151,29 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
     result = Judgement(trial.trial_id, provider=provider if isinstance(provider, str) else None)
     fault = trial.fault
     tries = fault.tries if fault is not None else []
-    unproven = {e for t in tries if not t.landed for e in t.event_ids}
-    some_landed = fault is None or fault.landed
+    _judge_events(
+        result,
+        trial,
+        expect,
+        unproven={e for t in tries if not t.landed for e in t.event_ids},
+        some_landed=fault is None or fault.landed,
+    )
+    if fault is not None and not fault.landed:
+        whys = "; ".join(f"try {t.try_}: {t.evidence}" for t in tries)
+        result.errors.append(
+            f"the fault {fault.name!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
+            f"on fresh events ({whys}); these deliveries are no evidence of how the handler survives it"
+        )
+    judge_totals(result, trial)
+    _judge_the_run_around(result, trial)
+    return result
+
+
+def _judge_events(
+    result: Judgement, trial: Trial, expect: Expect, *, unproven: set[str], some_landed: bool
+) -> None:
+    """Each object the trial played, then each event outside them; a try whose fault did not
+    land lends its violations but not its errors, unless no try landed."""
     replay = any(d.kind.startswith("replay-") for d in trial.deliveries)
     # Beyond one event: an object's events are judged together (harness.core.object_verdicts).
     objects = judge_objects(trial, expect)
@@ -168,13 +189,10 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
         # A try whose fault did not land only lends its violations once another try landed.
         if event_id not in unproven or not some_landed:
             result.errors.extend(event.errors)
-    if fault is not None and not fault.landed:
-        whys = "; ".join(f"try {t.try_}: {t.evidence}" for t in tries)
-        result.errors.append(
-            f"the fault {fault.name!r} never landed in {len(tries)} tr{'y' if len(tries) == 1 else 'ies'} "
-            f"on fresh events ({whys}); these deliveries are no evidence of how the handler survives it"
-        )
-    judge_totals(result, trial)
+
+
+def _judge_the_run_around(result: Judgement, trial: Trial) -> None:
+    """What happened around the trial: the pinned schema changed, the run's late re-read failed."""
     if trial.schema_change:
         result.violate(
             "schema-unchanged",
@@ -190,7 +208,6 @@ def judge(trial: Trial, expect: Expect) -> Judgement:
             f"the final re-read of the effects at the end of the run failed ({late.error}): effects that "
             "appeared after this trial was judged cannot be ruled out"
         )
-    return result
 
 
 def _judge_event(result: Judgement, trial: Trial, event_id: str, expect: Expect, *, control: bool) -> None:
