@@ -31,6 +31,7 @@ import subprocess  # nosec B404 - the project's own interpreter, argv lists only
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import HarnessError, SpecError
@@ -233,9 +234,23 @@ def django_project(
     moves = probed["moves"]
     if not isinstance(settings, dict) or not isinstance(moves, dict):
         raise HarnessError(f"init's settings probe answered {probed!r}: a bug of init")
-    notes: list[str] = []
+    database = _django_database(settings_module, settings, moves, db_file=db_file)
+    mail, env, notes = _django_mail(settings_module, settings, moves)
+    return database, mail, env, notes
+
+
+def _moves(moves: Mapping[str, Any], setting: str) -> list[dict[str, Any]]:
+    """The variables the probe saw move `setting`, each with the value it set."""
+    return [m for m in moves.get(setting, []) if isinstance(m, dict)]
+
+
+def _django_database(
+    settings_module: str, settings: Mapping[str, Any], moves: Mapping[str, Any], *, db_file: str | None
+) -> Database:
+    """The variable that moves the default database's NAME (or its URL); SpecError when none does
+    or the database is not SQLite."""
     engine = str(settings.get("DATABASE_ENGINE") or "")
-    name_moves = [m for m in moves.get("DATABASE_NAME", []) if isinstance(m, dict)]
+    name_moves = _moves(moves, "DATABASE_NAME")
     if "sqlite" not in engine and not any(m["value"].startswith("sqlite:") for m in name_moves):
         raise SpecError(
             f"{settings_module}: the database is {engine or 'not set'}; init serves a Django app on a "
@@ -250,13 +265,21 @@ def django_project(
             "service a database of its own in {{scratch}}"
         )
     move = name_moves[0]
-    database = Database(
+    return Database(
         move["name"],
         url=move["value"].startswith("sqlite:"),
         file=_file_name(str(settings.get("DATABASE_NAME") or ""), db_file, "db.sqlite3"),
     )
-    host = next((m["name"] for m in moves.get("EMAIL_HOST", []) if isinstance(m, dict)), None)
-    port = next((m["name"] for m in moves.get("EMAIL_PORT", []) if isinstance(m, dict)), None)
+
+
+def _django_mail(
+    settings_module: str, settings: Mapping[str, Any], moves: Mapping[str, Any]
+) -> tuple[tuple[str, str], dict[str, str], list[str]]:
+    """The variables of the mail's host and port, the SMTP backend set where a variable can, and
+    notes where the settings keep the mail from the SMTP sink."""
+    notes: list[str] = []
+    host = next((m["name"] for m in _moves(moves, "EMAIL_HOST")), None)
+    port = next((m["name"] for m in _moves(moves, "EMAIL_PORT")), None)
     if host is None or port is None:
         notes.append(
             f"{settings_module} reads EMAIL_HOST/EMAIL_PORT from no variable: its mail cannot reach the "
@@ -264,7 +287,7 @@ def django_project(
         )
     env: dict[str, str] = {}
     backend = str(settings.get("EMAIL_BACKEND") or SMTP_BACKEND)
-    backend_var = next((m["name"] for m in moves.get("EMAIL_BACKEND", []) if isinstance(m, dict)), None)
+    backend_var = next((m["name"] for m in _moves(moves, "EMAIL_BACKEND")), None)
     if backend != SMTP_BACKEND:
         if backend_var is not None:
             env[backend_var] = SMTP_BACKEND
@@ -273,7 +296,7 @@ def django_project(
                 f"{settings_module}'s EMAIL_BACKEND is {backend}, fixed: the SMTP sink hears nothing; read it "
                 "from a variable so the spec can set Django's SMTP backend"
             )
-    return database, (host or "EMAIL_HOST", port or "EMAIL_PORT"), env, notes
+    return (host or "EMAIL_HOST", port or "EMAIL_PORT"), env, notes
 
 
 def generic_database(reads: Mapping[str, str | None], *, db_env: str | None, db_file: str | None) -> Database:
