@@ -191,11 +191,52 @@ def init_flow(
     repo: Path, *, target: str, scope: tuple[str, ...], output: Path, runs: Path, force: bool = False
 ) -> Written:
     """Write the flow spec for `target` and `scope` to `output`; FlowSpecInvalid (exit 3) naming the fix."""
-    from acklab.harness.targets.spec import load_target
-
     if output.exists() and not force:
         raise FlowUsageError(f"{output} exists; pass --force to replace it, or --output another path")
     relative_target = _relative(repo, target, "--target")
+    name = _served_target_name(repo, relative_target, target)
+    files = [_relative(repo, s, "--scope") for s in scope]
+    imports, notes = _scope_imports(repo, files)
+    paths = _test_paths(repo, notes)
+    run, failing = _failing_run(runs, name, relative_target)
+    strike = strike_again(failing, [str(e["name"]) for e in run["experiments"]])
+    flow_path = _relative(repo, str(output), "--output")
+    doc = {
+        "apiVersion": "acklab/v1",
+        "kind": "flow",
+        "name": f"repair-{name}",
+        "description": f"Repair {', '.join(files)} so that {', '.join(failing)} hold against {name}.",
+        "target": relative_target,
+        "scope": {"allow": files, "deny": list(dict.fromkeys([*DENIED, relative_target, flow_path]))},
+        "limits": {"max_files": len(files), "max_changed_lines": 200},
+        "capabilities": {"imports": imports},
+        "experiments": {
+            "reproduce": failing,
+            "strike_again": strike,
+            "trials": int(run.get("trials_per_experiment") or 2),
+            "seed": int(run.get("seed") or 7),
+        },
+        "verify": {"timeout_s": 600, "commands": _verify_commands(repo, paths, files, notes)},
+        "proposer": {"default": "llm", "retries": 1, "max_rounds": 3},
+        "publish": {"branch_prefix": "acklab/repair-"},
+        "checkpoints": ["reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish"],
+    }
+    from .spec import parse_spec
+
+    parse_spec(doc, what=str(output))  # what is written is a valid flow spec, or nothing is
+    header = (
+        f"# Written by `acklab flow init --target {relative_target} --scope {' --scope '.join(files)}`.\n"
+        f"# reproduce: what failed in run {run.get('run_id')}; check it with `acklab validate {flow_path}`.\n"
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
+    return Written(output, tuple(notes))
+
+
+def _served_target_name(repo: Path, relative_target: str, target: str) -> str:
+    """The name of the target spec at `relative_target`, which must serve each checkout on a port."""
+    from acklab.harness.targets.spec import load_target
+
     try:
         spec = load_target(repo / relative_target, allow_remote=False, workdir=repo)
     except SpecError as exc:
@@ -205,9 +246,14 @@ def init_flow(
             f"--target {target}: the flow serves every checkout with the spec's command:, each on a port of "
             "its own; add command: (argv starting the service) and use {{port}} in endpoint and command"
         )
+    return spec.name
+
+
+def _scope_imports(repo: Path, files: list[str]) -> tuple[list[str], list[str]]:
+    """What the handler files import (the flow's allowed imports), and notes on what was left out
+    or what the scope guard refuses in them as they are."""
     notes: list[str] = []
     imports: list[str] = []
-    files = [_relative(repo, s, "--scope") for s in scope]
     for file in files:
         path = repo / file
         if not path.is_file() or path.suffix != ".py":
@@ -220,6 +266,11 @@ def init_flow(
             (repo / file).read_text(encoding="utf-8"), path=file, imports=imports, root=repo
         )
         notes += [f"the scope guard refuses the handler as it is: {reason}" for reason in refused]
+    return imports, notes
+
+
+def _test_paths(repo: Path, notes: list[str]) -> list[str]:
+    """Where verify's pytest looks: the project's testpaths, else tests/ (noted in `notes`)."""
     paths = pytest_testpaths(repo)
     if paths is None:
         paths = ["tests"] if (repo / "tests").is_dir() else []
@@ -228,18 +279,30 @@ def init_flow(
             if paths
             else "no pytest configuration and no tests/: verify runs ruff only; add your tests to verify.commands"
         )
-    run = last_run(runs, spec.name)
+    return paths
+
+
+def _failing_run(runs: Path, name: str, relative_target: str) -> tuple[dict[str, Any], list[str]]:
+    """The target's last run and the experiments it failed; FlowSpecInvalid when there is none."""
+    run = last_run(runs, name)
     if run is None:
         raise FlowSpecInvalid(
-            f"no run of target {spec.name!r} in {runs}: run `acklab run --target {relative_target}` first "
+            f"no run of target {name!r} in {runs}: run `acklab run --target {relative_target}` first "
             "(what fails there is what the flow reproduces), or pass --runs DIR"
         )
     failing = [e["name"] for e in run["experiments"] if e.get("verdict") == "fail"]
     if not failing:
         raise FlowSpecInvalid(
-            f"the last run of {spec.name!r} ({run.get('run_id')}) failed no experiment: there is nothing to repair"
+            f"the last run of {name!r} ({run.get('run_id')}) failed no experiment: there is nothing to repair"
         )
-    strike = strike_again(failing, [str(e["name"]) for e in run["experiments"]])
+    return run, failing
+
+
+def _verify_commands(
+    repo: Path, paths: list[str], files: list[str], notes: list[str]
+) -> list[dict[str, Any]]:
+    """verify's commands: pytest over `paths` without the tests that attack with webhook_lab
+    (noted in `notes`), then ruff over the scope."""
     verify: list[dict[str, Any]] = []
     if paths:
         attacks = acklab_tests(repo, paths)
@@ -258,37 +321,7 @@ def init_flow(
     verify.append(
         {"name": "ruff", "argv": ["python", "-m", "ruff", "check", "--no-cache", "--ignore-noqa", *files]}
     )
-    flow_path = _relative(repo, str(output), "--output")
-    doc = {
-        "apiVersion": "acklab/v1",
-        "kind": "flow",
-        "name": f"repair-{spec.name}",
-        "description": f"Repair {', '.join(files)} so that {', '.join(failing)} hold against {spec.name}.",
-        "target": relative_target,
-        "scope": {"allow": files, "deny": list(dict.fromkeys([*DENIED, relative_target, flow_path]))},
-        "limits": {"max_files": len(files), "max_changed_lines": 200},
-        "capabilities": {"imports": imports},
-        "experiments": {
-            "reproduce": failing,
-            "strike_again": strike,
-            "trials": int(run.get("trials_per_experiment") or 2),
-            "seed": int(run.get("seed") or 7),
-        },
-        "verify": {"timeout_s": 600, "commands": verify},
-        "proposer": {"default": "llm", "retries": 1, "max_rounds": 3},
-        "publish": {"branch_prefix": "acklab/repair-"},
-        "checkpoints": ["reproduce", "propose", "approve", "apply", "verify", "strike-again", "publish"],
-    }
-    from .spec import parse_spec
-
-    parse_spec(doc, what=str(output))  # what is written is a valid flow spec, or nothing is
-    header = (
-        f"# Written by `acklab flow init --target {relative_target} --scope {' --scope '.join(files)}`.\n"
-        f"# reproduce: what failed in run {run.get('run_id')}; check it with `acklab validate {flow_path}`.\n"
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
-    return Written(output, tuple(notes))
+    return verify
 
 
 def _relative(repo: Path, value: str, flag: str) -> str:
