@@ -8,9 +8,10 @@ answers 5xx when its effect failed gets the provider's retry, by which time the 
 Each try delivers one event with every sink of the target refusing that event's effects
 (`harness.sinks.Sinks.fail`: SMTP ``554``, outbound and provider's API ``503`` on calls that
 would take effect) until its first attempt is answered; the provider's retries find them
-working. Where the target has an SMTP sink, a second event follows whose mail server *stalls*:
-it answers nothing until that event's first attempt is answered (the handler's SMTP client
-times out, or the provider's sender does first), then ``451``. Judged: ``acked-exactly-once``
+working. Where a sink of the target can stall (its `SinkKind` says so: the SMTP sink), a second
+event follows whose mail server *stalls*: it answers nothing until that event's first attempt
+is answered (the handler's SMTP client times out, or the provider's sender does first), then
+``451``. Judged: ``acked-exactly-once``
 per failed source — an event the handler acknowledged has its email (its call) once settled.
 The fault landed when a sink refused (or stalled) each event at least once.
 """
@@ -57,8 +58,13 @@ class EffectFailureExperiment(Experiment):
         )
 
     def modes(self, target: Target) -> tuple[FailureMode, ...]:
-        """How the sinks fail each event of a try: refuse, and stall where there is a mail server."""
-        return ("refuse", "stall") if "emails" in target.capabilities().sinks else ("refuse",)
+        """How the sinks fail each event of a try: refuse, and stall where a sink the target runs
+        can (its `SinkKind` declares it: the mail server)."""
+        return (
+            ("refuse", "stall")
+            if any(SINKS[name].stalls for name in target.capabilities().sinks)
+            else ("refuse",)
+        )
 
     def per_try(self, target: Target) -> int:
         return len(self.modes(target))

@@ -195,6 +195,11 @@ class Sinks:
         return server if isinstance(server, ProviderApi) else None
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The sinks run, by name (``effects.<name>``), in the sinks' order."""
+        return tuple(name for name in SINKS if name in self.servers)
+
+    @property
     def sources(self) -> tuple[str, ...]:
         """The sources these sinks add beside ``rows`` (``emails``, ``calls``), in the sinks' order."""
         return tuple(dict.fromkeys(kind.source for name, kind in SINKS.items() if name in self.servers))

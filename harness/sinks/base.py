@@ -54,6 +54,9 @@ class SinkKind:
     what: str
     cost: str = ""
     refusal: str = "answered the call 503"  # what it does to an event's effect it refuses (effect-failure)
+    # It can also stall an event's effect: hold its answer until the event's first attempt is
+    # answered, then refuse (effect-failure plays one more event where a sink of the target can).
+    stalls: bool = False
     # A run's warnings (`harness.engine.notices`): it heard nothing while rows landed ({events}), or
     # heard only what named no event ({heard}, its config's {match}); None: it does not warn.
     silent: str | None = None

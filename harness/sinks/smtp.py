@@ -188,6 +188,7 @@ SINK = SinkKind(
     what="emails",
     cost="; the customer sees every one",
     refusal="refused the email (554)",
+    stalls=True,
     silent=(
         "the SMTP sink saw no message while the database gained rows for {events} event(s); is the app's "
         "email backend pointed at it? (effects.smtp.listen's port in the service's EMAIL_PORT or SMTP_PORT, "

@@ -255,7 +255,7 @@ class Target(ABC):
         return Capabilities(
             process=Missing(NO_PROCESS),
             db_link=Missing(NO_DB_LINK),
-            sinks=sinks.sources if sinks is not None else (),
+            sinks=sinks.names if sinks is not None else (),
             provider_api=api.config.provider if api is not None else Missing(NO_PROVIDER_API),
         )
 

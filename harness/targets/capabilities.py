@@ -16,8 +16,9 @@ for a kind of target.
   (``workers:``, ``queues:``, ``services: [redis]``: `harness.targets.queues`): how many, and
   whether the broker can tell them apart;
 * ``provider_api``: whose API the lab serves the consumer (``effects.provider_api``: ``stripe``);
-* ``sinks``: the sources the target's sinks count beside the rows (``emails``, ``calls``: the
-  sinks registry, `harness.sinks.SINKS`), known before they start.
+* ``sinks``: the sinks the target runs, by name (``effects.<name>``: ``smtp``, ``outbound``,
+  ``provider_api``), known before they start; what each can do is the sinks registry's to say
+  (`harness.sinks.SINKS`: which one can stall an effect, say).
 
 A target says which it has, and why it lacks the others (`Missing`): an experiment that needs an
 absent one is listed with the experiment's own words and that reason — skipped, or refused when
@@ -84,7 +85,7 @@ class Capabilities:
     replicas: int = 1
     queue: Queue | Missing = Missing(NO_QUEUE)
     provider_api: str | Missing = Missing(NO_PROVIDER_API)
-    sinks: tuple[str, ...] = ()
+    sinks: tuple[str, ...] = ()  # by name, in the registry's order
 
     def lacks_process(self, *, hooked: bool = False) -> str | None:
         """Why there is no process (or, with `hooked`, no hooked one) to strike; None: there is."""

@@ -189,7 +189,7 @@ class SpecTarget(Target):
         api = next((s.provider for s in sections if isinstance(s, ProviderApiEffects)), None)
         offered = dataclasses.replace(
             super().capabilities(),
-            sinks=tuple(dict.fromkeys(section.SOURCE for section in sections)),
+            sinks=tuple(self.effects.sinks),
             queue=self.queueing.capability(),
         )
         if api is not None:

@@ -36,7 +36,7 @@ def test_the_providers_api_is_served_at_a_url_the_lab_picks_for_each_run(tmp_pat
     )
     target = load_target(path, allow_remote=False)
     can = target.capabilities()
-    assert (can.provider_api, can.sinks) == ("stripe", ("calls",))
+    assert (can.provider_api, can.sinks) == ("stripe", ("provider_api",))
     target.provision()
     try:
         target.start_sinks()

@@ -7,9 +7,14 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
+
 from acklab.evidence.documents.records import SINK_SOURCES, Observation
+from acklab.harness.experiments.effect_failure import EffectFailureExperiment
 from acklab.harness.sinks import SINKS
 from acklab.harness.specs.target import RUN_PLACEHOLDERS, SINK_SECTIONS, STAND_INS, Expect
+from acklab.harness.targets.spec import load_target
+from tests.harness.test_provider_spec import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "evidence" / "schemas"
@@ -22,7 +27,14 @@ DECLARED_IN = {
     "harness/targets/fixture.py",
 }
 # What iterates the registry, and so names no sink.
-ITERATES = ["harness/core", "harness/engine", "evidence/documents", "console", "acklab/pytest_plugin.py"]
+ITERATES = [
+    "harness/core",
+    "harness/engine",
+    "harness/experiments",
+    "evidence/documents",
+    "console",
+    "acklab/pytest_plugin.py",
+]
 # idempotent-outbound is a verdict of keyed calls: the console files it under calls.
 ALLOWED = {("console/scan.py", "calls")}
 
@@ -84,3 +96,26 @@ def test_nothing_that_iterates_the_registry_names_a_sink():
             continue
         found += [(rel, word) for word in _names(path, words) if (rel, word) not in ALLOWED]
     assert found == []
+
+
+# Each sink's section as a spec gives it, on a fixed port (nothing is served here).
+SECTIONS = {
+    "smtp": {"listen": "127.0.0.1:12025"},
+    "outbound": {"listen": "127.0.0.1:12080", "routes": [{"path": "/v1/refunds"}]},
+    "provider_api": {"listen": "127.0.0.1:12111"},
+}
+
+
+@pytest.mark.parametrize("names", [("outbound",), ("provider_api",), ("smtp",), ("smtp", "outbound")])
+def test_effect_failure_stalls_an_event_where_a_sink_the_target_runs_declares_it_can(
+    tmp_path, monkeypatch, names
+):
+    """The stall is the registry's to declare (`SinkKind.stalls`), not a name the experiment knows."""
+    assert set(SECTIONS) == set(SINKS)
+    target = load_target(
+        spec(tmp_path, monkeypatch, effects={name: SECTIONS[name] for name in names}), allow_remote=False
+    )
+    assert target.capabilities().sinks == tuple(name for name in SINKS if name in names)
+    stalls = any(SINKS[name].stalls for name in names)
+    assert EffectFailureExperiment().modes(target) == (("refuse", "stall") if stalls else ("refuse",))
+    assert stalls == ("smtp" in names)  # today's one sink that can stall: the mail server
