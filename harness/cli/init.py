@@ -7,7 +7,8 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,15 @@ from acklab.harness.init.scaffold import (
 from acklab.harness.init.serving import PLACEHOLDERS, Serving, python, served, serving
 from acklab.harness.specs.credentials import url_secrets
 from acklab.harness.specs.load import all_problems
-from acklab.harness.specs.target import Command, Expect, Setup, SqlEffects, load_target_spec
+from acklab.harness.specs.target import (
+    Effects,
+    Expect,
+    OutboundEffects,
+    Setup,
+    SmtpEffects,
+    SqlEffects,
+    load_target_spec,
+)
 from acklab.harness.targets.spec_checks import check_database_url, check_url
 from acklab.harness.targets.validate import validate_target
 from acklab.harness.wire.conflicts import default_conflict
@@ -127,15 +136,20 @@ def _report(discovery: Discovery) -> list[str]:
     return lines
 
 
-def _expect(discovery: Discovery | None) -> dict[str, Any]:
-    expect: dict[str, Any] = {"max_effects": 1}
+def _expect(discovery: Discovery | None, heard: Mapping[str, int]) -> Expect:
+    """``expect:``: one effect per event, the conflict as the service answered it, and at most as
+    many of each sink's effects as the event had (`heard`, by source: ``expect.max_<source>``)."""
     status = discovery.statuses[2] if discovery else None
     if status is not None and 200 <= status < 300:
-        expect["conflict"] = "ignore"  # the service acknowledged a conflicting body: dedupe by id
+        # the service acknowledged a conflicting body: dedupe by id
+        expect = Expect(max_effects=1, conflict="ignore")
     else:
         rejected = [status] if status in (400, 409, 412, 422) else []
-        expect["conflict_status"] = sorted({*rejected, 409, 422})
-    return expect
+        expect = Expect(max_effects=1, conflict_status=tuple(sorted({*rejected, 409, 422})))
+    if not heard:
+        return expect
+    # A sink's expectation is named by its source, as the sinks registry declares it.
+    return Expect.model_validate({**expect.dump(), **{f"max_{source}": n for source, n in heard.items()}})
 
 
 @click.command("init", context_settings=CONTEXT)
@@ -269,15 +283,11 @@ def init(**kwargs: Any) -> int:
     found = _found(
         kwargs, chosen=chosen, template=template, conflict=conflict, secret=secret, project=project, how=how
     )
-    effects = found.effects
-    if project is not None:
-        effects["url"] = project.database_url(PLACEHOLDERS)
-    expect = _expect(found.discovery)
-    sinks = _sinks(found.heard, expect=expect, object_match=found.object_match, project=project, notes=notes)
+    sinks = _sinks(found.heard, object_match=found.object_match, project=project, notes=notes)
     for note in notes:
         _say(f"note: {shown(note)}")
     command = (
-        how.command_section(mail="smtp" in sinks, outbound="outbound" in sinks, project=project)
+        how.command_section(mail=sinks.smtp is not None, outbound=sinks.outbound is not None, project=project)
         if how is not None and project is not None
         else None
     )
@@ -286,12 +296,11 @@ def init(**kwargs: Any) -> int:
         example=chosen,
         endpoint=endpoint,
         secret_env=secret_env,
-        effects=SqlEffects.model_validate(effects),
-        command=Command.model_validate(command) if command is not None else None,
-        expect=Expect.model_validate(expect),
+        effects=Effects(sql=found.effects, smtp=sinks.smtp, outbound=sinks.outbound),
+        command=command,
+        expect=_expect(found.discovery, sinks.counts),
         template=template,
         setup=Setup(argv=tuple(how.setup)) if how is not None and how.setup else None,
-        sinks=sinks,
     )
     files = {
         spec_path: spec_text(doc, example=chosen, seen=[*found.seen, *(f"note: {n}" for n in notes)]),
@@ -409,7 +418,7 @@ def _serving_plan(
 class _Found:
     """What init's deliveries found (or what --count said): the effects section and what was seen."""
 
-    effects: dict[str, Any]
+    effects: SqlEffects
     seen: list[str]
     discovery: Discovery | None = None
     heard: Heard | None = None
@@ -428,9 +437,11 @@ def _found(
 ) -> _Found:
     """Deliver, watch the database and the sinks, and propose ``effects.sql`` (and keep the template's
     object named by the event where the table is keyed by the object)."""
-    db, count = kwargs["db"], kwargs["count"]
+    # The database the spec counts in: the app's own, as init serves it, or the one --db names.
+    url = project.database_url(PLACEHOLDERS) if project is not None else kwargs["db"] or "env:SERVICE_DB_URL"
+    count = kwargs["count"]
     if count is not None:
-        return _Found({"url": db or "env:SERVICE_DB_URL", "count": count}, ["(not looked at: --count given)"])
+        return _Found(SqlEffects(url=url, count=count), ["(not looked at: --count given)"])
     discovery, heard = _discover(
         kwargs, chosen=chosen, template=template, conflict=conflict, secret=secret, project=project, how=how
     )
@@ -454,37 +465,40 @@ def _found(
         set_path(template, chosen.object_id, f"{prefix}{{{{event_id}}}}")
         if "{{order_id}}" not in json.dumps(template):  # what named the object names the event now
             object_match = f"{prefix}{{{{event_id}}}}"
-    effects: dict[str, Any] = {"url": db, "count": count_query(best, prefix)}
-    state = state_query(best, prefix)
-    if state:
-        effects["state"] = state
-    _say(f"proposed effects.sql.count: {shown(effects['count'])}")
-    if state:
-        _say(f"proposed effects.sql.state: {shown(state)}")
+    # no state query: state stays None, which the spec written leaves out
+    effects = SqlEffects(url=url, count=count_query(best, prefix), state=state_query(best, prefix) or None)
+    _say(f"proposed effects.sql.count: {shown(effects.count)}")
+    if effects.state:
+        _say(f"proposed effects.sql.state: {shown(effects.state)}")
     return _Found(effects, seen, discovery, heard, object_match)
 
 
+@dataclass(frozen=True)
+class _HeardSinks:
+    """``effects.smtp`` / ``outbound`` as the sinks heard the app, and at most how many effects of
+    each source one event had there (``expect.max_<source>``)."""
+
+    smtp: SmtpEffects | None = None
+    outbound: OutboundEffects | None = None
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
 def _sinks(
-    heard: Heard | None,
-    *,
-    expect: dict[str, Any],
-    object_match: str,
-    project: Project | None,
-    notes: list[str],
-) -> dict[str, Any]:
+    heard: Heard | None, *, object_match: str, project: Project | None, notes: list[str]
+) -> _HeardSinks:
     """``effects.smtp`` / ``outbound`` as the sinks heard the app (and their ``expect.max_*``)."""
-    sinks: dict[str, Any] = {}
     if heard is None:
-        return sinks
+        return _HeardSinks()
     smtp, emails = heard.smtp("127.0.0.1:{{smtp_port}}", object_match=object_match)
     outbound, calls = heard.outbound("127.0.0.1:{{outbound_port}}", object_match=object_match)
+    counts: dict[str, int] = {}
     if smtp is not None:
-        sinks["smtp"], expect["max_emails"] = smtp, emails
-        _say(f"proposed effects.smtp: match {smtp['match']} (at most {emails} email(s) per event)")
+        counts[smtp.SOURCE] = emails
+        _say(f"proposed effects.smtp: match {smtp.match} (at most {emails} email(s) per event)")
     if outbound is not None:
-        sinks["outbound"], expect["max_calls"] = outbound, calls
+        counts[outbound.SOURCE] = calls
         _say(
-            f"proposed effects.outbound: {len(outbound['routes'])} route(s) (at most {calls} call(s) per event)"
+            f"proposed effects.outbound: {len(outbound.routes)} route(s) (at most {calls} call(s) per event)"
         )
     notes += heard.blind_spots()
     if smtp is None and not heard.blind_spots() and project is not None:
@@ -492,7 +506,7 @@ def _sinks(
             f"init saw no email: if the app sends some, add effects.smtp and {project.mail[1]}: "
             "'{{smtp_port}}' under command.env (docs/sinks.md)"
         )
-    return sinks
+    return _HeardSinks(smtp, outbound, counts)
 
 
 def _ask_before_delivering(

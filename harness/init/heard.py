@@ -17,16 +17,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from acklab.harness.sinks import Sinks
 from acklab.harness.sinks.reading import call_text
 from acklab.harness.sinks.records import EventKeys, SinkRecord
+from acklab.harness.specs.target import OutboundAnswer, OutboundEffects, OutboundRoute, SmtpEffects
 
 PHASES = ("event", "duplicate", "conflict")
 EVENT_MARK = "#event"  # the marker id: a message matched under it names the event's own id
 IDEMPOTENCY = re.compile(r"idempot", re.IGNORECASE)
-ANSWER = {"status": 200, "json": {"id": "acklab_{{seq}}"}}  # what init's sink and the spec's routes answer
+# what init's sink and the spec's routes answer
+ANSWER = OutboundAnswer(status=200, json={"id": "acklab_{{seq}}"})
 
 
 def listen_for(sinks: Sinks, event_id: str, object_id: str) -> None:
@@ -61,7 +62,7 @@ class Heard:
         text = call_text(record.path or "", "", record.excerpt.encode())
         return text.names(self.object_id), text.names(self.event_id)
 
-    def smtp(self, listen: str, *, object_match: str = "{{order_id}}") -> tuple[dict[str, Any] | None, int]:
+    def smtp(self, listen: str, *, object_match: str = "{{order_id}}") -> tuple[SmtpEffects | None, int]:
         """``effects.smtp`` and ``expect.max_emails`` (None, 0: no email named the event).
         `object_match`: how the spec names the event's object (``pi_{{event_id}}`` once init made
         the object the event's own)."""
@@ -73,13 +74,13 @@ class Heard:
             match = "{{event_id}}"
         else:
             return None, 0
-        return {"listen": listen, "match": match}, sum(1 for o, e in named if o or e)
+        return SmtpEffects(listen=listen, match=match), sum(1 for o, e in named if o or e)
 
     def outbound(
         self, listen: str, *, object_match: str = "{{order_id}}"
-    ) -> tuple[dict[str, Any] | None, int]:
+    ) -> tuple[OutboundEffects | None, int]:
         """``effects.outbound`` and ``expect.max_calls`` (None, 0: no call named the event)."""
-        routes: dict[tuple[str, str], dict[str, Any]] = {}
+        routes: dict[tuple[str, str], OutboundRoute] = {}
         keys: set[str] = set()
         counted = 0
         for record in self.calls.get("event", []):
@@ -92,16 +93,23 @@ class Heard:
                 .replace(self.object_id, object_match)
                 .replace(self.event_id, "{{event_id}}")
             )
-            route = {"method": record.method or "POST", "path": path}
-            route["match"] = object_match if by_object else "{{event_id}}"
-            routes.setdefault((route["method"], path), {**route, "respond": ANSWER})
+            method = record.method or "POST"
+            routes.setdefault(
+                (method, path),
+                OutboundRoute(
+                    method=method,
+                    path=path,
+                    match=object_match if by_object else "{{event_id}}",
+                    respond=ANSWER,
+                ),
+            )
             keys |= {name for name in record.headers if IDEMPOTENCY.search(name)}
         if not routes:
             return None, 0
-        doc: dict[str, Any] = {"listen": listen, "routes": list(routes.values())}
-        if keys:
-            doc["idempotency_header"] = sorted(keys)[0]
-        return doc, counted
+        header = sorted(keys)[0] if keys else None  # None is left out of the spec written
+        return OutboundEffects(
+            listen=listen, idempotency_header=header, routes=tuple(routes.values())
+        ), counted
 
     def lines(self) -> list[str]:
         """What the sinks heard, for the terminal and the spec's header."""

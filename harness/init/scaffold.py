@@ -34,7 +34,6 @@ from acklab.harness.specs.target import (
     Expect,
     Setup,
     Signing,
-    SqlEffects,
     TargetSpec,
 )
 
@@ -68,15 +67,14 @@ def target_doc(
     example: Example,
     endpoint: str,
     secret_env: str,
-    effects: SqlEffects,
+    effects: Effects,
     command: Command | None,
     expect: Expect,
     template: Mapping[str, Any],
     setup: Setup | None = None,
-    sinks: Mapping[str, Any] | None = None,
 ) -> TargetSpec:
     """The spec init writes (only the sections it sets: a spec read back is the one written): `effects`
-    is ``effects.sql``; `sinks` adds ``effects.smtp`` / ``outbound`` as init found them."""
+    is ``effects.sql`` with ``effects.smtp`` / ``outbound`` as init found them."""
     sections: dict[str, Any] = {}
     if example.event_type:
         sections["delivery"] = Delivery(event_type=example.event_type)
@@ -91,7 +89,7 @@ def target_doc(
         endpoint=endpoint,
         signing=Signing(scheme=example.provider, secret=f"env:{secret_env}"),
         event=dict(template),
-        effects=Effects.model_validate({"sql": effects.dump(), **(sinks or {})}),
+        effects=effects,
         expect=expect,
         **sections,
     )

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from acklab.evidence.extras import install_command
 from acklab.harness.init.heard import ANSWER
@@ -28,7 +27,7 @@ from acklab.harness.sinks import Sinks
 from acklab.harness.sinks.outbound import Answer, OutboundConfig
 from acklab.harness.sinks.smtp import SmtpConfig
 from acklab.harness.specs.credentials import resolve_env
-from acklab.harness.specs.target import OutboundAnswer
+from acklab.harness.specs.target import Command as CommandSection
 from acklab.harness.targets.isolation import Isolation
 
 LOG_SETTLE_S = 0.5  # a server logs a handler's traceback around the moment it answers 500
@@ -77,12 +76,12 @@ class Serving:
     cwd: str  # relative to the spec's folder
     setup: tuple[str, ...] | None
 
-    def command_section(self, *, mail: bool, outbound: bool, project: Project) -> dict[str, Any]:
+    def command_section(self, *, mail: bool, outbound: bool, project: Project) -> CommandSection:
         """``command:``; the mail and API variables only when the sinks they point at are in the spec."""
         dropped = set() if mail else set(project.mail)
         dropped |= set() if outbound else set(project.outbound)
         env = {k: v for k, v in self.env.items() if k not in dropped}
-        return {"argv": list(self.argv), "cwd": self.cwd, "env": env}
+        return CommandSection(argv=tuple(self.argv), cwd=self.cwd, env=env)
 
 
 def serving(project: Project, *, interpreter: str, spec_dir: Path) -> tuple[Serving, str]:
@@ -161,7 +160,7 @@ def served(
             OutboundConfig(
                 "127.0.0.1",
                 int(values["outbound_port"]),
-                otherwise=Answer.of(OutboundAnswer.model_validate(ANSWER)),
+                otherwise=Answer.of(ANSWER),
             )
             if project.outbound and listening
             else None
