@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from acklab.harness.sinks import Sinks
+from acklab.harness.sinks import outbound as outbound_sink
+from acklab.harness.sinks import smtp as smtp_sink
 from acklab.harness.sinks.reading import call_text
 from acklab.harness.sinks.records import EventKeys, SinkRecord
 from acklab.harness.specs.target import OutboundAnswer, OutboundEffects, OutboundRoute, SmtpEffects
@@ -49,7 +51,7 @@ class Heard:
 
     def mark(self, sinks: Sinks, phase: str) -> None:
         """What arrived since the last mark belongs to the delivery before it."""
-        emails, calls = sinks.ledger.records("email"), sinks.ledger.records("call")
+        emails, calls = sinks.ledger.records(smtp_sink.NAME), sinks.ledger.records(outbound_sink.NAME)
         if self._phase is not None:
             self.emails[self._phase] = emails[self._seen[0] :]
             self.calls[self._phase] = [c for c in calls[self._seen[1] :] if _effect(c)]
