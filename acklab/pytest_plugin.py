@@ -62,6 +62,7 @@ MARKER = "webhook_spec"
 _RUNS = pytest.StashKey[list[Path]]()
 _OUT = pytest.StashKey[Path]()
 _STARTED = pytest.StashKey[float]()
+_TEMPLATES = pytest.StashKey[contextlib.ExitStack]()
 DEFAULT_OUT = ".acklab"
 DEFAULT_KEEP = 20
 GITIGNORE = "# Created by acklab's pytest plugin: evidence of webhook_lab runs (--acklab-out).\n*\n"
@@ -344,6 +345,7 @@ class WebhookLab:
         trials, chosen["seed"] = self._session(chosen.get("seed"))
         if trials is not None:
             chosen["trials"] = trials
+        _keep_templates(self._request.config)
         return self._ran(run(path, **chosen), experiment)
 
     def explore(self, app: Any, *, budget: int = 50, **options: Unpack[ExploreOptions]) -> ExploreResult:
@@ -399,6 +401,25 @@ class WebhookLab:
         if experiment is not None:
             _skip_if_skipped(result, experiment)
         return result
+
+
+def _keep_templates(config: pytest.Config) -> None:
+    """A spec's setup runs once for the session: each later run of it (one per experiment) starts
+    from a copy of what it made (`acklab.harness.targets.templates`), dropped when pytest ends."""
+    if _TEMPLATES in config.stash:
+        return
+    from acklab.harness.targets.templates import keeping
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(keeping())
+    config.stash[_TEMPLATES] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_TEMPLATES, None)
+    if stack is not None:
+        del config.stash[_TEMPLATES]
+        stack.close()
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from typing import Any
 
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.procs.leases import leasing
+from acklab.harness.targets.templates import keeping
 
 from . import guard, report, tools
 from .context import FlowConfig, FlowContext
@@ -52,7 +53,8 @@ def run_flow(config: FlowConfig) -> FlowResult:
     try:
         # Worktrees and everything the lab starts are leased in the journal: a flow killed
         # with kill -9 leaves nothing that `acklab janitor --out` cannot find and remove.
-        with leasing(config.out, trail.run_id, secrets=config.secrets):
+        # Each checkout's setup runs once for the whole flow (its template: harness.targets.templates).
+        with leasing(config.out, trail.run_id, secrets=config.secrets), keeping():
             ended = guarded(None, lambda: _drive(FlowContext.of(config, trail)))
     except Exception as exc:
         trail.finish(outcome="error", detail=f"internal error: {exc!r}", exit_code=int(ExitCode.LAB_ERROR))

@@ -63,6 +63,7 @@ from acklab.harness.procs.confinement import Confinement, provide
 from acklab.harness.procs.leases import leasing
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, url_secrets
 from acklab.harness.targets import Target, resolve_target
+from acklab.harness.targets.templates import keeping
 from acklab.harness.wire.providers import profile
 
 
@@ -274,8 +275,9 @@ def run(
         raise SpecError(f"deadline_s: got {deadline!r}; give a finite number of seconds above 0, e.g. 600")
     prepared = prepare(options, target)
     refused = _secrets(prepared.target, options)
-    # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal.
-    with leasing(options.out if options.journal else None, prepared.run_id, secrets=refused):
+    # Whatever the run starts (fixture processes, proxies, temporary databases) is leased in the journal;
+    # a setup's template lives as long as the run, or the pytest session or flow the run is part of.
+    with leasing(options.out if options.journal else None, prepared.run_id, secrets=refused), keeping():
         return asyncio.run(_whole(options, prepared, consumers, refused=refused, resumable=resumable))
 
 

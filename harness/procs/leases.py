@@ -107,6 +107,19 @@ class LeaseBook:
         self.held[lease.name] = lease
         return lease
 
+    def detached(self) -> LeaseBook:
+        """A book on the same journal and run, with a connection of its own: for a resource that
+        outlives the run that made it (a setup's template, kept for a pytest session or a flow),
+        released after this run's journal was closed. Close it with `close`."""
+        if self.journal is None:
+            return NO_LEASES
+        # A lease names no secret; what the process remembered is redacted all the same.
+        return LeaseBook(Journal(self.journal.path), self.run_id)
+
+    def close(self) -> None:
+        if self.journal is not None and self is not NO_LEASES:
+            self.journal.close()
+
     def release(self, lease: Lease, *, outcome: str = "released by its owner") -> None:
         if self.held.pop(lease.name, None) is None:
             return

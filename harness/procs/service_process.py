@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -59,6 +60,20 @@ class Setup:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
     cwd: Path | None = None
+    # ``template: false``: it acts outside its scratch and database, so every serve runs it
+    # (harness.targets.templates).
+    template: bool = True
+
+
+class SetupReuse(Protocol):
+    """What an identical setup made before, copied instead of running it again
+    (`harness.targets.templates.TemplatedSetup`)."""
+
+    def reuse(self) -> str | None:
+        """Copy what an identical setup made into this serve's places; what to say of it, or None: run it."""
+
+    def keep(self, took_s: float) -> str | None:
+        """The setup ran (in `took_s`): keep what it made for later serves; None, or what to say."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +215,7 @@ class ServiceProcess(LeasedProcess):
         after_setup: Callable[[], None] | None = None,
         reaches: tuple[int, ...] = (),
         also_serves: tuple[int, ...] = (),
+        templated: SetupReuse | None = None,
     ) -> None:
         """`routes`: the lab's signed probe delivery, awaited not to be answered 404/405 at every start;
         `confined`: the place the service (and its setup) runs in, as the sandbox's user, with its
@@ -207,8 +223,11 @@ class ServiceProcess(LeasedProcess):
         loopback ports of the lab's (its database server, the sinks) and nothing else, and where the
         lab reaches it on its endpoint's and ready URL's ports and `also_serves` (an effects URL);
         `after_setup`: called once setup has run, before the first start (the lab pins the schema
-        the setup made)."""
+        the setup made); `templated`: the setup's template, copied instead of running it when an
+        identical setup ran before in this process (`setup_note` says so)."""
         self.command, self.endpoint, self.name = command, endpoint, name
+        self.templated = templated
+        self.setup_note: str | None = None  # e.g. "setup: from the template made at ..."
         self.routes = routes if command.ready_routes else None
         self.confined, self._after_setup = confined, after_setup
         self.host, self.port = host_port(endpoint)
@@ -318,11 +337,27 @@ class ServiceProcess(LeasedProcess):
                 f"service was started:\n{tail}"
             )
 
+    def _set_up(self, setup: Setup) -> None:
+        """Run the setup, or copy what an identical one made (its template); then `after_setup`."""
+        note = self.templated.reuse() if self.templated is not None else None
+        if note is not None:
+            self._setup_output = f"{note}\n".encode()
+        else:
+            started = time.monotonic()
+            self._run_setup(setup)
+            took = time.monotonic() - started
+            note = self.templated.keep(took) if self.templated is not None else None
+            if note is not None:
+                self._setup_output = (self._setup_output or b"") + f"--- acklab: {note} ---\n".encode()
+        if note is not None:
+            self.setup_note = note
+            print(f"acklab: target {self.name!r}: {note}", file=sys.stderr)
+        if self._after_setup is not None:
+            self._after_setup()
+
     def _launch(self) -> None:
         if self.command.setup is not None and self._setup_output is None:
-            self._run_setup(self.command.setup)
-            if self._after_setup is not None:
-                self._after_setup()
+            self._set_up(self.command.setup)
         if not self.running() and accepts(self.host, self.port):
             raise TargetUnreachable(
                 f"target {self.name!r}: something already accepts connections at {self.host}:{self.port} "

@@ -309,6 +309,8 @@ class Setup(Section):
     argv: Items[str]
     env: Headers = Field(default_factory=dict)
     timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
+    # false: it acts outside its scratch and database, so every serve runs it (harness.targets.templates)
+    template: bool = True
 
 
 class Topology(Section):

@@ -108,7 +108,7 @@ class Isolation:
         ]
         self._database = (server, name)  # whatever was made of it, release() drops it
         try:
-            with _admin(server) as conn:
+            with admin_connection(server) as conn:
                 for statement in statements:
                     conn.execute(statement)
         except psycopg.Error as exc:
@@ -128,6 +128,11 @@ class Isolation:
             self._leases.append(self._leased().acquire("database", name, name=name, url=shown))
         return database_url
 
+    @property
+    def database(self) -> tuple[str, str] | None:
+        """(server URL, name) of ``{{database_url}}``'s database, whose role has the same name; None: none."""
+        return self._database
+
     def _leased(self) -> LeaseBook:
         if self._book is None:
             self._book = current_book()
@@ -144,7 +149,7 @@ class Isolation:
         if self._database is not None:
             server, name = self._database
             self._database = None
-            _drop(server, name)
+            drop_database(server, name)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
@@ -154,8 +159,9 @@ class Isolation:
         self._leases.clear()
 
 
-def _admin(server: str) -> Any:
-    """An autocommit connection to the server `server` names, as its role."""
+def admin_connection(server: str, *, dbname: str | None = None) -> Any:
+    """An autocommit connection to the server `server` names, as its role (to `dbname`, or the
+    database the URL names, or ``postgres``)."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -165,18 +171,18 @@ def _admin(server: str) -> Any:
         port=url.port or 5432,
         user=url.username or None,
         password=url.password or None,
-        dbname=url.database or "postgres",
+        dbname=dbname or url.database or "postgres",
         autocommit=True,
         connect_timeout=10,
     )
 
 
-def _drop(server: str, name: str) -> None:
-    """Drop the database `name` (its connections ended first) and its role."""
+def drop_database(server: str, name: str) -> None:
+    """Drop the database `name` (its connections ended first) and its role of the same name."""
     import psycopg
     from psycopg import sql
 
-    with contextlib.suppress(psycopg.Error), _admin(server) as conn:
+    with contextlib.suppress(psycopg.Error), admin_connection(server) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 

@@ -44,6 +44,7 @@ from acklab.harness.targets.schema_pin import PinnedSqlProbe, SchemaPin, fingerp
 from acklab.harness.targets.spec import SpecTarget, database_server, load_target, served_parts, sql_url
 
 __all__ = ["ServedSpecTarget", "served_spec_target", "shared_env", "shared_names"]
+from acklab.harness.targets.templates import TemplatedSetup, plan
 
 
 @dataclass
@@ -102,6 +103,21 @@ class ServedSpecTarget(SpecTarget):
         self.isolation = isolation
         self.take(dataclasses.replace(parts, command=shared_env(parts.command, unbound.spec)))
         self.preparer = Preparer.of(filled, sql_url(self.effects), allow_remote=False)
+
+    def _templated(self) -> TemplatedSetup | None:
+        """The setup's template, keyed by the content of this checkout's private copy: a patched
+        checkout whose migrations differ makes its own."""
+        if self.unbound is None or self.command is None or self.command.setup is None:
+            return None
+        return plan(
+            doc=self.unbound.spec.dump(),
+            written=self.loaded_command,
+            tree=self.place.root,
+            root=self.checkout,
+            scratch=_scratch_of(self.place) if "scratch" in self.unbound.names else None,
+            database=self.isolation.database if self.isolation is not None else None,
+            confined=True,
+        )
 
     def start_service(self) -> None:
         self.fleet.start_services(self.place)

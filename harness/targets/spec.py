@@ -74,6 +74,7 @@ from acklab.harness.targets.spec_checks import (
     resolve_cwd,
 )
 from acklab.harness.targets.state import HttpState, SqlState, StateProbe
+from acklab.harness.targets.templates import TemplatedSetup, plan
 from acklab.harness.targets.totals import TotalProbe
 from acklab.harness.wire.providers import profile
 from acklab.harness.wire.signing import SIGNERS, Attempt
@@ -176,6 +177,8 @@ class SpecTarget(Target):
     _sink_rows: SqlProbe | None = field(default=None, repr=False)
     # The endpoint and command of each replica beyond the first (topology.replicas), once bound.
     _replica_parts: list[tuple[str, Command]] = field(default_factory=list, repr=False)
+    # command: as loaded, run placeholders unfilled: what decides whether a setup's template fits.
+    loaded_command: Command | None = field(default=None, repr=False)
 
     @property
     def ephemeral_effects(self) -> bool:
@@ -277,7 +280,7 @@ class SpecTarget(Target):
         (``after_setup`` for the first only: the setup runs once)."""
         if self.command is None:
             raise HarnessError(f"target {self.name!r}: no command: to start")
-        first = self._process(self.command, self.endpoint, **how)
+        first = self._process(self.command, self.endpoint, templated=self._templated(), **how)
         if self.fleet.replicas == 1:
             return first
         how.pop("after_setup", None)
@@ -286,6 +289,23 @@ class SpecTarget(Target):
     def _confined(self) -> Confined | None:
         """The place the consumer runs in (a checkout served confined); None: the lab's own user."""
         return None
+
+    def _templated(self) -> TemplatedSetup | None:
+        """The setup's template (`harness.targets.templates`): what an identical setup made earlier in
+        this process, copied into this serve's scratch and database instead of running it again."""
+        if self.unbound is None or self.command is None or self.command.setup is None:
+            return None
+        values = self.isolation.values if self.isolation is not None else {}
+        tree = self.command.setup.cwd or self.command.cwd or Path.cwd()
+        return plan(
+            doc=self.unbound.spec.dump(),
+            written=self.loaded_command,
+            tree=tree,
+            root=tree,
+            scratch=Path(values["scratch"]) if "scratch" in values else None,
+            database=self.isolation.database if self.isolation is not None else None,
+            confined=False,
+        )
 
     def start_service(self) -> None:
         """Start the services of ``services:``, then the service of ``command:`` (its replicas) for the
@@ -615,6 +635,7 @@ def load_target(
         old_secret=old_secret,
         queueing=Queueing.of(spec),
         preparer=Preparer.of(checked, sql_url(parts.effects), allow_remote=allow_remote),
+        loaded_command=parts.command,
     )
 
 
@@ -690,4 +711,10 @@ def _command(
 
 
 def _setup(spec: SetupSpec, *, cwd: Path | None) -> Setup:
-    return Setup(argv=spec.argv, env=_environment(spec.env, "setup.env"), timeout_s=spec.timeout_s, cwd=cwd)
+    return Setup(
+        argv=spec.argv,
+        env=_environment(spec.env, "setup.env"),
+        timeout_s=spec.timeout_s,
+        cwd=cwd,
+        template=spec.template,
+    )
