@@ -20,11 +20,22 @@ from sqlalchemy.engine import make_url
 
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import HarnessError
+from acklab.harness.procs.leases import Lease, LeaseBook
 from acklab.harness.targets.isolation import admin_connection, drop_database
 
 
 class TemplateFailed(HarnessError):
     """A template database could not be made or copied (the serve runs its setup instead)."""
+
+
+def lease(book: LeaseBook, server: str, name: str) -> Lease | None:
+    """The template's lease, as a serve's own database has one; None when the server cannot be
+    marked without a password (then the janitor could not prove it is the lab's, nor drop it)."""
+    import psycopg
+
+    with contextlib.suppress(psycopg.Error, PermissionError, OSError):
+        return book.acquire("database", name, name=name, url=shown(server, name))
+    return None
 
 
 def shown(server: str, name: str) -> str:

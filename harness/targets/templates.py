@@ -191,7 +191,7 @@ class TemplatedSetup:
             return f"setup: took {took_s:.1f} s; {self.why}" if self.why else None
         refused = self.templates.refused(self.key)
         if refused is not None:
-            return f"setup: took {took_s:.1f} s; not kept as a template: {refused}"
+            return f"setup: took {took_s:.1f} s; not kept as a template: {refused}; every serve runs it"
         if self.templates.get(self.key) is not None:
             return f"setup: took {took_s:.1f} s"  # an identical serve at the same time kept its own first
         why = self._unkeepable()
@@ -241,8 +241,7 @@ class TemplatedSetup:
                 name = f"acklab_{secrets.token_hex(6)}"
                 template.database = (server, name)
                 pg_templates.make(server, source, name)
-                with contextlib.suppress(OSError, pg_templates.TemplateFailed):
-                    lease = book.acquire("database", name, name=name, url=pg_templates.shown(server, name))
+                if (lease := pg_templates.lease(book, server, name)) is not None:
                     template._leases.append(lease)
         except BaseException:
             template.drop()

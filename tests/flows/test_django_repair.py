@@ -24,6 +24,8 @@ import pytest
 import yaml
 
 from acklab.evidence.documents.records import observed_text
+from acklab.evidence.journal import Journal, journal_path
+from acklab.harness.init.scaffold import test_text
 from tests.consumers.django_shop import (
     EXAMPLE,
     FIXED_VIEW,
@@ -174,6 +176,33 @@ def test_init_then_the_flow_repair_the_django_shop_and_its_database_is_never_tou
     assert tested.returncode == 0, tested.stdout[-3000:]
     assert "2 passed" in tested.stdout
     assert (repo / "db.sqlite3").read_bytes() == real  # init, the runs, the tests, the flow: not a byte
+
+
+def test_the_test_init_writes_migrates_the_shop_once_for_all_its_experiments(shop_env, tmp_path):
+    # One pytest session, one run per experiment: the first migrates, the others copy its database.
+    repo = make_django_shop(tmp_path / "shop")
+    test = test_text(name="shop", spec_rel=f"../{TARGET}", app_ref="shop.wsgi:application", served=True)
+    (repo / "tests" / "test_shop_webhooks.py").write_text(test)
+    tested = pytest_django(repo, "tests/test_shop_webhooks.py", "-k", "concurrent or reset or replay")
+    assert tested.returncode == 1, tested.stdout[-3000:]
+    assert "2 failed, 1 passed" in tested.stdout, tested.stdout[-3000:]
+    for failed in ("concurrent-duplicates", "lost-ack-reset"):  # on the receipts, as without templates
+        assert f"test_shop_webhook[{failed}]" in tested.stdout
+    assert re.search(r"observed \d+ emails, expected <= 1", tested.stdout)
+    logs = [log.read_text() for log in sorted((repo / ".acklab").rglob("service.log"))]
+    assert len(logs) == 3
+    assert sum("Applying orders.0001_initial... OK" in log for log in logs) == 1
+    assert sum("setup: from the template made at " in log for log in logs) == 2
+    with Journal(journal_path(repo / ".acklab"), readonly=True) as journal:
+        made = {
+            e.name: e.status
+            for r in journal.runs()
+            for e in journal.history(r)
+            if "acklab-template-" in e.name
+        }
+    [(template, status)] = made.items()  # one template for the session, removed when it ended
+    assert status == "released"
+    assert not Path(template.partition(":")[2]).exists()
 
 
 def flow_on(repo: Path, acklab) -> None:
