@@ -19,6 +19,8 @@ AcklabError (evidence.exitcodes)
     ├── ProbeError                              exit 4: the effects probe (SQL or HTTP) could not be read
     │   └── SchemaChanged (targets.schema_pin)  exit 4: the schema the lab pinned changed under a count
     ├── SchemaError (targets.schema_pin)        exit 4: the fixture's schema could not be read, made or pinned
+    ├── TemplateFailed (targets.pg_templates)   exit 4: a setup's template database could not be made or copied
+                                                     (caught: the serve runs its setup instead)
     ├── LabIntegrityError (core.self_check)     exit 4: acklab's own verdict code was changed in this process
     ├── GitFailed (procs.worktrees)             exit 4: a git command the lab needed failed
     ├── PostgresUnavailable (procs.pgtemp)      exit 4: the temporary PostgreSQL could not be started

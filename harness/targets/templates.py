@@ -295,18 +295,18 @@ def plan(
     database = database if "database_url" in reached else None
     if reached & NOT_COPIED:
         names = ", ".join("{{" + n + "}}" for n in sorted(reached & NOT_COPIED))
-        why = f"its environment names {names}, whose data a template does not copy; it runs on every serve"
-        return TemplatedSetup(templates, None, why=why)
-    digest, why = digest_of(tree) if tree is not None else (None, "it has no directory to run from")
+        why = f"not kept as a template: its environment names {names}, whose data a template does not copy"
+        return TemplatedSetup(templates, None, why=f"{why}; every serve runs it")
+    digest, unread = digest_of(tree) if tree is not None else (None, "it has no directory to run from")
     if digest is None:
-        return TemplatedSetup(templates, None, why=f"not kept as a template: {why}")
+        return TemplatedSetup(templates, None, why=f"not kept as a template: {unread}; every serve runs it")
     setup = written.setup
     cwd = setup.cwd or written.cwd
     parts = {
         "spec": doc,
         "setup": [setup.argv, dict(setup.env), setup.timeout_s],
         "command": [written.argv, dict(written.env)],
-        "cwd": _relative(cwd, root) if root is not None else None,
+        "cwd": _relative(cwd or tree, root) if root is not None else None,
         "server": database[0] if database is not None else None,
         "places": [scratch is not None, database is not None, confined],
         "tree": digest,

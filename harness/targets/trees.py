@@ -66,7 +66,7 @@ def digest_of(tree: Path) -> tuple[str | None, str | None]:
                 d for d in dirs if d not in SKIPPED_DIRS and not (here / d / "pyvenv.cfg").is_file()
             )
             for name in sorted(names):
-                if name.endswith(SKIPPED_SUFFIXES):
+                if name.endswith(SKIPPED_SUFFIXES) or name == ".git":  # a worktree's .git is a file
                     continue
                 path = here / name
                 info = path.lstat()
