@@ -180,6 +180,8 @@ class TemplatedSetup:
             if template.database is not None and self.database is not None:
                 pg_templates.copy(self.database[0], template.database[1], self.database[1])
         except (OSError, pg_templates.TemplateFailed) as exc:
+            if template.scratch is not None and self.scratch is not None:
+                _empty(self.scratch, like=template.scratch)  # the setup runs on what it would have had
             self.why = f"the template could not be copied ({redact(str(exc))}); setup runs"
             self.key = None  # and keep() keeps nothing of this serve
             return None
@@ -194,7 +196,10 @@ class TemplatedSetup:
             return f"setup: took {took_s:.1f} s; not kept as a template: {refused}; every serve runs it"
         if self.templates.get(self.key) is not None:
             return f"setup: took {took_s:.1f} s"  # an identical serve at the same time kept its own first
-        why = self._unkeepable()
+        try:
+            why = self._unkeepable()
+        except OSError as exc:
+            why = f"what it made could not be read ({redact(str(exc))})"
         if why is not None:
             self.templates.refuse(self.key, why)
             return f"setup: took {took_s:.1f} s; not kept as a template: {why}; every serve runs it"
@@ -256,6 +261,16 @@ def _top_marker(top: Path) -> Any:
         return {MARKER} & set(names) if Path(directory) == top else set()
 
     return ignore
+
+
+def _empty(scratch: Path, *, like: Path) -> None:
+    """Remove from `scratch` what a copy of `like` put there (its lease marker stays)."""
+    for entry in like.iterdir():
+        target = scratch / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
 
 
 def copy_into(source: Path, scratch: Path) -> None:

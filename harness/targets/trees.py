@@ -3,9 +3,10 @@
 `digest_of` hashes every file's path, kind and bytes under a tree (links by their target, never
 followed), so a patched checkout whose migrations differ by a byte has another digest. What
 running the project rewrites by itself is left out — bytecode (``__pycache__``, ``*.pyc``), tool
-caches, acklab's own evidence (``.acklab``), git's metadata — and so are virtualenvs (a directory
-holding ``pyvenv.cfg``) and ``node_modules``: installed dependencies do not change during one run
-or session, and hashing them would cost more than most setups take. A tree past `MAX_FILES` or
+caches, acklab's own evidence (``.acklab``, or any directory holding a run's journal), git's
+metadata — and so are virtualenvs (a directory holding ``pyvenv.cfg``) and ``node_modules``:
+installed dependencies do not change during one run or session, and hashing them would cost
+more than most setups take. A tree past `MAX_FILES` or
 `MAX_BYTES` is not fingerprinted at all (its setup runs on every serve). A file's digest is
 remembered by its inode, size and change times, so a tree is read whole only once per process.
 """
@@ -17,6 +18,8 @@ import os
 import stat
 import threading
 from pathlib import Path
+
+from acklab.evidence.journal import JOURNAL_FILE
 
 MAX_FILES = 50_000
 MAX_BYTES = 2 << 30
@@ -55,6 +58,11 @@ def _file_digest(path: Path, info: os.stat_result) -> str:
     return digest.hexdigest()
 
 
+def _skipped(directory: Path) -> bool:
+    """A virtualenv, or an evidence directory of acklab's (a run writes its journal there meanwhile)."""
+    return (directory / "pyvenv.cfg").is_file() or (directory / JOURNAL_FILE).is_file()
+
+
 def digest_of(tree: Path) -> tuple[str | None, str | None]:
     """(the tree's content digest, None), or (None, why it cannot be fingerprinted)."""
     total = hashlib.sha256()
@@ -62,9 +70,7 @@ def digest_of(tree: Path) -> tuple[str | None, str | None]:
     try:
         for directory, dirs, names in os.walk(tree, followlinks=False):
             here = Path(directory)
-            dirs[:] = sorted(
-                d for d in dirs if d not in SKIPPED_DIRS and not (here / d / "pyvenv.cfg").is_file()
-            )
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not _skipped(here / d))
             for name in sorted(names):
                 if name.endswith(SKIPPED_SUFFIXES) or name == ".git":  # a worktree's .git is a file
                     continue

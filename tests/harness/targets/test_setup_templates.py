@@ -211,9 +211,14 @@ def serve_three(targets: list[ServedSpecTarget], checkouts: tuple[Path, ...], co
             },
             "{{scratch}}/where holds the scratch directory's absolute path",
         ),
+        (
+            # A setup that generates files into its own tree: a copy of scratch would miss them.
+            {"argv": ["sh", "-c", "python -m shop.migrate && date +%s%N > shop/generated.txt"]},
+            "it changed files of",
+        ),
         ({"argv": ["python", "-m", "shop.migrate"], "template": False}, None),
     ],
-    ids=["writes-its-scratch-path", "template-false"],
+    ids=["writes-its-scratch-path", "writes-its-tree", "template-false"],
 )
 def test_a_setup_a_template_cannot_stand_in_for_runs_on_every_serve(
     tmp_path: Path, shop_env: None, scope: None, setup: dict[str, object], why: str | None
