@@ -114,7 +114,7 @@ class ServedSpecTarget(SpecTarget):
             written=self.loaded_command,
             tree=self.place.root,
             root=self.checkout,
-            scratch=_scratch_of(self.place) if "scratch" in self.unbound.names else None,
+            scratch=self.place.scratch / "data" if "scratch" in self.unbound.names else None,  # _scratch_of's
             database=self.isolation.database if self.isolation is not None else None,
             confined=True,
         )

@@ -303,7 +303,9 @@ def plan(
     templates = current()
     if templates is None or written is None or written.setup is None or not written.setup.template:
         return None
-    reached = placeholders.used({k: doc[k] for k in ("setup", "command") if k in doc}, tuple(KEPT | NOT_COPIED))
+    reached = placeholders.used(
+        {k: doc[k] for k in ("setup", "command") if k in doc}, tuple(KEPT | NOT_COPIED)
+    )
     if not reached & KEPT:
         return None
     scratch = scratch if "scratch" in reached else None

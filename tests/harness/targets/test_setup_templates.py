@@ -42,7 +42,7 @@ def shop_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def served(target: SpecTarget) -> SpecTarget:
-    target.bind()
+    target.provision()
     target.start_service()
     return target
 
