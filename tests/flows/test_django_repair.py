@@ -25,7 +25,7 @@ import yaml
 
 from acklab.evidence.documents.records import observed_text
 from acklab.evidence.journal import Journal, journal_path
-from acklab.harness.init.scaffold import test_text
+from acklab.harness.init.scaffold import test_text as generated_test
 from tests.consumers.django_shop import (
     EXAMPLE,
     FIXED_VIEW,
@@ -181,7 +181,7 @@ def test_init_then_the_flow_repair_the_django_shop_and_its_database_is_never_tou
 def test_the_test_init_writes_migrates_the_shop_once_for_all_its_experiments(shop_env, tmp_path):
     # One pytest session, one run per experiment: the first migrates, the others copy its database.
     repo = make_django_shop(tmp_path / "shop")
-    test = test_text(name="shop", spec_rel=f"../{TARGET}", app_ref="shop.wsgi:application", served=True)
+    test = generated_test(name="shop", spec_rel=f"../{TARGET}", app_ref="shop.wsgi:application", served=True)
     (repo / "tests" / "test_shop_webhooks.py").write_text(test)
     tested = pytest_django(repo, "tests/test_shop_webhooks.py", "-k", "concurrent or reset or replay")
     assert tested.returncode == 1, tested.stdout[-3000:]
