@@ -18,29 +18,97 @@ the workers say what kind of session it is and what it holds, and only the contr
 sees every outcome and the whole wall time, writes the record.
 The test counts in docs/performance.md come from this record (bench/test_timing.py), never from a hand.
 ``ACKLAB_TEST_TIMING`` names another file (the plugin's own tests write there).
+
+Each whole session's entry also says where its time went (bench/test_files.py): every test
+file's wall and CPU time, the fixtures whose setup cost most and the programs it started,
+each worker's busy time and when it finished, and the sum of the files' times (what one
+worker would have taken: the serial baseline). The end of the terminal report lists the
+slowest files of any session.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Generator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.test_files import Recorder, combine, command_of, cpu_seconds, worker_name
+
 TIMING = Path(os.environ.get("ACKLAB_TEST_TIMING") or Path(__file__).with_name(".test-timing.json"))
 _STARTED = pytest.StashKey[float]()
 _DESELECTED = pytest.StashKey[int]()
 _FROM_WORKERS = pytest.StashKey[dict[str, Any]]()
+_SHARES = pytest.StashKey[list[dict[str, Any]]]()
+_RECORD = pytest.StashKey[dict[str, Any]]()
+_EPOCH = pytest.StashKey[float]()
 WORKER_KEY = "acklab_test_timing"
+FILES_KEY = "acklab_test_files"
+SHOWN = 10  # slowest files listed at the end of the terminal report
+# The recorder of this process's tests; the audit hook (which cannot be removed) reads it.
+_recorders: list[Recorder] = []
+
+
+def _audit(event: str, args: tuple[Any, ...], recorders: list[Recorder] = _recorders) -> None:
+    # What the hook reads it holds itself: the module's globals are gone at interpreter shutdown.
+    if not recorders or recorders[-1].current is None:
+        return
+    argv = command_of(event, args)
+    if argv is not None:
+        recorders[-1].started(argv)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _recorders:
+        sys.addaudithook(_audit)
+    _recorders.append(Recorder(worker=worker_name(config)))
+    config.stash[_SHARES] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _recorders:
+        _recorders.pop()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.stash[_STARTED] = time.perf_counter()
+    session.stash[_EPOCH] = time.time()
     session.stash[_DESELECTED] = 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    recorder = _recorders[-1] if _recorders else None
+    if recorder is None:
+        return (yield)
+    path = item.nodeid.split("::", 1)[0]
+    recorder.current = path
+    started, wall, cpu = time.time(), time.perf_counter(), cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        recorder.test_done(path, started, time.perf_counter() - wall, cpu_seconds() - cpu)
+        recorder.current = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, object, object]:
+    started = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        if _recorders:
+            _recorders[-1].fixture_done(fixturedef.argname, time.perf_counter() - started)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -76,9 +144,12 @@ def _kind(session: pytest.Session) -> str | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist's controller: keep what a worker said of the session (all workers say the same)."""
-    said = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+    output = getattr(node, "workeroutput", {})
+    said = output.get(WORKER_KEY)
     if said is not None and error is None:
         node.config.stash[_FROM_WORKERS] = said
+    if output.get(FILES_KEY) is not None:
+        node.config.stash.setdefault(_SHARES, []).append(output[FILES_KEY])
 
 
 def _held(session: pytest.Session, kind: str) -> dict[str, Any]:
@@ -98,12 +169,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: it ran a share; the controller writes
         kind = _kind(session)
         config.workeroutput[WORKER_KEY] = _held(session, kind) if kind is not None else None
+        config.workeroutput[FILES_KEY] = _recorders[-1].share() if _recorders else None
         return
     if getattr(config.option, "dist", "no") != "no":  # the controller: the workers collected
         held = config.stash.get(_FROM_WORKERS, None)
+        shares = config.stash.get(_SHARES, [])
     else:
         kind = _kind(session)
         held = _held(session, kind) if kind is not None else None
+        shares = [_recorders[-1].share()] if _recorders else []
+    record = combine(shares, session.stash[_EPOCH])
+    config.stash[_RECORD] = record
     if held is None:
         return
     kind = held["kind"]
@@ -125,6 +201,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         entry["tiers"] = held["tiers"]
     if kind == "unit":
         entry["hidden"] = os.environ.get("ACKLAB_UNIT_HIDING") == "1"
+    entry.update(record)
     previous: dict[str, Any] = {}
     if TIMING.exists():
         try:
@@ -133,3 +210,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             previous = {}
     previous[kind] = entry
     TIMING.write_text(json.dumps(previous, indent=2) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    record = config.stash.get(_RECORD, None)
+    if not record or not record["files"]:
+        return
+    terminalreporter.section("slowest test files (bench/test_files.py)")
+    for f in record["files"][:SHOWN]:
+        programs = ", ".join(f"{name} x{n}" for name, n in f["programs"].items())
+        terminalreporter.write_line(
+            f"{f['wall_s']:8.1f} s wall {f['cpu_s']:7.1f} s CPU  {f['file']} ({f['tests']} tests"
+            + (f"; started {programs}" if programs else "")
+            + ")"
+        )
+    finished = [w["finished_s"] for w in record["workers"] if w["finished_s"] is not None]
+    if len(finished) > 1:
+        terminalreporter.write_line(
+            f"workers finished at {', '.join(f'{s:.0f}' for s in sorted(finished))} s; "
+            f"the files' times add up to {record['serial_s']:.0f} s ({record['cpu_s']:.0f} s CPU)"
+        )
