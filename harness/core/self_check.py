@@ -64,6 +64,8 @@ WATCHED = (
     "acklab.harness.engine.runner",
     "acklab.harness.sinks",  # the sinks' registry the sink verdicts iterate
     "acklab.harness.sinks.base",
+    # Whether an app served in this process is idle decides when its counts are settled.
+    "acklab.harness.targets.activity",
 )
 PUBLIC = "acklab"  # its lazily bound names (`acklab.attack`...) must stay what they name
 # The parts of a descriptor that hold code: a property's accessors, a cached property's function.

@@ -9,7 +9,9 @@ sent or read is recorded; verdicts are computed later from the records alone
 Effects settle by the target's clock: a count is final once it reads the same over the
 settle window (``settings.settle_ms``) *and* ``expect.effects_within_s`` has passed since
 the last answer of the event's deliveries — an ack-then-process consumer writes its effect
-after its 2xx, and a count taken before then would judge a half-done event.
+after its 2xx, and a count taken before then would judge a half-done event. An app the lab
+serves in its own process is watched instead of waited for: once it is idle — no call into
+it running, no task it started pending (`harness.targets.activity`) — one read is final.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from acklab.harness.wire.templates import WebhookEvent, render
 from acklab.harness.wire.transports import TICKET, Ticket
 
 CONFIRM_WINDOW_S = 2.0
+# How often the lab looks whether an app it serves in its own process went idle while settling.
+IDLE_POLL_S = 0.002
 STOP_RETRYING = frozenset({410})  # Standard Webhooks: 410 Gone disables the endpoint
 
 
@@ -436,14 +440,25 @@ class TrialContext:
             rows = await self.lab.endpoint.probe.count(event_id, object_id)
             return rows, (sinks.tally(event_id).total() if sinks is not None else ())
 
-        reads = [await read()]
-        while len(reads) < 3 or len(set(reads[-3:])) > 1:
+        activity = self.lab.endpoint.activity
+        reads: list[tuple[int, tuple[int, int, int]]] = []
+        next_read = time.monotonic()
+        while True:
+            if activity is not None and activity.idle():
+                # Nothing the app was handed is still running where the lab can see it: the
+                # count cannot move any more, read once (harness.targets.activity).
+                return (await read())[0]
+            now = time.monotonic()
+            if now >= next_read:
+                reads.append(await read())
+                if len(reads) >= 3 and len(set(reads[-3:])) == 1:
+                    return reads[-1][0]
+                next_read = now + step
             if time.monotonic() > deadline:
                 self.errors.append(f"effects of {event_id} never settled: read {[r[0] for r in reads[-3:]]}")
-                break
-            await asyncio.sleep(step)
-            reads.append(await read())
-        return reads[-1][0]
+                return reads[-1][0]
+            # Watching an app: look again soon (it may finish at any moment); else the next read.
+            await asyncio.sleep(min(IDLE_POLL_S, step) if activity is not None else step)
 
     async def settle(self, events: Iterable[WebhookEvent], note: str = "final") -> None:
         """Quiescence: wait until no delivery is in flight and the effects stop moving; then observe."""

@@ -46,6 +46,7 @@ from acklab.harness.targets.effects import read_only_engine
 from acklab.harness.wire.providers import event_type_header
 from acklab.harness.wire.signing import SIGNERS, Attempt
 from acklab.harness.wire.templates import WebhookEvent, conflicting, render
+from acklab.harness.wire.transports import tls
 
 MAX_ROWS = 5000
 MAX_VALUE = 512  # characters (or bytes) of one value kept whole
@@ -167,7 +168,7 @@ class Deliverer:
     ):
         self.url, self.scheme, self.secret, self.event_type = url, scheme, secret, event_type
         self.headers = dict(headers)
-        self._client = httpx.Client(timeout=30.0, trust_env=False)
+        self._client = httpx.Client(timeout=30.0, trust_env=False, verify=tls())
 
     def send(self, event: WebhookEvent) -> tuple[int | None, str]:
         attempt = Attempt(

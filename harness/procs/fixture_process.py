@@ -30,6 +30,7 @@ from acklab.harness.ports import free_port
 from acklab.harness.procs.confinement import Bridged, Confined, loopback_ports, unconfined_env
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
+from acklab.harness.wire.transports import tls
 
 READY_TIMEOUT_S = 30.0
 # `acklab serve fixture ...` without depending on where the console script was installed.
@@ -135,7 +136,7 @@ class FixtureProcess(LeasedProcess):
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
+        with httpx.Client(timeout=2.0, trust_env=False, verify=tls()) as client:
             while time.monotonic() < deadline:
                 if not self.running():
                     raise HarnessError(f"the fixture process exited while starting:\n{self.log_tail()}")

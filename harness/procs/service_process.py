@@ -40,6 +40,7 @@ from acklab.harness.errors import HarnessError, TargetUnreachable
 from acklab.harness.procs.confinement import Bridged, Confined, Launch, unconfined_env
 from acklab.harness.procs.leased_process import LeasedProcess
 from acklab.harness.procs.leases import NO_LEASES, LeaseBook
+from acklab.harness.wire.transports import tls
 
 DEFAULT_READY_TIMEOUT_S = 15.0
 DEFAULT_SETUP_TIMEOUT_S = 120.0
@@ -180,7 +181,7 @@ def wait_ready(
     deadline = time.monotonic() + timeout_s
     seen = "nothing yet"
     told = False
-    with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False) as client:
+    with httpx.Client(timeout=2.0, trust_env=False, follow_redirects=False, verify=tls()) as client:
         while True:
             if alive is not None and not alive():
                 return False, seen

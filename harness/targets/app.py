@@ -1,7 +1,8 @@
 """A user's ASGI or WSGI app as a target, served by the lab inside this process.
 
 This is the target behind ``acklab.attack`` and the pytest plugin's ``webhook_lab``: the
-app object itself, not a URL. Each experiment gets it served afresh, its lifespan run:
+app object itself, not a URL. Its lifespan runs once for the run (started before the first
+delivery, shut down after the end-of-run re-read), as a deployed app's does:
 
 * in-process (``serving="auto"``, the default): deliveries reach the app through the
   harness's ASGI transport in this event loop — no socket, no server — wrapped in the
@@ -20,6 +21,10 @@ app object itself, not a URL. Each experiment gets it served afresh, its lifespa
 * ``serving="in-process"``: never a socket; an experiment that needs one is skipped with
   the reason (`Target.unservable`), never silently dropped.
 
+Either way the lab watches what the app is doing (`harness.targets.activity`): the calls in
+flight into it and the tasks they left running, so a count read once the app is idle is
+settled without waiting out a window.
+
 Requests carry the endpoint's host (``testserver`` by default, as Starlette's and Django's
 test clients send) over the socket too, so host checks (Django's ``ALLOWED_HOSTS``) see
 the same request either way. Effects are counted by the user's callable, a read-only SQL
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -39,6 +44,7 @@ import httpx
 
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.target import SqlEffects
+from acklab.harness.targets.activity import Activity, observed, unwatch
 from acklab.harness.targets.asgi import AsgiApp, running
 from acklab.harness.targets.base import Endpoint, Needs, Target
 from acklab.harness.targets.callables import (
@@ -131,6 +137,10 @@ class AppTarget(Target):
     _server: ThreadedServer | None = field(default=None, repr=False)  # the one taking deliveries
     _parked: list[ThreadedServer] = field(default_factory=list, repr=False)  # kept until the run ends
     _thread: CallableThread | None = field(default=None, repr=False)  # the callables' (`callables`)
+    activity: Activity = field(default_factory=Activity, repr=False)
+    # The app started in this event loop (its lifespan entered), kept until the run ends.
+    _started: AsgiApp | None = field(default=None, repr=False)
+    _lifespan: AsyncExitStack | None = field(default=None, repr=False)
     # effects.smtp / effects.outbound, started by the caller (webhook_lab.sinks) for the whole run
     sinks: Sinks | None = field(default=None, repr=False)
 
@@ -208,8 +218,9 @@ class AppTarget(Target):
             raise TypeError("AppTarget without an app")
         if needs.socket or self.serving == "socket":
             if self._server is None:
+                app = observed(self.app, self.activity)
                 self._server = await asyncio.to_thread(
-                    ThreadedServer(self.app, lifespan="auto" if self.lifespan else "off").start
+                    ThreadedServer(app, lifespan="auto" if self.lifespan else "off").start
                 )
             host = self.host
 
@@ -222,11 +233,20 @@ class AppTarget(Target):
         if self._server is not None:
             self._parked.append(self._server)
             self._server = None
-        async with (
-            running(self.app, lifespan=self.lifespan) as app,
-            self._endpoint(self.base_url, lambda: asgi_transport(app), socket=False) as endpoint,
-        ):
+        started = await self._start()
+        async with self._endpoint(self.base_url, lambda: asgi_transport(started), socket=False) as endpoint:
             yield endpoint
+
+    async def _start(self) -> AsgiApp:
+        """The app in this event loop, its lifespan started the first time (kept until `aclose`)."""
+        if self._started is None:
+            assert self.app is not None
+            stack = AsyncExitStack()
+            self._started = await stack.enter_async_context(
+                running(observed(self.app, self.activity), lifespan=self.lifespan)
+            )
+            self._lifespan = stack
+        return self._started
 
     @asynccontextmanager
     async def _endpoint(
@@ -235,7 +255,15 @@ class AppTarget(Target):
         probe, state = self._probes(base, transport)
         deliveries = transport()
         try:
-            yield Endpoint(base + self.path, deliveries, probe, socket, state=state, sinks=self.sinks)
+            yield Endpoint(
+                base + self.path,
+                deliveries,
+                probe,
+                socket,
+                state=state,
+                sinks=self.sinks,
+                activity=self.activity,
+            )
         finally:
             await deliveries.aclose()
             await probe.aclose()
@@ -248,10 +276,14 @@ class AppTarget(Target):
             await asyncio.to_thread(server.stop)
 
     async def aclose(self) -> None:
+        lifespan, self._lifespan, self._started = self._lifespan, None, None
+        if lifespan is not None:
+            await lifespan.aclose()  # the app's shutdown, in the loop its startup ran in
+            unwatch(asyncio.get_running_loop())
         servers = [*self._parked, *([self._server] if self._server is not None else [])]
         self._parked, self._server = [], None
-        for server in servers:
-            await asyncio.to_thread(server.stop)
+        if servers:  # each stop waits out uvicorn's tick: all at once
+            await asyncio.gather(*(asyncio.to_thread(server.stop) for server in servers))
         if self._thread is not None:
             self._thread.shutdown(wait=False)
             self._thread = None

@@ -23,6 +23,7 @@ from acklab.harness.procs.replicas import Restart
 from acklab.harness.sinks import Sinks
 from acklab.harness.specs.credentials import MIN_SECRET_CHARS, redact, url_secrets
 from acklab.harness.specs.target import Expect
+from acklab.harness.targets.activity import Activity
 from acklab.harness.targets.capabilities import (
     NO_PROVIDER_API,
     Capabilities,
@@ -81,6 +82,8 @@ class Endpoint:
     process: ProcessControl | None = None
     hooked: HookedProcess | None = None  # the same process, when its handler takes the lab's hooks
     db_link: DbLink | None = None
+    # An app served in the lab's own process: what it is still doing (harness.targets.activity).
+    activity: Activity | None = None
 
     def now(self) -> float:
         """The provider's time as the consumer sees it: the lab's clock, plus the shift when there is one."""

@@ -42,6 +42,7 @@ from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
 from acklab.harness.wire.bodies import read_capped
+from acklab.harness.wire.transports import tls
 
 T = TypeVar("T")
 # An effects endpoint answers a small JSON object; more is refused, not buffered.
@@ -346,7 +347,7 @@ class HttpProbe:
         self._shown = shown or url_template
         # The probe has a transport of its own: it must never go through a fault.
         self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(retries=0),
+            transport=transport or httpx.AsyncHTTPTransport(retries=0, verify=tls()),
             timeout=10.0,
             trust_env=False,
             headers=dict(headers or {}),

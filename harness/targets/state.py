@@ -35,6 +35,7 @@ from acklab.harness.targets.effects import (
     keys,
     read_only_engine,
 )
+from acklab.harness.wire.transports import tls
 
 STATE_CHARS = 500
 
@@ -120,7 +121,7 @@ class HttpState:
         self._template, self._path = url_template, path
         self.by_object = OBJECT_PLACEHOLDER.search(url_template) is not None
         self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(retries=0),
+            transport=transport or httpx.AsyncHTTPTransport(retries=0, verify=tls()),
             timeout=10.0,
             trust_env=False,
             headers=dict(headers or {}),

@@ -19,7 +19,9 @@ the bounded read of the answer — is the same for every delivery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -104,10 +106,18 @@ class _InProcess(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+@functools.cache
+def tls() -> ssl.SSLContext:
+    """The one TLS context of every HTTP client the lab makes. httpx builds a context per client
+    or transport otherwise, loading the CA bundle each time: 50-250 ms on a busy machine, paid
+    per probe, per experiment and per readiness check (loopback targets never use it)."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 def socket_transport(max_connections: int = 256) -> httpx.AsyncBaseTransport:
     """A real TCP connection per concurrent request (httpx's default transport, no retries)."""
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return httpx.AsyncHTTPTransport(retries=0, limits=limits)
+    return httpx.AsyncHTTPTransport(retries=0, limits=limits, verify=tls())
 
 
 # Headers that describe the body as it travelled; the sender gets what the lab kept of it.
