@@ -4,7 +4,7 @@ What a pytest suite pays for ``webhook_lab.attack``: the fixture's app (``create
 handler, SQLite file) attacked with the six default experiments x 3 trials, counted through
 its own effects endpoint, timed from the call to its return (preflight, every trial, the
 final re-read and the written bundle included). In-process (``serving="auto"``: ASGI, no
-socket, except where an experiment needs one) is the figure (target <= 3 s); the same
+socket, except where an experiment needs one) is the figure (target <= 2 s); the same
 attack with every experiment served over a loopback socket (``serving="socket"``) is its
 baseline, measured in the same run, alternating.
 
@@ -27,7 +27,7 @@ from acklab.app.settings import Settings as FixtureSettings
 from acklab.harness.targets.fixture import new_secret
 from bench.figures import Figure, print_figure
 
-BUDGET_S = 3.0
+BUDGET_S = 2.0
 TRIALS = 3
 
 

@@ -51,7 +51,7 @@ def _verdicts(
     return right
 
 
-def figures(quick: bool = False) -> list[Figure]:
+def reliability(quick: bool = False) -> list[Figure]:
     runs = 1 if quick else RUNS
     root = Path(tempfile.mkdtemp(prefix="acklab-bench-provider-"))
     found = []
@@ -78,7 +78,7 @@ def figures(quick: bool = False) -> list[Figure]:
 
 
 def main() -> None:
-    for figure in figures(quick="--quick" in sys.argv[1:]):
+    for figure in reliability(quick="--quick" in sys.argv[1:]):
         print_figure(figure)
 
 

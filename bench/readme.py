@@ -1,7 +1,8 @@
 """``python -m bench.readme``: rewrite docs/performance.md's table from bench/results.json.
 
-The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``; everything
-outside the markers is left byte for byte. ``--check`` exits 1 when the page's table is
+The table lives between ``<!-- bench:start -->`` and ``<!-- bench:end -->``, the slowest test
+files of the last ``make test`` between ``<!-- slowest-files:start -->`` and
+``<!-- slowest-files:end -->``; everything outside the markers is left byte for byte. ``--check`` exits 1 when the page's table is
 not the one the results file gives (nothing is written).
 """
 
@@ -19,6 +20,7 @@ from bench.figures import RESULTS
 # The table is reference, so it lives in the docs site: docs/performance.md.
 README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+SLOWEST_START, SLOWEST_END = "<!-- slowest-files:start -->", "<!-- slowest-files:end -->"
 
 
 class MarkersMissing(ValueError):
@@ -99,13 +101,39 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join([*lines, "", where, "", *notes])
 
 
+def slowest_table(doc: dict[str, Any]) -> str:
+    """The markdown between the slowest-files markers: where the suite's time went."""
+    files = doc.get("slowest_files") or []
+    if not files:
+        return "No test session recorded its files yet: run `make test`, then `make bench`."
+    lines = [
+        "| test file | tests | wall | CPU | fixtures that cost most | programs it started |",
+        "| --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for f in files:
+        fixtures = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in f.get("fixtures", {}).items())
+        programs = ", ".join(f"{name} x{n}" for name, n in f.get("programs", {}).items())
+        cells = (f"`{f['file']}`", str(f["tests"]), f"{f['wall_s']:.1f} s", f"{f['cpu_s']:.1f} s", fixtures or "—",
+                 programs or "—")  # fmt: skip
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _between(page: str, start: str, end: str, text: str) -> str:
+    head, found, rest = page.partition(start)
+    if not found or end not in rest:
+        raise MarkersMissing(f"the page has no {start} ... {end} pair; add both where the table belongs")
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}\n{text}\n{end}{tail}"
+
+
 def render(readme: str, doc: dict[str, Any]) -> str:
-    """`readme` with the text between the markers replaced by `table(doc)`."""
-    head, found, rest = readme.partition(START)
-    if not found or END not in rest:
-        raise MarkersMissing(f"the page has no {START} ... {END} pair; add both where the table belongs")
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{table(doc)}\n{END}{tail}"
+    """`readme` with the text between the markers replaced by `table(doc)`, and — where the page
+    has them — the slowest test files between theirs."""
+    page = _between(readme, START, END, table(doc))
+    if SLOWEST_START in page:
+        page = _between(page, SLOWEST_START, SLOWEST_END, slowest_table(doc))
+    return page
 
 
 def main(argv: list[str] | None = None) -> int:

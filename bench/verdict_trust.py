@@ -77,7 +77,7 @@ def never_vacuous(result: RunResult) -> list[str]:
 Check = Callable[[RunResult], list[str]]
 
 
-def reliability(
+def share_right(
     name: str, scenario: Scenario, runs: int, out: Path, *extra: Check, at_least: float = 1.0
 ) -> Figure:
     """Run `scenario` `runs` times; the share of runs that got exactly the expected verdicts
@@ -169,7 +169,7 @@ def reliability_figures(
     for k, (name, build, runs, checks) in enumerate(plan):
         tmp = root / f"scenario-{k}"
         tmp.mkdir()
-        figures.append(reliability(name, build(tmp), runs, out / str(k), *checks))
+        figures.append(share_right(name, build(tmp), runs, out / str(k), *checks))
     return figures + beyond_one_event_figures(quick, root, pg_server)
 
 
@@ -259,7 +259,7 @@ def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], st
         tmp = root / f"beyond-{k}"
         tmp.mkdir()
         figures.append(
-            reliability(name, build(tmp), runs, root / "evidence-beyond" / str(k), *checks, at_least=at_least)
+            share_right(name, build(tmp), runs, root / "evidence-beyond" / str(k), *checks, at_least=at_least)
         )
     return figures
 
@@ -371,6 +371,16 @@ def cost_figure(quick: bool, root: Path) -> Figure:
 
 
 def figures(quick: bool = False) -> list[Figure]:
+    """What the fault proofs and the final re-read cost (it measures time: run alone)."""
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-trust-"))
+    try:
+        return [cost_figure(quick, root)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def reliability(quick: bool = False) -> list[Figure]:
+    """How many runs of each consumer got the verdicts it must get (no figure here is a time)."""
     root = Path(tempfile.mkdtemp(prefix="acklab-bench-trust-"))
     server = None
 
@@ -388,17 +398,16 @@ def figures(quick: bool = False) -> list[Figure]:
         return server.url("postgres")
 
     try:
-        measured = [cost_figure(quick, root)]
-        measured += reliability_figures(quick, root, pg_url, pg_server)
+        return reliability_figures(quick, root, pg_url, pg_server)
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return measured
 
 
 def main() -> None:
-    for figure in figures(quick="--quick" in sys.argv[1:]):
+    quick = "--quick" in sys.argv[1:]
+    for figure in [*figures(quick), *reliability(quick)]:
         print_figure(figure)
 
 

@@ -80,4 +80,20 @@ def test_the_committed_readme_table_is_the_one_the_committed_results_give():
 def test_every_module_of_the_suite_imports_and_has_figures(module):
     # The suite borrows handlers and samples from tests/: a refactor there must fail here,
     # not in the next `make bench`.
-    assert callable(importlib.import_module(f"bench.{module}").figures)
+    found = importlib.import_module(f"bench.{module}")
+    assert callable(getattr(found, "figures", None)) or callable(getattr(found, "reliability", None))
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_reliability_figures_come_from_processes_of_their_own_after_the_timing_ones(tmp_path):
+    out = tmp_path / "results.json"
+    only = ("--only", "journal_writes", "--only", "external_handlers")
+    assert main(["--quick", *only, "--jobs", "2", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert len(doc["suite"]["journal_writes"]) == 3
+    handlers = [f for f in doc["figures"] if f["name"] in doc["suite"]["external_handlers"]]
+    assert len(handlers) == 3
+    for figure in handlers:  # each handler passed its one quick run, counted in the part's process
+        assert (figure["value"], figure["unit"]) == (100.0, "%"), figure
+        assert "1/1 runs of lost-ack passed" in figure["note"]

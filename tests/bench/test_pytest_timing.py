@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import test_timing
+from bench.readme import slowest_table
+from bench.test_files import program_of
 from bench.test_timing import UNIT_BUDGET_S, unit_figure
 from tests.tiers import MARKERS
 
@@ -97,12 +100,12 @@ def test_a_part_of_a_session_writes_nothing(
     assert recorded(tmp_path) == {}
 
 
-UNIT_RUN = {"wall_s": 61.5, "exit_status": 0, "tests": 850, "outcomes": {"passed": 850}, "cpus": 2}
+UNIT_RUN = {"wall_s": 51.5, "exit_status": 0, "tests": 850, "outcomes": {"passed": 850}, "cpus": 2}
 
 
 def test_the_unit_figure_carries_its_counts_and_whether_the_dependencies_were_hidden() -> None:
     figure = unit_figure({"unit": {**UNIT_RUN, "at": "2026-12-01T18:00:00Z", "hidden": True}})
-    assert (figure.value, figure.unit, figure.met) == (61.5, "s", True)
+    assert (figure.value, figure.unit, figure.met) == (51.5, "s", True)
     assert figure.target == f"<= {UNIT_BUDGET_S:.0f} s"
     assert "850 tests (850 passed)" in (figure.note or "")
     assert "gitlab-ci-local hidden" in (figure.note or "")
@@ -112,3 +115,82 @@ def test_the_unit_figure_carries_its_counts_and_whether_the_dependencies_were_hi
     interrupted = unit_figure({"unit": {**UNIT_RUN, "exit_status": 2, "at": "x", "hidden": True}})
     assert interrupted.met is None
     assert unit_figure({}).value is None
+
+
+SPAWNING = """
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def slow_setup():
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(0.3)"], check=True)
+
+
+def test_starts_a_program(slow_setup):
+    subprocess.run([sys.executable, "-m", "json.tool", "--help"], capture_output=True, check=True)
+
+
+def test_plain_too():
+    pass
+"""
+
+
+def test_each_file_is_recorded_with_its_time_fixtures_and_programs_over_xdist_workers(
+    session: pytest.Pytester, tmp_path: Path
+) -> None:
+    (session.path / "suite" / "test_spawning.py").write_text(SPAWNING)
+    run(session, "-n", "2")
+    entry = recorded(tmp_path)["pytest"]
+    files = {f["file"]: f for f in entry["files"]}
+    assert set(files) == {"suite/test_suite.py", "suite/test_spawning.py"}
+    spawning = files["suite/test_spawning.py"]
+    assert spawning["tests"] == 2
+    assert spawning["programs"] == {"python -c": 1, "python -m json.tool": 1}
+    assert spawning["fixtures"]["slow_setup"] >= 0.3  # its setup waited out the child
+    assert spawning["wall_s"] >= spawning["fixtures"]["slow_setup"]
+    assert spawning["cpu_s"] > 0  # the children it waited for count
+    assert entry["serial_s"] == pytest.approx(sum(f["wall_s"] for f in entry["files"]), abs=0.2)
+    assert {w["worker"] for w in entry["workers"]} == {"gw0", "gw1"}
+    assert all(w["finished_s"] is not None for w in entry["workers"])
+    assert entry["files"][0]["wall_s"] >= entry["files"][-1]["wall_s"]  # slowest first
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        (["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/initdb", "-D", "x"], "initdb"),
+        (["/venv/bin/python3", "-mpytest", "-m", "not slow"], "python -m pytest"),
+        (["python", "-I", "-m", "uvicorn", "app:app"], "python -m uvicorn"),
+        (["/usr/bin/env", "A=1", "python3", "serve.py"], "python serve.py"),
+        (["python", "-c", "print(1)"], "python -c"),
+        (["/usr/bin/redis-server", "--port", "0"], "redis-server"),
+    ],
+)
+def test_a_program_is_named_through_its_wrapper_and_its_interpreter(argv: list[str], program: str) -> None:
+    assert program_of(argv) == program
+
+
+def test_make_test_is_shown_beside_the_same_suite_run_serially_and_its_slowest_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def file(name: str, wall: float) -> dict:
+        return {"file": name, "tests": 3, "wall_s": wall, "cpu_s": wall / 2, "fixtures": {}, "programs": {}}
+
+    unit = {**UNIT_RUN, "at": "2026-12-01T18:00:00Z", "hidden": True, "serial_s": 100.0,
+            "files": [file("tests/a.py", 40.0), file("tests/b.py", 1.0)]}  # fmt: skip
+    rest = {**UNIT_RUN, "wall_s": 300.0, "at": "2026-12-01T18:06:00Z", "serial_s": 800.0,
+            "tiers": {"slow": 850}, "files": [file("tests/c.py", 90.0)]}  # fmt: skip
+    timing = tmp_path / "timing.json"
+    timing.write_text(json.dumps({"unit": unit, "rest": rest}))
+    monkeypatch.setattr("bench.test_timing.TIMING", timing)
+    figure = test_timing.figures()[0]
+    assert figure.value == pytest.approx((51.5 + 300.0) / 60)
+    assert figure.baseline == pytest.approx(900.0 / 60)  # the files' times added up
+    assert figure.ratio == pytest.approx(figure.value / figure.baseline)
+    assert figure.target == "<= 12 min"
+    assert [f["file"] for f in test_timing.slowest_files(2)] == ["tests/c.py", "tests/a.py"]
+    table = slowest_table({"slowest_files": test_timing.slowest_files()})
+    assert "| `tests/c.py` | 3 | 90.0 s | 45.0 s | — | — |" in table

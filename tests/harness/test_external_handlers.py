@@ -1,7 +1,8 @@
 """The lab judges handlers it has never seen, served over a real socket through target specs.
 
 Wrong handlers must fail with the right experiment named; correct ones (including a slow
-one whose work outlasts the sender's timeout) must pass every one of 20 repeated runs.
+one whose work outlasts the sender's timeout) must pass. One run of each proves the behaviour
+here; the rate — every one of 20 runs — is bench/external_handlers.py's figure.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import pytest
 
 from acklab.harness.engine.runner import RunOptions, RunResult, run
 from tests.harness.handlers import AcceptsConflicts, CheckThenInsert, NoDedupe, Receipt, Serialized
-
-REPEATS = 20
 
 
 def lab(spec: Path, out: Path, *, experiments: tuple[str, ...] = (), trials: int = 1) -> RunResult:
@@ -66,31 +65,25 @@ def test_a_handler_that_answers_200_to_a_conflict_fails_only_conflicting_payload
     assert (violation["invariant"], violation["observed"]) == ("conflict-rejected", 200)
 
 
-def _twenty_passes(spec: Path, out: Path) -> None:
-    failures = []
-    for attempt in range(REPEATS):
-        result = lab(spec, out)
-        if result.verdict != "pass":
-            failures.append(f"run {attempt}: {explain(result)}")
-    assert failures == [], failures
+def _passes(spec: Path, out: Path) -> None:
+    result = lab(spec, out)
+    assert result.verdict == "pass", explain(result)
 
 
 @pytest.mark.slow
-def test_a_correct_receipt_handler_passes_every_one_of_twenty_runs(serve_handler, tmp_path):
-    _twenty_passes(serve_handler(Receipt(), name="receipt"), tmp_path / "out")
+def test_a_correct_receipt_handler_passes(serve_handler, tmp_path):
+    _passes(serve_handler(Receipt(), name="receipt"), tmp_path / "out")
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_a_correct_serialized_handler_on_postgresql_passes_every_one_of_twenty_runs(
-    serve_handler, tmp_path, pg_url
-):
-    _twenty_passes(serve_handler(Serialized(), name="serialized", db_url=pg_url), tmp_path / "out")
+def test_a_correct_serialized_handler_on_postgresql_passes(serve_handler, tmp_path, pg_url):
+    _passes(serve_handler(Serialized(), name="serialized", db_url=pg_url), tmp_path / "out")
 
 
 @pytest.mark.slow
-def test_a_correct_but_slow_handler_passes_every_one_of_twenty_runs(serve_handler, tmp_path):
+def test_a_correct_but_slow_handler_passes(serve_handler, tmp_path):
     # Its work (150 ms, holding the claim) outlasts the sender's timeout (100 ms): every
     # first attempt times out and the sender retries into a handler that is still working.
     spec = serve_handler(Receipt(delay_s=0.15), name="slow-receipt", timeout_s=0.1)
-    _twenty_passes(spec, tmp_path / "out")
+    _passes(spec, tmp_path / "out")

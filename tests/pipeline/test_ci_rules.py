@@ -98,6 +98,18 @@ def test_a_tag_pipeline_tests_everything_then_releases() -> None:
     assert selected["release"] == selected["catalog"] == "on_success"
 
 
+def test_the_benchmark_runs_in_scheduled_pipelines_only() -> None:
+    # The suite runs each reliability scenario once; their 20/20 figures are the bench's, and a
+    # nightly schedule is where it runs.
+    assert set(selection(SCHEDULE_MAIN)) == LAB_AND_CODE | {"evidence", "pages", "bench"}
+    for variables in (MR, PUSH_MAIN, PUSH_TAG):
+        assert "bench" not in selection(variables)
+    bench = job("bench")
+    assert "python -m bench" in bench["script"]
+    assert bench["variables"]["GIT_DEPTH"] == "0"  # the cost figure exports an older commit
+    assert "bench/results.json" in bench["artifacts"]["paths"]
+
+
 def test_evidence_is_merged_even_when_a_verdict_failed() -> None:
     assert selection(MR)["evidence"] == "always"
 

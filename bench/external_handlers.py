@@ -1,0 +1,122 @@
+"""Correct handlers the lab has never seen pass every run: the rate behind one run in the suite.
+
+tests/harness/test_external_handlers.py proves the behaviour with one run of each correct
+handler (a Starlette app on uvicorn in a thread, described by a target spec, attacked with
+the default experiments over a real socket); here each runs 20 times in a row against one
+server and database, as the issue that introduced them asked (20/20):
+
+* `Receipt`: a unique claim per event id (SQLite);
+* `Serialized`: a per-event lock (PostgreSQL, a private server started here);
+* `Receipt(delay_s=0.15)` behind a sender timeout of 0.1 s: every first attempt times out
+  while the handler still works, and the retry lands on a handler that is still working.
+
+A run counts when its verdict is `pass`; the figure is the share that did, target 100 %.
+No figure here measures time: ``python -m bench`` runs this module beside the others that
+measure no time either.
+
+``python -m bench.external_handlers [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from acklab.harness.engine.runner import RunOptions, run
+from acklab.harness.procs.pgtemp import start_postgres
+from acklab.harness.targets.server import ThreadedServer
+from bench.figures import Figure, print_figure
+from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
+from tests.harness.handlers import Receipt, Serialized, Variant, handler_app
+
+RUNS = 20
+
+
+@contextmanager
+def served(variant: Variant, root: Path, name: str, db_url: str, timeout_s: float = 2.0) -> Iterator[Path]:
+    """The handler on uvicorn in a thread, and the target spec that describes it."""
+    with ThreadedServer(handler_app(variant, db_url, SECRET)) as server:
+        doc = target_doc(name, f"{server.url}/hooks", db_url, timeout_s=timeout_s)
+        yield write_spec(root / f"{name}.yaml", doc)
+
+
+def passes(
+    spec: Path, out: Path, runs: int, experiments: tuple[str, ...] = ()
+) -> tuple[int, list[str], float]:
+    """How many of `runs` runs (the default set, or `experiments`) passed, the first few that did
+    not, and seconds a run."""
+    wrong: list[str] = []
+    good = 0
+    started = time.perf_counter()
+    for n in range(runs):
+        result = run(RunOptions(target=str(spec), experiments=experiments, out=out / str(n), journal=False))
+        if result.verdict == "pass":
+            good += 1
+        else:
+            failed = [
+                f"{e['name']}={e['verdict']}" for e in result.run["experiments"] if e["verdict"] != "pass"
+            ]
+            wrong.append(f"run {n}: {', '.join(failed)}")
+        shutil.rmtree(result.bundle, ignore_errors=True)
+    return good, wrong[:3], (time.perf_counter() - started) / runs
+
+
+def reliability(quick: bool = False) -> list[Figure]:
+    # Quick: one run of one experiment each (what a test of this module can afford).
+    runs, experiments = (1, ("lost-ack",)) if quick else (RUNS, ())
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-handlers-"))
+    previous = os.environ.get(SECRET_ENV)
+    os.environ[SECRET_ENV] = SECRET
+    server = start_postgres()
+    sqlite = lambda name: f"sqlite:///{root / name}.db"  # noqa: E731 - a one-line helper
+    cases: list[tuple[str, Variant, str, Callable[[], str], float]] = [
+        ("a correct receipt handler passes (SQLite)", Receipt(), "receipt", lambda: sqlite("r"), 2.0),
+        ("a correct serialized handler passes (PostgreSQL)", Serialized(), "serialized", server.create_database, 2.0),
+        # Its work (150 ms, holding the claim) outlasts the sender's timeout (100 ms).
+        ("a correct but slow handler passes behind a shorter sender timeout", Receipt(delay_s=0.15), "slow",
+         lambda: sqlite("s"), 0.1),
+    ]  # fmt: skip
+    found = []
+    try:
+        for name, variant, label, database, timeout_s in cases:
+            with served(variant, root, label, database(), timeout_s) as spec:
+                good, wrong, each = passes(spec, root / "out", runs, experiments)
+            what = ", ".join(experiments) if experiments else "the default set"
+            note = (
+                f"{good}/{runs} runs of {what} passed ({each:.1f} s a run), one server and database for all"
+            )
+            if wrong:
+                note += "; " + "; ".join(wrong)
+            found.append(
+                Figure(
+                    "handlers: " + name + (" (quick)" if quick else ""),
+                    100.0 * good / runs,
+                    "%",
+                    target=None if quick else "== 100%",
+                    met=None if quick else good == runs,
+                    note=note,
+                )
+            )
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        if previous is None:
+            os.environ.pop(SECRET_ENV, None)
+        else:
+            os.environ[SECRET_ENV] = previous
+    return found
+
+
+def main() -> None:
+    for figure in reliability(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()
