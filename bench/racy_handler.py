@@ -135,7 +135,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--work-ms", type=float, default=5.0)
     args = parser.parse_args()
-    app = handler_app(RacyCheckThenInsert(work_s=args.work_ms / 1000), args.db, SECRET)
+    # Warm: a round's first burst must not open the pool's connections (a service in steady state
+    # has them; on PostgreSQL each is a SCRAM handshake, and a cold pool lost the round's first trials).
+    app = handler_app(RacyCheckThenInsert(work_s=args.work_ms / 1000), args.db, SECRET, warm=True)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, ws="none")
 
 
