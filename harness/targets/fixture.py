@@ -3,8 +3,13 @@
 The only harness module that imports ``app``. The lab starts the fixture itself, on a
 temporary SQLite database (or on ``--db URL``), in-process over ASGI where that is
 faithful and on a real uvicorn socket where an experiment needs one (concurrency,
-timeouts, resets). Every experiment gets a fresh app instance on the same database; the
-timeout-overlap experiment's instance has the lab-only ``processing_delay_ms`` set.
+timeouts, resets). The app is made once per run and kept warm, as a deployed service is
+between two webhooks: one instance, its lifespan started once, for every experiment served
+in-process, and one uvicorn server for those that need a socket, started for the first and
+kept until the run ends (after the end-of-run re-read); the timeout-overlap experiment's
+instance, with the lab-only ``processing_delay_ms`` set, is another app and server on the same
+database. The lab watches what each is still doing (`harness.targets.activity`), so a count
+settles as soon as the fixture is idle.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -35,6 +40,8 @@ from acklab.harness.procs.leases import Lease, current_book
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import redact, url_secrets
 from acklab.harness.specs.target import OutboundAnswer, OutboundEffects, OutboundRoute, SmtpEffects
+from acklab.harness.targets.activity import Activity, observed, unwatch
+from acklab.harness.targets.asgi import running
 from acklab.harness.targets.base import Endpoint, Expect, Needs, Target
 from acklab.harness.targets.capabilities import Capabilities, Missing
 from acklab.harness.targets.effects import HttpProbe, SqlProbe, database_kind
@@ -108,6 +115,16 @@ class FixtureTarget(Target):
     _lease: Lease | None = field(default=None, repr=False)
     # The lab's SMTP and warehouse sinks (`start_sinks`); None: the fixture tells nobody (as before).
     sinks: Sinks | None = field(default=None, repr=False)
+    # One app for the run, kept warm (off: an app per serve, as a copy pointed at a fault proxy
+    # on the database link is served — it is never closed itself).
+    keep_warm: bool = True
+    activity: Activity = field(default_factory=Activity, repr=False)
+    # Kept warm for the run, by processing delay: the apps, their uvicorn servers, and the one
+    # started in this event loop (its lifespan entered). A copy (dataclasses.replace) starts empty.
+    _apps: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    _servers: dict[int, ThreadedServer] = field(default_factory=dict, init=False, repr=False)
+    _started: Any = field(default=None, init=False, repr=False)
+    _lifespan: AsyncExitStack | None = field(default=None, init=False, repr=False)
 
     @property
     def ephemeral_effects(self) -> bool:
@@ -223,8 +240,12 @@ class FixtureTarget(Target):
 
     async def preflight(self) -> None:
         await asyncio.to_thread(self.provision)
-        app = await asyncio.to_thread(self._app, 0)
-        app.state.fixture.engine.dispose()
+        await self._app_for(0)  # a fixture that cannot start stops the run before any delivery
+
+    async def _app_for(self, processing_delay_ms: int) -> Any:
+        if processing_delay_ms not in self._apps:
+            self._apps[processing_delay_ms] = await asyncio.to_thread(self._app, processing_delay_ms)
+        return self._apps[processing_delay_ms]
 
     def serve(self, needs: Needs) -> AbstractAsyncContextManager[Endpoint]:
         self.provision()
@@ -237,46 +258,75 @@ class FixtureTarget(Target):
 
     @asynccontextmanager
     async def _serve(self, needs: Needs) -> AsyncIterator[Endpoint]:
-        app = await asyncio.to_thread(self._app, needs.processing_delay_ms)
-        if needs.socket or needs.processing_delay_ms:
-            server = await asyncio.to_thread(ThreadedServer(app).start)
-            probe = HttpProbe(
-                server.url + ORDER_PROBE, "count", transport=socket_transport(), source="fixture"
-            )
-            state = HttpState(server.url + ORDER_PROBE, "status", transport=socket_transport())
-            transport = socket_transport()
+        delay = needs.processing_delay_ms
+        socket = needs.socket or bool(delay)
+        async with self._instance(delay, socket=socket) as (base, started):
+            if started is None:  # over uvicorn's socket
+                probe = HttpProbe(base + ORDER_PROBE, "count", transport=socket_transport(), source="fixture")
+                state = HttpState(base + ORDER_PROBE, "status", transport=socket_transport())
+                transport = socket_transport()
+            else:
+                probe = HttpProbe(
+                    base + ORDER_PROBE, "count", transport=asgi_transport(started), source="fixture"
+                )
+                state = HttpState(base + ORDER_PROBE, "status", transport=asgi_transport(started))
+                transport = asgi_transport(started)
             try:
                 yield Endpoint(
-                    f"{server.url}/webhooks/orders",
+                    f"{base}/webhooks/orders",
                     transport,
                     probe,
-                    True,
-                    needs.processing_delay_ms,
+                    socket,
+                    delay,
                     state=state,
                     sinks=self.sinks,
-                )
-            finally:
-                await transport.aclose()
-                await probe.aclose()
-                await state.aclose()
-                await asyncio.to_thread(server.stop)
-            return
-        async with app.router.lifespan_context(app):
-            probe = HttpProbe(
-                IN_PROCESS + ORDER_PROBE, "count", transport=asgi_transport(app), source="fixture"
-            )
-            state = HttpState(IN_PROCESS + ORDER_PROBE, "status", transport=asgi_transport(app))
-            transport = asgi_transport(app)
-            try:
-                yield Endpoint(
-                    f"{IN_PROCESS}/webhooks/orders", transport, probe, False, state=state, sinks=self.sinks
+                    activity=self.activity,
                 )
             finally:
                 await transport.aclose()
                 await probe.aclose()
                 await state.aclose()
 
+    @asynccontextmanager
+    async def _instance(self, delay: int, *, socket: bool) -> AsyncIterator[tuple[str, Any]]:
+        """(base URL, the app started in this event loop — None over a socket): the warm one, or
+        one made for this serve alone and let go after it (`keep_warm` off)."""
+        if self.keep_warm:
+            app = await self._app_for(delay)
+            if socket:
+                if delay not in self._servers:
+                    server = ThreadedServer(observed(app, self.activity))
+                    self._servers[delay] = await asyncio.to_thread(server.start)
+                yield self._servers[delay].url, None
+                return
+            if self._started is None:
+                stack = AsyncExitStack()
+                self._started = await stack.enter_async_context(running(observed(app, self.activity)))
+                self._lifespan = stack
+            yield IN_PROCESS, self._started
+            return
+        app = await asyncio.to_thread(self._app, delay)
+        if socket:
+            server = await asyncio.to_thread(ThreadedServer(observed(app, self.activity)).start)
+            try:
+                yield server.url, None
+            finally:
+                await asyncio.to_thread(server.stop)
+            return
+        async with running(observed(app, self.activity)) as started:
+            yield IN_PROCESS, started
+
     async def aclose(self) -> None:
+        lifespan, self._lifespan, self._started = self._lifespan, None, None
+        if lifespan is not None:
+            await lifespan.aclose()  # the fixture's shutdown, in the loop its startup ran in
+            unwatch(asyncio.get_running_loop())
+        servers, self._servers = list(self._servers.values()), {}
+        if servers:  # each stop waits out uvicorn's tick: all at once
+            await asyncio.gather(*(asyncio.to_thread(server.stop) for server in servers))
+        apps, self._apps = list(self._apps.values()), {}
+        for app in apps:
+            app.state.fixture.engine.dispose()
         if self.sinks is not None:
             await asyncio.to_thread(self.sinks.stop)
         if self._tmpdir is not None:

@@ -97,7 +97,8 @@ async def serve_behind_proxy(
     )
     probe = SqlProbe(real_url, FIXTURE_EFFECTS_SQL)
     try:
-        proxied = dataclasses.replace(target, db_url=via_proxy(real_url, proxy.listen_port))
+        # A copy of its own, never kept warm: its app opens connections through this proxy only.
+        proxied = dataclasses.replace(target, db_url=via_proxy(real_url, proxy.listen_port), keep_warm=False)
         async with serve(proxied, dataclasses.replace(needs, db_link=False)) as served:
             yield dataclasses.replace(served, probe=probe, db_link=DbLink(proxy, real_url))
     finally:
