@@ -14,7 +14,8 @@
 # Jobs borrow a ready virtualenv (ACKLAB_VENV, default: this checkout's .venv) instead of
 # installing per job; the before_script puts the job's own checkout first on sys.path.
 # Local defaults, overridable from the environment: ACKLAB_TRIALS=1 (trials per experiment),
-# ACKLAB_PYTEST_MARKERS="not slow" (the slow tests are the ones that run this script) and
+# ACKLAB_PYTEST_MARKERS="not slow" (the slow tests are the ones that run this script),
+# ACKLAB_PYTEST_WORKERS=0 (pytest-xdist workers: none for a local run's few files) and
 # ACKLAB_HISTORY=0 (there is no GitLab to pull earlier pipelines' evidence from).
 #
 # --mr       run as a merge-request pipeline (CI_PIPELINE_SOURCE=merge_request_event, MR !1)
@@ -87,6 +88,7 @@ vars=(
   --variable "ACKLAB_TRIALS=${ACKLAB_TRIALS:-1}"
   --variable "ACKLAB_PYTEST_MARKERS=${ACKLAB_PYTEST_MARKERS-not slow}"
   --variable "ACKLAB_PYTEST_PATHS=${ACKLAB_PYTEST_PATHS:-}"
+  --variable "ACKLAB_PYTEST_WORKERS=${ACKLAB_PYTEST_WORKERS:-0}"
   --variable "ACKLAB_HISTORY=${ACKLAB_HISTORY:-0}"
 )
 if [ -n "$tag" ]; then
