@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, cast
 
 # Set while a call into the app runs: the tasks created under it are the app's.
 _INSIDE: contextvars.ContextVar[Activity] = contextvars.ContextVar("acklab_app_activity")
@@ -79,9 +79,6 @@ def observed(app: Any, activity: Activity) -> Any:
     return observed_app
 
 
-TaskFactory = Callable[..., "asyncio.Future[Any]"]
-
-
 def watch(loop: asyncio.AbstractEventLoop) -> None:
     """Have `loop` tell every app activity about the tasks created inside one of its calls (once
     per loop; a task factory the loop already had still makes the tasks)."""
@@ -102,7 +99,8 @@ def watch(loop: asyncio.AbstractEventLoop) -> None:
 
     factory.acklab_watching = True  # type: ignore[attr-defined]
     factory.acklab_previous = previous  # type: ignore[attr-defined]
-    loop.set_task_factory(factory)
+    # typeshed's _TaskFactory names no keyword options; asyncio passes `name` and `context` (3.11+).
+    loop.set_task_factory(cast("Any", factory))
 
 
 def unwatch(loop: asyncio.AbstractEventLoop) -> None:

@@ -187,6 +187,8 @@ def test_make_test_is_shown_beside_the_same_suite_run_serially_and_its_slowest_f
     timing.write_text(json.dumps({"unit": unit, "rest": rest}))
     monkeypatch.setattr("bench.test_timing.TIMING", timing)
     figure = test_timing.figures()[0]
+    assert figure.value is not None
+    assert figure.baseline is not None
     assert figure.value == pytest.approx((51.5 + 300.0) / 60)
     assert figure.baseline == pytest.approx(900.0 / 60)  # the files' times added up
     assert figure.ratio == pytest.approx(figure.value / figure.baseline)

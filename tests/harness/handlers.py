@@ -222,7 +222,7 @@ def handler_app(variant: Variant, db_url: str, secret: str, *, warm: bool = Fals
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if warm:
             with contextlib.ExitStack() as opened:  # all at once, then back into the pool
-                for _ in range(POOL):
+                for _slot in range(POOL):
                     opened.enter_context(engine.connect())
         yield
         engine.dispose()
