@@ -233,17 +233,16 @@ class AppTarget(Target):
         if self._server is not None:
             self._parked.append(self._server)
             self._server = None
-        started = await self._start()
+        started = await self._start(self.app)
         async with self._endpoint(self.base_url, lambda: asgi_transport(started), socket=False) as endpoint:
             yield endpoint
 
-    async def _start(self) -> AsgiApp:
-        """The app in this event loop, its lifespan started the first time (kept until `aclose`)."""
+    async def _start(self, app: AsgiApp) -> AsgiApp:
+        """`app` in this event loop, its lifespan started the first time (kept until `aclose`)."""
         if self._started is None:
-            assert self.app is not None
             stack = AsyncExitStack()
             self._started = await stack.enter_async_context(
-                running(observed(self.app, self.activity), lifespan=self.lifespan)
+                running(observed(app, self.activity), lifespan=self.lifespan)
             )
             self._lifespan = stack
         return self._started
