@@ -94,8 +94,10 @@ def database(pg_url):
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A test session of its own (a process), with tests/tiers.py as its plugin."""
+    """A test session of its own (a process), with tests/tiers.py as its only plugin: the installed
+    ones (schemathesis, hypothesis, acklab's own...) are not loaded, most of a session's start."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest(INNER_CONFTEST)
     pytester.makepyfile(test_inner=INNER_TESTS)
     return pytester
