@@ -441,7 +441,7 @@ class TrialContext:
             return rows, (sinks.tally(event_id).total() if sinks is not None else ())
 
         activity = self.lab.endpoint.activity
-        reads: list[tuple[int, tuple[int, int, int]]] = []
+        reads: list[tuple[int, tuple[int, ...]]] = []
         next_read = time.monotonic()
         while True:
             if activity is not None and activity.idle():
