@@ -129,7 +129,7 @@ def _earlier(path: Path) -> tuple[dict[str, Any], dict[str, list[Figure]]]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a smaller variant of every figure")
     parser.add_argument(
@@ -143,7 +143,38 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=JOBS, help=f"reliability parts run at once (default {JOBS})"
     )
     parser.add_argument("--part", choices=SUITE, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def measure(chosen: list[str], *, quick: bool, jobs: int) -> tuple[dict[str, list[Figure]], list[str]]:
+    """The chosen modules' figures, by module: what measures time one module at a time, then the
+    reliability parts `jobs` at a time; and the modules that crashed."""
+    crashed = []
+    timed: dict[str, list[Figure]] = {}
+    for name in (n for n in chosen if has(n, "figures")):  # what measures time runs alone
+        measured, ok = run_module(name, quick=quick)
+        timed[name] = measured
+        if not ok:
+            crashed.append(name)
+        for figure in measured:
+            print_figure(figure)
+    apart = [name for name in chosen if has(name, "reliability")]
+    counted: dict[str, list[Figure]] = {}
+    if apart:
+        print(f"== reliability of {', '.join(apart)}, {jobs} at a time", file=sys.stderr, flush=True)
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            for name, (measured, ok, output) in zip(
+                apart, pool.map(lambda n: run_apart(n, quick=quick), apart), strict=True
+            ):
+                sys.stderr.write(output)
+                counted[name] = measured
+                if not ok:
+                    crashed.append(name)
+    return {name: [*timed.get(name, []), *counted.get(name, [])] for name in chosen}, crashed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.part:
         return _part(args.part, args.out, args.quick)
     if args.make_test:
@@ -154,29 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     # A partial run (--only) refreshes its modules' figures and keeps the others.
     earlier, by_module = _earlier(args.out) if args.only else ({}, {})
     chosen = [name for name in SUITE if not args.only or name in args.only]
-    crashed = []
-    timed: dict[str, list[Figure]] = {}
-    for name in (n for n in chosen if has(n, "figures")):  # what measures time runs alone
-        measured, ok = run_module(name, quick=args.quick)
-        timed[name] = measured
-        if not ok:
-            crashed.append(name)
-        for figure in measured:
-            print_figure(figure)
-    apart = [name for name in chosen if has(name, "reliability")]
-    counted: dict[str, list[Figure]] = {}
-    if apart:
-        print(f"== reliability of {', '.join(apart)}, {args.jobs} at a time", file=sys.stderr, flush=True)
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            for name, (measured, ok, output) in zip(
-                apart, pool.map(lambda n: run_apart(n, quick=args.quick), apart), strict=True
-            ):
-                sys.stderr.write(output)
-                counted[name] = measured
-                if not ok:
-                    crashed.append(name)
-    for name in chosen:
-        by_module[name] = [*timed.get(name, []), *counted.get(name, [])]
+    measured, crashed = measure(chosen, quick=args.quick, jobs=args.jobs)
+    by_module.update(measured)
     figures = [f for name in SUITE for f in by_module.get(name, [])]
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     elapsed = round(time.perf_counter() - started, 1)
