@@ -43,6 +43,7 @@ SUITE = (
     "detection",
     "race_sharpness",
     "verdict_trust",
+    "beyond_one_event",
     "sinks",
     "provider_api",
     "fleet",

@@ -109,9 +109,7 @@ def share_right(
     )
 
 
-def reliability_figures(
-    quick: bool, root: Path, pg_url: Callable[[], str], pg_server: Callable[[], str]
-) -> list[Figure]:
+def reliability_figures(quick: bool, root: Path, pg_url: Callable[[], str]) -> list[Figure]:
     n20, n10, n5 = (2, 2, 1) if quick else (20, 10, 5)
     out = root / "evidence"
     sqlite = lambda name: f"sqlite:///{root / name}.db"  # noqa: E731 - a one-line helper
@@ -170,101 +168,7 @@ def reliability_figures(
         tmp = root / f"scenario-{k}"
         tmp.mkdir()
         figures.append(share_right(name, build(tmp), runs, out / str(k), *checks))
-    return figures + beyond_one_event_figures(quick, root, pg_server)
-
-
-# -- beyond one event (docs/beyond-one-event.md) -----------------------------------------------
-
-
-def variants_failing(expected: set[str]) -> Check:
-    """out-of-order: exactly the `expected` variants fail newest-state-wins, and no trial erred."""
-
-    def check(result: RunResult) -> list[str]:
-        found: set[str] = set()
-        for trial in trials_of(result):
-            objects = {c.object_id: c.variant for c in trial.objects or []}
-            for violation in trial.violations:
-                if violation.invariant == "newest-state-wins":
-                    found |= {v for o, v in objects.items() if f"object {o} " in violation.detail}
-        return (
-            []
-            if found == expected
-            else [f"newest-state-wins failed on {sorted(found)}, expected {sorted(expected)}"]
-        )
-
-    return check
-
-
-def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], str]) -> list[Figure]:
-    """The consumers beyond one event (tests/consumers/object_scenarios.py), each served by the lab from its spec: 20 runs each (19 of 20 for the race)."""
-    from tests.consumers import object_scenarios as o
-    from tests.consumers.scenarios import SECRETS
-
-    os.environ.update(SECRETS)
-    runs = 2 if quick else 20
-    arrival = sorted(o.SUBSCRIPTION_EXPECTED["arrival"])
-    plan: list[tuple[str, Callable[[Path], Scenario], tuple[Check, ...], float]] = [
-        (
-            f"a subscription store applying events in arrival order fails newest-state-wins on {', '.join(arrival)}",
-            lambda tmp: o.subscriptions(tmp, "arrival"),
-            (variants_failing(set(arrival)), no_trial_erred),
-            1.0,
-        )
-    ]
-    plan += [
-        (
-            "a subscription store with a >= watermark on seconds fails only same-second",
-            lambda tmp: o.subscriptions(tmp, "watermark-ge"),
-            (variants_failing({"same-second"}), no_trial_erred),
-            1.0,
-        ),
-        (
-            "a correct subscription store passes every out-of-order variant",
-            lambda tmp: o.subscriptions(tmp, "correct"),
-            (no_trial_erred,),
-            1.0,
-        ),
-        (
-            "an invoice consumer fulfilling on both invoice.paid and invoice.payment_succeeded fails sibling-events",
-            lambda tmp: o.invoices(tmp, "both"),
-            (no_trial_erred,),
-            1.0,
-        ),
-        (
-            "its correct twin (one provision per invoice) passes sibling-events",
-            lambda tmp: o.invoices(tmp, "correct"),
-            (no_trial_erred,),
-            1.0,
-        ),
-    ]
-    for label, db in (("SQLite", "sqlite"), ("PostgreSQL", "postgresql")):
-        plan += [
-            (
-                f"a checkout whose webhook and browser return both create the order fails race-with-request "
-                f"(last-byte, {label})",
-                lambda tmp, db=db: o.checkout(tmp, "racy", db),
-                (),
-                0.95,
-            ),
-            (
-                f"its locked twin passes race-with-request ({label})",
-                lambda tmp, db=db: o.checkout(tmp, "locked", db),
-                (no_trial_erred,),
-                1.0,
-            ),
-        ]
-    os.environ[o.PG_SERVER_ENV] = pg_server()
-    figures = []
-    for k, (name, build, checks, at_least) in enumerate(plan):
-        tmp = root / f"beyond-{k}"
-        tmp.mkdir()
-        figures.append(
-            share_right(name, build(tmp), runs, root / "evidence-beyond" / str(k), *checks, at_least=at_least)
-        )
     return figures
-
-
-# -- cost --------------------------------------------------------------------------------------
 
 
 def export(ref: str, into: Path) -> Path:
@@ -390,15 +294,8 @@ def reliability(quick: bool = False) -> list[Figure]:
             server = start_postgres()
         return server.create_database()
 
-    def pg_server() -> str:
-        """The server's own URL, for specs that make their databases on it (database:)."""
-        nonlocal server
-        if server is None:
-            server = start_postgres()
-        return server.url("postgres")
-
     try:
-        return reliability_figures(quick, root, pg_url, pg_server)
+        return reliability_figures(quick, root, pg_url)
     finally:
         if server is not None:
             server.stop()

@@ -5,7 +5,7 @@ Each consumer is a separate process the lab starts from its target spec (``comma
 ``{{scratch}}`` or a fresh PostgreSQL database (``database:`` + ``{{database_url}}``). The
 events are Stripe-shaped (``evt_`` ids, ``created`` in seconds — ``{{event_time}}``, the
 subscription, invoice or checkout session in ``data.object``). The tests run each a few
-times; ``bench/verdict_trust.py`` runs them the number of times the issue asks for.
+times; ``bench/beyond_one_event.py`` runs them the number of times the issue asks for.
 """
 
 from __future__ import annotations

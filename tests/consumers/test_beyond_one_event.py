@@ -3,7 +3,7 @@
 Each consumer is a separate service the lab starts from its spec (``command:``, ``{{port}}``,
 ``setup:``), on SQLite (``{{scratch}}``) and PostgreSQL (``database:``, ``{{database_url}}``),
 attacked with Stripe-shaped events. Each test runs its scenario once or twice; the 20/20 and
-19/20 figures the issue asks for are ``make bench``'s (``bench/verdict_trust.py``).
+19/20 figures the issue asks for are ``make bench``'s (``bench/beyond_one_event.py``).
 """
 
 from __future__ import annotations

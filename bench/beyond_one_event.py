@@ -1,0 +1,137 @@
+"""Verdicts beyond one event (docs/beyond-one-event.md): how reliably the lab judges consumers of an
+object's several events — a subscription store on out-of-order events, an invoice consumer on
+sibling events, a checkout racing its browser return — each served by the lab from its spec
+(tests/consumers/object_scenarios.py), 20 runs each (19 of 20 for the race).
+
+A module of its own beside ``bench.verdict_trust``: its runs take as long as that module's, and
+``python -m bench`` runs the two modules' reliability parts side by side (nothing here is a time).
+
+``python -m bench.beyond_one_event [--quick]`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from acklab.harness.engine.runner import RunResult
+from acklab.harness.procs.pgtemp import start_postgres
+from bench.figures import Figure, print_figure
+from bench.verdict_trust import Check, no_trial_erred, share_right, trials_of
+from tests.consumers.scenarios import Scenario
+
+
+def variants_failing(expected: set[str]) -> Check:
+    """out-of-order: exactly the `expected` variants fail newest-state-wins, and no trial erred."""
+
+    def check(result: RunResult) -> list[str]:
+        found: set[str] = set()
+        for trial in trials_of(result):
+            objects = {c.object_id: c.variant for c in trial.objects or []}
+            for violation in trial.violations:
+                if violation.invariant == "newest-state-wins":
+                    found |= {v for o, v in objects.items() if f"object {o} " in violation.detail}
+        return (
+            []
+            if found == expected
+            else [f"newest-state-wins failed on {sorted(found)}, expected {sorted(expected)}"]
+        )
+
+    return check
+
+
+def beyond_one_event_figures(quick: bool, root: Path, pg_server: Callable[[], str]) -> list[Figure]:
+    """The consumers beyond one event (tests/consumers/object_scenarios.py), each served by the lab from its spec: 20 runs each (19 of 20 for the race)."""
+    from tests.consumers import object_scenarios as o
+    from tests.consumers.scenarios import SECRETS
+
+    os.environ.update(SECRETS)
+    runs = 2 if quick else 20
+    arrival = sorted(o.SUBSCRIPTION_EXPECTED["arrival"])
+    plan: list[tuple[str, Callable[[Path], Scenario], tuple[Check, ...], float]] = [
+        (
+            f"a subscription store applying events in arrival order fails newest-state-wins on {', '.join(arrival)}",
+            lambda tmp: o.subscriptions(tmp, "arrival"),
+            (variants_failing(set(arrival)), no_trial_erred),
+            1.0,
+        )
+    ]
+    plan += [
+        (
+            "a subscription store with a >= watermark on seconds fails only same-second",
+            lambda tmp: o.subscriptions(tmp, "watermark-ge"),
+            (variants_failing({"same-second"}), no_trial_erred),
+            1.0,
+        ),
+        (
+            "a correct subscription store passes every out-of-order variant",
+            lambda tmp: o.subscriptions(tmp, "correct"),
+            (no_trial_erred,),
+            1.0,
+        ),
+        (
+            "an invoice consumer fulfilling on both invoice.paid and invoice.payment_succeeded fails sibling-events",
+            lambda tmp: o.invoices(tmp, "both"),
+            (no_trial_erred,),
+            1.0,
+        ),
+        (
+            "its correct twin (one provision per invoice) passes sibling-events",
+            lambda tmp: o.invoices(tmp, "correct"),
+            (no_trial_erred,),
+            1.0,
+        ),
+    ]
+    for label, db in (("SQLite", "sqlite"), ("PostgreSQL", "postgresql")):
+        plan += [
+            (
+                f"a checkout whose webhook and browser return both create the order fails race-with-request "
+                f"(last-byte, {label})",
+                lambda tmp, db=db: o.checkout(tmp, "racy", db),
+                (),
+                0.95,
+            ),
+            (
+                f"its locked twin passes race-with-request ({label})",
+                lambda tmp, db=db: o.checkout(tmp, "locked", db),
+                (no_trial_erred,),
+                1.0,
+            ),
+        ]
+    os.environ[o.PG_SERVER_ENV] = pg_server()
+    figures = []
+    for k, (name, build, checks, at_least) in enumerate(plan):
+        tmp = root / f"beyond-{k}"
+        tmp.mkdir()
+        figures.append(
+            share_right(name, build(tmp), runs, root / "evidence-beyond" / str(k), *checks, at_least=at_least)
+        )
+    return figures
+
+
+# -- cost --------------------------------------------------------------------------------------
+
+
+def reliability(quick: bool = False) -> list[Figure]:
+    """How many runs of each consumer got the verdicts it must get (no figure here is a time)."""
+    root = Path(tempfile.mkdtemp(prefix="acklab-bench-beyond-"))
+    server = start_postgres()
+    try:
+        # Specs that make their databases on the server (database:) get its own URL.
+        return beyond_one_event_figures(quick, root, lambda: server.url("postgres"))
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    for figure in reliability(quick="--quick" in sys.argv[1:]):
+        print_figure(figure)
+
+
+if __name__ == "__main__":
+    main()
