@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
-from bench.figures import Figure, print_figure
+from bench.figures import Figure, print_measured
 from bench.verdict_trust import Check, no_trial_erred, share_right, trials_of
 from tests.consumers.scenarios import Scenario
 
@@ -128,10 +127,5 @@ def reliability(quick: bool = False) -> list[Figure]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def main() -> None:
-    for figure in reliability(quick="--quick" in sys.argv[1:]):
-        print_figure(figure)
-
-
 if __name__ == "__main__":
-    main()
+    print_measured(reliability)

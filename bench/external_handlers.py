@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from pathlib import Path
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.procs.pgtemp import start_postgres
 from acklab.harness.targets.server import ThreadedServer
-from bench.figures import Figure, print_figure
+from bench.figures import Figure, print_measured
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.handlers import Receipt, Serialized, Variant, handler_app
 
@@ -113,10 +112,5 @@ def reliability(quick: bool = False) -> list[Figure]:
     return found
 
 
-def main() -> None:
-    for figure in reliability(quick="--quick" in sys.argv[1:]):
-        print_figure(figure)
-
-
 if __name__ == "__main__":
-    main()
+    print_measured(reliability)

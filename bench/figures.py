@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -76,3 +77,11 @@ def print_figure(figure: Figure) -> None:
         value = f"{value} (worst of {figure.rounds} rounds; median {figure.median:g} {figure.unit})"
     note = f"  [{figure.note}]" if figure.note else ""
     print(f"{figure.name}: {value}{ratio}{target}{status}{note}", flush=True)
+
+
+def print_measured(*measures: Callable[..., list[Figure]]) -> None:
+    """A module run as a script (``python -m bench.NAME [--quick]``): print what each of `measures` finds."""
+    quick = "--quick" in sys.argv[1:]
+    for measure in measures:
+        for figure in measure(quick=quick):
+            print_figure(figure)
