@@ -115,6 +115,9 @@ class FixtureTarget(Target):
     _lease: Lease | None = field(default=None, repr=False)
     # The lab's SMTP and warehouse sinks (`start_sinks`); None: the fixture tells nobody (as before).
     sinks: Sinks | None = field(default=None, repr=False)
+    # What the sinks read the fulfilments with as a message arrives: its engine is closed with the
+    # run (`aclose`), after the sinks that use it. A copy shares the original's sinks, never owns them.
+    _sink_rows: SqlProbe | None = field(default=None, init=False, repr=False)
     # One app for the run, kept warm (off: an app per serve, as a copy pointed at a fault proxy
     # on the database link is served — it is never closed itself).
     keep_warm: bool = True
@@ -193,7 +196,7 @@ class FixtureTarget(Target):
                     ),
                 }
             )
-            rows = SqlProbe(self.database_url, FULFILLMENTS_QUERY)
+            self._sink_rows = rows = SqlProbe(self.database_url, FULFILLMENTS_QUERY)
             self.sinks = Sinks(configs, rows_now=rows.count_now)
             self.sinks.start()
         return self.sinks
@@ -329,6 +332,9 @@ class FixtureTarget(Target):
             app.state.fixture.engine.dispose()
         if self.sinks is not None:
             await asyncio.to_thread(self.sinks.stop)
+        rows, self._sink_rows = self._sink_rows, None
+        if rows is not None:  # else its pooled connections stay open until the garbage collector finds them
+            await rows.aclose()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -24,6 +24,7 @@ from acklab.evidence.redaction import redact
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.ports import free_port
+from acklab.harness.procs.pgtemp import PostgresServer
 from acklab.harness.sinks import SinkLimits, Sinks
 from acklab.harness.sinks import sink_configs as configs_of
 from acklab.harness.specs.target import SINK_SECTIONS
@@ -374,3 +375,30 @@ def test_a_subject_pattern_that_is_not_a_regular_expression_is_refused_naming_it
         SpecError, match=r"effects\.smtp\.match\.subject: got '\(receipt', which is not a regular"
     ):
         sink_configs({"smtp": {"listen": "127.0.0.1:2525", "match": {"subject": "(receipt"}}})
+
+
+def test_the_fixture_s_sinks_close_their_database_connection_when_the_run_ends(
+    pg_url: str, postgres_server: PostgresServer
+) -> None:
+    # The sinks read the fixture's fulfilments on PostgreSQL as a mail arrives; a connection left
+    # in that pool is closed by the garbage collector, warning into whichever test runs then.
+    database = pg_url.rsplit("/", 1)[1]
+
+    def lab_connections() -> int:
+        with postgres_server.connect() as admin:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    target = fixture_target("fixture:live", db_url=pg_url)
+    sinks = target.start_sinks()
+    sinks.register("evt_1", "ord_111", "ord_111")
+    smtp_port = sinks.port("smtp")
+    assert smtp_port is not None
+    _mail(smtp_port, "Receipt for ord_111")
+    assert sinks.tally("evt_1").counts["emails"] == 1
+    assert lab_connections() >= 1  # the read at arrival opened one
+    asyncio.run(target.aclose())
+    assert lab_connections() == 0
