@@ -183,11 +183,13 @@ def test_the_test_init_writes_migrates_the_shop_once_for_all_its_experiments(sho
     repo = make_django_shop(tmp_path / "shop")
     test = generated_test(name="shop", spec_rel=f"../{TARGET}", app_ref="shop.wsgi:application", served=True)
     (repo / "tests" / "test_shop_webhooks.py").write_text(test)
-    tested = pytest_django(repo, "tests/test_shop_webhooks.py", "-k", "concurrent or reset or replay")
+    # Experiments whose verdict on this shop is not a race the run may lose (a single trial of
+    # concurrent-duplicates can miss it under load): lost-ack passes, lost-ack-reset fails, replay passes.
+    tested = pytest_django(repo, "tests/test_shop_webhooks.py", "-k", "lost-ack or replay")
     assert tested.returncode == 1, tested.stdout[-3000:]
-    assert "2 failed, 1 passed" in tested.stdout, tested.stdout[-3000:]
-    for failed in ("concurrent-duplicates", "lost-ack-reset"):  # on the receipts, as without templates
-        assert f"test_shop_webhook[{failed}]" in tested.stdout
+    assert "1 failed, 2 passed" in tested.stdout, tested.stdout[-3000:]
+    failed = "FAILED tests/test_shop_webhooks.py::test_shop_webhook[lost-ack-reset]"  # on the receipts
+    assert failed in tested.stdout
     assert re.search(r"observed \d+ emails, expected <= 1", tested.stdout)
     logs = [log.read_text() for log in sorted((repo / ".acklab").rglob("service.log"))]
     assert len(logs) == 3
