@@ -7,6 +7,7 @@ The interpreters are real: the lab's own (with ruff, pytest, bandit), and the sy
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,34 +23,37 @@ from tests.doubles.openai_api import openai_double
 from tests.flows import patches
 from tests.flows.conftest import LIVE, ROOT, UNSAFE, fast_spec, load_trail, use_model
 
-BARE = Path("/usr/bin/python3")  # the system's interpreter: no ruff, no pytest, no bandit
-needs_bare = pytest.mark.skipif(
-    not BARE.is_file() or not tools.missing_modules(str(BARE), ["ruff"]),
-    reason="needs a system python3 without ruff",
-)
 SPEC = load_spec(ROOT / "flows" / "repair.yaml")
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An interpreter with no ruff, no pytest, no bandit: a virtualenv of this Python without pip."""
+    where = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    assert tools.missing_modules(str(python), ["ruff"]) == {"ruff"}
+    return python
 
 
 def test_the_labs_interpreter_has_every_tool_the_projects_flow_runs():
     assert tools.missing(SPEC) == []
 
 
-@needs_bare
-def test_an_interpreter_without_the_tools_is_told_what_to_install():
-    found = tools.missing(SPEC, python=str(BARE))
+def test_an_interpreter_without_the_tools_is_told_what_to_install(bare):
+    found = tools.missing(SPEC, python=str(bare))
     guard_line, *verify = found
     assert "the scope guard runs 'python -m ruff'" in guard_line
-    assert f"not installed for the lab's interpreter ({BARE})" in guard_line
+    assert f"not installed for the lab's interpreter ({bare})" in guard_line
     assert "pip install ruff" in guard_line
     assert sorted(v.split("'")[1] for v in verify) == ["bandit", "pytest", "ruff"]
     assert all("flows/repair.yaml" in v for v in verify)
     # Without verify (--propose-only) only what the guard runs counts.
-    assert tools.missing(SPEC, python=str(BARE), verifying=False) == [guard_line]
+    assert tools.missing(SPEC, python=str(bare), verifying=False) == [guard_line]
 
 
-@needs_bare
-def test_the_guard_says_ruff_could_not_run_instead_of_an_empty_refusal(small_repo, monkeypatch):
-    monkeypatch.setattr(sys, "executable", str(BARE))
+def test_the_guard_says_ruff_could_not_run_instead_of_an_empty_refusal(small_repo, monkeypatch, bare):
+    monkeypatch.setattr(sys, "executable", str(bare))
     with pytest.raises(
         FlowError, match=r"ruff could not run on app/webhooks\.py \(exit 1\): .*No module named ruff"
     ):
