@@ -37,11 +37,11 @@ from acklab.harness.init.scaffold import (
 from acklab.harness.init.serving import PLACEHOLDERS, Serving, python, served, serving
 from acklab.harness.specs.credentials import url_secrets
 from acklab.harness.specs.load import all_problems
+from acklab.harness.specs.service import Setup
 from acklab.harness.specs.target import (
     Effects,
     Expect,
     OutboundEffects,
-    Setup,
     SmtpEffects,
     SqlEffects,
     load_target_spec,

@@ -27,15 +27,8 @@ import yaml
 from acklab.harness.errors import HarnessError, SpecError
 from acklab.harness.init.discover import Candidate, shown
 from acklab.harness.init.examples import Example
-from acklab.harness.specs.target import (
-    Command,
-    Delivery,
-    Effects,
-    Expect,
-    Setup,
-    Signing,
-    TargetSpec,
-)
+from acklab.harness.specs.service import Command, Setup
+from acklab.harness.specs.target import Delivery, Effects, Expect, Signing, TargetSpec
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 

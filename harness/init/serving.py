@@ -27,7 +27,7 @@ from acklab.harness.sinks import Sinks
 from acklab.harness.sinks.outbound import Answer, OutboundConfig
 from acklab.harness.sinks.smtp import SmtpConfig
 from acklab.harness.specs.credentials import resolve_env
-from acklab.harness.specs.target import Command as CommandSection
+from acklab.harness.specs.service import Command as CommandSection
 from acklab.harness.targets.isolation import Isolation
 
 LOG_SETTLE_S = 0.5  # a server logs a handler's traceback around the moment it answers 500

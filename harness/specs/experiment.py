@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 from acklab.evidence.documents.base import Omit, problems_of
 from acklab.harness.errors import SpecError
 from acklab.harness.specs.load import load_spec
-from acklab.harness.specs.target import Section
+from acklab.harness.specs.sections import Section
 
 BurstSync = Literal["none", "last-byte", "single-packet"]
 

@@ -19,37 +19,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, cast, get_args
+from typing import Any, ClassVar, Literal, Self, cast, get_args
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from acklab.evidence.documents.base import Document, Omit, problems_of
+from acklab.evidence.documents.base import Omit, problems_of
 from acklab.evidence.documents.records import SinkSource
 from acklab.harness.errors import SpecError
 from acklab.harness.specs import placeholders
 from acklab.harness.specs.load import check, check_finite, load_spec
-
-T = TypeVar("T")
+from acklab.harness.specs.sections import Headers, Items, Section
+from acklab.harness.specs.service import (
+    Command,
+    Prepare,
+    Queues,
+    Setup,
+    Topology,
+    Worker,
+)
 
 DEFAULT_OBJECT = "{{order_id}}"
 DEFAULT_MATCH = "{{order_id}}"
 DEFAULT_OK_STATUS = (200, 201, 202, 204, 303, 409)
 DEFAULT_CONFLICT_STATUS = (409, 422)
-DEFAULT_READY_TIMEOUT_S = 15.0
-DEFAULT_SETUP_TIMEOUT_S = 120.0
-
-
-def _as_tuple(value: Any) -> Any:
-    """A YAML or JSON list read as the tuple the frozen model keeps (its items still strict)."""
-    return tuple(value) if isinstance(value, list) else value
-
-
-Items = Annotated[tuple[T, ...], BeforeValidator(_as_tuple)]
-Headers = Mapping[str, str]  # header name -> a literal value or env:NAME
-
-
-class Section(Document):
-    """A part of a target spec: strict, frozen, closed (a field the schema does not know is refused)."""
 
 
 class Rotation(Section):
@@ -275,108 +267,6 @@ def run_placeholders_of(doc: Mapping[str, Any]) -> frozenset[str]:
         if isinstance(section, Mapping) and "listen" not in section:
             found.add(model.PLACEHOLDER)
     return frozenset(found)
-
-
-class Ready(Section):
-    """``command.ready``: how the lab knows the service is ready."""
-
-    SCHEMA = "target#/properties/command/properties/ready"
-
-    url: Omit[str] = None  # None: the endpoint
-    method: Literal["GET", "HEAD", "POST", "PUT", "OPTIONS"] = "GET"
-    body: Omit[str] = None
-    status: Items[int] = ()
-    routes: bool = True
-
-
-class Command(Section):
-    """``command:``: how the lab starts the service itself."""
-
-    SCHEMA = "target#/properties/command"
-
-    argv: Items[str]
-    env: Headers = Field(default_factory=dict)
-    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
-    cwd: Omit[str] = None
-    ready: Ready = Field(default_factory=Ready)
-
-
-class Setup(Section):
-    """``setup:``: run once in the service's working directory before it is first served."""
-
-    SCHEMA = "target#/properties/setup"
-
-    argv: Items[str]
-    env: Headers = Field(default_factory=dict)
-    timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
-    # false: it acts outside its scratch and database, so every serve runs it (harness.targets.templates)
-    template: bool = True
-
-
-class Topology(Section):
-    """``topology:``: how production runs the consumer: `replicas` processes of ``command:`` behind
-    the lab's balancer (`harness.targets.fleet`)."""
-
-    SCHEMA = "target#/properties/topology"
-
-    replicas: int = 1
-
-
-class PrepareRequest(Section):
-    """``prepare.request``: a request to the app's own API that makes an event's object."""
-
-    SCHEMA = "target#/properties/prepare/properties/request"
-
-    method: Literal["POST", "PUT", "PATCH", "GET"] = "POST"
-    url: str
-    body: Any = None
-    headers: Headers = Field(default_factory=dict)
-    ok_status: Items[int] = (200, 201, 202, 204)
-
-
-class Prepare(Section):
-    """``prepare:``: makes the object an event is about before its first delivery, once per object
-    (a request to the app, or SQL on effects.sql's database; `harness.targets.prepare`)."""
-
-    SCHEMA = "target#/properties/prepare"
-
-    request: Omit[PrepareRequest] = None
-    sql: Omit[str] = None
-
-
-class WorkerReady(Section):
-    """``workers[].ready``: a line of the worker's output, or a URL, that says it takes jobs."""
-
-    SCHEMA = "target#/properties/workers/items/properties/ready"
-
-    log: Omit[str] = None
-    url: Omit[str] = None
-    status: Omit[Items[int]] = None
-
-
-class Worker(Section):
-    """One of ``workers:``: a command the lab starts `count` times, after ``services:`` and before
-    ``command:`` (`harness.targets.queues`)."""
-
-    SCHEMA = "target#/properties/workers/items"
-
-    argv: Items[str]
-    env: Headers = Field(default_factory=dict)
-    cwd: Omit[str] = None
-    count: int = 1
-    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
-    ready: WorkerReady = Field(default_factory=WorkerReady)
-
-
-class Queues(Section):
-    """``queues:`` in its mapping form: the Redis keys holding the consumer's jobs, how long to wait
-    for them to drain, and how long visibility-timeout holds a taken job."""
-
-    SCHEMA = "target#/properties/queues/oneOf/1"
-
-    keys: Items[str]
-    drained_within_s: float = 30.0
-    hold_s: float = 5.0
 
 
 class Database(Section):

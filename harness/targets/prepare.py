@@ -31,7 +31,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import TargetUnreachable
 from acklab.harness.specs.credentials import resolve_env
-from acklab.harness.specs.target import PrepareRequest, TargetSpec
+from acklab.harness.specs.service import PrepareRequest
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.spec_checks import check_url
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(event_id|order_id|object_id)\s*\}\}")

@@ -33,7 +33,8 @@ from acklab.harness.services.job_stream import JobStep, JobStream
 from acklab.harness.services.redis import RedisServer
 from acklab.harness.services.resp import RespError
 from acklab.harness.specs.credentials import resolve_env
-from acklab.harness.specs.target import Queues, TargetSpec, Worker
+from acklab.harness.specs.service import Queues, Worker
+from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.capabilities import NO_QUEUE, Missing, Queue
 from acklab.harness.targets.spec_checks import resolve_cwd
 

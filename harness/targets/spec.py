@@ -36,6 +36,8 @@ from acklab.harness.procs.service_process import (
 from acklab.harness.services import Services
 from acklab.harness.sinks import Sinks, sink_configs
 from acklab.harness.specs.credentials import check_wire_value, resolve_env, shown, url_secrets
+from acklab.harness.specs.service import Command as CommandSpec
+from acklab.harness.specs.service import Setup as SetupSpec
 from acklab.harness.specs.target import (
     STAND_INS,
     HttpEffects,
@@ -46,8 +48,6 @@ from acklab.harness.specs.target import (
     TargetSpec,
     load_target_spec,
 )
-from acklab.harness.specs.target import Command as CommandSpec
-from acklab.harness.specs.target import Setup as SetupSpec
 from acklab.harness.targets import fleet as fleets
 from acklab.harness.targets import queues as queueing
 from acklab.harness.targets.base import Endpoint, Needs, Target, is_loopback

@@ -20,14 +20,16 @@ import yaml
 
 from acklab.harness.errors import SpecError
 from acklab.harness.specs import experiment as experiment_module
+from acklab.harness.specs import service as service_module
 from acklab.harness.specs import target as target_module
-from acklab.harness.specs.target import Section, load_target_spec, read_target
+from acklab.harness.specs.sections import Section
+from acklab.harness.specs.target import load_target_spec, read_target
 from tests.evidence.test_documents import Schema, agreement
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = [
     value
-    for module in (target_module, experiment_module)
+    for module in (target_module, service_module, experiment_module)
     for _, value in inspect.getmembers(module, inspect.isclass)
     if issubclass(value, Section)
     and value is not Section
