@@ -220,7 +220,7 @@ class WebhookLab:
         """
         if self._isolation is None:
             from acklab.harness.targets.isolation import Isolation
-            from acklab.harness.targets.spec import database_server
+            from acklab.harness.targets.served_parts import database_server
 
             spec = self._spec()
             names = frozenset({"port", "scratch"} | (spec.run_placeholders if spec is not None else set()))

@@ -42,7 +42,7 @@ from acklab.harness.targets.asgi import as_asgi
 from acklab.harness.targets.callables import Reader
 from acklab.harness.targets.effects import database_kind
 from acklab.harness.targets.objects import ObjectEvents
-from acklab.harness.targets.spec import resolve_headers
+from acklab.harness.targets.served_parts import resolve_headers
 from acklab.harness.targets.spec_checks import check_database_url, check_target_doc, check_url, conflict_set
 from acklab.harness.wire.providers import profile
 from acklab.harness.wire.signing import SIGNERS

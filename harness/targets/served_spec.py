@@ -41,7 +41,8 @@ from acklab.harness.targets.effects import EffectsProbe
 from acklab.harness.targets.isolation import Isolation
 from acklab.harness.targets.prepare import Preparer
 from acklab.harness.targets.schema_pin import PinnedSqlProbe, SchemaPin, fingerprint
-from acklab.harness.targets.spec import SpecTarget, database_server, load_target, served_parts, sql_url
+from acklab.harness.targets.served_parts import database_server, served_parts, sql_url
+from acklab.harness.targets.spec import SpecTarget, load_target
 
 __all__ = ["ServedSpecTarget", "served_spec_target", "shared_env", "shared_names"]
 from acklab.harness.targets.templates import TemplatedSetup, plan
