@@ -135,12 +135,18 @@ class FixtureTarget(Target):
         return not self.db_url
 
     def provision(self) -> None:
-        """Without --db: a temporary directory for the fixture's SQLite database (leased, removed
-        by `aclose`); once."""
-        if self.db_url or self._tmpdir is not None:
+        """A temporary directory (leased, removed by `aclose`) for the fixture's SQLite database
+        (without --db) and its processes' logs; once."""
+        if self._tmpdir is not None:
             return
         self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
         self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
+
+    def _provisioned(self) -> Path:
+        self.provision()
+        if self._tmpdir is None:  # a subclass's provision that made no room
+            raise HarnessError("the fixture was not provisioned: it has no directory of its own")
+        return self._tmpdir
 
     @property
     def database_url(self) -> str:
@@ -166,12 +172,15 @@ class FixtureTarget(Target):
 
     def new_process(self) -> FixtureProcess:
         """A (not yet started) process serving this fixture on its database, telling the lab's sinks."""
+        logs = self._provisioned() / "logs"
+        logs.mkdir(exist_ok=True)
         return FixtureProcess(
             handler=str(self.handler),
             database_url=self.database_url,
             secret=self.secret,
             scheme=self.scheme,
             leases=current_book(),
+            log_dir=logs,  # removed with the run, as the database is: nothing left in /tmp
             notify=fixture_notify(self.sinks),
         )
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from acklab.evidence.documents.verdicts import EXPERIMENT_NAMES
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
+from acklab.harness.procs.lease_witness import runtime_dir
 from tests.harness.experiments.conftest import experiment, trials
 
 pytestmark = pytest.mark.slow
@@ -24,12 +27,22 @@ def test_the_unsafe_handler_fails_crash_after_commit(run_lab):
     assert (first["fault"], first["status"]) == ("crash-after-commit", None)  # no answer ever came
 
 
-def test_the_live_handler_passes_crash_after_commit(run_lab):
+def test_the_live_handler_passes_crash_after_commit_and_the_run_leaves_nothing_in_tmp(
+    run_lab, tmp_path, monkeypatch
+):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the run makes its directories
     result = run_lab("fixture:live", "crash-after-commit", trials=2)
     assert result.exit_code == ExitCode.OK, experiment(result, "crash-after-commit")
     for trial in trials(result, "crash-after-commit"):
         assert trial["parameters"]["crash_landed"] is True
         assert trial["deliveries"][-1]["status"] == 200
+    # The fixture's database and the logs of every process it started (and restarted) went with
+    # the run: a user's /tmp does not fill up with one directory per crash trial.
+    # (The lab's own pid-file directory stays: it is this user's, one for every run.)
+    assert result.bundle.is_dir()
+    assert [p.name for p in scratch.iterdir() if p != runtime_dir(create=False)] == []
 
 
 @pytest.mark.parametrize("handler", ["live", "unsafe"])
