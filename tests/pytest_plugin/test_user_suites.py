@@ -58,13 +58,17 @@ def test_a_fastapi_check_then_insert_handler_fails_and_its_receipt_fix_passes(us
     result.assert_outcomes(failed=1, passed=1)
     failure = "\n".join(result.outlines)
     # The assertion message: which experiments failed, with the invariant and the numbers.
-    # (timeout-overlap usually fails too, but whether its retry lands inside the handler's
-    # check-to-insert window depends on the latency it calibrated on: not asserted.)
-    for experiment in ("concurrent-duplicates", "lost-ack-reset"):
-        assert f"{experiment}: FAIL" in failure, experiment
+    # Sixteen duplicates released together always meet inside the check-to-insert window.
+    assert "concurrent-duplicates: FAIL" in failure
     assert re.search(r"at-most-once-effect on event evt_\w+: observed (\d+), expected <= 1", failure)
     assert "one of 16 duplicates released together" in failure
-    assert "sent after seq 0 had reached the handler" in failure  # the reset's retry, named
+    # One retry is a race of one: lost-ack-reset's (and timeout-overlap's) retry usually lands
+    # inside the handler's 20 ms window, but on a loaded machine it can come after the commit,
+    # and one trial then passes. Either way the fault landed, and a failure names the retry.
+    reset = re.search(r"lost-ack-reset: (FAIL|pass) — .*the fault landed in 1 of 1 trial", failure)
+    assert reset, failure
+    if reset[1] == "FAIL":
+        assert "sent after seq 0 had reached the handler" in failure  # the reset's retry, named
     # Sequential retries find the record: a check-then-insert handler survives a plain lost ack.
     assert "lost-ack: pass" in failure
     assert "reproduce: pytest 'test_shop.py::test_check_then_insert' --acklab-seed " in failure
