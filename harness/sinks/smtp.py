@@ -145,6 +145,19 @@ class SmtpSink:
                 await super().push(status)
 
         class _Controller(Controller):
+            # aiosmtpd notes a failed bind in its thread and lets start() wait out the whole
+            # ready_timeout (5 s) before raising it: say a taken port at once instead.
+            def _run(self, ready_event: Any) -> None:
+                super()._run(ready_event)
+                if self._thread_exception is not None:
+                    ready_event.set()
+
+            def _trigger_server(self) -> None:
+                if self._thread_exception is not None:
+                    raise self._thread_exception
+                trigger: Any = super()._trigger_server  # aiosmtpd leaves it untyped
+                trigger()
+
             def factory(self) -> Any:
                 return _CappingSMTP(
                     handler,
