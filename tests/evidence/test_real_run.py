@@ -20,6 +20,9 @@ import pytest
 from acklab.evidence.bundle import find_bundles, verify
 from acklab.evidence.validate import validate
 
+# One real `acklab run` of the default experiments, shared by the module: seconds.
+pytestmark = pytest.mark.slow
+
 SECRET_KEY = b"acklab-planted-key-0001!"  # 24 bytes, like a Standard Webhooks key
 PLANTED = {
     "ACKLAB_WEBHOOK_SECRET": "whsec_" + base64.b64encode(SECRET_KEY).decode(),

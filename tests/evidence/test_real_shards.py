@@ -10,6 +10,9 @@ from acklab.evidence.bundle import find_bundles, verify
 from acklab.evidence.validate import validate
 from tests.evidence.test_real_run import leaks, run_acklab
 
+# Four real `acklab run` processes (three shards and the whole run).
+pytestmark = pytest.mark.slow
+
 ARGS: tuple[str, ...] = (
     "run",
     "--target",

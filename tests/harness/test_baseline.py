@@ -97,6 +97,7 @@ def acklab(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # two real runs, each side served
 def test_baseline_attacks_head_and_the_working_tree_with_one_plan(tmp_path: Path) -> None:
     repo = shop_repo(tmp_path)
     before = git(repo, "status", "--porcelain")
@@ -180,6 +181,7 @@ def test_a_spec_counting_in_a_fixed_database_is_refused(tmp_path: Path) -> None:
     assert "{{scratch}}" in done.stderr
 
 
+@pytest.mark.slow  # two real runs, each side served
 def test_the_fixture_baseline_serves_ref_from_a_worktree_of_this_checkout(tmp_path: Path) -> None:
     from acklab.flows.sandbox import choose
     from acklab.harness.engine.baseline import run_baseline

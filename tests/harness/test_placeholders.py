@@ -147,6 +147,7 @@ def test_loading_allocates_nothing_until_the_service_is_served(tmp_path: Path, s
 # -- served ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # gunicorn served after its migration
 def test_a_placeholder_spec_is_served_on_its_own_port_and_scratch_and_leaves_nothing(
     tmp_path: Path, secrets_env: None
 ) -> None:
@@ -166,6 +167,7 @@ def test_a_placeholder_spec_is_served_on_its_own_port_and_scratch_and_leaves_not
     assert "--- acklab: setup: ---" in log
 
 
+@pytest.mark.slow  # gunicorn served after its migration
 def test_two_runs_at_once_never_share_a_port_or_a_database(tmp_path: Path, secrets_env: None) -> None:
     spec = shop_spec(tmp_path / "shop.yaml", db_url="sqlite:///{{scratch}}/shop.db")
     targets = [load_target(spec, allow_remote=False) for _ in range(2)]

@@ -53,6 +53,7 @@ def invariants(result) -> set[str]:
     return {v["invariant"] for e in result.run["experiments"] for v in e["violations"]}
 
 
+@pytest.mark.slow  # a real run: the checkout served confined, then attacked
 def test_on_sqlite_a_view_in_the_tables_place_fails_schema_unchanged(tmp_path):
     result = attack(tmp_path, hostile_two.VIEW_SOURCE)
     assert int(result.exit_code) == 1
@@ -64,6 +65,7 @@ def test_on_sqlite_a_view_in_the_tables_place_fails_schema_unchanged(tmp_path):
     assert "view fulfillments: new" in found[0]["observed"]
 
 
+@pytest.mark.slow  # a real run: the checkout served confined, then attacked
 def test_on_sqlite_a_trigger_fails_schema_unchanged(tmp_path):
     result = attack(tmp_path, hostile_two.TRIGGER_SOURCE)
     assert "schema-unchanged" in invariants(result)
@@ -175,6 +177,7 @@ def test_a_count_through_a_view_is_refused(tmp_path, pg_url):
         assert counted(SqlProbe(url, COUNT)) == 0  # the table itself is counted
 
 
+@pytest.mark.slow  # a real run: the checkout served confined, then attacked
 def test_on_sqlite_an_index_that_misses_rows_fails_schema_unchanged(tmp_path):
     # writable_schema: the index made partial around each duplicate, its text put back after.
     result = attack(tmp_path, hostile_ground.INDEX_SOURCE)

@@ -31,6 +31,9 @@ from acklab.harness.targets.spec import SpecTarget, load_target
 from acklab.harness.targets.templates import keeping
 from tests.consumers.user_repos import SECRET, make_flask_shop
 
+# Every test serves the shop on gunicorn, most from confined checkouts: seconds each.
+pytestmark = pytest.mark.slow
+
 FROM_TEMPLATE = "setup: from the template made at "
 
 
