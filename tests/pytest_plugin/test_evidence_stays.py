@@ -86,6 +86,7 @@ def test_the_last_n_runs_are_kept(user_suite):
     assert "--acklab-keep: got -1" in bad.stderr.str()
 
 
+@pytest.mark.slow  # two explorations, each a search, a shrink and its real runs
 def test_explore_shrinks_a_failing_schedule_and_names_the_seed_that_replays_it(user_suite):
     suite = user_suite("shop_fastapi")
     suite.makepyfile(test_schedules=EXPLORE.replace("RECEIPTS", "False").replace("BUDGET", "30"))

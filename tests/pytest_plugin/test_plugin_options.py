@@ -163,6 +163,7 @@ def test_x_stops_at_the_first_failing_attack_and_the_options_override_the_tests(
     assert "reproduce: pytest 'test_seeded.py::test_first' --acklab-seed 77" in result.stdout.str()
 
 
+@pytest.mark.slow  # the attacks run twice: in this process, then in two xdist workers
 def test_the_plugin_works_with_xdist_absent_and_present(user_suite):
     pytester = user_suite("shop_fastapi")
     pytester.makepyfile(test_seeded=SEEDED_SUITE)

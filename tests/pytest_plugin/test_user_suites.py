@@ -14,6 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 import acklab
 from tests.pytest_plugin.conftest import FAST, LEAN
 
@@ -134,6 +136,7 @@ def test_orders_view(webhook_lab):
 """
 
 
+@pytest.mark.slow  # Django's setup, then every default experiment's real run
 def test_a_django_view_with_receipts_passes(user_suite, monkeypatch):
     pytester = user_suite("shop_django")
     monkeypatch.setenv("SHOP_DB", str(pytester.path / "shop.db"))
