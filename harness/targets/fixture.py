@@ -135,17 +135,18 @@ class FixtureTarget(Target):
         return not self.db_url
 
     def provision(self) -> None:
-        """A temporary directory (leased, removed by `aclose`) for the fixture's SQLite database
-        (without --db) and its processes' logs; once."""
-        if self._tmpdir is not None:
+        """Without --db: a temporary directory for the fixture's SQLite database (leased, removed
+        by `aclose`); once."""
+        if self.db_url or self._tmpdir is not None:
             return
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
-        self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
+        self._own_directory()
 
-    def _provisioned(self) -> Path:
-        self.provision()
-        if self._tmpdir is None:  # a subclass's provision that made no room
-            raise HarnessError("the fixture was not provisioned: it has no directory of its own")
+    def _own_directory(self) -> Path:
+        """The fixture's temporary directory (its SQLite database, its processes' logs), made and
+        leased on first use, removed by `aclose`: with --db, only a run that starts a process has one."""
+        if self._tmpdir is None:
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="acklab-fixture-"))
+            self._lease = current_book().acquire("directory", str(self._tmpdir), path=str(self._tmpdir))
         return self._tmpdir
 
     @property
@@ -172,7 +173,8 @@ class FixtureTarget(Target):
 
     def new_process(self) -> FixtureProcess:
         """A (not yet started) process serving this fixture on its database, telling the lab's sinks."""
-        logs = self._provisioned() / "logs"
+        self.provision()
+        logs = self._own_directory() / "logs"
         logs.mkdir(exist_ok=True)
         return FixtureProcess(
             handler=str(self.handler),
