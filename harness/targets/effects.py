@@ -41,6 +41,7 @@ from acklab.evidence.extras import require
 from acklab.evidence.loading import DocumentError, Limits, parse_json
 from acklab.evidence.redaction import redact
 from acklab.harness.errors import ProbeError, SpecError
+from acklab.harness.targets.read_engine import ReadEngine
 from acklab.harness.wire.bodies import read_capped
 from acklab.harness.wire.transports import tls
 
@@ -226,7 +227,7 @@ class SqlProbe:
         self._label = redact(parsed.render_as_string(hide_password=True))
         self._query = text(query)
         self.by_object = OBJECT_PARAMETER.search(query) is not None
-        self._engine: Engine | None = None
+        self._reads = ReadEngine(self._make_engine, self._label)
 
     def _make_engine(self) -> Engine:
         return read_only_engine(self._url)
@@ -241,12 +242,10 @@ class SqlProbe:
     def _count(
         self, event_id: str, object_id: str | None = None, also: Callable[[Connection], T] | None = None
     ) -> tuple[int, T | None]:
-        if self._engine is None:
-            self._engine = self._make_engine()
         views: list[str] = []
         extra: T | None = None
         try:
-            with self._engine.connect() as conn:
+            with self._reads.connect() as conn:
                 raw = conn.connection.dbapi_connection
                 views = getattr(raw, "views_read", [])
                 views.clear()
@@ -295,8 +294,8 @@ class SqlProbe:
         return self._count(event_id, object_id)[0]
 
     async def aclose(self) -> None:
-        if self._engine is not None:
-            await asyncio.to_thread(self._engine.dispose)
+        """Close every connection, once each read in flight returned its own (`ReadEngine`)."""
+        await asyncio.to_thread(self._reads.close)
 
 
 def begin_snapshot(conn: Connection) -> None:

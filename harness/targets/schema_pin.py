@@ -468,9 +468,7 @@ class PinnedSqlProbe(SqlProbe):
     def recheck(self) -> None:
         """The end-of-run check: SchemaChanged when the schema is no longer the pinned one, or a
         table a count read no longer agrees with its indexes."""
-        if self._engine is None:
-            self._engine = self._make_engine()
-        with self._engine.connect() as conn:
+        with self._reads.connect() as conn:
             if conn.dialect.name == "sqlite":
                 begin_snapshot(conn)
             self.pin.check(fingerprint(conn), what="at the end of the run")

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 from sqlalchemy import text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from acklab.evidence.redaction import redact
@@ -35,6 +35,7 @@ from acklab.harness.targets.effects import (
     keys,
     read_only_engine,
 )
+from acklab.harness.targets.read_engine import ReadEngine
 from acklab.harness.wire.transports import tls
 
 STATE_CHARS = 500
@@ -72,7 +73,7 @@ class SqlState:
         self._label = redact(self._url.render_as_string(hide_password=True))
         self._query = text(query)
         self.by_object = OBJECT_PARAMETER.search(query) is not None
-        self._engine: Engine | None = None
+        self._reads = ReadEngine(lambda: read_only_engine(self._url), self._label)
 
     @property
     def url(self) -> str:
@@ -88,10 +89,8 @@ class SqlState:
         return canonical(rows)
 
     def _read(self, event_id: str, object_id: str | None) -> str:
-        if self._engine is None:
-            self._engine = read_only_engine(self._url)
         try:
-            with self._engine.connect() as conn:
+            with self._reads.connect() as conn:
                 state = self.rows(conn, event_id, object_id)
                 conn.rollback()  # a read leaves nothing to keep
         except SQLAlchemyError as exc:
@@ -103,8 +102,8 @@ class SqlState:
         return await asyncio.to_thread(self._read, event_id, object_id)
 
     async def aclose(self) -> None:
-        if self._engine is not None:
-            await asyncio.to_thread(self._engine.dispose)
+        """Close every connection, once each read in flight returned its own (`ReadEngine`)."""
+        await asyncio.to_thread(self._reads.close)
 
 
 class HttpState:

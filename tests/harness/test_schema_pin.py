@@ -8,8 +8,12 @@ round two's (tests/flows/hostile_two.py), served from a checkout by `acklab run 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -28,6 +32,8 @@ from acklab.harness.targets.schema_pin import (
 )
 from tests.flows import hostile_ground, hostile_two
 from tests.harness.test_checkout_target import checkout
+
+P = TypeVar("P", bound=SqlProbe)
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT = "SELECT count(*) FROM fulfillments WHERE event_id = :event_id"
@@ -99,12 +105,17 @@ def test_on_postgres_the_served_role_can_run_no_ddl(source, tmp_path, pg_url):
 
 
 def counted(probe: SqlProbe, event_id: str = "evt_1") -> int:
-    """One count, the probe's connections closed after it (whatever it raised)."""
+    """One count, in the caller's thread."""
+    return probe.count_now(event_id)
+
+
+@contextmanager
+def closing(probe: P) -> Iterator[P]:
+    """`probe`, every connection it opened closed once the block ends (whatever it raised)."""
     try:
-        return probe._count(event_id)[0]
+        yield probe
     finally:
-        if probe._engine is not None:
-            probe._engine.dispose()
+        asyncio.run(probe.aclose())
 
 
 def models() -> dict:
@@ -140,16 +151,16 @@ def test_every_kind_of_change_is_named(tmp_path, pg_url):
 def test_a_pinned_probe_refuses_to_count_a_changed_schema(tmp_path):
     url = f"sqlite:///{tmp_path / 'f.db'}"
     pin = SchemaPin(create_schema(url, models()))
-    probe = PinnedSqlProbe(url, COUNT, pin)
-    assert counted(probe) == 0
-    with sqlite3.connect(tmp_path / "f.db") as conn:
-        conn.execute("ALTER TABLE fulfillments RENAME TO fulfillment_log")
-    with pytest.raises(SchemaChanged, match="table fulfillments: gone"):
-        counted(probe)
-    with sqlite3.connect(tmp_path / "f.db") as conn:
-        conn.execute("ALTER TABLE fulfillment_log RENAME TO fulfillments")
-    with pytest.raises(SchemaChanged):  # changed back: a change once seen stays seen
-        counted(probe)
+    with closing(PinnedSqlProbe(url, COUNT, pin)) as probe:
+        assert counted(probe) == 0
+        with sqlite3.connect(tmp_path / "f.db") as conn:
+            conn.execute("ALTER TABLE fulfillments RENAME TO fulfillment_log")
+        with pytest.raises(SchemaChanged, match="table fulfillments: gone"):
+            counted(probe)
+        with sqlite3.connect(tmp_path / "f.db") as conn:
+            conn.execute("ALTER TABLE fulfillment_log RENAME TO fulfillments")
+        with pytest.raises(SchemaChanged):  # changed back: a change once seen stays seen
+            counted(probe)
     assert pin.change is not None
 
 
@@ -161,8 +172,11 @@ def test_a_database_file_put_in_the_pinned_ones_place_is_a_change(tmp_path):
     other = tmp_path / "other.db"
     create_schema(f"sqlite:///{other}", models())
     other.replace(tmp_path / "f.db")  # the same schema, another file
-    with pytest.raises(SchemaChanged, match="was replaced"):
-        counted(PinnedSqlProbe(url, COUNT, pin))
+    with (
+        closing(PinnedSqlProbe(url, COUNT, pin)) as probe,
+        pytest.raises(SchemaChanged, match="was replaced"),
+    ):
+        counted(probe)
 
 
 def test_a_count_through_a_view_is_refused(tmp_path, pg_url):
@@ -172,9 +186,14 @@ def test_a_count_through_a_view_is_refused(tmp_path, pg_url):
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE VIEW one_per_event AS SELECT * FROM fulfillments")
         engine.dispose()
-        with pytest.raises(SpecError, match=r"reads through .*one_per_event.*base tables only"):
-            counted(SqlProbe(url, "SELECT count(*) FROM one_per_event WHERE event_id = :event_id"))
-        assert counted(SqlProbe(url, COUNT)) == 0  # the table itself is counted
+        view = SqlProbe(url, "SELECT count(*) FROM one_per_event WHERE event_id = :event_id")
+        with (
+            closing(view),
+            pytest.raises(SpecError, match=r"reads through .*one_per_event.*base tables only"),
+        ):
+            counted(view)
+        with closing(SqlProbe(url, COUNT)) as table:
+            assert counted(table) == 0  # the table itself is counted
 
 
 @pytest.mark.slow  # a real run: the checkout served confined, then attacked
@@ -192,8 +211,9 @@ def test_on_sqlite_an_index_that_misses_rows_fails_schema_unchanged(tmp_path):
 def test_a_pinned_count_reads_the_table_and_checks_its_indexes(tmp_path):
     url = f"sqlite:///{tmp_path / 'f.db'}"
     pin = SchemaPin(create_schema(url, models()))
-    probe = PinnedSqlProbe(url, "SELECT count(*) FROM fulfillments WHERE order_id = :event_id", pin)
-    assert counted(probe, "ord_1") == 0
+    query = "SELECT count(*) FROM fulfillments WHERE order_id = :event_id"
+    with closing(PinnedSqlProbe(url, query, pin)) as probe:
+        assert counted(probe, "ord_1") == 0
     with sqlite3.connect(tmp_path / "f.db", isolation_level=None) as conn:
         conn.execute(
             "INSERT INTO orders (order_id, status, amount_cents, currency, updated_at) VALUES ('ord_1', 'paid', 1, 'EUR', '2026-01-01')"
@@ -215,10 +235,12 @@ def test_a_pinned_count_reads_the_table_and_checks_its_indexes(tmp_path):
             0
         ]
     assert through_index == 1  # what the count used to read: sqlite_master is as pinned
-    with pytest.raises(SchemaChanged, match="missing from index ix_fulfillments_order_id"):
-        counted(probe, "ord_1")
-    with pytest.raises(SchemaChanged):
-        probe.recheck()  # and at the end of the run
+    # A probe of its own: none of its connections read the schema before it was rewritten.
+    with closing(PinnedSqlProbe(url, query, pin)) as probe:
+        with pytest.raises(SchemaChanged, match="missing from index ix_fulfillments_order_id"):
+            counted(probe, "ord_1")
+        with pytest.raises(SchemaChanged):
+            probe.recheck()  # and at the end of the run
     assert pin.change is not None
     assert "integrity check failed" in pin.change
 
@@ -237,5 +259,5 @@ def test_on_postgres_an_index_swapped_or_a_table_rewritten_is_a_change(pg_url):
         assert pinned.changes(now), ddl
         pinned = now
     engine.dispose()
-    probe = PinnedSqlProbe(pg_url, COUNT, SchemaPin(pinned))
-    assert counted(probe) == 0  # unchanged since: counted, with index scans off
+    with closing(PinnedSqlProbe(pg_url, COUNT, SchemaPin(pinned))) as probe:
+        assert counted(probe) == 0  # unchanged since: counted, with index scans off
