@@ -89,21 +89,40 @@ def _capped_app(app: Any, limit: int) -> Any:
 
 
 class _InProcess(httpx.AsyncBaseTransport):
-    """httpx's ASGI transport, with an app that never completed its response as a closed connection."""
+    """httpx's ASGI transport, with an app that never completed its response as a closed connection,
+    and a cancellation that reached the app while it answered always a cancellation."""
 
     def __init__(self, inner: httpx.ASGITransport) -> None:
         self._inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         try:
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
         except AssertionError as exc:  # httpx asserts the app started and completed a response
+            _cancelled_meanwhile(task, cancels)
             raise httpx.RemoteProtocolError(
                 "the app returned without sending a complete response", request=request
             ) from exc
+        except Exception:
+            _cancelled_meanwhile(task, cancels)
+            raise
+        _cancelled_meanwhile(task, cancels)
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _cancelled_meanwhile(task: asyncio.Task[Any] | None, before: int) -> None:
+    """CancelledError when `task` was cancelled while the app ran in it. The app runs in the
+    lab's own task: the lab's cancellation (Ctrl-C, SIGTERM, a deadline, a delivery's timeout) is
+    thrown into the app, and an app may make something else of it — FastAPI closes a sync
+    endpoint's session while its thread still uses it, SQLAlchemy raises, and httpx answers 500.
+    The cancellation would be lost: the run going on to its end, the interrupted trial an error."""
+    if task is not None and task.cancelling() > before:
+        raise asyncio.CancelledError
 
 
 @functools.cache

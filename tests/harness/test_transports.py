@@ -9,7 +9,7 @@ import pytest
 
 from acklab.harness.wire.faults import LostAck, NoFault, ResetAfterSend, SenderTimeout
 from acklab.harness.wire.records import DeliveryRecord
-from acklab.harness.wire.transports import TICKET, FaultTransport, Ticket
+from acklab.harness.wire.transports import TICKET, FaultTransport, Ticket, asgi_transport
 
 
 class SlowHandler:
@@ -184,3 +184,51 @@ def test_the_handler_timeout_bounds_the_whole_answer_of_a_hanging_app():
     outcome, rec = asyncio.run(_in_process(hangs, horizon_s=1.0, sender_timeout_s=15.0))
     assert outcome is httpx.ReadTimeout  # the lab's bound, not the sender's 15 s
     assert 900 <= rec.latency_ms < 10_000, rec.latency_ms
+
+
+def _swallowing(entered: asyncio.Event, answer: str):
+    """An app that turns the cancellation thrown into it into an error of its own (as a FastAPI
+    sync endpoint did: its session closed under its thread, SQLAlchemy raised, httpx answered 500)
+    or into an answer."""
+
+    async def app(scope, receive, send):
+        await receive()
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if answer == "raises":
+                raise RuntimeError("Method 'close()' can't be called here") from None
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+    return app
+
+
+@pytest.mark.parametrize("answer", ["raises", "answers"])
+def test_a_cancellation_an_in_process_app_swallowed_is_still_a_cancellation(answer):
+    """Ctrl-C or SIGTERM cancels the run's task while the app answers in it: the run must stop
+    (exit 6), never see a 500 or an answer and go on to its end."""
+
+    async def cancelled_while_answering() -> asyncio.Task[httpx.Response]:
+        entered = asyncio.Event()
+        transport = asgi_transport(_swallowing(entered, answer))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as client:
+            task = asyncio.create_task(client.get("/orders/ord_1/effects"))
+            await entered.wait()
+            task.cancel()
+            await asyncio.wait({task})
+        return task
+
+    assert asyncio.run(cancelled_while_answering()).cancelled()
+
+
+def test_a_timeout_an_in_process_app_swallowed_is_still_a_timeout():
+    async def timed_out() -> None:
+        transport = asgi_transport(_swallowing(asyncio.Event(), "answers"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as client:
+            async with asyncio.timeout(0.05):  # the app waits for the cancellation: any bound ends it
+                await client.get("/")
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(timed_out())
