@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.pytest_plugin.conftest import FAST
+from tests.pytest_plugin.conftest import RACES
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_orders_beyond_one_event(webhook_lab, tmp_path, careful):
 def test_attack_takes_the_lifecycle_the_siblings_and_a_competitor_path_of_the_app(user_suite):
     pytester = user_suite("shop_orders")
     pytester.makepyfile(test_orders=SUITE)
-    result = pytester.runpytest(*FAST, "--acklab-out", "evidence")
+    result = pytester.runpytest(*RACES, "--acklab-out", "evidence")
     result.assert_outcomes(failed=1, passed=1)
     failure = "\n".join(result.outlines)
     for experiment in ("out-of-order", "sibling-events", "race-with-request"):

@@ -9,7 +9,7 @@ import pytest
 
 import acklab
 from acklab.cli import main
-from tests.pytest_plugin.conftest import FAST, LEAN
+from tests.pytest_plugin.conftest import FAST, LEAN, RACES
 
 UNRELATED_SUITE = """
 import pytest
@@ -135,7 +135,7 @@ from shop_fastapi import SECRET, count_fulfillments, create_app
 def test_first(webhook_lab, tmp_path):
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     result = webhook_lab.attack(
-        create_app(url), endpoint="/webhooks/orders", secret=SECRET, trials=3, seed=5,
+        create_app(url), endpoint="/webhooks/orders", secret=SECRET, trials=5, seed=5,
         effects=lambda event_id: count_fulfillments(url, event_id), experiments=["concurrent-duplicates"],
     )
     assert result.passed, result.explain()
@@ -154,12 +154,12 @@ def test_second(webhook_lab, tmp_path):
 def test_x_stops_at_the_first_failing_attack_and_the_options_override_the_tests(user_suite):
     pytester = user_suite("shop_fastapi")
     pytester.makepyfile(test_seeded=SEEDED_SUITE)
-    result = pytester.runpytest(*FAST, "-x", "--acklab-seed", "77", "--acklab-out", "evidence")
+    result = pytester.runpytest(*RACES, "-x", "--acklab-seed", "77", "--acklab-out", "evidence")
     result.assert_outcomes(failed=1)
     assert "stopping after 1 failures" in result.stdout.str()
     (run,) = [json.loads(p.read_text()) for p in (pytester.path / "evidence").glob("*/run.json")]
     assert run["seed"] == 77  # --acklab-seed over the test's seed=5
-    assert run["trials_per_experiment"] == 1  # --acklab-trials over the test's trials=3
+    assert run["trials_per_experiment"] == 3  # --acklab-trials over the test's trials=5
     assert "reproduce: pytest 'test_seeded.py::test_first' --acklab-seed 77" in result.stdout.str()
 
 
@@ -167,9 +167,9 @@ def test_x_stops_at_the_first_failing_attack_and_the_options_override_the_tests(
 def test_the_plugin_works_with_xdist_absent_and_present(user_suite):
     pytester = user_suite("shop_fastapi")
     pytester.makepyfile(test_seeded=SEEDED_SUITE)
-    without = pytester.runpytest(*FAST, "-p", "no:xdist", "--acklab-out", "alone")
+    without = pytester.runpytest(*RACES, "-p", "no:xdist", "--acklab-out", "alone")
     without.assert_outcomes(failed=1, passed=1)
-    with_xdist = pytester.runpytest(*FAST, *LEAN, "-n", "2", "--acklab-out", "workers")
+    with_xdist = pytester.runpytest(*RACES, *LEAN, "-n", "2", "--acklab-out", "workers")
     with_xdist.assert_outcomes(failed=1, passed=1)
     assert "concurrent-duplicates: FAIL" in with_xdist.stdout.str()
     # Both workers wrote their bundles into the one evidence directory, each intact.
