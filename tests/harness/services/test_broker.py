@@ -56,9 +56,10 @@ def test_pending_pops_are_answered_empty_and_a_restart_keeps_the_queue(redis_ser
     broker = Broker(redis_server.port, ("celery",))
     blocked = Connection(redis_server.port, timeout_s=5)
     blocked._sock.sendall(b"*3\r\n$5\r\nBRPOP\r\n$6\r\ncelery\r\n$1\r\n0\r\n")
-    tries = 50  # the server takes the pop as blocked a moment after it was sent
-    while broker.unblock_all() == 0 and tries:
-        tries -= 1
+    # The server takes the pop as blocked a moment after it was sent: a moment that a loaded
+    # machine stretches; a pop never unblocked fails below, when the read times out.
+    deadline = time.monotonic() + 30
+    while broker.unblock_all() == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert blocked.read() is None  # the pop returned nothing: it cannot take the next job
     blocked.close()
