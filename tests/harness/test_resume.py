@@ -40,12 +40,17 @@ def start(out: Path, *db: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_for_trials(out: Path, at_least: int, timeout_s: float = 60) -> Path:
+def wait_for_trials(
+    process: subprocess.Popen[bytes], out: Path, at_least: int, timeout_s: float = 60
+) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for bundle in out.glob("*/trials"):
             if len(list(bundle.glob("*.json"))) >= at_least:
                 return bundle.parent
+        if process.poll() is not None:  # its reason now, not a timeout later
+            _, stderr = process.communicate()
+            raise AssertionError(f"the run exited {process.returncode} first: {stderr.decode()[-2000:]}")
         time.sleep(0.02)
     raise AssertionError(f"no bundle under {out} reached {at_least} finished trials")
 
@@ -98,7 +103,7 @@ def test_a_run_killed_with_sigkill_resumes_and_rereads_the_earlier_trials_in_the
     """A late effect of a trial finished before the interruption is found."""
     out, db = tmp_path / "out", ("--db", f"sqlite:///{tmp_path / 'shop.db'}")
     process = start(out, *db)
-    bundle = wait_for_trials(out, 3)
+    bundle = wait_for_trials(process, out, 3)
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=30)
     before = snapshot(bundle)
@@ -134,7 +139,7 @@ def after_ids(bundle: Path) -> list[str]:
 def test_sigterm_exits_6_and_a_resume_without_the_earlier_store_marks_those_trials_error(tmp_path):
     out = tmp_path / "out"
     process = start(out)
-    bundle = wait_for_trials(out, 2)
+    bundle = wait_for_trials(process, out, 2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 6, stderr.decode()[-2000:]
@@ -187,7 +192,7 @@ def test_an_interrupted_runs_service_log_is_kept_and_the_resumed_one_follows_it(
         stderr=subprocess.PIPE,
         env=env,
     )
-    bundle = wait_for_trials(out, 2)
+    bundle = wait_for_trials(process, out, 2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 6, stderr.decode()[-2000:]

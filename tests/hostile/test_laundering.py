@@ -61,7 +61,7 @@ def killed_run(tmp_path: Path, *, trials: int) -> tuple[Path, Path, list[str]]:
     argv = [*ACKLAB, "run", *db, "--target", "fixture:live", "--experiment", "lost-ack"]
     seeded = ("--trials", str(trials), "--seed", "7", "--out", str(out))
     process = subprocess.Popen([*argv, *seeded], stderr=subprocess.PIPE)
-    bundle = wait_for_trials(out, 2)
+    bundle = wait_for_trials(process, out, 2)
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=30)
     resume = [*ACKLAB, "run", *db, "--target", "fixture:live", "--resume", bundle.name, "--out", str(out)]

@@ -40,7 +40,7 @@ def start(out: Path, *argv: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_for(condition: Any, what: str, timeout_s: float = 90) -> Any:
+def wait_for(process: subprocess.Popen[bytes], condition: Any, what: str, timeout_s: float = 90) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -49,6 +49,11 @@ def wait_for(condition: Any, what: str, timeout_s: float = 90) -> Any:
             found = None
         if found:
             return found
+        if process.poll() is not None:  # its reason now, not a timeout later
+            _, stderr = process.communicate()
+            raise AssertionError(
+                f"the sweep exited {process.returncode} before {what}: {stderr.decode()[-2000:]}"
+            )
         time.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -87,7 +92,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
     out = tmp_path / "out"
     targets = [arg for target in TARGETS for arg in ("--target", target)]
     process = start(out, *targets, "--trials", str(TRIALS))
-    root, second = wait_for(lambda: second_run_midway(out), "the second run to be midway")
+    root, second = wait_for(process, lambda: second_run_midway(out), "the second run to be midway")
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=30)
 
@@ -150,7 +155,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_repeating_a_finished_trial(
 def test_sigterm_exits_6_and_the_resume_needs_the_password_again(tmp_path, postgres_server, pg_url):
     out, db = tmp_path / "out", with_password(postgres_server, pg_url)
     process = start(out, "--target", "fixture:live", "--db", db, "--trials", "16")
-    wait_for(lambda: any(out.glob("*/trials/*.json")), "a first finished trial")
+    wait_for(process, lambda: any(out.glob("*/trials/*.json")), "a first finished trial")
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     message = stderr.decode()
