@@ -67,8 +67,10 @@ def test_a_handler_that_never_answers_fails_within_the_handler_timeout_per_deliv
     assert result.exit_code == 1
     (trial,) = [json.loads(p.read_text()) for p in (result.bundle / "trials").glob("lost-ack-*.json")]
     deliveries = trial["deliveries"]
-    assert all(d["status"] is None and 1900 <= d["latency_ms"] <= 2600 for d in deliveries), deliveries
-    assert elapsed < 2.6 * len(deliveries) + 15  # the deliveries, then the lab's reads and the service
+    # 2 s, not the provider's 15: the upper bound leaves a loaded machine's timer lag room (a
+    # starved event loop fires the timeout late) and still tells the two timeouts apart.
+    assert all(d["status"] is None and 1900 <= d["latency_ms"] <= 6000 for d in deliveries), deliveries
+    assert elapsed < 6 * len(deliveries) + 15  # the deliveries, then the lab's reads and the service
     (violation,) = {v["invariant"] for v in trial["violations"]}
     assert violation == "eventually-acknowledged"
 
