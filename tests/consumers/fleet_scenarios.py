@@ -16,6 +16,29 @@ SQLITE = "sqlite:///{{scratch}}/orders.sqlite"
 DAY = 86_400
 
 
+def orders_env(dedupe: str, db_url: str = SQLITE, ttl_s: int = 300) -> dict[str, str]:
+    """`tests.consumers.fleet_orders`' own variables, run placeholders unfilled (``{{scratch}}``...)."""
+    env = {
+        "ACKLAB_TEST_DB_URL": db_url if db_url == SQLITE else "{{database_url}}",
+        "ACKLAB_TEST_DEDUPE": dedupe,
+        "ACKLAB_TEST_TTL_S": str(ttl_s),
+        "PYTHONPATH": str(ROOT),
+    }
+    if dedupe == "redis":
+        env["REDIS_URL"] = "{{redis_url}}"
+    return env
+
+
+def orders_argv(workers: int = 1) -> list[str]:
+    """`tests.consumers.fleet_orders` under gunicorn on ``{{port}}``: one process of the consumer."""
+    return [
+        sys.executable,
+        *("-m", "gunicorn", "--workers", str(workers), "--bind", "127.0.0.1:{{port}}"),
+        *("--graceful-timeout", "1", "--log-level", "warning"),
+        "tests.consumers.fleet_orders:create_app()",
+    ]
+
+
 def fleet_orders(
     tmp: Path,
     dedupe: str,
@@ -30,14 +53,7 @@ def fleet_orders(
 ) -> Scenario:
     """A Stripe consumer under gunicorn (`tests.consumers.fleet_orders`), deduping by ``lru``,
     ``redis`` (SET NX EX `ttl_s`) or ``unique`` (a primary key), with `replicas` processes."""
-    env = {
-        "ACKLAB_TEST_DB_URL": db_url if db_url == SQLITE else "{{database_url}}",
-        "ACKLAB_TEST_DEDUPE": dedupe,
-        "ACKLAB_TEST_TTL_S": str(ttl_s),
-        "PYTHONPATH": str(ROOT),
-    }
-    if dedupe == "redis":
-        env["REDIS_URL"] = "{{redis_url}}"
+    env = orders_env(dedupe, db_url, ttl_s)
     spec = target_spec(
         f"fleet-orders-{dedupe}",
         "http://127.0.0.1:{{port}}/stripe",
@@ -52,12 +68,7 @@ def fleet_orders(
         },
         expect={"max_effects": 1, "conflict": "ignore"},
         command={
-            "argv": [
-                sys.executable,
-                *("-m", "gunicorn", "--workers", str(workers), "--bind", "127.0.0.1:{{port}}"),
-                *("--graceful-timeout", "1", "--log-level", "warning"),
-                "tests.consumers.fleet_orders:create_app()",
-            ],
+            "argv": orders_argv(workers),
             "env": env,
             "cwd": str(ROOT),
             "ready_timeout_s": 30,
