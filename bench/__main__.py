@@ -5,13 +5,17 @@
     python -m bench --only journal_writes --only full_run   # some modules; other figures kept
     python -m bench --make-test          # also time a real `make test` (slow; off by default)
     python -m bench --jobs 3             # how many modules' reliability figures run at once
+    python -m bench --runs-at-once 4     # how many runs of one reliability figure run at once
 
 Each module in `SUITE` has ``figures(quick: bool) -> list[Figure]``, the figures that measure
 time, side by side with their baselines, and may have ``reliability(quick: bool)``, figures
 that measure no time (how many of 20 runs got the right verdict). The timing figures run one
 module at a time, nothing else of the bench beside them; then the reliability figures of
-every module run in processes of their own, `--jobs` at a time (they wait on servers and
-processes far more than they compute, and no figure of theirs is a duration). A module that
+every module run in processes of their own, `--jobs` at a time, the one that took longest last
+time first (they wait on servers and processes far more than they compute, and no figure of
+theirs is a duration); inside one, the runs of a figure run `--runs-at-once` at a time, each in
+a process of its own (`bench.runs`). The bench prints and records (``timings`` in the results)
+its own wall time and each module's, figures and reliability apart. A module that
 crashes is reported as not measured (with the error) and makes the exit status 1; a figure
 that misses its target does not: the results say so, the table in docs/performance.md shows it.
 """
@@ -21,18 +25,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess  # nosec B404 - the bench's own modules, run by this interpreter
 import sys
 import tempfile
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.figures import RESULTS, Figure, not_measured, print_figure, write_results
+from bench.runs import ENV as RUNS_ENV
 
 # In the order they run (and appear in docs/performance.md): cheapest last, so a quick look at the
 # head of the output tells the important story first.
@@ -56,7 +62,10 @@ SUITE = (
     "external_handlers",
     "test_timing",
 )
-JOBS = 2  # reliability parts at once: two cores, each part mostly waiting on its servers
+JOBS = 3  # reliability parts at once: each mostly waits on its servers and processes
+RUNS_AT_ONCE = 3  # runs of one reliability figure at once (bench.runs), in each part
+BUDGET_MIN = 20.0  # the whole of `make bench` on a slow 2-core machine
+WALL = "bench"  # the results' own entry: the bench's wall time, from a run of every module
 ROOT = Path(__file__).resolve().parent.parent  # where `python -m bench` finds bench/ and tests/
 
 
@@ -82,8 +91,11 @@ def has(name: str, part: str) -> bool:
     return callable(getattr(importlib.import_module(f"bench.{name}"), part, None))
 
 
-def run_apart(name: str, *, quick: bool) -> tuple[list[Figure], bool, str]:
-    """The module's reliability figures, measured in a process of its own: (figures, ran, its output)."""
+def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> tuple[list[Figure], bool, str, float]:
+    """The module's reliability figures, measured in a process of its own: (figures, ran, its
+    output, its wall time in seconds)."""
+    started = time.perf_counter()
+    env = {**os.environ, RUNS_ENV: str(runs_at_once)}
     with tempfile.TemporaryDirectory(prefix="acklab-bench-part-") as tmp:
         out = Path(tmp) / "figures.json"
         done = subprocess.run(  # nosec B603 - this interpreter, the bench's own module
@@ -98,16 +110,18 @@ def run_apart(name: str, *, quick: bool) -> tuple[list[Figure], bool, str]:
                 *(["--quick"] if quick else []),
             ],
             cwd=ROOT,
+            env=env,
             capture_output=True,
             text=True,
             check=False,
         )
+        elapsed = time.perf_counter() - started
         try:
             found = [Figure(**f) for f in json.loads(out.read_text())]
         except (OSError, ValueError, TypeError) as exc:
             why = f"bench.{name} (reliability) exited {done.returncode} without figures ({exc})"
-            return [not_measured(name, "", why)], False, done.stdout + done.stderr
-    return found, done.returncode == 0, done.stdout + done.stderr
+            return [not_measured(name, "", why)], False, done.stdout + done.stderr, elapsed
+    return found, done.returncode == 0, done.stdout + done.stderr, elapsed
 
 
 def _part(name: str, out: Path, quick: bool) -> int:
@@ -130,6 +144,16 @@ def _earlier(path: Path) -> tuple[dict[str, Any], dict[str, list[Figure]]]:
     }
 
 
+def _at_least_one(raw: str) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"got {raw!r}; expected a whole number, at least 1 (e.g. 3)")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a smaller variant of every figure")
@@ -141,37 +165,115 @@ def _parser() -> argparse.ArgumentParser:
         "--make-test", action="store_true", help="time a real `make test` first (slow; off by default)"
     )
     parser.add_argument(
-        "--jobs", type=int, default=JOBS, help=f"reliability parts run at once (default {JOBS})"
+        "--jobs", type=_at_least_one, default=JOBS, help=f"reliability parts run at once (default {JOBS})"
+    )
+    parser.add_argument(
+        "--runs-at-once",
+        type=_at_least_one,
+        default=RUNS_AT_ONCE,
+        help=f"runs of one reliability figure at once, each in a process of its own (default {RUNS_AT_ONCE})",
     )
     parser.add_argument("--part", choices=SUITE, help=argparse.SUPPRESS)
     return parser
 
 
-def measure(chosen: list[str], *, quick: bool, jobs: int) -> tuple[dict[str, list[Figure]], list[str]]:
+@dataclass
+class Measured:
+    """What `measure` found: figures by module, the modules that crashed, and seconds per module
+    and part (``figures``: one module at a time; ``reliability``: `jobs` parts at a time)."""
+
+    by_module: dict[str, list[Figure]]
+    crashed: list[str]
+    seconds: dict[str, dict[str, float]] = field(default_factory=lambda: {"figures": {}, "reliability": {}})
+
+
+def longest_first(names: list[str], earlier: dict[str, float]) -> list[str]:
+    """`names` with those that took longest last time first (the phase ends with its longest part
+    otherwise); those never timed keep their order, ahead of the timed ones."""
+    return sorted(names, key=lambda n: -earlier.get(n, float("inf")))
+
+
+def measure(
+    chosen: list[str],
+    *,
+    quick: bool,
+    jobs: int,
+    runs_at_once: int = 1,
+    earlier: dict[str, float] | None = None,
+) -> Measured:
     """The chosen modules' figures, by module: what measures time one module at a time, then the
-    reliability parts `jobs` at a time; and the modules that crashed."""
-    crashed = []
+    reliability parts `jobs` at a time (longest first, by `earlier` seconds); and the modules that crashed."""
+    found = Measured({}, [])
     timed: dict[str, list[Figure]] = {}
     for name in (n for n in chosen if has(n, "figures")):  # what measures time runs alone
+        started = time.perf_counter()
         measured, ok = run_module(name, quick=quick)
+        found.seconds["figures"][name] = round(time.perf_counter() - started, 1)
         timed[name] = measured
         if not ok:
-            crashed.append(name)
+            found.crashed.append(name)
         for figure in measured:
             print_figure(figure)
-    apart = [name for name in chosen if has(name, "reliability")]
+    apart = longest_first([name for name in chosen if has(name, "reliability")], earlier or {})
     counted: dict[str, list[Figure]] = {}
     if apart:
-        print(f"== reliability of {', '.join(apart)}, {jobs} at a time", file=sys.stderr, flush=True)
+        print(
+            f"== reliability of {', '.join(apart)}, {jobs} at a time, {runs_at_once} run(s) of a figure at once",
+            file=sys.stderr,
+            flush=True,
+        )
         with ThreadPoolExecutor(max(1, jobs)) as pool:
-            for name, (measured, ok, output) in zip(
-                apart, pool.map(lambda n: run_apart(n, quick=quick), apart), strict=True
-            ):
+            parts = pool.map(lambda n: run_apart(n, quick=quick, runs_at_once=runs_at_once), apart)
+            for name, (measured, ok, output, seconds) in zip(apart, parts, strict=True):
                 sys.stderr.write(output)
                 counted[name] = measured
+                found.seconds["reliability"][name] = round(seconds, 1)
                 if not ok:
-                    crashed.append(name)
-    return {name: [*timed.get(name, []), *counted.get(name, [])] for name in chosen}, crashed
+                    found.crashed.append(name)
+    found.by_module = {name: [*timed.get(name, []), *counted.get(name, [])] for name in chosen}
+    return found
+
+
+def wall_figure(elapsed_s: float, found: Measured, *, quick: bool, jobs: int, runs_at_once: int) -> Figure:
+    """The whole bench's own wall time, against its budget (a quick run has none to meet)."""
+    figures_s, reliability_s = (sum(found.seconds[p].values()) for p in ("figures", "reliability"))
+    phase_s = elapsed_s - figures_s
+    minutes = elapsed_s / 60
+    return Figure(
+        "make bench wall time" + (" (quick)" if quick else ""),
+        round(minutes, 2),
+        "min",
+        target=None if quick else f"<= {BUDGET_MIN:g} min",
+        met=None if quick else minutes <= BUDGET_MIN and not found.crashed,
+        note=f"python -m bench, every module: the timing figures {figures_s / 60:.1f} min (one module at a time, "
+        f"nothing beside them), then the reliability parts {phase_s / 60:.1f} min ({jobs} at a time, "
+        f"{runs_at_once} run(s) of a figure at once; {reliability_s / 60:.1f} min of parts added up); "
+        "each module's seconds are in results.json's timings",
+    )
+
+
+def print_times(found: Measured, elapsed_s: float) -> None:
+    """Where the bench's time went, module by module (stderr)."""
+    print(f"== python -m bench took {elapsed_s:.0f} s ({elapsed_s / 60:.1f} min)", file=sys.stderr)
+    for part, seconds in found.seconds.items():
+        for name, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
+            print(f"   {part:<11} {name:<20} {s:7.1f} s", file=sys.stderr)
+
+
+def _timings(
+    earlier: dict[str, Any], found: Measured, args: argparse.Namespace, elapsed: float
+) -> dict[str, Any]:
+    """results.json's ``timings``: each part's seconds (a partial run refreshes its modules' own)."""
+    before = earlier.get("timings", {})
+    merged: dict[str, Any] = {
+        part: {**before.get(part, {}), **found.seconds[part]} for part in ("figures", "reliability")
+    }
+    merged["jobs"], merged["runs_at_once"] = args.jobs, args.runs_at_once
+    if not args.only:
+        merged["total_s"] = elapsed
+    elif "total_s" in before:
+        merged["total_s"] = before["total_s"]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,19 +286,27 @@ def main(argv: list[str] | None = None) -> int:
         time_make_test()
     started = time.perf_counter()
     # A partial run (--only) refreshes its modules' figures and keeps the others.
-    earlier, by_module = _earlier(args.out) if args.only else ({}, {})
+    previous, kept = _earlier(args.out)
+    earlier, by_module = (previous, kept) if args.only else ({}, {})
     chosen = [name for name in SUITE if not args.only or name in args.only]
-    measured, crashed = measure(chosen, quick=args.quick, jobs=args.jobs)
-    by_module.update(measured)
-    figures = [f for name in SUITE for f in by_module.get(name, [])]
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    # Which reliability part took longest last time: from the results file, even for a whole run.
+    last = previous.get("timings", {}).get("reliability", {})
+    found = measure(chosen, quick=args.quick, jobs=args.jobs, runs_at_once=args.runs_at_once, earlier=last)
+    by_module.update(found.by_module)
     elapsed = round(time.perf_counter() - started, 1)
+    if not args.only:  # the bench's own time, beside the figures it measured
+        by_module[WALL] = [
+            wall_figure(elapsed, found, quick=args.quick, jobs=args.jobs, runs_at_once=args.runs_at_once)
+        ]
+    figures = [f for name in (*SUITE, WALL) for f in by_module.get(name, [])]
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     run: dict[str, Any] = {"generated_at": now, "quick": args.quick, "elapsed_s": elapsed}
     if earlier.get("figures"):
         # The whole-suite facts stay those of the run that measured most figures.
         run = {k: earlier[k] for k in ("generated_at", "quick", "elapsed_s") if k in earlier}
         update = {"modules": list(args.only), "at": now, "quick": args.quick, "elapsed_s": elapsed}
         run["updates"] = [*earlier.get("updates", []), update]
+    run["timings"] = _timings(earlier, found, args, elapsed)
     if "test_timing" in chosen:  # where the suite's time went, from the same record
         from bench.test_timing import slowest_files
 
@@ -207,15 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         figures,
         args.out,
         **run,
-        suite={name: [f.name for f in by_module[name]] for name in SUITE if name in by_module},
+        suite={name: [f.name for f in by_module[name]] for name in (*SUITE, WALL) if name in by_module},
     )
+    print_times(found, elapsed)
     print(f"wrote {args.out} ({len(figures)} figures)", file=sys.stderr)
     missed = [f.name for f in figures if f.met is False]
     if missed:
         print(f"missed their targets: {', '.join(missed)}", file=sys.stderr)
-    if crashed:
-        print(f"crashed: {', '.join(crashed)}", file=sys.stderr)
-    return 1 if crashed else 0
+    if found.crashed:
+        print(f"crashed: {', '.join(found.crashed)}", file=sys.stderr)
+    return 1 if found.crashed else 0
 
 
 if __name__ == "__main__":

@@ -94,11 +94,30 @@ def table(doc: dict[str, Any]) -> str:
     if doc.get("quick"):
         where += " — quick variant"
     where += f"; `make bench` took {doc['elapsed_s']:.0f} s." if "elapsed_s" in doc else "."
+    where += times(doc.get("timings") or {})
     for update in doc.get("updates", []):
         where += f" Re-measured {update['at']}: {', '.join(update['modules'])}" + (
             " (quick variant)." if update.get("quick") else "."
         )
     return "\n".join([*lines, "", where, "", *notes])
+
+
+def times(timings: dict[str, Any]) -> str:
+    """Where the bench's own time went, module by module (results.json's ``timings``), longest first."""
+
+    def each(part: str) -> str:
+        seconds = sorted((timings.get(part) or {}).items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{name} {s:.0f} s" for name, s in seconds)
+
+    found = ""
+    if timings.get("figures"):
+        found += f" The timing figures, one module at a time: {each('figures')}."
+    if timings.get("reliability"):
+        found += (
+            f" The reliability parts, {timings.get('jobs', '?')} at a time with "
+            f"{timings.get('runs_at_once', 1)} run(s) of a figure at once: {each('reliability')}."
+        )
+    return found
 
 
 def slowest_table(doc: dict[str, Any]) -> str:

@@ -1,0 +1,133 @@
+"""How `python -m bench` spends its own time: the runs of a reliability figure several at once, each
+in a process of its own; the longest reliability part first; its wall time and each module's
+recorded in the results and shown in docs/performance.md."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import runs
+from bench.__main__ import Measured, _parser, _timings, longest_first, wall_figure
+from bench.figures import Figure
+from bench.readme import table
+
+
+def whose(n: int) -> tuple[int, int]:
+    """A run (module level: a worker imports it by name): its number and the process that ran it."""
+    return n * n, os.getpid()
+
+
+def together(case: tuple[Path, int]) -> int:
+    """A run that ends only once another run is under way at the same time (or after 60 s)."""
+    folder, n = case
+    (folder / f"{n}-{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while len({p.name.split("-")[1] for p in folder.iterdir()}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def test_the_runs_of_a_figure_run_in_processes_of_their_own_their_results_in_order(monkeypatch):
+    monkeypatch.setenv(runs.ENV, "3")
+    found = runs.each(whose, list(range(7)))
+    assert [square for square, _ in found] == [n * n for n in range(7)]
+    assert os.getpid() not in {pid for _, pid in found}
+
+
+def test_runs_of_a_figure_run_at_once(monkeypatch, tmp_path):
+    monkeypatch.setenv(runs.ENV, "2")
+    started = time.monotonic()
+    pids = runs.each(together, [(tmp_path, n) for n in range(2)])
+    assert len(set(pids)) == 2  # one after another, the first would have waited out its 60 s
+    assert time.monotonic() - started < 50
+
+
+def test_one_run_at_once_runs_them_here_one_after_another(monkeypatch):
+    monkeypatch.delenv(runs.ENV, raising=False)
+    assert runs.each(whose, [2, 3]) == [(4, os.getpid()), (9, os.getpid())]
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "three", ""])
+def test_a_bad_number_of_runs_at_once_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv(runs.ENV, raw)
+    with pytest.raises(ValueError, match=f"{runs.ENV}={raw!r}.*at least 1"):
+        runs.each(whose, [1, 2])
+
+
+@pytest.mark.parametrize("option", ["--jobs", "--runs-at-once"])
+def test_the_bench_refuses_fewer_than_one_at_once(option, capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args([option, "0"])
+    assert "expected a whole number, at least 1" in capsys.readouterr().err
+
+
+def test_the_part_that_took_longest_last_time_starts_first_and_untimed_ones_ahead():
+    earlier = {"fleet": 300.0, "sinks": 90.0, "provider_api": 120.0}
+    order = longest_first(["verdict_trust", "sinks", "provider_api", "fleet", "queues"], earlier)
+    assert order == ["verdict_trust", "queues", "fleet", "provider_api", "sinks"]
+
+
+def measured() -> Measured:
+    found = Measured({}, [])
+    found.seconds["figures"] |= {"race_sharpness": 300.0, "fleet": 240.0}
+    found.seconds["reliability"] |= {"fleet": 400.0, "sinks": 200.0}
+    return found
+
+
+def test_the_bench_wall_time_is_a_figure_against_its_budget():
+    figure = wall_figure(1020.0, measured(), quick=False, jobs=3, runs_at_once=3)
+    assert (figure.name, figure.value, figure.unit, figure.target, figure.met) == (
+        "make bench wall time", 17.0, "min", "<= 20 min", True,
+    )  # fmt: skip
+    # 540 s of timing figures; the rest of the wall time is the reliability phase (600 s of parts added up)
+    assert "the timing figures 9.0 min" in figure.note
+    assert "the reliability parts 8.0 min (3 at a time, 3 run(s) of a figure at once; 10.0 min" in figure.note
+    over = wall_figure(1500.0, measured(), quick=False, jobs=3, runs_at_once=3)
+    assert over.met is False
+    crashed = measured()
+    crashed.crashed.append("fleet")
+    assert wall_figure(600.0, crashed, quick=False, jobs=3, runs_at_once=3).met is False
+    quick = wall_figure(120.0, measured(), quick=True, jobs=3, runs_at_once=3)
+    assert (quick.name, quick.target, quick.met) == ("make bench wall time (quick)", None, None)
+
+
+def test_a_partial_run_refreshes_its_own_modules_times_and_keeps_the_whole_runs_total():
+    earlier = {
+        "timings": {
+            "figures": {"fleet": 250.0, "detection": 100.0},
+            "reliability": {"fleet": 500.0},
+            "total_s": 1100.0,
+        }
+    }
+    args = _parser().parse_args(["--only", "fleet", "--jobs", "4"])
+    merged = _timings(earlier, measured(), args, 700.0)
+    assert merged["figures"] == {"fleet": 240.0, "detection": 100.0, "race_sharpness": 300.0}
+    assert merged["reliability"] == {"fleet": 400.0, "sinks": 200.0}
+    assert (merged["total_s"], merged["jobs"], merged["runs_at_once"]) == (1100.0, 4, 3)
+    whole = _timings(earlier, measured(), _parser().parse_args([]), 900.0)
+    assert whole["total_s"] == 900.0
+
+
+def test_the_performance_page_says_where_the_bench_time_went(tmp_path: Path):
+    doc = {
+        "figures": [vars(Figure("make bench wall time", 17.0, "min", target="<= 20 min", met=True))],
+        "elapsed_s": 1020.0,
+        "timings": {
+            "figures": {"fleet": 240.0, "race_sharpness": 300.0},
+            "reliability": {"sinks": 200.0, "fleet": 400.0},
+            "jobs": 3,
+            "runs_at_once": 3,
+        },
+    }
+    shown = table(doc)
+    assert "| make bench wall time | 17.0 min | — | — | <= 20 min | yes |" in shown
+    assert "`make bench` took 1020 s." in shown
+    assert "The timing figures, one module at a time: race_sharpness 300 s, fleet 240 s." in shown
+    assert (
+        "The reliability parts, 3 at a time with 3 run(s) of a figure at once: fleet 400 s, sinks 200 s."
+        in shown
+    )
