@@ -69,15 +69,20 @@ WALL = "bench"  # the results' own entry: the bench's wall time, from a run of e
 ROOT = Path(__file__).resolve().parent.parent  # where `python -m bench` finds bench/ and tests/
 
 
-def run_module(name: str, *, quick: bool, part: str = "figures") -> tuple[list[Figure], bool]:
-    """The module's `part` (``figures`` or ``reliability``), and whether it ran without crashing."""
+def run_module(
+    name: str, *, quick: bool, part: str = "figures", piece: str | None = None
+) -> tuple[list[Figure], bool]:
+    """The module's `part` (``figures`` or ``reliability``; of its reliability only `piece`, one
+    of its ``PIECES``, when given), and whether it ran without crashing."""
     started = time.perf_counter()
-    label = f"bench.{name}{'' if part == 'figures' else f' ({part})'}"
+    what = part + (f": {piece}" if piece else "")
+    label = f"bench.{name}" + ("" if part == "figures" else f" ({what})")
     print(f"== {label}{' (quick)' if quick else ''}", file=sys.stderr, flush=True)
     try:
         module = importlib.import_module(f"bench.{name}")
         measure = getattr(module, part, None)
-        measured: list[Figure] = measure(quick=quick) if measure is not None else []
+        keywords = {"piece": piece} if piece else {}
+        measured: list[Figure] = measure(quick=quick, **keywords) if measure is not None else []
     except Exception as exc:  # one broken module must not hide the others' figures
         traceback.print_exc()
         return [not_measured(name, "", f"bench.{name} failed: {type(exc).__name__}: {exc}")], False
@@ -89,6 +94,13 @@ def run_module(name: str, *, quick: bool, part: str = "figures") -> tuple[list[F
 def has(name: str, part: str) -> bool:
     """Whether module `name` has `part` (``figures``: what measures time; ``reliability``)."""
     return callable(getattr(importlib.import_module(f"bench.{name}"), part, None))
+
+
+def pieces(name: str) -> list[str]:
+    """The reliability parts of module `name`: ``name:piece`` for each of its ``PIECES`` (figures
+    apart from each other, each part a process of its own), else the module whole."""
+    found = getattr(importlib.import_module(f"bench.{name}"), "PIECES", ())
+    return [f"{name}:{piece}" for piece in found] or [name]
 
 
 def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> tuple[list[Figure], bool, str, float]:
@@ -124,9 +136,14 @@ def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> tuple[list[Fi
     return found, done.returncode == 0, done.stdout + done.stderr, elapsed
 
 
-def _part(name: str, out: Path, quick: bool) -> int:
-    """``--part NAME``: one module's reliability figures, written to `out` (run by `run_apart`)."""
-    measured, ok = run_module(name, quick=quick, part="reliability")
+def _part(task: str, out: Path, quick: bool) -> int:
+    """``--part MODULE[:PIECE]``: one module's reliability figures (or one piece's), written to `out`
+    (run by `run_apart`)."""
+    name, _, piece = task.partition(":")
+    if name not in SUITE or (piece and f"{name}:{piece}" not in pieces(name)):
+        print(f"python -m bench: --part {task}: no such module or piece; one of {SUITE}", file=sys.stderr)
+        return 2
+    measured, ok = run_module(name, quick=quick, part="reliability", piece=piece or None)
     for figure in measured:
         print_figure(figure)
     out.write_text(json.dumps([asdict(f) for f in measured], allow_nan=False))
@@ -173,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
         default=RUNS_AT_ONCE,
         help=f"runs of one reliability figure at once, each in a process of its own (default {RUNS_AT_ONCE})",
     )
-    parser.add_argument("--part", choices=SUITE, help=argparse.SUPPRESS)
+    parser.add_argument("--part", help=argparse.SUPPRESS)
     return parser
 
 
@@ -214,7 +231,9 @@ def measure(
             found.crashed.append(name)
         for figure in measured:
             print_figure(figure)
-    apart = longest_first([name for name in chosen if has(name, "reliability")], earlier or {})
+    apart = longest_first(
+        [task for name in chosen if has(name, "reliability") for task in pieces(name)], earlier or {}
+    )
     counted: dict[str, list[Figure]] = {}
     if apart:
         print(
@@ -224,13 +243,16 @@ def measure(
         )
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             parts = pool.map(lambda n: run_apart(n, quick=quick, runs_at_once=runs_at_once), apart)
-            for name, (measured, ok, output, seconds) in zip(apart, parts, strict=True):
+            for task, (measured, ok, output, seconds) in zip(apart, parts, strict=True):
                 sys.stderr.write(output)
-                counted[name] = measured
-                found.seconds["reliability"][name] = round(seconds, 1)
+                counted[task] = measured
+                found.seconds["reliability"][task] = round(seconds, 1)
                 if not ok:
-                    found.crashed.append(name)
-    found.by_module = {name: [*timed.get(name, []), *counted.get(name, [])] for name in chosen}
+                    found.crashed.append(task)
+    found.by_module = {
+        name: [*timed.get(name, []), *(f for task in pieces(name) for f in counted.get(task, []))]
+        for name in chosen
+    }
     return found
 
 

@@ -41,6 +41,7 @@ from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
 from bench.figures import Figure, print_figure
+from bench.runs import at_once, each
 from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario
 
@@ -77,29 +78,45 @@ def never_vacuous(result: RunResult) -> list[str]:
 Check = Callable[[RunResult], list[str]]
 
 
+def checked_run(case: tuple[Scenario, Path, tuple[Check, ...]]) -> list[str]:
+    """One run of a scenario into `out`: how it differs from what it must get (empty: as it must)."""
+    scenario, out, checks = case
+    try:
+        result = scenario.run(out)
+    except AcklabError as exc:  # the lab could not run it (exit 4): a run without its verdict
+        return [f"the lab failed: {exc}"]
+    problems = scenario.mismatches(result) + [p for check in checks for p in check(result)]
+    shutil.rmtree(result.bundle, ignore_errors=True)
+    return problems
+
+
 def share_right(
-    name: str, scenario: Scenario, runs: int, out: Path, *extra: Check, at_least: float = 1.0
+    name: str,
+    scenario: Scenario,
+    runs: int,
+    out: Path,
+    *extra: Check,
+    at_least: float = 1.0,
+    apart: bool = False,
 ) -> Figure:
     """Run `scenario` `runs` times; the share of runs that got exactly the expected verdicts
-    (target: all of them, or `at_least` of them for a race the scheduler decides)."""
-    wrong: list[str] = []
-    good = 0
+    (target: all of them, or `at_least` of them for a race the scheduler decides). `apart`: the
+    runs share nothing (the lab serves the consumer, every serve on a database of its own), so
+    they run `bench.runs.at_once()` at a time, each in a process of its own (`extra` must pickle)."""
     started = time.perf_counter()
-    with scenario.started():
-        for n in range(runs):
-            try:
-                result = scenario.run(out / f"{n}")
-            except AcklabError as exc:  # the lab could not run it (exit 4): a run without its verdict
-                wrong.append(f"run {n}: the lab failed: {exc}"[:300])
-                continue
-            problems = scenario.mismatches(result) + [p for check in extra for p in check(result)]
-            if problems:
-                wrong.append(f"run {n}: {problems[0]}"[:300])
-            else:
-                good += 1
-            shutil.rmtree(result.bundle, ignore_errors=True)
+    cases = [(scenario, out / f"{n}", extra) for n in range(runs)]
+    if apart and scenario.service is None:
+        found, width = each(checked_run, cases), min(at_once(), runs)
+    else:
+        with scenario.started():
+            found, width = [checked_run(case) for case in cases], 1
+    wrong = [f"run {n}: {problems[0]}"[:300] for n, problems in enumerate(found) if problems]
+    good = runs - len(wrong)
     elapsed = time.perf_counter() - started
-    note = f"{good}/{runs} runs got the expected verdicts ({elapsed / runs:.1f} s a run)"
+    how = f"{elapsed / runs:.1f} s a run" + (
+        f", {width} at once, each in a process of its own" if width > 1 else ""
+    )
+    note = f"{good}/{runs} runs got the expected verdicts ({how})"
     if wrong:
         note += "; first wrong: " + wrong[0]
     if at_least >= 1.0:
@@ -109,54 +126,69 @@ def share_right(
     )
 
 
-def reliability_figures(quick: bool, root: Path, pg_url: Callable[[], str]) -> list[Figure]:
+# The reliability figures in pieces that share nothing (no server, no database), each measured in a
+# process of its own beside the others by ``python -m bench``; in the order of the figures.
+PIECES = ("ack-sqlite", "postgresql", "receivers")
+
+
+def reliability_figures(
+    quick: bool, root: Path, pg_url: Callable[[], str], piece: str | None = None
+) -> list[Figure]:
     n20, n10, n5 = (2, 2, 1) if quick else (20, 10, 5)
     out = root / "evidence"
     sqlite = lambda name: f"sqlite:///{root / name}.db"  # noqa: E731 - a one-line helper
-    plan: list[tuple[str, Callable[[Path], Scenario], int, tuple[Check, ...]]] = [
+    plan: list[tuple[str, str, Callable[[Path], Scenario], int, tuple[Check, ...]]] = [
         (
+            "ack-sqlite",
             "ack-then-process with a duplicate bug fails lost-ack and concurrent-duplicates (SQLite)",
             lambda tmp: scenarios.ack_then_process(tmp, "duplicates", sqlite("ack-dup")),
             n20,
             (),
         ),
         (
+            "ack-sqlite",
             "ack-then-process written correctly passes (SQLite)",
             lambda tmp: scenarios.ack_then_process(tmp, "correct", sqlite("ack-ok")),
             n20,
             (),
         ),
         (
+            "postgresql",
             "ack-then-process with a duplicate bug fails (PostgreSQL)",
             lambda tmp: scenarios.ack_then_process(tmp, "duplicates", pg_url()),
             n20,
             (),
         ),
         (
+            "postgresql",
             "ack-then-process written correctly passes (PostgreSQL)",
             lambda tmp: scenarios.ack_then_process(tmp, "correct", pg_url()),
             n20,
             (),
         ),
         (
+            "postgresql",
             "gunicorn --workers 2 passes crash-after-commit with no error",
             lambda tmp: scenarios.gunicorn_receipts(tmp, pg_url()),
             n10,
             (no_trial_erred,),
         ),
         (
+            "receivers",
             "a receiver faster than the calibration never passes vacuously",
             scenarios.fast_receiver,
             n20,
             (never_vacuous,),
         ),
         (
+            "receivers",
             "slow boot with a duplicate bug fails with no trial in error",
             lambda tmp: scenarios.slow_boot(tmp, "no-dedupe", sqlite("boot-dup")),
             n5,
             (no_trial_erred,),
         ),
         (
+            "receivers",
             "slow boot written correctly passes everything",
             lambda tmp: scenarios.slow_boot(tmp, "receipt", sqlite("boot-ok")),
             n5,
@@ -164,7 +196,9 @@ def reliability_figures(quick: bool, root: Path, pg_url: Callable[[], str]) -> l
         ),
     ]
     figures = []
-    for k, (name, build, runs, checks) in enumerate(plan):
+    for k, (label, name, build, runs, checks) in enumerate(plan):
+        if piece is not None and label != piece:
+            continue
         tmp = root / f"scenario-{k}"
         tmp.mkdir()
         figures.append(share_right(name, build(tmp), runs, out / str(k), *checks))
@@ -283,8 +317,9 @@ def figures(quick: bool = False) -> list[Figure]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def reliability(quick: bool = False) -> list[Figure]:
-    """How many runs of each consumer got the verdicts it must get (no figure here is a time)."""
+def reliability(quick: bool = False, piece: str | None = None) -> list[Figure]:
+    """How many runs of each consumer got the verdicts it must get (no figure here is a time); of
+    one of `PIECES` only when `piece` names it."""
     root = Path(tempfile.mkdtemp(prefix="acklab-bench-trust-"))
     server = None
 
@@ -295,7 +330,7 @@ def reliability(quick: bool = False) -> list[Figure]:
         return server.create_database()
 
     try:
-        return reliability_figures(quick, root, pg_url)
+        return reliability_figures(quick, root, pg_url, piece)
     finally:
         if server is not None:
             server.stop()
