@@ -118,6 +118,8 @@ def beyond_one_event_figures(
                 1.0,
             ),
         ]
+    if {entry[0] for entry in plan} != set(PIECES):  # a figure no piece runs would vanish from the bench
+        raise ValueError(f"the plan's pieces {sorted({entry[0] for entry in plan})} are not PIECES {PIECES}")
     figures = []
     for k, (label, name, build, checks, at_least) in enumerate(plan):
         if piece is not None and label != piece:

@@ -195,6 +195,8 @@ def reliability_figures(
             (),
         ),
     ]
+    if {entry[0] for entry in plan} != set(PIECES):  # a figure no piece runs would vanish from the bench
+        raise ValueError(f"the plan's pieces {sorted({entry[0] for entry in plan})} are not PIECES {PIECES}")
     figures = []
     for k, (label, name, build, runs, checks) in enumerate(plan):
         if piece is not None and label != piece:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import runs
-from bench.__main__ import Measured, _parser, _timings, longest_first, wall_figure
+from bench.__main__ import Measured, _parser, _timings, longest_first, main, pieces, wall_figure
 from bench.figures import Figure
 from bench.readme import table
 
@@ -131,3 +131,18 @@ def test_the_performance_page_says_where_the_bench_time_went(tmp_path: Path):
         "The reliability parts, 3 at a time with 3 run(s) of a figure at once: fleet 400 s, sinks 200 s."
         in shown
     )
+
+
+def test_a_module_in_pieces_is_as_many_reliability_parts_and_one_without_is_one():
+    assert pieces("verdict_trust") == [
+        "verdict_trust:ack-sqlite", "verdict_trust:postgresql", "verdict_trust:receivers",
+    ]  # fmt: skip
+    assert pieces("beyond_one_event")[0] == "beyond_one_event:subscriptions"
+    assert pieces("fleet") == ["fleet"]
+
+
+@pytest.mark.parametrize("task", ["fleet:runs", "verdict_trust:sqlite", "nowhere"])
+def test_a_part_that_names_no_module_or_piece_is_refused(task, tmp_path, capsys):
+    assert main(["--part", task, "--out", str(tmp_path / "figures.json")]) == 2
+    assert f"--part {task}: no such module or piece" in capsys.readouterr().err
+    assert not (tmp_path / "figures.json").exists()
