@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -85,3 +87,16 @@ def print_measured(*measures: Callable[..., list[Figure]]) -> None:
     for measure in measures:
         for figure in measure(quick=quick):
             print_figure(figure)
+
+
+def in_scratch(
+    prefix: str, measure: Callable[[Path], list[Figure]], env: Mapping[str, str] | None = None
+) -> list[Figure]:
+    """`measure(root)` in a fresh temporary folder `root` (removed afterwards, whatever happens),
+    with `env` set in this process's environment first (what the consumers it starts inherit)."""
+    os.environ.update(env or {})
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return measure(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -38,8 +38,8 @@ from datetime import datetime
 from pathlib import Path
 
 from acklab.harness.ports import free_port
-from bench.figures import Figure, print_figure
-from bench.runs import at_once, each
+from bench.figures import Figure, in_scratch, print_figure
+from bench.runs import described, each
 from tests.consumers.fleet_scenarios import FLEET, fleet_orders, orders_argv, orders_env
 from tests.consumers.scenarios import DEFAULT_SET, ROOT, SECRETS, Scenario
 
@@ -314,8 +314,7 @@ def reliability_figure(quick: bool, root: Path) -> Figure:
         f"of {runs} runs",
         target=None if quick else f"{runs}/{runs}",
         met=None if quick else passed == runs,
-        note=f"{len(RELIABLE)} experiments x 1 trial each run, a fresh database each run (SQLite); "
-        f"{min(at_once(), runs)} run(s) at once, each in a process of its own"
+        note=f"{len(RELIABLE)} experiments x 1 trial each run, a fresh database each run (SQLite); {described(runs)}"
         + (f"; WRONG VERDICTS: {wrong[0][:3]}" if wrong else ""),
     )
 
@@ -332,12 +331,7 @@ def figures(quick: bool = False) -> list[Figure]:
 
 def reliability(quick: bool = False) -> list[Figure]:
     """The unique key's verdicts over many runs (no figure here is a time)."""
-    os.environ.update(SECRETS)
-    root = Path(tempfile.mkdtemp(prefix="acklab-bench-fleet-"))
-    try:
-        return [reliability_figure(quick, root)]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return in_scratch("acklab-bench-fleet-", lambda root: [reliability_figure(quick, root)], SECRETS)
 
 
 def main() -> None:

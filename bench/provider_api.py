@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.figures import Figure, print_figure
-from bench.runs import at_once, each
+from bench.runs import described, each
 from tests.consumers import provider_scenarios as ps
 from tests.consumers import sink_scenarios
 from tests.consumers.scenarios import Scenario
@@ -77,7 +77,7 @@ def reliability(quick: bool = False) -> list[Figure]:
             target=None if quick else f"{runs}/{runs}",
             met=None if quick else right[name, mode] == runs,
             note=f"{', '.join(PAIRS[name][3])}; each run a fresh service, database and provider's API; "
-            f"{min(at_once(), len(cases))} run(s) at once, each in a process of its own",
+            f"{described(len(cases))}",
         )
         for name, mode, verdict in judged
     ]

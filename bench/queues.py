@@ -14,16 +14,13 @@ verdicts over many runs.
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench.figures import Figure, print_figure
-from bench.runs import at_once, each
+from bench.figures import Figure, in_scratch, print_figure
+from bench.runs import described, each
 from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS, queued_orders
 from tests.consumers.scenarios import DEFAULT_SET, SECRETS
 
@@ -103,29 +100,19 @@ def reliability_figure(quick: bool, root: Path) -> Figure:
         target=None if quick else f"{2 * runs}/{2 * runs}",
         met=None if quick else right == 2 * runs,
         note=f"{runs} runs each of the non-idempotent task (fail) and its twin keyed by the event id (pass), "
-        f"1 trial each, a fresh database and Redis each run; {min(at_once(), len(cases))} run(s) at once, "
-        "each in a process of its own" + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
+        f"1 trial each, a fresh database and Redis each run; {described(len(cases))}"
+        + (f"; WRONG VERDICTS: {wrong[:3]}" if wrong else ""),
     )
 
 
 def figures(quick: bool = False) -> list[Figure]:
     """What the queue experiments cost beside a default run (it measures time: run alone)."""
-    os.environ.update(SECRETS)
-    root = Path(tempfile.mkdtemp(prefix="acklab-bench-queues-"))
-    try:
-        return [cost_figure(quick, root)]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return in_scratch("acklab-bench-queues-", lambda root: [cost_figure(quick, root)], SECRETS)
 
 
 def reliability(quick: bool = False) -> list[Figure]:
     """The Celery twins' verdicts over many runs (no figure here is a time)."""
-    os.environ.update(SECRETS)
-    root = Path(tempfile.mkdtemp(prefix="acklab-bench-queues-"))
-    try:
-        return [reliability_figure(quick, root)]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return in_scratch("acklab-bench-queues-", lambda root: [reliability_figure(quick, root)], SECRETS)
 
 
 def main() -> None:

@@ -48,3 +48,9 @@ def each(run: Callable[[At], Got], runs: Sequence[At]) -> list[Got]:
     # spawn, not fork: the part's process may hold threads and servers a forked copy must not inherit.
     with ProcessPoolExecutor(width, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(run, runs))
+
+
+def described(runs: int) -> str:
+    """How `each` runs `runs` runs, for a figure's note."""
+    width = min(at_once(), runs)
+    return f"{width} runs at once, each in a process of its own" if width > 1 else "one run after another"

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from bench.figures import Figure, print_figure
-from bench.runs import at_once, each
+from bench.figures import Figure, in_scratch, print_figure
+from bench.runs import described, each
 from tests.consumers import sink_scenarios
 from tests.consumers.scenarios import DEFAULT_SET, Scenario
 
@@ -110,8 +110,7 @@ def reliability_figures(quick: bool, root: Path) -> list[Figure]:
             f"of {runs} runs",
             target=None if quick else f"{runs}/{runs}",
             met=None if quick else passed[name] == runs,
-            note=f"each run a fresh database and fresh sinks; {min(at_once(), len(cases))} run(s) at once, "
-            "each in a process of its own",
+            note=f"each run a fresh database and fresh sinks; {described(len(cases))}",
         )
         for name in TWINS
     ]
@@ -128,11 +127,7 @@ def figures(quick: bool = False) -> list[Figure]:
 
 def reliability(quick: bool = False) -> list[Figure]:
     """Every run of each consumer with sinks gets its verdicts (no figure here is a time)."""
-    root = Path(tempfile.mkdtemp(prefix="acklab-bench-sinks-"))
-    try:
-        return reliability_figures(quick, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return in_scratch("acklab-bench-sinks-", lambda root: reliability_figures(quick, root))
 
 
 def main() -> None:

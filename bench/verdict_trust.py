@@ -41,7 +41,7 @@ from acklab.evidence.loading import load_evidence_json
 from acklab.harness.engine.runner import RunResult
 from acklab.harness.procs.pgtemp import start_postgres
 from bench.figures import Figure, print_figure
-from bench.runs import at_once, each
+from bench.runs import described, each
 from tests.consumers import scenarios
 from tests.consumers.scenarios import Scenario
 
@@ -106,16 +106,13 @@ def share_right(
     started = time.perf_counter()
     cases = [(scenario, out / f"{n}", extra) for n in range(runs)]
     if apart and scenario.service is None:
-        found, width = each(checked_run, cases), min(at_once(), runs)
+        found, how = each(checked_run, cases), f" of wall time, {described(runs)}"
     else:
         with scenario.started():
-            found, width = [checked_run(case) for case in cases], 1
+            found, how = [checked_run(case) for case in cases], ""
     wrong = [f"run {n}: {problems[0]}"[:300] for n, problems in enumerate(found) if problems]
     good = runs - len(wrong)
-    elapsed = time.perf_counter() - started
-    how = f"{elapsed / runs:.1f} s a run" + (
-        f", {width} at once, each in a process of its own" if width > 1 else ""
-    )
+    how = f"{(time.perf_counter() - started) / runs:.1f} s a run{how}"
     note = f"{good}/{runs} runs got the expected verdicts ({how})"
     if wrong:
         note += "; first wrong: " + wrong[0]

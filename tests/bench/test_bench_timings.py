@@ -146,3 +146,12 @@ def test_a_part_that_names_no_module_or_piece_is_refused(task, tmp_path, capsys)
     assert main(["--part", task, "--out", str(tmp_path / "figures.json")]) == 2
     assert f"--part {task}: no such module or piece" in capsys.readouterr().err
     assert not (tmp_path / "figures.json").exists()
+
+
+def test_a_figure_says_how_its_runs_ran(monkeypatch):
+    monkeypatch.setenv(runs.ENV, "3")
+    assert runs.described(20) == "3 runs at once, each in a process of its own"
+    assert runs.described(2) == "2 runs at once, each in a process of its own"
+    assert runs.described(1) == "one run after another"
+    monkeypatch.setenv(runs.ENV, "1")
+    assert runs.described(20) == "one run after another"
