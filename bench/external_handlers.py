@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from acklab.harness.engine.runner import RunOptions, run
-from acklab.harness.procs.pgtemp import start_postgres
+from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
 from acklab.harness.targets.server import ThreadedServer
 from bench.figures import Figure, print_measured
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
@@ -66,17 +66,29 @@ def passes(
     return good, wrong[:3], (time.perf_counter() - started) / runs
 
 
-def reliability(quick: bool = False) -> list[Figure]:
+# Each handler on its own server and database: a piece of its own, measured in a process of its own
+# beside the others by ``python -m bench`` (only the serialized handler needs PostgreSQL).
+PIECES = ("receipt", "serialized", "slow")
+
+
+def reliability(quick: bool = False, piece: str | None = None) -> list[Figure]:
+    """Each correct handler's share of passing runs; of one of `PIECES` only when `piece` names it."""
     # Quick: one run of one experiment each (what a test of this module can afford).
     runs, experiments = (1, ("lost-ack",)) if quick else (RUNS, ())
     root = Path(tempfile.mkdtemp(prefix="acklab-bench-handlers-"))
     previous = os.environ.get(SECRET_ENV)
     os.environ[SECRET_ENV] = SECRET
-    server = start_postgres()
+    server: PostgresServer | None = None
+
+    def postgres() -> str:
+        nonlocal server
+        server = start_postgres()
+        return server.create_database()
+
     sqlite = lambda name: f"sqlite:///{root / name}.db"  # noqa: E731 - a one-line helper
     cases: list[tuple[str, Variant, str, Callable[[], str], float]] = [
         ("a correct receipt handler passes (SQLite)", Receipt(), "receipt", lambda: sqlite("r"), 2.0),
-        ("a correct serialized handler passes (PostgreSQL)", Serialized(), "serialized", server.create_database, 2.0),
+        ("a correct serialized handler passes (PostgreSQL)", Serialized(), "serialized", postgres, 2.0),
         # Its work (150 ms, holding the claim) outlasts the sender's timeout (100 ms).
         ("a correct but slow handler passes behind a shorter sender timeout", Receipt(delay_s=0.15), "slow",
          lambda: sqlite("s"), 0.1),
@@ -84,6 +96,8 @@ def reliability(quick: bool = False) -> list[Figure]:
     found = []
     try:
         for name, variant, label, database, timeout_s in cases:
+            if piece is not None and label != piece:
+                continue
             with served(variant, root, label, database(), timeout_s) as spec:
                 good, wrong, each = passes(spec, root / "out", runs, experiments)
             what = ", ".join(experiments) if experiments else "the default set"
@@ -103,7 +117,8 @@ def reliability(quick: bool = False) -> list[Figure]:
                 )
             )
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
         if previous is None:
             os.environ.pop(SECRET_ENV, None)
