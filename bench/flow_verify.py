@@ -18,6 +18,7 @@ The figure is the ratio of the medians (target: at most 1.5x).
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,48 +54,51 @@ def figures(quick: bool = False) -> list[Figure]:
         spec = dataclasses.replace(spec, verify=verify)
     runs = 2 if quick else 3
     work = Path(tempfile.mkdtemp(prefix="acklab-bench-verify-"))
-    repo = work / "repo"
-    make_scratch_repo(repo)
-    out = work / "out"
-    patch = make_diff(
-        "app/webhooks.py",
-        (repo / "app" / "webhooks.py").read_text(),
-        (root / "app" / "webhooks.py").read_text(),
-    )
+    try:
+        repo = work / "repo"
+        make_scratch_repo(repo)
+        out = work / "out"
+        patch = make_diff(
+            "app/webhooks.py",
+            (repo / "app" / "webhooks.py").read_text(),
+            (root / "app" / "webhooks.py").read_text(),
+        )
 
-    class _Trail:  # verify's checks write their logs into the trail; here, nowhere
-        def write_text(self, relpath: str, text: str) -> str:
-            return relpath
+        class _Trail:  # verify's checks write their logs into the trail; here, nowhere
+            def write_text(self, relpath: str, text: str) -> str:
+                return relpath
 
-    modes = {"before": choose(unsandboxed=True, hide=(out,)), "after": choose(hide=(out,))}
-    timings: dict[str, list[float]] = {"before": [], "after": []}
-    expected = head_sha(repo)
-    with (
-        worktree(repo, expected, label="head") as head,
-        worktree(repo, expected, label="patched") as wt,
-    ):
-        wt.apply(patch)
+        modes = {"before": choose(unsandboxed=True, hide=(out,)), "after": choose(hide=(out,))}
+        timings: dict[str, list[float]] = {"before": [], "after": []}
+        expected = head_sha(repo)
+        with (
+            worktree(repo, expected, label="head") as head,
+            worktree(repo, expected, label="patched") as wt,
+        ):
+            wt.apply(patch)
 
-        def verify(mode: str) -> Callable[[], None]:
-            def once() -> None:
-                run_lab(
-                    wt.path,
-                    target="fixture:live",
-                    experiments=["lost-ack"],
-                    trials=spec.trials,
-                    seed=spec.seed,
-                    out=out,
-                    sandbox=modes[mode],
-                    schema_from=head.path,
-                )
-                checks.run_checks(spec, wt, _Trail(), lambda _: None, head=head, sandbox=modes[mode])  # type: ignore[arg-type]
+            def verify(mode: str) -> Callable[[], None]:
+                def once() -> None:
+                    run_lab(
+                        wt.path,
+                        target="fixture:live",
+                        experiments=["lost-ack"],
+                        trials=spec.trials,
+                        seed=spec.seed,
+                        out=out,
+                        sandbox=modes[mode],
+                        schema_from=head.path,
+                    )
+                    checks.run_checks(spec, wt, _Trail(), lambda _: None, head=head, sandbox=modes[mode])  # type: ignore[arg-type]
 
-            return once
+                return once
 
-        verify("after")()  # the flow imports the harness once per process: not a per-checkout cost
-        for _ in range(runs):
-            for mode in ("before", "after"):
-                timings[mode].append(_timed(verify(mode)))
+            verify("after")()  # the flow imports the harness once per process: not a per-checkout cost
+            for _ in range(runs):
+                for mode in ("before", "after"):
+                    timings[mode].append(_timed(verify(mode)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the scratch repository, its worktrees and the evidence
     before, after = (statistics.median(timings[m]) for m in ("before", "after"))
     ratio = after / before if before else None
     note = (
