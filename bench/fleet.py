@@ -39,7 +39,7 @@ from pathlib import Path
 
 from acklab.harness.ports import free_port
 from bench.figures import Figure, in_scratch, print_figure
-from bench.runs import described, each
+from bench.runs import described, each, mismatches
 from tests.consumers.fleet_scenarios import FLEET, fleet_orders, orders_argv, orders_env
 from tests.consumers.scenarios import DEFAULT_SET, ROOT, SECRETS, Scenario
 
@@ -301,7 +301,7 @@ def unique_run(tmp: Path) -> list[str]:
     """One run of the unique key on two replicas: how its verdicts differ from every experiment passing."""
     tmp.mkdir(parents=True)
     scenario = fleet_orders(tmp, "unique", RELIABLE, dict.fromkeys(RELIABLE, "pass"), replicas=2)
-    return scenario.mismatches(scenario.run(tmp / "out"))
+    return mismatches(scenario, tmp / "out")
 
 
 def reliability_figure(quick: bool, root: Path) -> Figure:

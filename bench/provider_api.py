@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.figures import Figure, print_figure
-from bench.runs import described, each
+from bench.runs import described, each, mismatches
 from tests.consumers import provider_scenarios as ps
 from tests.consumers import sink_scenarios
 from tests.consumers.scenarios import Scenario
@@ -45,7 +45,7 @@ def verdict_run(case: tuple[str, str, str, Path]) -> bool:
     make, _, _, experiments = PAIRS[name]
     tmp.mkdir(parents=True)
     scenario = make(tmp, mode, experiments, dict.fromkeys(experiments, verdict))
-    return not scenario.mismatches(scenario.run(tmp / "out"))
+    return not mismatches(scenario, tmp / "out")
 
 
 def reliability(quick: bool = False) -> list[Figure]:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.figures import Figure, in_scratch, print_figure
-from bench.runs import described, each
+from bench.runs import described, each, mismatches
 from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS, queued_orders
 from tests.consumers.scenarios import DEFAULT_SET, SECRETS
 
@@ -80,7 +80,7 @@ def crash_run(case: tuple[Path, str, str]) -> list[str]:
         effect=effect,
         env=CELERY,
     )
-    return scenario.mismatches(scenario.run(tmp / "out"))
+    return mismatches(scenario, tmp / "out")
 
 
 def reliability_figure(quick: bool, root: Path) -> Figure:

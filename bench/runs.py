@@ -19,7 +19,11 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import TypeVar
+
+from acklab.evidence.exitcodes import AcklabError
+from tests.consumers.scenarios import Scenario
 
 ENV = "ACKLAB_BENCH_RUNS_AT_ONCE"
 At = TypeVar("At")
@@ -54,3 +58,14 @@ def described(runs: int) -> str:
     """How `each` runs `runs` runs, for a figure's note."""
     width = min(at_once(), runs)
     return f"{width} runs at once, each in a process of its own" if width > 1 else "one run after another"
+
+
+def mismatches(scenario: Scenario, out: Path) -> list[str]:
+    """One run of `scenario` into `out`: how its verdicts differ from what it must get (empty: as it
+    must). A run the lab could not carry out (exit 4; with runs side by side, e.g. a port another
+    run's service took between the pick and the start) is a run without its verdict: counted as not
+    right and named, not a crash that loses the figure's other runs."""
+    try:
+        return scenario.mismatches(scenario.run(out))
+    except AcklabError as exc:
+        return [f"the lab failed: {exc}"[:300]]

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from bench.figures import Figure, in_scratch, print_figure
-from bench.runs import described, each
+from bench.runs import described, each, mismatches
 from tests.consumers import sink_scenarios
 from tests.consumers.scenarios import DEFAULT_SET, Scenario
 
@@ -94,7 +94,7 @@ def twin_run(case: tuple[str, Path]) -> bool:
     make, mode, experiments, keywords = TWINS[name]
     tmp.mkdir(parents=True)
     scenario = make(tmp, mode, experiments, dict.fromkeys(experiments, "pass"), **keywords)
-    return not scenario.mismatches(scenario.run(tmp / "out"))
+    return not mismatches(scenario, tmp / "out")
 
 
 def reliability_figures(quick: bool, root: Path) -> list[Figure]:
