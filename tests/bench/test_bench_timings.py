@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from acklab.harness.ports import free_port
 from bench import runs
 from bench.__main__ import Measured, _parser, _timings, longest_first, main, pieces, wall_figure
 from bench.figures import Figure
 from bench.readme import table
-from tests.consumers.scenarios import STANDARD_EVENT, Scenario, target_spec, write
+from tests.consumers.scenarios import ack_then_process
 
 
 def whose(n: int) -> tuple[int, int]:
@@ -160,24 +159,10 @@ def test_a_figure_says_how_its_runs_ran(monkeypatch):
 
 
 def test_a_run_the_lab_could_not_carry_out_is_a_run_without_its_verdict_not_a_crash(tmp_path):
-    # Nothing listens on the endpoint and the lab was not asked to start anything: it fails (exit 4)
-    # before the first trial, as when another run's service took the port picked for this one.
-    port = free_port()
-    spec = target_spec(
-        "nobody-home",
-        f"http://127.0.0.1:{port}/webhooks",
-        signing={"scheme": "standard", "secret": "env:ACKLAB_TEST_WEBHOOK_SECRET"},
-        event=STANDARD_EVENT,
-        effects={
-            "sql": {
-                "url": f"sqlite:///{tmp_path / 'orders.db'}",
-                "count": "SELECT count(*) FROM orders WHERE event_id = :event_id",
-            }
-        },
-    )
-    scenario = Scenario(
-        "nobody home", write(tmp_path / "spec.yaml", spec), ("lost-ack",), {"lost-ack": "pass"}
-    )
+    # The consumer's service is never started, so nothing listens where its spec points: the lab
+    # fails (exit 4) before the first trial, as when another run's service took this run's port.
+    scenario = ack_then_process(tmp_path, "correct", f"sqlite:///{tmp_path / 'payments.db'}")
+    assert scenario.service is not None
     (problem,) = runs.mismatches(scenario, tmp_path / "out")
     assert problem.startswith("the lab failed: ")
-    assert str(port) in problem
+    assert str(scenario.service.port) in problem
