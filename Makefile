@@ -42,15 +42,16 @@ lint: install
 typecheck: install
 	scripts/typecheck.sh
 
-# Two workers (pytest-xdist), a test file to each at a time: most tests wait on servers and
-# subprocesses, so two cores run the suite in about half the time. PYTEST_WORKERS=0: serial.
+# Three workers (pytest-xdist), a test file to each at a time: the unit tier's files wait on
+# subprocesses and sockets a third of the time, so two workers left the two cores idle that long
+# (a quiet make unit: 72-75 s on two workers, 55 s on three). PYTEST_WORKERS=0: serial.
 # The suite in two parts, no test twice: the unit tier with PostgreSQL, Chromium, Node and
 # gitlab-ci-local hidden (what `make unit` runs: proof that it needs none of them), then every
 # other test (--tier=rest) with them there.
 # The rest waits far more than it computes (servers, sandboxes, pipelines: its files took 2,624 s
 # on three workers, 630 s of it CPU, the processes they waited for included), so four workers
 # on two cores finish it sooner than three. PYTEST_REST_WORKERS=3 (or 0) if a machine disagrees.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 PYTEST_REST_WORKERS ?= 4
 pytest: install system-deps
 	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile
