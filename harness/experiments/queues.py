@@ -57,9 +57,16 @@ def queue_of(trial: TrialContext) -> QueueControl:
 
 
 def unacknowledged(first: DeliveryRecord) -> Proof:
+    """The proof of a try whose original the sender saw unacknowledged, written from what the sender
+    saw then (the retries that follow, and a handler's late answer, must not rewrite it)."""
+    seen = (
+        f"HTTP {first.sender_status}"
+        if first.sender_status is not None
+        else f"no answer ({first.sender_error or first.sender_outcome or 'none'})"
+    )
     return missed(
-        f"the handler answered {first.status if first.status is not None else first.error} to the original "
-        f"(seq {first.seq}): no job was acknowledged to strike"
+        f"the sender got {seen} for the original (seq {first.seq}): the provider retries it, so there was "
+        "no one acknowledged job to strike"
     )
 
 
@@ -112,8 +119,9 @@ class WorkerCrashAfterEffectExperiment(_Queued):
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
         if not first.acknowledged:
+            proof = unacknowledged(first)
             await self.finish(trial, event, started, first)
-            return unacknowledged(first)
+            return proof
         probe, object_id = trial.lab.endpoint.probe, trial.object_of(event.event_id)
         deadline = time.monotonic() + queue.drained_within_s
         effects = 0
@@ -129,7 +137,9 @@ class WorkerCrashAfterEffectExperiment(_Queued):
             )
         taker = queue.taker(since)
         victims = [taker] if taker is not None else list(queue.workers.workers)
-        await asyncio.to_thread(queue.workers.freeze, victims)
+        # At once, in this thread (a signal per process group does not block): the window between
+        # the effect and the acknowledgement may be short, and a thread pool under load is not.
+        queue.workers.freeze(victims)
         names = ", ".join(w.name for w in victims)
         depths = await asyncio.to_thread(queue.depths)
         facts: dict[str, Any] = {"workers": [w.name for w in victims], "queue_at_kill": depths}
@@ -182,8 +192,9 @@ class VisibilityTimeoutExperiment(_Queued):
         since = started = time.monotonic()
         first = await trial.send(event, kind="original", attempt=1)
         if not first.acknowledged:
+            proof = unacknowledged(first)
             await self.finish(trial, event, started, first)
-            return unacknowledged(first)
+            return proof
         deadline = time.monotonic() + queue.drained_within_s
         taker = queue.taker(since)
         while taker is None and time.monotonic() < deadline:

@@ -28,7 +28,7 @@ def test_the_incident_page_shows_the_job_enqueued_taken_killed_and_handed_out_ag
         "celery",
         ("worker-crash-after-effect",),
         {"worker-crash-after-effect": "fail"},
-        env={"ACKLAB_TEST_VISIBILITY_S": "2"},
+        env=queue_scenarios.CRASH_WINDOW,
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []

@@ -166,6 +166,12 @@ def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) 
     )
 
 
+# For worker-crash-after-effect: the lab must stop the worker between the job's effect and its
+# acknowledgement; a warehouse call of 0.8 s keeps that window open on a loaded machine, and a
+# visibility timeout of 4 s keeps a job that ran slowly from being handed out again unkilled.
+CRASH_WINDOW = {"ACKLAB_TEST_VISIBILITY_S": "4", "ACKLAB_TEST_AFTER_S": "0.8"}
+
+
 def confined_celery(tmp: Path, effect: str) -> tuple[Path, Path]:
     """A checkout holding the Celery consumer and its spec, for the lab to serve confined (``--checkout``):
     the handler, the workers and the broker in the sandbox; (checkout, spec inside it)."""
@@ -175,9 +181,7 @@ def confined_celery(tmp: Path, effect: str) -> tuple[Path, Path]:
     for name in ("__init__.py", "queued_orders.py", "celery_orders.py", "json_http.py"):
         shutil.copy(ROOT / "tests" / "consumers" / name, package / name)
     (shop / "tests" / "__init__.py").write_text("")
-    scenario = queued_orders(
-        tmp, "celery", (), {}, effect=effect, workers=2, env={"ACKLAB_TEST_VISIBILITY_S": "2"}
-    )
+    scenario = queued_orders(tmp, "celery", (), {}, effect=effect, workers=2, env=CRASH_WINDOW)
     spec = yaml.safe_load(scenario.spec.read_text())
     for part in (spec["command"], spec["setup"], *spec["workers"]):
         part["env"]["PYTHONPATH"] = "."

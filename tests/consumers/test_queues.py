@@ -35,7 +35,7 @@ def test_celery_with_acks_late_and_a_non_idempotent_task_fulfils_twice_when_its_
         "celery",
         ("worker-crash-after-effect",),
         {"worker-crash-after-effect": "fail"},
-        env=SHORT_VISIBILITY,
+        env=queue_scenarios.CRASH_WINDOW,
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
@@ -167,7 +167,7 @@ def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandb
         )
     )
     got = {e["name"]: e for e in result.run["experiments"]}
-    assert got["worker-crash-after-effect"]["verdict"] == "fail"
+    assert got["worker-crash-after-effect"]["verdict"] == "fail", got["worker-crash-after-effect"]
     # The broker, bridged into its own namespace, restarted with what it held; the workers found it.
     assert got["broker-restart"]["verdict"] == "pass"
     (trial,) = trials(result, "worker-crash-after-effect")
