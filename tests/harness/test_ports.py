@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from acklab.harness import ports
 @pytest.fixture
 def claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The claims directory in a temporary directory of the test's own."""
-    monkeypatch.setattr(ports.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     return tmp_path / f"acklab-ports-{os.getuid()}"
 
 
