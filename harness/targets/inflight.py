@@ -62,7 +62,8 @@ def _sqlite_locked(path: str) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        return "locked" in str(exc) or "busy" in str(exc)
+        # SQLITE_BUSY / SQLITE_LOCKED (and their extended codes): another connection holds a write.
+        return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     else:
         conn.execute("ROLLBACK")
         return False
