@@ -4,8 +4,8 @@ Every service the lab starts (the fixture, a spec's `command:`, a private Postgr
 sinks) listens on a port picked here. The socket is closed before the port is handed out,
 so between the pick and the service's own bind another process may take it. Labs running side by
 side (CI shards, a test run's workers, the bench's runs at once) are the likeliest such process:
-each port handed out is claimed for `CLAIM_S` in a directory of this user's (an empty file per
-port, created exclusively), and a port another lab claimed lately is not handed out again. A
+each port handed out is claimed for `CLAIM_S` in the lab's private runtime directory (an empty
+file per port, created exclusively), and a port another lab claimed lately is not handed out again. A
 process that is not a lab can still take a port first; the services report that plainly.
 """
 
@@ -15,9 +15,10 @@ import contextlib
 import os
 import socket
 import stat
-import tempfile
 import time
 from pathlib import Path
+
+from acklab.harness.procs.lease_witness import runtime_dir
 
 # How long a port handed out stays claimed: long enough for a setup and a slow start to bind it.
 CLAIM_S = 300.0
@@ -34,12 +35,12 @@ def _pick(host: str) -> int:
 
 
 def claims_dir() -> Path | None:
-    """This user's claims directory (made 0700), or None when it cannot be trusted: not a
-    directory of ours, or a symlink (another user may have made it first in a shared /tmp)."""
-    path = Path(tempfile.gettempdir()) / f"acklab-ports-{os.getuid()}"
-    with contextlib.suppress(FileExistsError, OSError):
-        path.mkdir(mode=0o700)
+    """The claims directory (0700, in the lab's own runtime directory), or None when it cannot be
+    trusted: not a directory of this user's, or a symlink (another user may have made it first)."""
     try:
+        path = runtime_dir() / "ports"
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
         info = path.lstat()
     except OSError:
         return None

@@ -17,7 +17,7 @@ from acklab.harness import ports
 def claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The claims directory in a temporary directory of the test's own."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return tmp_path / f"acklab-ports-{os.getuid()}"
+    return tmp_path / f"acklab-leases-{os.getuid()}" / "ports"
 
 
 def kernel_picks(monkeypatch: pytest.MonkeyPatch, *picked: int) -> None:
@@ -38,6 +38,7 @@ def test_a_port_another_lab_was_handed_lately_is_not_handed_out_again(
 
 
 def test_an_expired_claim_is_taken_over(claims: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    claims.parent.mkdir(mode=0o700)
     claims.mkdir(mode=0o700)
     old = time.time() - ports.CLAIM_S - 1
     (claims / "41003").touch()
@@ -50,6 +51,7 @@ def test_an_expired_claim_is_taken_over(claims: Path, monkeypatch: pytest.Monkey
 def test_a_claims_directory_others_could_write_is_not_used(
     claims: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    claims.parent.mkdir(mode=0o700)
     claims.mkdir(mode=0o700)
     claims.chmod(0o777)
     (claims / "41004").touch()
@@ -63,6 +65,7 @@ def test_a_symlink_in_place_of_the_claims_directory_is_not_followed(
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o700)
+    claims.parent.mkdir(mode=0o700)
     claims.symlink_to(elsewhere)
     kernel_picks(monkeypatch, 41005)
     assert ports.free_port() == 41005
@@ -73,6 +76,7 @@ def test_expired_claims_are_removed_once_there_are_many(
     claims: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(ports, "PRUNE_OVER", 3)
+    claims.parent.mkdir(mode=0o700)
     claims.mkdir(mode=0o700)
     old = time.time() - ports.CLAIM_S - 1
     for port in (41010, 41011, 41012):
