@@ -27,6 +27,7 @@ from acklab.harness.services.resp import Connection, RespError, info, text
 SIZE_OF = {"list": "LLEN", "hash": "HLEN", "set": "SCARD", "zset": "ZCARD", "stream": "XLEN"}
 SCAN_COUNT = 500
 MAX_KEYS = 10_000  # keys one glob may match before the lab stops counting
+CELERY_RESTORE_LOCK = "unacked_mutex"  # kombu's Redis transport (unacked_mutex_key)
 
 
 def is_glob(pattern: str) -> bool:
@@ -76,6 +77,14 @@ class Broker:
 
     def depth(self) -> int:
         return sum(self.depths().values())
+
+    def restore_lock_s(self) -> float | None:
+        """Seconds left on Celery's restore lock (kombu's ``unacked_mutex`` key), None when it is
+        not held: a worker killed while restoring jobs past their visibility timeout leaves it
+        held, and no other worker restores any until it expires."""
+        with self.connect() as conn:
+            left = int(conn.command("PTTL", CELERY_RESTORE_LOCK))
+        return left / 1000 if left > 0 else None
 
     def run_id(self) -> str:
         return info(self.port, "server").get("run_id", "")

@@ -28,7 +28,7 @@ from acklab.harness.procs.confinement import Confined
 from acklab.harness.procs.leases import current_book
 from acklab.harness.procs.workers import WorkerCommand, WorkerPool, WorkerProcess
 from acklab.harness.services import Services
-from acklab.harness.services.broker import Broker, describe
+from acklab.harness.services.broker import CELERY_RESTORE_LOCK, Broker, describe
 from acklab.harness.services.job_stream import JobStep, JobStream
 from acklab.harness.services.redis import RedisServer
 from acklab.harness.services.resp import RespError
@@ -133,8 +133,23 @@ class QueueControl:
                 return (
                     f"the queue never drained within queues.drained_within_s={self.drained_within_s:g} s "
                     f"(still held: {describe(held, self.broker.keys)}{'; ' + why if why else ''})"
+                    + await asyncio.to_thread(self._restore_locked)
                 )
             await asyncio.sleep(step_s)
+
+    def _restore_locked(self) -> str:
+        """Why a job past its visibility timeout may not have come back: Celery's restore lock held."""
+        try:
+            left = self.broker.restore_lock_s()
+        except (OSError, ConnectionError, RespError):
+            return ""
+        if left is None:
+            return ""
+        return (
+            f"; Celery's restore lock ({CELERY_RESTORE_LOCK}) is held for another {left:.0f} s: a worker "
+            "killed while it restored jobs holds it, and no worker restores any until it expires "
+            "(broker_transport_options.unacked_mutex_expire; docs/queues.md)"
+        )
 
     def restart_broker(self) -> tuple[str, str]:
         """Restart the broker, what it held kept (`RedisServer.restart_persisted`); its run ids before and after."""

@@ -26,6 +26,9 @@ app.conf.update(
         # How often a worker looks for jobs past their visibility timeout (kombu: 10 s by default).
         "unacked_restore_interval": 0.5,
         "unacked_restore_throttle": 1,
+        # A worker killed while it restores (holding the unacked_mutex key) would hold off every
+        # other worker's restore for this long (kombu: 300 s by default; docs/queues.md).
+        "unacked_mutex_expire": 3,
     },
 )
 

@@ -183,14 +183,26 @@ def test_the_test_init_writes_migrates_the_shop_once_for_all_its_experiments(sho
     repo = make_django_shop(tmp_path / "shop")
     test = generated_test(name="shop", spec_rel=f"../{TARGET}", app_ref="shop.wsgi:application", served=True)
     (repo / "tests" / "test_shop_webhooks.py").write_text(test)
-    # Experiments whose verdict on this shop is not a race the run may lose (a single trial of
-    # concurrent-duplicates can miss it under load): lost-ack passes, lost-ack-reset fails, replay passes.
+    # lost-ack and replay pass on this shop whatever the load. lost-ack-reset fails on the receipts
+    # only when the provider's retry is checked before the original commits (a race, lost on a
+    # loaded machine): either verdict, but a failure must be on the emails.
     tested = pytest_django(repo, "tests/test_shop_webhooks.py", "-k", "lost-ack or replay")
-    assert tested.returncode == 1, tested.stdout[-3000:]
-    assert "1 failed, 2 passed" in tested.stdout, tested.stdout[-3000:]
-    failed = "FAILED tests/test_shop_webhooks.py::test_shop_webhook[lost-ack-reset]"  # on the receipts
-    assert failed in tested.stdout
-    assert re.search(r"observed \d+ emails, expected <= 1", tested.stdout)
+    assert tested.returncode in (0, 1), tested.stdout[-3000:]
+    for name in ("lost-ack", "replay"):
+        assert f"FAILED tests/test_shop_webhooks.py::test_shop_webhook[{name}]" not in tested.stdout
+    if tested.returncode == 1:
+        assert "1 failed, 2 passed" in tested.stdout, tested.stdout[-3000:]
+        assert "FAILED tests/test_shop_webhooks.py::test_shop_webhook[lost-ack-reset]" in tested.stdout
+        assert re.search(r"observed \d+ emails, expected <= 1", tested.stdout)
+    # pytest-django did not hide the receipts: every event the shop acknowledged was read with the
+    # receipt its order mailed (or more).
+    finals = []
+    for path in (repo / ".acklab").glob("*/trials/*.json"):
+        trial = json.loads(path.read_text())
+        acked = {d["event_id"] for d in trial["deliveries"] if d["status"] == 200}
+        finals += [o for o in trial["observations"] if o["note"] == "final" and o["event_id"] in acked]
+    assert len(finals) >= 3
+    assert [o for o in finals if not (o["effects"] >= 1 and o["emails"] >= 1)] == []
     logs = [log.read_text() for log in sorted((repo / ".acklab").rglob("service.log"))]
     assert len(logs) == 3
     assert sum("Applying orders.0001_initial... OK" in log for log in logs) == 1
@@ -210,7 +222,15 @@ def test_the_test_init_writes_migrates_the_shop_once_for_all_its_experiments(sho
 def flow_on(repo: Path, acklab) -> None:
     """`acklab run` (it fails) and `acklab flow init` on `repo`, the flow spec committed."""
     code, out, err = acklab(
-        repo, "run", "--target", TARGET, "--experiment", "concurrent-duplicates", "--trials", "1"
+        # Three trials: one can miss the race on a loaded machine.
+        repo,
+        "run",
+        "--target",
+        TARGET,
+        "--experiment",
+        "concurrent-duplicates",
+        "--trials",
+        "3",
     )
     assert code == 1, out + err
     code, _, err = acklab(repo, "flow", "init", "--target", TARGET, "--scope", VIEW)

@@ -69,3 +69,35 @@ def test_pending_pops_are_answered_empty_and_a_restart_keeps_the_queue(redis_ser
     redis_server.restart_persisted()
     assert broker.run_id() != before
     assert broker.depths() == {"celery": 1}
+
+
+def test_a_queue_that_never_drained_names_celerys_restore_lock_when_a_killed_worker_left_it_held(
+    redis_server: RedisServer,
+) -> None:
+    import asyncio
+    from typing import Any, cast
+
+    from acklab.harness.targets.queues import QueueControl
+
+    broker = Broker(redis_server.port, ("celery", "unacked"))
+    queue = QueueControl(
+        broker=broker,
+        server=redis_server,
+        workers=cast(Any, None),  # wait_drained reads the broker alone
+        stream=cast(Any, None),
+        drained_within_s=0.2,
+    )
+    with Connection(redis_server.port) as conn:
+        conn.command("HSET", "unacked", "t1", "a task a killed worker took")
+        why = asyncio.run(queue.wait_drained(0.05))
+        assert why is not None
+        assert why.startswith("the queue never drained within queues.drained_within_s=0.2 s")
+        assert "(still held: unacked: 1)" in why
+        assert "restore lock" not in why
+        # kombu's lock (redis-py's Lock: a token under the key, with an expiry) held by the dead worker.
+        conn.command("SET", "unacked_mutex", "token-of-the-killed-worker", "PX", "300000")
+        why = asyncio.run(queue.wait_drained(0.05))
+        assert why is not None
+        assert "Celery's restore lock (unacked_mutex) is held for another 300 s" in why
+        assert "unacked_mutex_expire" in why
+        conn.command("FLUSHALL")
