@@ -18,7 +18,7 @@ import stat
 import time
 from pathlib import Path
 
-from acklab.harness.procs.lease_witness import runtime_dir
+from acklab.harness.runtime import runtime_dir
 
 # How long a port handed out stays claimed: long enough for a setup and a slow start to bind it.
 CLAIM_S = 300.0

@@ -25,13 +25,13 @@ import json
 import os
 import secrets
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from acklab.harness.runtime import TEMP_PREFIX, runtime_dir, temp_root
+
 MARKER = ".acklab-lease"
-TEMP_PREFIX = "acklab-"
 COMMENT_PREFIX = "acklab-lease:"
 # libpq reads these from the environment: the janitor never lets a lease make it send them.
 PG_CREDENTIAL_VARIABLES = ("PGPASSWORD", "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLKEY", "PGSSLCERT")
@@ -39,23 +39,6 @@ PG_CREDENTIAL_VARIABLES = ("PGPASSWORD", "PGPASSFILE", "PGSERVICE", "PGSERVICEFI
 
 def new_token() -> str:
     return secrets.token_hex(16)
-
-
-def temp_root() -> Path:
-    """The lab's temp root: the system temp directory, where every temp resource is an ``acklab-*`` child."""
-    return Path(tempfile.gettempdir()).resolve()
-
-
-def runtime_dir(*, create: bool = True) -> Path:
-    """The lab's own 0700 directory for pid-files; refused when it is not this user's or is a link."""
-    path = temp_root() / f"{TEMP_PREFIX}leases-{os.getuid()}"
-    if create:
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
-    info = path.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(f"{path} is not a private directory of this user; refusing to trust it")
-    return path
 
 
 class Witness(Protocol):

@@ -9,7 +9,7 @@ import pytest
 from acklab.evidence.documents.verdicts import EXPERIMENT_NAMES
 from acklab.evidence.exitcodes import ExitCode
 from acklab.harness.errors import SpecError
-from acklab.harness.procs.lease_witness import runtime_dir
+from acklab.harness.runtime import runtime_dir
 from tests.harness.experiments.conftest import experiment, trials
 
 pytestmark = pytest.mark.slow
