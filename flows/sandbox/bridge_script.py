@@ -108,41 +108,169 @@ UNSENT = Unsent()
 DRAIN_S = 5.0
 
 
-def relay(service: socket.socket, peer: socket.socket) -> None:
-    """Copy bytes both ways between the service's socket and its `peer`, in a thread of its own,
-    until both directions ended; a reset on one side resets the other, a half-close half-closes it."""
-    UNSENT.add(1)
-    threading.Thread(target=_relay, args=(service, peer), daemon=True).start()
+class _End:
+    """One socket of a relayed pair: the bytes still to write to it, and how far each way got."""
+
+    __slots__ = ("fd", "out", "peer", "reading", "service", "shut", "shut_done", "sock")
+
+    def __init__(self, sock: socket.socket, *, service: bool) -> None:
+        sock.setblocking(False)
+        self.sock, self.fd, self.service = sock, sock.fileno(), service
+        self.peer: _End = self
+        self.out = bytearray()  # read from the peer, not yet written here
+        self.reading = True  # the peer of this socket has not half-closed it yet
+        self.shut = False  # the peer's side ended: half-close this one once `out` is written
+        self.shut_done = False
 
 
-def _relay(service: socket.socket, other: socket.socket) -> None:
-    peer = {service.fileno(): (service, other), other.fileno(): (other, service)}
-    poller = select.poll()  # not select(): a busy sandbox may hold descriptors past 1024
-    for fd in peer:
-        poller.register(fd, select.POLLIN)
-    reading, unsent = len(peer), 1
-    try:
-        while reading:
-            for fd, _event in poller.poll():
-                source, sink = peer[fd]
-                data = source.recv(CHUNK)
-                if data:
-                    sink.sendall(data)
+class Relays:
+    """Every relayed pair of this half, in one loop of its own (epoll): the bytes of a burst that
+    arrive together are copied together, not by one thread per connection taking turns for the
+    interpreter. A side that cannot take more holds its peer's reading (at most `HELD` bytes
+    wait here per direction); a reset on one side resets the other, a half-close half-closes it."""
+
+    HELD = CHUNK * 4
+
+    def __init__(self) -> None:
+        self.epoll = select.epoll()
+        self.ends: dict[int, _End] = {}
+        self.masks: dict[int, int] = {}
+        self.added: list[tuple[socket.socket, socket.socket]] = []
+        self.lock = threading.Lock()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.wake_w.setblocking(False)
+        self.epoll.register(self.wake_r.fileno(), select.EPOLLIN)
+        self.thread: threading.Thread | None = None
+
+    def add(self, service: socket.socket, other: socket.socket) -> None:
+        UNSENT.add(1)
+        with self.lock:
+            self.added.append((service, other))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, daemon=True)
+                self.thread.start()
+        with contextlib.suppress(OSError):
+            self.wake_w.send(b"x")
+
+    def run(self) -> None:
+        while True:
+            for fd, events in self.epoll.poll():
+                if fd == self.wake_r.fileno():
+                    self._adopt()
                     continue
-                poller.unregister(fd)
-                reading -= 1
-                sink.shutdown(socket.SHUT_WR)
-                if source is service:
-                    UNSENT.add(-unsent)
-                    unsent = 0
-    except OSError:  # reset (or gone) on one side: reset on the other
-        reset(service)
-        reset(other)
-    else:
-        service.close()
-        other.close()
-    finally:
-        UNSENT.add(-unsent)
+                end = self.ends.get(fd)
+                if end is not None:  # else: closed earlier in this round
+                    self._step(end, events)
+
+    def _adopt(self) -> None:
+        with contextlib.suppress(OSError):
+            while self.wake_r.recv(4096):
+                pass
+        with self.lock:
+            added, self.added = self.added, []
+        for service, other in added:
+            a, b = _End(service, service=True), _End(other, service=False)
+            a.peer, b.peer = b, a
+            for end in (a, b):
+                self.ends[end.fd] = end
+                self.masks[end.fd] = select.EPOLLIN
+                self.epoll.register(end.fd, select.EPOLLIN)
+            # Bytes may already wait on either side: the first poll finds them (level-triggered).
+
+    def _step(self, end: _End, events: int) -> None:
+        trouble = bool(events & (select.EPOLLHUP | select.EPOLLERR))
+        try:
+            # A hung-up side is read to its end even when its peer is full: no more can come.
+            if end.reading and (len(end.peer.out) < self.HELD or trouble):
+                self._read(end)
+            if end.out or end.shut:
+                self._flush(end)
+            if trouble and not end.reading and not end.out:
+                # Hung up before this side was half-closed by the lab: it was reset (its error may
+                # have been read already); the other side is reset too.
+                error = end.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if error or not end.shut_done:
+                    raise ConnectionResetError(error, "the connection went away")
+        except OSError:
+            self._reset(end)
+            return
+        self._settle(end)
+
+    def _read(self, end: _End) -> None:
+        try:
+            data = end.sock.recv(CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        if data:
+            end.peer.out += data
+        else:
+            end.reading = False
+            end.peer.shut = True
+        self._flush(end.peer)
+
+    def _flush(self, end: _End) -> None:
+        while end.out:
+            try:
+                sent = end.sock.send(end.out)
+            except (BlockingIOError, InterruptedError):
+                return
+            del end.out[:sent]
+        if end.shut and not end.shut_done:
+            end.shut_done = True
+            end.sock.shutdown(socket.SHUT_WR)
+            if end.peer.service:  # all the service wrote has gone out
+                UNSENT.add(-1)
+
+    def _settle(self, end: _End) -> None:
+        pair = (end, end.peer)
+        if all(not e.reading and e.shut_done for e in pair):
+            for e in pair:
+                self._drop(e)
+                e.sock.close()
+            return
+        for e in pair:
+            done = not e.reading and e.shut_done
+            mask = (
+                0
+                if done
+                else (
+                    (select.EPOLLIN if e.reading and len(e.peer.out) < self.HELD else 0)
+                    | (select.EPOLLOUT if e.out else 0)
+                )
+            )
+            if done:  # nothing more to do on this side until its peer ends: out of the poll
+                self._drop(e)
+            elif self.masks.get(e.fd) != mask:
+                self.masks[e.fd] = mask
+                self.epoll.modify(e.fd, mask)
+
+    def _drop(self, end: _End) -> None:
+        if self.ends.pop(end.fd, None) is not None:
+            self.masks.pop(end.fd, None)
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.unregister(end.fd)
+
+    def _reset(self, end: _End) -> None:
+        service = end if end.service else end.peer
+        if not service.peer.shut_done:  # its bytes never all went out: count them as gone
+            UNSENT.add(-1)
+        for e in (end, end.peer):
+            self._drop(e)
+            reset(e.sock)
+
+
+_RELAYS: list[Relays] = []  # made by the first relay (the outer half never relays)
+_RELAYS_LOCK = threading.Lock()
+
+
+def relay(service: socket.socket, peer: socket.socket) -> None:
+    """Copy bytes both ways between the service's socket and its `peer` (in the one relay loop)
+    until both directions ended; a reset on one side resets the other, a half-close half-closes it."""
+    with _RELAYS_LOCK:
+        if not _RELAYS:
+            _RELAYS.append(Relays())
+    _RELAYS[0].add(service, peer)
 
 
 def listener(port: int) -> socket.socket:
@@ -192,9 +320,15 @@ class Outside:
         return exit_code(self.child.wait())
 
     def accept(self, port: int) -> None:
-        with contextlib.suppress(OSError):
-            conn, _addr = self.listening[port].accept()
-            send(self.ctl, {"op": "accepted", "port": port}, conn.fileno())
+        """Every connection waiting on `port` (a burst's arrive together: none waits a round)."""
+        while True:
+            try:
+                conn, _addr = self.listening[port].accept()
+            except OSError:  # none left (BlockingIOError), or the listener is gone
+                return
+            with contextlib.suppress(OSError):
+                conn.setblocking(True)
+                send(self.ctl, {"op": "accepted", "port": port}, conn.fileno())
             conn.close()  # the inside holds the only copy: its close is the lab's close
 
     def asked(self) -> None:
@@ -222,6 +356,7 @@ class Outside:
             say(f"cannot listen on {HOST}:{port} for the service: {exc}")
             self.child.terminate()
             return
+        server.setblocking(False)
         self.listening[port] = server
         self.selector.register(server, selectors.EVENT_READ, port)
 

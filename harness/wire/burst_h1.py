@@ -5,7 +5,8 @@ requests of one burst may differ (race-with-request releases a webhook and the a
 request together), each is written as it is. h11 serialises the
 request exactly as httpx's own transport does (httpcore hands h11 the same method, target,
 header list and body), so the bytes on the wire are the transport's bytes. Every byte but
-the last is written and acknowledged by the peer (`harness.wire.burst_socket.wait_flushed`);
+the last is written, acknowledged by the peer (`harness.wire.burst_socket.wait_flushed`) and read
+by it where it runs on this machine (`wait_read`);
 the release then writes the last bytes in one tight loop, one per connection, at real-time
 priority where the OS allows it (`unpreempted`), so the server the first byte wakes cannot
 run before the last is out. The server has every request but one byte in its buffers, so
@@ -31,7 +32,7 @@ from typing import cast
 import h11
 import httpx
 
-from acklab.harness.wire.burst_socket import SETTLE_S, close_quietly, open_stream, wait_flushed
+from acklab.harness.wire.burst_socket import close_quietly, open_stream, wait_flushed, wait_read
 
 READ_BYTES = 65536
 
@@ -225,7 +226,7 @@ class H1Burst:
         await asyncio.gather(*(w.connect(timeout_s) for w in burst.wires))
         writers = [w for wire in burst.wires if (w := wire.writer) is not None]
         await wait_flushed(writers, timeout_s)
-        await asyncio.sleep(SETTLE_S)
+        await wait_read(writers, timeout_s)
         return burst
 
     def release(self) -> None:

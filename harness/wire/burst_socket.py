@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import socket
 import ssl
+import struct
 import sys
 import termios
 import time
@@ -25,9 +26,12 @@ from urllib.parse import urlsplit
 import httpx
 
 FLUSH_POLL_S = 0.0005
-# After the kernel acknowledged the partial requests, the server's event loop still has to
-# read them: a short pause, so that the release does not race the server's own reading.
+READ_POLL_S = 0.001
+# After the peer read the partial requests (or stopped reading them), the server's event loop
+# still has to take them in: a short pause, so that the release does not race its own reading.
 SETTLE_S = 0.005
+# Linux: every TCP socket of this network namespace and its queues (a peer on this machine).
+_TCP_TABLES = (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6))
 # Linux: the bytes of a TCP socket still in its send queue (sent but unacknowledged, or unsent).
 _OUTQ = getattr(termios, "TIOCOUTQ", None) if sys.platform.startswith("linux") else None
 
@@ -84,6 +88,69 @@ async def wait_flushed(writers: Sequence[asyncio.StreamWriter], timeout_s: float
             return False
         await asyncio.sleep(FLUSH_POLL_S)
     return True
+
+
+def proc_address(host: str, port: int, family: int) -> str:
+    """`host`:`port` as /proc/net/tcp(6) spells a socket's address (each 32-bit word in the
+    machine's own byte order, in hex)."""
+    packed = socket.inet_pton(family, host)
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+
+
+def peer_unread(writers: Sequence[asyncio.StreamWriter]) -> dict[int, int]:
+    """For each writer (by position) whose peer socket is on this machine, in this network
+    namespace (a served fixture, a sandbox's bridge), the bytes that peer holds unread: its
+    receive queue, read from /proc/net/tcp(6). A peer elsewhere is not in it."""
+    wanted: dict[tuple[int, str, str], int] = {}
+    for k, writer in enumerate(writers):
+        raw = writer.get_extra_info("socket")
+        if raw is None or raw.family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            ours, theirs = raw.getsockname(), raw.getpeername()
+            key = (
+                raw.family,
+                proc_address(theirs[0], theirs[1], raw.family),
+                proc_address(ours[0], ours[1], raw.family),
+            )
+            wanted[key] = k
+    found: dict[int, int] = {}
+    for table, family in _TCP_TABLES:
+        if not any(key[0] == family for key in wanted):
+            continue
+        try:
+            with open(table, encoding="ascii") as rows:
+                lines = rows.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 4 and (key := (family, fields[1], fields[2])) in wanted:
+                found[wanted[key]] = int(fields[4].partition(":")[2], 16)
+    return found
+
+
+async def wait_read(
+    writers: Sequence[asyncio.StreamWriter], timeout_s: float, settle_s: float = SETTLE_S
+) -> None:
+    """Until the peers on this machine have read what `writers` wrote, or read nothing more for
+    `settle_s` (a server that takes connections one at a time, a busy one); then `settle_s` more.
+
+    Acknowledged is not read: a sandboxed service is reached through the lab's bridge, whose
+    socket the kernel acknowledges for at once, and which hands each connection in and relays it
+    in its own time; a loaded server reads late too. Released before, the last bytes catch up
+    with the first ones in the same queue, and the burst arrives as spread as its setup was."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[int, int] | None = None
+    still = time.monotonic()
+    while (unread := {k: n for k, n in peer_unread(writers).items() if n}) and time.monotonic() < deadline:
+        if unread != last:
+            last, still = unread, time.monotonic()
+        elif time.monotonic() - still >= settle_s:
+            break
+        await asyncio.sleep(READ_POLL_S)
+    await asyncio.sleep(settle_s)
 
 
 async def close_quietly(writer: asyncio.StreamWriter) -> None:
