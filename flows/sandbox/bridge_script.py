@@ -160,8 +160,13 @@ class Relays:
                     self._adopt()
                     continue
                 end = self.ends.get(fd)
-                if end is not None:  # else: closed earlier in this round
+                if end is None:  # closed earlier in this round
+                    continue
+                try:
                     self._step(end, events)
+                except Exception as exc:  # a bug here must not stop every other relay: this pair ends
+                    say(f"a relay failed ({type(exc).__name__}: {exc}); its connection is reset")
+                    self._reset(end)
 
     def _adopt(self) -> None:
         with contextlib.suppress(OSError):

@@ -108,6 +108,31 @@ def test_a_side_that_reads_nothing_holds_its_peer_back():
     lab.close()
 
 
+def test_a_relay_that_fails_resets_its_own_pair_and_the_loop_relays_the_others(monkeypatch, capfd):
+    broken_service, broken_service_side = socket.socketpair()
+    broken_lab_side, broken_lab = socket.socketpair()
+    broken_fd = broken_lab_side.fileno()
+    real_read = Relays._read
+
+    def read(self: Relays, end: bridge_script._End) -> None:
+        if end.fd == broken_fd:
+            raise RuntimeError("a bug")
+        real_read(self, end)
+
+    monkeypatch.setattr(Relays, "_read", read)
+    RELAYS.add(broken_service_side, broken_lab_side)
+    service, lab = pair_through(RELAYS)
+    broken_lab.settimeout(10)
+    broken_lab.sendall(b"boom")
+    with pytest.raises(ConnectionResetError):  # its pair was reset
+        read_all(broken_lab)
+    lab.sendall(b"still here")
+    assert service.recv(100) == b"still here"  # the loop lives on for the others
+    assert "a relay failed (RuntimeError: a bug); its connection is reset" in capfd.readouterr().err
+    for end in (broken_service, broken_lab, service, lab):
+        end.close()
+
+
 def test_what_the_service_wrote_is_unsent_until_it_went_out():
     UNSENT.drained(10)  # the pairs of the tests before have ended
     before = UNSENT.count
