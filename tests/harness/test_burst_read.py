@@ -76,10 +76,11 @@ def test_the_release_waits_for_a_reader_still_reading_and_not_forever_for_one_th
             read_at: list[float] = []
 
             def read_one_at_a_time() -> None:
-                # As a bridge hands connections in: one after another, each well within the settle.
-                # Only waiting on the reads (not a fixed pause) releases after the last one.
+                # As a bridge hands connections in: one after another, each within the settle, all
+                # of them over longer than it (0.8 s against 0.5 s): a fixed pause of the settle
+                # would release before the last read; only waiting on the reads releases after it.
                 for conn in accepted:
-                    time.sleep(0.01)
+                    time.sleep(0.2)
                     conn.recv(1000)
                 read_at.append(time.monotonic())
 
