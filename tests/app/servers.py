@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import uvicorn
 from fastapi import FastAPI
 
+STOP_S = 60  # a handler still running its request on a loaded machine
+
 
 @contextmanager
 def serve_in_thread(app: FastAPI) -> Iterator[str]:
@@ -35,9 +37,13 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        # uvicorn stops once every request it took has run to its end (one its client gave up on
+        # too): a test may read what they committed after the block.
         server.should_exit = True
-        thread.join(10)
+        thread.join(STOP_S)
         sock.close()
+    if thread.is_alive():
+        raise RuntimeError(f"uvicorn did not stop within {STOP_S} s: a request it took is still running")
 
 
 @dataclass
