@@ -166,3 +166,16 @@ def test_a_run_the_lab_could_not_carry_out_is_a_run_without_its_verdict_not_a_cr
     (problem,) = runs.mismatches(scenario, tmp_path / "out")
     assert problem.startswith("the lab failed: ")
     assert str(scenario.service.port) in problem
+
+
+def test_the_console_bench_writes_every_bundle_once_whichever_process_wrote_it(tmp_path, monkeypatch):
+    from acklab.evidence.bundle import verify
+    from bench import console_scale
+
+    monkeypatch.setattr(console_scale, "GENERATORS", 2)
+    console_scale.generate(tmp_path, 5 * console_scale.EXPERIMENTS_PER_BUNDLE)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"run-{n:05d}-{'unsafe' if n % 2 == 0 else 'live'}" for n in range(5)]
+    for bundle in tmp_path.iterdir():
+        assert verify(bundle).ok, bundle
+        assert len(list((bundle / "incidents").iterdir())) == console_scale.EXPERIMENTS_PER_BUNDLE
