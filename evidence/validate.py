@@ -59,18 +59,25 @@ def schema_kinds() -> list[str]:
     return sorted(uri.removeprefix(BASE_URI).removesuffix(".schema.json") for uri in _registry())
 
 
-@cache
-def validator(kind: str) -> Draft202012Validator:
-    """The (cached) validator for documents of `kind`."""
+def schema(kind: str) -> Any:
+    """The schema of documents of `kind`, as published (EvidenceInvalid naming the known kinds if none)."""
     uri = f"{BASE_URI}{kind}.schema.json"
     try:
-        schema = _registry().contents(uri)
+        return _registry().contents(uri)
     except LookupError as exc:
         raise EvidenceInvalid(
             f"no schema for kind {kind!r}; known kinds: {', '.join(schema_kinds())}"
         ) from exc
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=_registry(), format_checker=FORMATS)
+
+
+@cache
+def validator(kind: str) -> Draft202012Validator:
+    """The (cached) validator for documents of `kind`.
+
+    The schemas are the package's own files: that each is a valid draft 2020-12 schema is checked
+    by the tests (tests/evidence/test_schemas_valid.py), not again by every process that loads one
+    (the check against the metaschema cost 0.2-0.7 CPU-s a process, more than the validations a run makes)."""
+    return Draft202012Validator(schema(kind), registry=_registry(), format_checker=FORMATS)
 
 
 def _problems(checker: Validator, doc: Any) -> list[str]:

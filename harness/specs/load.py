@@ -18,13 +18,13 @@ from jsonschema.exceptions import best_match
 from acklab.evidence.errors import EvidenceInvalid
 from acklab.evidence.loading import SPEC, DocumentError
 from acklab.evidence.loading import load_yaml as load_bounded_yaml
-from acklab.evidence.validate import schema_kinds, validator
+from acklab.evidence.validate import schema, schema_kinds, validator
 from acklab.harness.errors import SpecError
 
 
 def _is_spec_schema(kind: str) -> bool:
-    schema = validator(kind).schema
-    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    doc = schema(kind)
+    properties = doc.get("properties", {}) if isinstance(doc, dict) else {}
     kind_rule = properties.get("kind", {})
     return "apiVersion" in properties and isinstance(kind_rule, dict) and kind_rule.get("const") == kind
 
