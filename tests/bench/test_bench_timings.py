@@ -179,3 +179,26 @@ def test_the_console_bench_writes_every_bundle_once_whichever_process_wrote_it(t
     for bundle in tmp_path.iterdir():
         assert verify(bundle).ok, bundle
         assert len(list((bundle / "incidents").iterdir())) == console_scale.EXPERIMENTS_PER_BUNDLE
+
+
+def test_a_run_of_a_correct_handler_that_did_not_pass_is_named_with_its_first_violation():
+    from types import SimpleNamespace
+
+    from bench.external_handlers import why_not
+
+    violation = {"invariant": "acknowledged", "trial": "timeout-overlap-0", "detail": "x" * 1000}
+    result = SimpleNamespace(
+        verdict="fail",
+        run={
+            "experiments": [
+                {"name": "lost-ack", "verdict": "pass", "violations": []},
+                {"name": "timeout-overlap", "verdict": "fail", "violations": [violation, violation]},
+                {"name": "out-of-order", "verdict": "skipped", "violations": []},
+            ]
+        },
+    )
+    said = why_not(result)
+    assert said.startswith("timeout-overlap=fail (acknowledged, trial timeout-overlap-0: xxx")
+    assert "lost-ack" not in said
+    assert "out-of-order" not in said
+    assert len(said) < 400  # the detail is cut short: a note, not the incident
