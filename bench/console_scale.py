@@ -32,11 +32,16 @@ EXPERIMENTS_PER_BUNDLE = 5
 GENERATORS = 2  # processes writing the bundles (the machines this runs on have 2 cores)
 
 
-def _share(evidence: Path, bundles: int, k: int, width: int, trials: int) -> None:
-    """Every `width`-th of the `bundles` run bundles, from the `k`-th (one generating process's share)."""
+def shares(bundles: int, width: int) -> list[range]:
+    """Which bundle numbers each of `width` generating processes writes: every `width`-th, from its own."""
+    return [range(k, bundles, width) for k in range(width)]
+
+
+def _share(evidence: Path, numbers: range, trials: int) -> None:
+    """The run bundles numbered `numbers` (one generating process's share)."""
     from tests.console.samples import BASE_TIME, make_run_bundle
 
-    for n in range(k, bundles, width):
+    for n in numbers:
         target = "fixture:unsafe" if n % 2 == 0 else "fixture:live"
         make_run_bundle(
             evidence,
@@ -59,7 +64,7 @@ def generate(evidence: Path, incidents: int, *, trials: int = 2) -> float:
     bundles = max(1, incidents // EXPERIMENTS_PER_BUNDLE)
     width = min(GENERATORS, bundles)
     with ProcessPoolExecutor(width, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for done in [pool.submit(_share, evidence, bundles, k, width, trials) for k in range(width)]:
+        for done in [pool.submit(_share, evidence, numbers, trials) for numbers in shares(bundles, width)]:
             done.result()
     return time.perf_counter() - started
 

@@ -172,6 +172,9 @@ def test_the_console_bench_writes_every_bundle_once_whichever_process_wrote_it(t
     from acklab.evidence.bundle import verify
     from bench import console_scale
 
+    for bundles, width in ((5, 2), (7, 3), (1, 1), (2000, 2)):  # each bundle to exactly one process
+        numbers = [n for share in console_scale.shares(bundles, width) for n in share]
+        assert sorted(numbers) == list(range(bundles))
     monkeypatch.setattr(console_scale, "GENERATORS", 2)
     console_scale.generate(tmp_path, 5 * console_scale.EXPERIMENTS_PER_BUNDLE)
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -186,7 +189,7 @@ def test_a_run_of_a_correct_handler_that_did_not_pass_is_named_with_its_first_vi
 
     from bench.external_handlers import why_not
 
-    violation = {"invariant": "acknowledged", "trial": "timeout-overlap-0", "detail": "x" * 1000}
+    violation = {"invariant": "eventually-acknowledged", "trial": "timeout-overlap-0", "detail": "x" * 1000}
     result = SimpleNamespace(
         verdict="fail",
         run={
@@ -198,7 +201,7 @@ def test_a_run_of_a_correct_handler_that_did_not_pass_is_named_with_its_first_vi
         },
     )
     said = why_not(result)
-    assert said.startswith("timeout-overlap=fail (acknowledged, trial timeout-overlap-0: xxx")
+    assert said.startswith("timeout-overlap=fail (eventually-acknowledged, trial timeout-overlap-0: xxx")
     assert "lost-ack" not in said
     assert "out-of-order" not in said
     assert len(said) < 400  # the detail is cut short: a note, not the incident
