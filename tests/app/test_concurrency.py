@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import httpx
 import pytest
 from pydantic import SecretStr
 
+from acklab.app import runtime
 from acklab.app.main import create_app
 from acklab.app.settings import Settings
 from tests.app.conftest import SECRET, new_event_id, order_event, standard_headers
@@ -59,36 +65,89 @@ def test_sixteen_identical_deliveries_at_once(
         assert effects > 1
 
 
-DELAY_MS = 2000
-# The sender gives up after this: long enough for a loaded server to have read the body (at 0.2 s,
-# under load, the client was once gone before the body was read: ClientDisconnect, no delivery,
-# 1 effect instead of 2), far shorter than the handler's delay.
-FIRST_READ_S = 0.5
+class HeldDelivery:
+    """The fixture's lab-only processing delay (`acklab.app.runtime`: after the handler's work,
+    before the commit), held until the test lets it go instead of slept for a fixed time: a
+    delivery stays inside its open transaction exactly as long as the test needs, on a loaded
+    machine too, and the test knows when each delivery reached its transaction."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self._entered = threading.Condition()
+        self.deliveries = 0
+
+    def sleep(self, seconds: float) -> None:  # stands in for time.sleep in acklab.app.runtime
+        self.released.wait(seconds)
+
+    def count(self, deliver: Callable[..., Any]) -> Callable[..., Any]:
+        """`Fixture.deliver`, counting the deliveries that reached it (their write transaction)."""
+
+        def counted(fixture: Any, delivery: Any) -> Any:
+            with self._entered:
+                self.deliveries += 1
+                self._entered.notify_all()
+            return deliver(fixture, delivery)
+
+        return counted
+
+    def wait_for(self, n: int) -> None:
+        with self._entered:
+            if not self._entered.wait_for(lambda: self.deliveries >= n, timeout=LOADED_MACHINE_S):
+                raise AssertionError(f"{self.deliveries} deliveries reached the handler; expected {n}")
+
+
+# The cap on a held delivery (the delay's value): released long before, a hung test ends anyway.
+HOLD_MS = LOADED_MACHINE_S * 1000
+# How long the retry has, once inside its transaction, to reach the statement that waits on the
+# first delivery's (a row or the database's write lock) before that one commits. Shorter on a
+# loaded machine only makes the retry arrive after the commit: the verdicts hold either way.
+RETRY_REACHES_S = 0.2
+
+
+def _send_and_give_up(base_url: str, body: bytes, headers: dict[str, str], held: HeldDelivery) -> None:
+    """Send one delivery, and close the connection once the handler has it: the sender gave up
+    (timed out) while the handler still works. Raw HTTP/1.1, so that the giving up comes only
+    after the server read the whole request (a client's own timeout could fire before)."""
+    url = httpx.URL(base_url)
+    lines = [
+        "POST /webhooks/orders HTTP/1.1",
+        f"host: {url.host}:{url.port}",
+        f"content-length: {len(body)}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    with socket.create_connection((url.host, url.port), timeout=LOADED_MACHINE_S) as conn:
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body)
+        held.wait_for(1)
 
 
 @pytest.mark.parametrize(("handler", "expected"), [("live", 1), ("unsafe", 2)])
 def test_a_retry_into_a_slow_handler_after_a_sender_timeout(
-    database_url: str, handler: str, expected: int
+    database_url: str, handler: str, expected: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A window far wider than the retry takes to arrive, on a slow machine too (800 ms was once
-    # not: the unsafe handler's retry found the first delivery committed, 1 effect instead of 2).
-    settings: dict[str, Any] = {"processing_delay_ms": DELAY_MS, "handler": handler}
+    held = HeldDelivery()
+    monkeypatch.setattr(runtime, "time", held)
+    monkeypatch.setattr(runtime.Fixture, "deliver", held.count(runtime.Fixture.deliver))
+    settings: dict[str, Any] = {"processing_delay_ms": HOLD_MS, "handler": handler}
     app = create_app(Settings(database_url=database_url, secret=SecretStr(SECRET), **settings))
     event_id = new_event_id()
     body = order_event(event_id)
     with serve_in_thread(app) as base_url:
-        with pytest.raises(httpx.ReadTimeout):  # the sender gives up while the handler still works
-            httpx.post(
+        # The sender gives up while the handler, its work done, holds its transaction open.
+        _send_and_give_up(base_url, body, standard_headers(event_id, body), held)
+        # the delay is inside the transaction: nothing is visible before the commit
+        assert _effects(base_url, event_id) == 0
+        with ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(
+                httpx.post,
                 f"{base_url}/webhooks/orders",
                 content=body,
                 headers=standard_headers(event_id, body),
-                timeout=httpx.Timeout(5, read=FIRST_READ_S),
+                timeout=LOADED_MACHINE_S,
             )
-        # the delay is inside the transaction: nothing is visible before the commit
-        assert _effects(base_url, event_id) == 0
-        retry = httpx.post(
-            f"{base_url}/webhooks/orders", content=body, headers=standard_headers(event_id, body), timeout=30
-        )
+            held.wait_for(2)  # the retry reached its transaction while the first's is still open
+            time.sleep(RETRY_REACHES_S)
+            held.released.set()
+            retry = sent.result()
     # The server has stopped: uvicorn stops only once every request it took has run to its end,
     # the abandoned first delivery too. Whatever it was going to commit is committed now.
     with serve_in_thread(app) as base_url:
