@@ -6,7 +6,8 @@ lock — served by uvicorn in a process of its own and judged as an external tar
 a target spec file, on SQLite and
 on a private PostgreSQL server (harness/procs/pgtemp.py). For every burst size the lab
 runs `concurrent-duplicates` for N trials on a fresh database; a trial catches the race
-when it records an at-most-once violation. Target: >= 95 % of trials at burst 16.
+when it records an at-most-once violation. Target: >= 95 % of trials at burst 16. The figures
+are rates, not times: ``python -m bench`` counts them beside its other reliability parts.
 
 ``python -m bench.detection [--quick]`` prints the figures.
 """
@@ -66,7 +67,8 @@ def postgres_databases() -> Iterator[Callable[[str], str]]:
         server.stop()
 
 
-def figures(quick: bool = False) -> list[Figure]:
+def reliability(quick: bool = False) -> list[Figure]:
+    """Rates, no time: `python -m bench` runs them beside its other reliability parts."""
     bursts, trials = ((2, TARGET_BURST), 5) if quick else (BURSTS, 20)
     # The burst with a target gets twice the trials: 1 miss in 20 is 95 %, 2 is already 90 %.
     trials_at = {TARGET_BURST: trials if quick else 2 * trials}
@@ -98,7 +100,7 @@ def figures(quick: bool = False) -> list[Figure]:
 
 
 def main() -> None:
-    for figure in figures(quick="--quick" in sys.argv[1:]):
+    for figure in reliability(quick="--quick" in sys.argv[1:]):
         print_figure(figure)
 
 

@@ -21,6 +21,11 @@ Two measurements, each side by side with today's naive release in one run:
   when one of its pairs released together left two orders. Target: >= 90 % of trials with
   last-byte; the note gives the share of single pairs that raced.
 
+The arrival spreads measure time and run with nothing else of the bench beside them
+(``figures``); the two detections are rates, counted with both releases alternated under the same
+conditions, and ``python -m bench`` counts them beside its other reliability parts (``reliability``,
+in `PIECES`).
+
 ``python -m bench.race_sharpness [--quick]`` prints the figures.
 """
 
@@ -326,13 +331,19 @@ def _detection_round(db_url: str, out: Path, *, window_ms: float, k: int, per_ro
     return Round(synced, naive, synced_spread, naive_spread)
 
 
-def _detection_figures(quick: bool) -> list[Figure]:
+def _detection_figures(quick: bool, database: str | None = None) -> list[Figure]:
+    """The detection figures on SQLite and PostgreSQL (on `database` only, when it names one)."""
     rounds, per_round = (2, 3) if quick else (DETECTION_ROUNDS, DETECTION_TRIALS)
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="acklab-bench-race-") as tmp:
         root = Path(tmp)
-        for label, databases in (("SQLite", sqlite_databases(root)), ("PostgreSQL", postgres_databases())):
-            with databases as fresh:
+        for label, databases in (
+            ("SQLite", sqlite_databases),
+            ("PostgreSQL", lambda _: postgres_databases()),
+        ):
+            if database is not None and label.lower() != database:
+                continue
+            with databases(root) as fresh:
                 for window in WINDOWS_MS:
                     name = f"w{str(window).replace('.', '_')}"
                     measured = [
@@ -447,14 +458,32 @@ def _fixture_spreads(quick: bool) -> list[Figure]:
 
 
 def figures(quick: bool = False) -> list[Figure]:
-    return [*_fixture_spreads(quick), *_detection_figures(quick), *_race_figures(quick)]
+    """What measures time: the arrival spreads and the floor, nothing else of the bench beside them."""
+    return _fixture_spreads(quick)
+
+
+# What measures no time: detection rates, each release's counted in alternating rounds under the
+# same conditions (`python -m bench` runs them beside its other reliability parts).
+PIECES = ("detection-sqlite", "detection-postgresql", "race-with-request")
+
+
+def reliability(quick: bool = False, piece: str | None = None) -> list[Figure]:
+    """The detection figures (of one of `PIECES` only when `piece` names it)."""
+    found: list[Figure] = []
+    for database in ("sqlite", "postgresql"):
+        if piece in (None, f"detection-{database}"):
+            found += _detection_figures(quick, database)
+    if piece in (None, "race-with-request"):
+        found += _race_figures(quick)
+    return found
 
 
 def main() -> None:
     args = sys.argv[1:]
     quick = "--quick" in args
     # --spreads: the arrival spreads and the floor only (what a change to the sender is judged by)
-    for figure in _fixture_spreads(quick) if "--spreads" in args else figures(quick):
+    found = figures(quick) if "--spreads" in args else [*figures(quick), *reliability(quick)]
+    for figure in found:
         print_figure(figure)
 
 

@@ -106,6 +106,15 @@ class CheckThenInsert:
         return 200, {"status": "fulfilled"}
 
 
+# The slow but correct handler: its work, holding the claim, outlasts the sender's timeout, so
+# every first attempt times out while it still works and the retry lands on a handler still
+# working; its replay must then answer within the timeout. At 150 ms of work behind 100 ms, a
+# loaded machine (the bench's reliability parts, load 9 on two cores) made the replay miss
+# 100 ms on every attempt of a run, 1-2 runs in 20: the margins are three times that.
+SLOW_WORK_S = 0.45
+SLOW_SENDER_TIMEOUT_S = 0.3
+
+
 @dataclass(frozen=True)
 class Receipt:
     """Claims the event with a unique receipt, fulfils in the same transaction; replays or refuses duplicates.

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from acklab.harness.engine.runner import RunOptions, RunResult, run
-from tests.harness.handlers import AcceptsConflicts, CheckThenInsert, NoDedupe, Receipt, Serialized
+from tests.harness.handlers import (
+    SLOW_SENDER_TIMEOUT_S,
+    SLOW_WORK_S,
+    AcceptsConflicts,
+    CheckThenInsert,
+    NoDedupe,
+    Receipt,
+    Serialized,
+)
 
 
 def lab(spec: Path, out: Path, *, experiments: tuple[str, ...] = (), trials: int = 1) -> RunResult:
@@ -83,7 +91,7 @@ def test_a_correct_serialized_handler_on_postgresql_passes(serve_handler, tmp_pa
 
 @pytest.mark.slow
 def test_a_correct_but_slow_handler_passes(serve_handler, tmp_path):
-    # Its work (150 ms, holding the claim) outlasts the sender's timeout (100 ms): every
-    # first attempt times out and the sender retries into a handler that is still working.
-    spec = serve_handler(Receipt(delay_s=0.15), name="slow-receipt", timeout_s=0.1)
+    # Its work, holding the claim, outlasts the sender's timeout: every first attempt times out
+    # and the sender retries into a handler that is still working.
+    spec = serve_handler(Receipt(delay_s=SLOW_WORK_S), name="slow-receipt", timeout_s=SLOW_SENDER_TIMEOUT_S)
     _passes(spec, tmp_path / "out")
