@@ -205,3 +205,17 @@ def test_a_run_of_a_correct_handler_that_did_not_pass_is_named_with_its_first_vi
     assert "lost-ack" not in said
     assert "out-of-order" not in said
     assert len(said) < 400  # the detail is cut short: a note, not the incident
+
+
+def test_the_slow_handlers_runs_are_shared_out_between_its_servers_none_lost_none_empty():
+    from bench.external_handlers import split
+
+    assert split(20, 2) == [10, 10]
+    assert split(5, 3) == [2, 2, 1]
+    assert split(1, 2) == [1]  # the quick variant's one run: one server
+    for runs in range(1, 30):
+        for shards in range(1, 5):
+            shares = split(runs, shards)
+            assert sum(shares) == runs
+            assert min(shares) >= 1
+            assert max(shares) - min(shares) <= 1
