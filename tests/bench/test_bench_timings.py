@@ -213,9 +213,9 @@ def test_the_slow_handlers_runs_are_shared_out_between_its_servers_none_lost_non
     assert split(20, 2) == [10, 10]
     assert split(5, 3) == [2, 2, 1]
     assert split(1, 2) == [1]  # the quick variant's one run: one server
-    for runs in range(1, 30):
+    for total in range(1, 30):
         for shards in range(1, 5):
-            shares = split(runs, shards)
-            assert sum(shares) == runs
+            shares = split(total, shards)
+            assert sum(shares) == total
             assert min(shares) >= 1
             assert max(shares) - min(shares) <= 1
