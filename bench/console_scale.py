@@ -27,14 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, print_figure
+from bench.runs import shares
 
 EXPERIMENTS_PER_BUNDLE = 5
 GENERATORS = 2  # processes writing the bundles (the machines this runs on have 2 cores)
-
-
-def shares(bundles: int, width: int) -> list[range]:
-    """Which bundle numbers each of `width` generating processes writes: every `width`-th, from its own."""
-    return [range(k, bundles, width) for k in range(width)]
 
 
 def _share(evidence: Path, numbers: range, trials: int) -> None:

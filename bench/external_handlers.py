@@ -37,7 +37,7 @@ from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
 from acklab.harness.targets.server import ThreadedServer
 from bench.figures import Figure, print_measured
-from bench.runs import at_once, each
+from bench.runs import at_once, each, shares
 from tests.harness.conftest import SECRET, SECRET_ENV, target_doc, write_spec
 from tests.harness.handlers import (
     SLOW_SENDER_TIMEOUT_S,
@@ -108,9 +108,8 @@ SLOW_SHARDS = 2
 
 
 def split(runs: int, shards: int) -> list[int]:
-    """`runs` shared out between at most `shards` shards, as evenly as they go (none empty)."""
-    shards = max(1, min(shards, runs))
-    return [runs // shards + (k < runs % shards) for k in range(shards)]
+    """How many of `runs` each of at most `shards` shards runs, as evenly as they go (none empty)."""
+    return [len(share) for share in shares(runs, max(1, min(shards, runs)))]
 
 
 def slow_shard(case: tuple[Path, int, tuple[str, ...]]) -> tuple[int, list[str], float]:
@@ -125,14 +124,14 @@ def slow_shard(case: tuple[Path, int, tuple[str, ...]]) -> tuple[int, list[str],
 
 def _slow(root: Path, runs: int, experiments: tuple[str, ...]) -> tuple[int, list[str], float, str]:
     """The slow handler's `runs`, shard by shard: (passed, the first few that did not, seconds a run, where)."""
-    shares = split(runs, SLOW_SHARDS)
-    got = each(slow_shard, [(root / f"slow-{k}", n, experiments) for k, n in enumerate(shares)])
+    counts = split(runs, SLOW_SHARDS)
+    got = each(slow_shard, [(root / f"slow-{k}", n, experiments) for k, n in enumerate(counts)])
     wrong = [f"server {k + 1} {w}" for k, (_, missed, _) in enumerate(got) for w in missed]
-    seconds = sum(s * n for (_, _, s), n in zip(got, shares, strict=True)) / runs
+    seconds = sum(s * n for (_, _, s), n in zip(got, counts, strict=True)) / runs
     where = (
-        f"{len(shares)} servers and databases, {' and '.join(map(str, shares))} runs in a row on each, "
-        f"{min(at_once(), len(shares))} at once (a process each)"
-        if len(shares) > 1
+        f"{len(counts)} servers and databases, {' and '.join(map(str, counts))} runs in a row on each, "
+        f"{min(at_once(), len(counts))} at once (a process each)"
+        if len(counts) > 1
         else "one server and database for all"
     )
     return sum(g for g, _, _ in got), wrong[:3], seconds, where
@@ -155,24 +154,30 @@ def reliability(quick: bool = False, piece: str | None = None) -> list[Figure]:
     def sqlite(name: str) -> str:
         return f"sqlite:///{root / name}.db"
 
-    # label -> (figure name, handler, its database); the slow one's shards serve their own (`slow_shard`).
-    cases: dict[str, tuple[str, Variant | None, Callable[[], str] | None]] = {
-        "receipt": ("a correct receipt handler passes (SQLite)", Receipt(), lambda: sqlite("r")),
-        "serialized": ("a correct serialized handler passes (PostgreSQL)", Serialized(), postgres),
-        # Its work, holding the claim, outlasts the sender's timeout.
-        "slow": ("a correct but slow handler passes behind a shorter sender timeout", None, None),
+    # label -> (handler, its database): one server here; the slow one's shards serve their own.
+    served_here: dict[str, tuple[Variant, Callable[[], str]]] = {
+        "receipt": (Receipt(), lambda: sqlite("r")),
+        "serialized": (Serialized(), postgres),
+    }
+    names = {
+        "receipt": "a correct receipt handler passes (SQLite)",
+        "serialized": "a correct serialized handler passes (PostgreSQL)",
+        # Its work, holding the claim, outlasts the sender's timeout (`slow_shard`).
+        "slow": "a correct but slow handler passes behind a shorter sender timeout",
     }
     found = []
     try:
-        for label, (name, variant, database) in cases.items():
+        for label in PIECES:
             if piece is not None and label != piece:
                 continue
-            if variant is None or database is None:
+            if label == "slow":
                 good, wrong, seconds, where = _slow(root, runs, experiments)
             else:
+                variant, database = served_here[label]
                 with served(variant, root, label, database()) as spec:
                     good, wrong, seconds = passes(spec, root / "out", runs, experiments)
                 where = "one server and database for all"
+            name = names[label]
             what = ", ".join(experiments) if experiments else "the default set"
             note = f"{good}/{runs} runs of {what} passed ({seconds:.1f} s a run), {where}"
             if wrong:

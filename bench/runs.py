@@ -54,6 +54,12 @@ def each(run: Callable[[At], Got], runs: Sequence[At]) -> list[Got]:
         return list(pool.map(run, runs))
 
 
+def shares(items: int, width: int) -> list[range]:
+    """Which of `items` numbered items each of `width` workers takes: every `width`-th, from its own
+    (none taken twice, none left; a worker's share is empty when there are fewer items than workers)."""
+    return [range(k, items, width) for k in range(width)]
+
+
 def described(runs: int) -> str:
     """How `each` runs `runs` runs, for a figure's note."""
     width = min(at_once(), runs)

@@ -171,9 +171,10 @@ def test_a_run_the_lab_could_not_carry_out_is_a_run_without_its_verdict_not_a_cr
 def test_the_console_bench_writes_every_bundle_once_whichever_process_wrote_it(tmp_path, monkeypatch):
     from acklab.evidence.bundle import verify
     from bench import console_scale
+    from bench.runs import shares
 
     for bundles, width in ((5, 2), (7, 3), (1, 1), (2000, 2)):  # each bundle to exactly one process
-        numbers = [n for share in console_scale.shares(bundles, width) for n in share]
+        numbers = [n for share in shares(bundles, width) for n in share]
         assert sorted(numbers) == list(range(bundles))
     monkeypatch.setattr(console_scale, "GENERATORS", 2)
     console_scale.generate(tmp_path, 5 * console_scale.EXPERIMENTS_PER_BUNDLE)
