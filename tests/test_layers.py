@@ -8,6 +8,7 @@ beside a user's own ``app`` package it would import theirs.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,18 @@ ALLOWED: dict[str, set[str]] = {
 APP_IMPORT_ALLOWED_IN = {Path("harness/targets/fixture.py")}
 
 
+@functools.cache
+def _parsed(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename=filename)
+
+
+def parsed(path: Path) -> ast.Module:
+    """`path`'s syntax tree, parsed once for the same text: three checks read every module."""
+    return _parsed(path.read_text(), str(path))
+
+
 def imports_of(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -129,7 +140,7 @@ def harness_violations(root: Path = ROOT) -> list[str]:
             if mine != "__init__":
                 bad.append(f"harness/{rel}: not in a sub-package of ARCHITECTURE.md's harness layers")
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules = [node.module]
@@ -180,7 +191,7 @@ def imported_modules(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The acklab modules `name` imports anywhere in it (a lazy import inside a function closes
     a cycle too: it only moves the failure to the first call); ``TYPE_CHECKING`` imports aside."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     typing_only = {
         id(n)
         for node in ast.walk(tree)

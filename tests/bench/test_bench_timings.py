@@ -14,22 +14,8 @@ from bench import runs
 from bench.__main__ import Measured, _parser, _timings, longest_first, main, pieces, wall_figure
 from bench.figures import Figure
 from bench.readme import table
+from tests.bench.spawned import together, whose
 from tests.consumers.scenarios import ack_then_process
-
-
-def whose(n: int) -> tuple[int, int]:
-    """A run (module level: a worker imports it by name): its number and the process that ran it."""
-    return n * n, os.getpid()
-
-
-def together(case: tuple[Path, int]) -> int:
-    """A run that ends only once another run is under way at the same time (or after 60 s)."""
-    folder, n = case
-    (folder / f"{n}-{os.getpid()}").touch()
-    deadline = time.monotonic() + 60
-    while len({p.name.split("-")[1] for p in folder.iterdir()}) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return os.getpid()
 
 
 def test_the_runs_of_a_figure_run_in_processes_of_their_own_their_results_in_order(monkeypatch):

@@ -58,14 +58,15 @@ def recorded(tmp_path: Path) -> dict:
 
 
 def run(session: pytest.Pytester, *args: str) -> None:
-    # A session without workers loads none of the installed plugins it does not use (schemathesis,
-    # hypothesis, acklab's own: 1.2 of its 1.4 s to start); xdist is one of them, so a session on
-    # workers loads them all, as `make test` does.
-    workers = "-n" in args
+    # The session loads none of the installed plugins it does not use (schemathesis, hypothesis,
+    # acklab's own: 1.2 of its 1.4 s to start, in each of a session's processes); a session on
+    # workers names xdist, which names itself to each worker it starts.
+    plugins = ["-p", "xdist"] if "-n" in args else []
     with pytest.MonkeyPatch.context() as env:
-        if not workers:
-            env.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-        result = session.runpytest_subprocess("-p", "bench.pytest_timing", "-p", "no:cacheprovider", *args)
+        env.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        result = session.runpytest_subprocess(
+            *plugins, "-p", "bench.pytest_timing", "-p", "no:cacheprovider", *args
+        )
     assert result.ret == 0, result.stdout.str()
 
 
