@@ -4,7 +4,8 @@ A cancelled CI job, or a GitLab Duo step past its timeout, gets SIGTERM; Python'
 ends the process on the spot, leaving worktrees, leased processes and half-written records
 behind. Within `sigterm_interrupts()` it raises KeyboardInterrupt instead, which the caller
 already handles as an interruption (exit 6). A run's loop installs its own handlers for its
-duration and puts this one back after (`runner._remove_interrupts`).
+duration (`signal.signal`, noted at once: see `runner._install_interrupts`) and puts this one back after,
+passing on a signal it caught too late to act on (`runner._cancel_interrupts`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType
+from types import FrameType, MappingProxyType
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
@@ -358,10 +358,13 @@ async def _main(
         again = await reread(target, [r for r in every if r.trial_id not in gone])
         for record in [*again, *(unreadable(r) for r in lost if r.deliveries)]:
             state.checkpoint(record)
+        _raise_if_interrupted(interrupted)  # before the bundle says complete
         run_doc = state.finish(sockets, parameters)
+        _raise_if_interrupted(interrupted)  # one that came while it was written (no await there)
     except asyncio.CancelledError:
         if not interrupted.is_set():
             raise
+        interrupted.honoured = True
         raise _interrupted(options, state, interrupted, resumable=resumable) from None
     finally:
         _cancel_interrupts(interrupted)
@@ -392,17 +395,18 @@ async def _check_target(
             print(f"acklab: warning: {redact(notice)}", file=sys.stderr)
         if any(e.bursts for e in experiments):
             await check_burst_sync(target, plan.settings.burst_sync)
-    except asyncio.CancelledError:
-        if not interrupted.is_set():
+    except BaseException as exc:
+        # The run ends here: its handlers go (a signal that stopped it is not passed on again).
+        stopped = isinstance(exc, asyncio.CancelledError) and interrupted.is_set()
+        interrupted.honoured = interrupted.honoured or stopped
+        _cancel_interrupts(interrupted)
+        if not stopped:
             raise
         raise RunInterrupted(
             f"{_stopped(options, interrupted, target)} before the first trial (while checking the target); "
             "nothing was written: run it again",
             deadline=interrupted.deadline,
         ) from None
-    except BaseException:
-        _cancel_interrupts(interrupted)
-        raise
 
 
 def _bus(options: RunOptions, consumers: Sequence[Consumer], refused: list[str]) -> EventBus:
@@ -485,9 +489,16 @@ def _stopped(options: RunOptions, interrupted: _Flag, target: Target) -> str:
 
 
 def _cancel_interrupts(interrupted: _Flag) -> None:
+    """The run's region is over: its handlers go, the ones it replaced come back, and a signal it
+    caught but did not act on (one that came after the run's last look at the flag) goes on to
+    them, as it would have reached them had the run never caught it."""
+    interrupted.active = False
     _remove_interrupts(interrupted.previous)
     if interrupted.timer is not None:
         interrupted.timer.cancel()
+    if interrupted.signals and not interrupted.honoured:
+        interrupted.honoured = True
+        signal.raise_signal(interrupted.signals[0])
 
 
 class _Flag:
@@ -497,6 +508,9 @@ class _Flag:
         self.timer: asyncio.TimerHandle | None = None
         # The handlers the run replaced (a caller's own, e.g. the repair flow's), put back after.
         self.previous: dict[signal.Signals, Any] = {}
+        self.signals: list[int] = []  # those caught, in order
+        self.active = True  # False once the run's region is over: a late cancel must not land
+        self.honoured = False  # the run stopped for them (exit 6): nothing to pass on
 
     def set(self) -> None:
         self._set = True
@@ -506,15 +520,32 @@ class _Flag:
 
 
 def _install_interrupts(deadline_s: float | None = None) -> _Flag:
-    """Ctrl-C, SIGTERM and the run's deadline cancel the run's task; finished trials are on disk."""
+    """Ctrl-C, SIGTERM and the run's deadline cancel the run's task; finished trials are on disk.
+
+    The signals get a handler of their own (`signal.signal`), not the loop's
+    (`loop.add_signal_handler`): the loop learns of a signal on its next turn only, and one that
+    came while the run wrote its bundle (work with no await in it) was read by no turn and lost —
+    a SIGTERM'd run then ended as if nothing had come, and the repair flow around it went on to
+    publish. The handler notes the signal at once, where the run looks before it reports
+    success, and asks the loop to cancel the run's task."""
     flag = _Flag()
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
 
+    def cancel() -> None:
+        if flag.active and task is not None:
+            task.cancel()
+
     def interrupt() -> None:
         flag.set()
-        if task is not None:
-            task.cancel()
+        cancel()
+
+    def caught(signum: int, frame: FrameType | None) -> None:
+        # Runs in the main thread between two bytecodes, the loop perhaps in the middle of a turn:
+        # call_soon_threadsafe only appends to the loop's queue and wakes it.
+        flag.signals.append(signum)
+        flag.set()
+        loop.call_soon_threadsafe(cancel)
 
     def deadline() -> None:
         flag.deadline = True
@@ -525,22 +556,23 @@ def _install_interrupts(deadline_s: float | None = None) -> _Flag:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Not the main thread (e.g. a test harness): signals stay with the caller.
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-            previous = signal.getsignal(sig)
-            loop.add_signal_handler(sig, interrupt)
-            flag.previous[sig] = previous
+        with contextlib.suppress(ValueError, RuntimeError):
+            flag.previous[sig] = signal.signal(sig, caught)
     return flag
 
 
+def _raise_if_interrupted(interrupted: _Flag) -> None:
+    """Where the run would report success: a signal caught on the way (its cancel not yet
+    delivered, or swallowed by an await that outlived it) stops it here instead."""
+    if interrupted.is_set():
+        raise asyncio.CancelledError
+
+
 def _remove_interrupts(previous: dict[signal.Signals, Any]) -> None:
-    """Take the run's handlers off, and put back the ones it replaced (asyncio would leave the
-    default behind, and a caller's SIGTERM handler would be lost for the rest of its work)."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-            loop.remove_signal_handler(sig)
-            if sig in previous and previous[sig] is not None:
-                signal.signal(sig, previous[sig])
+    """Put back the handlers the run replaced (a caller's SIGTERM handler, Python's Ctrl-C)."""
+    for sig, handler in previous.items():
+        with contextlib.suppress(ValueError, RuntimeError):
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 __all__ = [
