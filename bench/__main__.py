@@ -26,6 +26,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import subprocess  # nosec B404 - the bench's own modules, run by this interpreter
 import sys
 import tempfile
@@ -70,6 +71,28 @@ WALL = "bench"  # the results' own entry: the bench's wall time, from a run of e
 ROOT = Path(__file__).resolve().parent.parent  # where `python -m bench` finds bench/ and tests/
 
 
+def machine_busy_s() -> float | None:
+    """CPU-seconds the whole machine has spent busy since it booted, every core and every process
+    (``/proc/stat``: all but idle and waiting on I/O), or None where there is no ``/proc/stat``.
+    The difference over a phase, against its wall time times the cores, says whether the phase
+    waited or was bound by the cores."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        ticks = [int(t) for t in first[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    if first[0] != "cpu" or len(ticks) < 5:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """CPU-seconds of this process and of every process it started and waited for (a PostgreSQL
+    server its ``pg_ctl`` detached is not one of them)."""
+    mine, theirs = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+
+
 def run_module(
     name: str, *, quick: bool, part: str = "figures", piece: str | None = None
 ) -> tuple[list[Figure], bool]:
@@ -104,9 +127,21 @@ def pieces(name: str) -> list[str]:
     return [f"{name}:{piece}" for piece in found] or [name]
 
 
-def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> tuple[list[Figure], bool, str, float]:
-    """The module's reliability figures, measured in a process of its own: (figures, ran, its
-    output, its wall time in seconds)."""
+@dataclass(frozen=True)
+class Apart:
+    """A reliability part measured in a process of its own: its figures, whether it ran without
+    crashing, its output, its wall time and its CPU time (`own_cpu_s` of its process; None when it
+    wrote no figures)."""
+
+    figures: list[Figure]
+    ran: bool
+    output: str
+    seconds: float
+    cpu_s: float | None = None
+
+
+def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> Apart:
+    """The module's reliability figures, measured in a process of its own."""
     started = time.perf_counter()
     env = {**os.environ, RUNS_ENV: str(runs_at_once)}
     with tempfile.TemporaryDirectory(prefix="acklab-bench-part-") as tmp:
@@ -129,12 +164,15 @@ def run_apart(name: str, *, quick: bool, runs_at_once: int = 1) -> tuple[list[Fi
             check=False,
         )
         elapsed = time.perf_counter() - started
+        output = done.stdout + done.stderr
         try:
-            found = [Figure(**f) for f in json.loads(out.read_text())]
-        except (OSError, ValueError, TypeError) as exc:
-            why = f"bench.{name} (reliability) exited {done.returncode} without figures ({exc})"
-            return [not_measured(name, "", why)], False, done.stdout + done.stderr, elapsed
-    return found, done.returncode == 0, done.stdout + done.stderr, elapsed
+            written = json.loads(out.read_text())
+            found = [Figure(**f) for f in written["figures"]]
+            cpu_s = float(written["cpu_s"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            why = f"bench.{name} (reliability) exited {done.returncode} without figures ({exc!r})"
+            return Apart([not_measured(name, "", why)], False, output, elapsed)
+    return Apart(found, done.returncode == 0, output, elapsed, cpu_s)
 
 
 def _part(task: str, out: Path, quick: bool) -> int:
@@ -147,7 +185,8 @@ def _part(task: str, out: Path, quick: bool) -> int:
     measured, ok = run_module(name, quick=quick, part="reliability", piece=piece or None)
     for figure in measured:
         print_figure(figure)
-    out.write_text(json.dumps([asdict(f) for f in measured], allow_nan=False))
+    written = {"figures": [asdict(f) for f in measured], "cpu_s": round(own_cpu_s(), 1)}
+    out.write_text(json.dumps(written, allow_nan=False))
     return 0 if ok else 1
 
 
@@ -197,12 +236,35 @@ def _parser() -> argparse.ArgumentParser:
 
 @dataclass
 class Measured:
-    """What `measure` found: figures by module, the modules that crashed, and seconds per module
-    and part (``figures``: one module at a time; ``reliability``: `jobs` parts at a time)."""
+    """What `measure` found: figures by module, the modules that crashed, seconds per module and
+    part (``figures``: one module at a time; ``reliability``: `jobs` parts at a time), each
+    reliability part's CPU-seconds (`own_cpu_s`), and each phase's `busy` share: the machine's
+    busy CPU-seconds over its wall time times the cores (`machine_busy_s`; absent where unknown)."""
 
     by_module: dict[str, list[Figure]]
     crashed: list[str]
     seconds: dict[str, dict[str, float]] = field(default_factory=lambda: {"figures": {}, "reliability": {}})
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    busy: dict[str, float] = field(default_factory=dict)
+
+    def phase(
+        self,
+        name: str,
+        started: tuple[float, float | None],
+        ended: tuple[float, float | None] | None = None,
+        cores: int | None = None,
+    ) -> None:
+        """Record how busy the machine's `cores` were in phase `name`, from `started` to `ended`
+        (`phase_start` of each; the end is now unless given)."""
+        (began, busy), (now, busy_now) = started, ended or phase_start()
+        cores, elapsed = cores or os.cpu_count() or 1, now - began
+        if busy is not None and busy_now is not None and elapsed > 0:
+            self.busy[name] = round(min(1.0, (busy_now - busy) / (elapsed * cores)), 3)
+
+
+def phase_start() -> tuple[float, float | None]:
+    """When a phase begins: the wall clock and the machine's busy CPU-seconds (`Measured.phase`)."""
+    return time.perf_counter(), machine_busy_s()
 
 
 def longest_first(names: list[str], earlier: dict[str, float]) -> list[str]:
@@ -223,6 +285,7 @@ def measure(
     reliability parts `jobs` at a time (longest first, by `earlier` seconds); and the modules that crashed."""
     found = Measured({}, [])
     timed: dict[str, list[Figure]] = {}
+    began = phase_start()
     for name in (n for n in chosen if has(n, "figures")):  # what measures time runs alone
         started = time.perf_counter()
         measured, ok = run_module(name, quick=quick)
@@ -232,6 +295,7 @@ def measure(
             found.crashed.append(name)
         for figure in measured:
             print_figure(figure)
+    found.phase("figures", began)
     apart = longest_first(
         [task for name in chosen if has(name, "reliability") for task in pieces(name)], earlier or {}
     )
@@ -242,14 +306,18 @@ def measure(
             file=sys.stderr,
             flush=True,
         )
+        began = phase_start()
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             parts = pool.map(lambda n: run_apart(n, quick=quick, runs_at_once=runs_at_once), apart)
-            for task, (measured, ok, output, seconds) in zip(apart, parts, strict=True):
-                sys.stderr.write(output)
-                counted[task] = measured
-                found.seconds["reliability"][task] = round(seconds, 1)
-                if not ok:
+            for task, part in zip(apart, parts, strict=True):
+                sys.stderr.write(part.output)
+                counted[task] = part.figures
+                found.seconds["reliability"][task] = round(part.seconds, 1)
+                if part.cpu_s is not None:
+                    found.cpu_s[task] = part.cpu_s
+                if not part.ran:
                     found.crashed.append(task)
+        found.phase("reliability", began)
     found.by_module = {
         name: [*timed.get(name, []), *(f for task in pieces(name) for f in counted.get(task, []))]
         for name in chosen
@@ -279,8 +347,11 @@ def print_times(found: Measured, elapsed_s: float) -> None:
     """Where the bench's time went, module by module (stderr)."""
     print(f"== python -m bench took {elapsed_s:.0f} s ({elapsed_s / 60:.1f} min)", file=sys.stderr)
     for part, seconds in found.seconds.items():
+        if part in found.busy:
+            print(f"   {part}: the machine's cores {found.busy[part]:.0%} busy", file=sys.stderr)
         for name, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
-            print(f"   {part:<11} {name:<20} {s:7.1f} s", file=sys.stderr)
+            cpu = f" {found.cpu_s[name]:7.1f} CPU-s" if part == "reliability" and name in found.cpu_s else ""
+            print(f"   {part:<11} {name:<20} {s:7.1f} s{cpu}", file=sys.stderr)
 
 
 def _timings(
@@ -292,6 +363,12 @@ def _timings(
         part: {**before.get(part, {}), **found.seconds[part]} for part in ("figures", "reliability")
     }
     merged["jobs"], merged["runs_at_once"] = args.jobs, args.runs_at_once
+    merged["reliability_cpu_s"] = {**before.get("reliability_cpu_s", {}), **found.cpu_s}
+    # How busy the machine was in each phase: of the whole run's (a partial run's are of its modules).
+    if not args.only and found.busy:
+        merged["busy"] = found.busy
+    elif "busy" in before:
+        merged["busy"] = before["busy"]
     if not args.only:
         merged["total_s"] = elapsed
     elif "total_s" in before:

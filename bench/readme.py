@@ -105,17 +105,29 @@ def table(doc: dict[str, Any]) -> str:
 def times(timings: dict[str, Any]) -> str:
     """Where the bench's own time went, module by module (results.json's ``timings``), longest first."""
 
+    cpu = timings.get("reliability_cpu_s") or {}
+    busy = timings.get("busy") or {}
+
     def each(part: str) -> str:
         seconds = sorted((timings.get(part) or {}).items(), key=lambda kv: -kv[1])
-        return ", ".join(f"{name} {s:.0f} s" for name, s in seconds)
+        return ", ".join(
+            f"{name} {s:.0f} s"
+            + (f" ({cpu[name]:.0f} CPU-s)" if part == "reliability" and name in cpu else "")
+            for name, s in seconds
+        )
+
+    def how_busy(part: str) -> str:
+        return f", the machine's cores {busy[part]:.0%} busy" if part in busy else ""
 
     found = ""
     if timings.get("figures"):
-        found += f" The timing figures, one module at a time: {each('figures')}."
+        found += f" The timing figures, one module at a time{how_busy('figures')}: {each('figures')}."
     if timings.get("reliability"):
         found += (
             f" The reliability parts, {timings.get('jobs', '?')} at a time with "
-            f"{timings.get('runs_at_once', 1)} run(s) of a figure at once: {each('reliability')}."
+            f"{timings.get('runs_at_once', 1)} run(s) of a figure at once{how_busy('reliability')}"
+            + (" (a part's CPU: its processes and those they waited for)" if cpu else "")
+            + f": {each('reliability')}."
         )
     return found
 

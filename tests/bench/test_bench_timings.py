@@ -4,14 +4,28 @@ recorded in the results and shown in docs/performance.md."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench import __main__ as bench_main
 from bench import runs
-from bench.__main__ import Measured, _parser, _timings, longest_first, main, pieces, wall_figure
+from bench.__main__ import (
+    Measured,
+    _parser,
+    _timings,
+    longest_first,
+    machine_busy_s,
+    main,
+    phase_start,
+    pieces,
+    run_apart,
+    wall_figure,
+)
 from bench.figures import Figure
 from bench.readme import table
 from tests.bench.spawned import together, whose
@@ -62,7 +76,46 @@ def measured() -> Measured:
     found = Measured({}, [])
     found.seconds["figures"] |= {"race_sharpness": 300.0, "fleet": 240.0}
     found.seconds["reliability"] |= {"fleet": 400.0, "sinks": 200.0}
+    found.cpu_s |= {"fleet": 90.0, "sinks": 150.0}
+    found.busy |= {"figures": 0.3, "reliability": 0.85}
     return found
+
+
+def test_the_machine_busy_time_counts_what_this_process_spends():
+    before = machine_busy_s()
+    assert before is not None  # Linux: /proc/stat
+    spent = time.process_time()
+    while time.process_time() - spent < 0.3:
+        pass
+    after = machine_busy_s()
+    assert after is not None
+    assert after - before >= 0.25  # every other process can only add to it
+
+
+def test_a_phase_records_the_machines_busy_share_of_its_wall_time_and_cores():
+    found = Measured({}, [])
+    found.phase("reliability", (100.0, 1000.0), (110.0, 1015.0), cores=2)  # 15 CPU-s in 10 s on 2 cores
+    assert found.busy == {"reliability": 0.75}
+    found.phase("figures", (0.0, 1000.0), (10.0, 1040.0), cores=2)  # more than they can give: rounding
+    assert found.busy["figures"] == 1.0
+    found.phase("elsewhere", (0.0, None), (10.0, None), cores=2)  # no /proc/stat: not known, not 0
+    assert "elsewhere" not in found.busy
+    found.phase("now", phase_start())
+    assert 0.0 <= found.busy["now"] <= 1.0
+
+
+def test_a_part_writes_its_figures_and_its_cpu_and_the_bench_reads_both(monkeypatch, tmp_path, capsys):
+    figure = Figure("sinks: a check", 20.0, "of 20 runs", target="20/20", met=True)
+    monkeypatch.setattr(bench_main, "run_module", lambda name, **_: ([figure], True))
+    out = tmp_path / "figures.json"
+    assert main(["--part", "sinks", "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert [Figure(**f) for f in written["figures"]] == [figure]
+    assert written["cpu_s"] > 0  # this test process's own CPU, at least the imports it made
+    part = run_apart("nosuch", quick=True)  # the part's process refuses it: no figures written
+    assert (part.ran, part.cpu_s) == (False, None)
+    assert "exited 2 without figures" in (part.figures[0].note or "")
+    assert "--part nosuch: no such module or piece" in part.output
 
 
 def test_the_bench_wall_time_is_a_figure_against_its_budget():
@@ -94,21 +147,27 @@ def test_a_partial_run_refreshes_its_own_modules_times_and_keeps_the_whole_runs_
     merged = _timings(earlier, measured(), args, 700.0)
     assert merged["figures"] == {"fleet": 240.0, "detection": 100.0, "race_sharpness": 300.0}
     assert merged["reliability"] == {"fleet": 400.0, "sinks": 200.0}
+    assert merged["reliability_cpu_s"] == {"fleet": 90.0, "sinks": 150.0}
     assert (merged["total_s"], merged["jobs"], merged["runs_at_once"]) == (1100.0, 4, 3)
+    assert "busy" not in merged  # a partial run's phases are of its modules only, and none was kept
     whole = _timings(earlier, measured(), _parser().parse_args([]), 900.0)
     assert whole["total_s"] == 900.0
+    assert whole["busy"] == {"figures": 0.3, "reliability": 0.85}
+    again = _timings({"timings": whole}, measured(), args, 700.0)
+    assert again["busy"] == whole["busy"]  # kept from the whole run
 
 
 def test_the_performance_page_says_where_the_bench_time_went(tmp_path: Path):
+    timings: dict[str, Any] = {
+        "figures": {"fleet": 240.0, "race_sharpness": 300.0},
+        "reliability": {"sinks": 200.0, "fleet": 400.0},
+        "jobs": 3,
+        "runs_at_once": 3,
+    }
     doc = {
         "figures": [vars(Figure("make bench wall time", 17.0, "min", target="<= 20 min", met=True))],
         "elapsed_s": 1020.0,
-        "timings": {
-            "figures": {"fleet": 240.0, "race_sharpness": 300.0},
-            "reliability": {"sinks": 200.0, "fleet": 400.0},
-            "jobs": 3,
-            "runs_at_once": 3,
-        },
+        "timings": timings,
     }
     shown = table(doc)
     assert "| make bench wall time | 17.0 min | — | — | <= 20 min | yes |" in shown
@@ -117,6 +176,13 @@ def test_the_performance_page_says_where_the_bench_time_went(tmp_path: Path):
     assert (
         "The reliability parts, 3 at a time with 3 run(s) of a figure at once: fleet 400 s, sinks 200 s."
         in shown
+    )
+    timings |= {"reliability_cpu_s": {"fleet": 90.0}, "busy": {"figures": 0.3, "reliability": 0.854}}
+    shown = table(doc)
+    assert "one module at a time, the machine's cores 30% busy: race_sharpness 300 s" in shown
+    assert (
+        "3 run(s) of a figure at once, the machine's cores 85% busy (a part's CPU: its processes and "
+        "those they waited for): fleet 400 s (90 CPU-s), sinks 200 s." in shown
     )
 
 
