@@ -26,13 +26,16 @@ def options(tmp_path: Path) -> RunOptions:
 
 @pytest.fixture
 def caller_handler():
-    """The caller's own SIGTERM handler (as the repair flow's `sigterm_interrupts` is): what it got."""
+    """The caller's own SIGTERM handler (as the repair flow's `sigterm_interrupts` is): what it got.
+    SIGINT's stays what it was (Python's own; ignored in a pytest-xdist worker)."""
     got: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    sigint = signal.getsignal(signal.SIGINT)
     try:
         yield got
     finally:
         signal.signal(signal.SIGTERM, previous)
+        assert signal.getsignal(signal.SIGINT) is sigint, "the run did not put SIGINT's handler back"
 
 
 def test_a_sigterm_while_the_bundle_is_written_stops_the_run(tmp_path, monkeypatch, caller_handler):
@@ -44,11 +47,11 @@ def test_a_sigterm_while_the_bundle_is_written_stops_the_run(tmp_path, monkeypat
         return done
 
     monkeypatch.setattr(run_bundle.RunState, "finish", finish_then_terminated)
+    mine = signal.getsignal(signal.SIGTERM)
     with pytest.raises(RunInterrupted, match="interrupted: 1 of 1 trials are finished"):
         run(options(tmp_path))
     assert caller_handler == []  # the run stopped for it: not passed on a second time
-    assert signal.getsignal(signal.SIGTERM) is not None
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert signal.getsignal(signal.SIGTERM) is mine  # put back
 
 
 def test_a_signal_the_run_caught_too_late_to_act_on_goes_on_to_the_callers_handler(
@@ -75,5 +78,4 @@ def test_a_run_with_no_signal_leaves_the_callers_handlers_as_they_were(tmp_path,
     mine = signal.getsignal(signal.SIGTERM)
     assert run(options(tmp_path)).verdict == "pass"
     assert signal.getsignal(signal.SIGTERM) is mine
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert caller_handler == []
