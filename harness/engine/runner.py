@@ -328,24 +328,28 @@ async def _main(
 ) -> RunResult:
     # The deadline bounds everything from here, the preflight and the user's callables included.
     interrupted = _install_interrupts(options.deadline_s)
-    await _check_target(options, target, experiments, plan, interrupted)
-    bus = _bus(options, consumers, refused)
-    writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
-    skipped = {s.name: s.reason for s in plan.skipped if s.variant is None}
-    state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
-    if not options.resume:
-        state.preliminary()
-    bus.emit(
-        RunStarted(
-            run_id,
-            target.name,
-            plan.experiments,
-            len(plan.trials),
-            sum(t.trial_id in finished for t in plan.trials),
-            str(writer.root),
-            state.started_at,
+    await _check_target(options, target, experiments, plan, interrupted)  # takes them off if it raises
+    try:
+        bus = _bus(options, consumers, refused)
+        writer = BundleWriter(options.out / run_id, kind="run", secrets=refused)
+        skipped = {s.name: s.reason for s in plan.skipped if s.variant is None}
+        state = RunState(run_id, plan, target, experiments, writer, bus, utcnow(), dict(finished), skipped)
+        if not options.resume:
+            state.preliminary()
+        bus.emit(
+            RunStarted(
+                run_id,
+                target.name,
+                plan.experiments,
+                len(plan.trials),
+                sum(t.trial_id in finished for t in plan.trials),
+                str(writer.root),
+                state.started_at,
+            )
         )
-    )
+    except BaseException:  # e.g. the bundle's folder not writable: the caller's handlers come back
+        _cancel_interrupts(interrupted)
+        raise
     try:
         sockets, parameters = await _run_experiments(target, experiments, plan, state)
         # Late effects: every event of the run is read again, before any service of the run is
@@ -492,6 +496,8 @@ def _cancel_interrupts(interrupted: _Flag) -> None:
     """The run's region is over: its handlers go, the ones it replaced come back, and a signal it
     caught but did not act on (one that came after the run's last look at the flag) goes on to
     them, as it would have reached them had the run never caught it."""
+    if not interrupted.active:
+        return
     interrupted.active = False
     _remove_interrupts(interrupted.previous)
     if interrupted.timer is not None:

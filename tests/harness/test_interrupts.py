@@ -79,3 +79,18 @@ def test_a_run_with_no_signal_leaves_the_callers_handlers_as_they_were(tmp_path,
     assert run(options(tmp_path)).verdict == "pass"
     assert signal.getsignal(signal.SIGTERM) is mine
     assert caller_handler == []
+
+
+def test_a_run_that_fails_before_its_first_trial_gives_the_signals_back(
+    tmp_path, monkeypatch, caller_handler
+):
+    def unwritable(self):
+        raise OSError(f"{tmp_path}: read-only file system")
+
+    monkeypatch.setattr(run_bundle.RunState, "preliminary", unwritable)
+    mine = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(OSError, match="read-only file system"):
+        run(options(tmp_path))
+    assert signal.getsignal(signal.SIGTERM) is mine
+    os.kill(os.getpid(), signal.SIGTERM)  # the caller's handler has it, not the ended run's
+    assert caller_handler == [signal.SIGTERM]
