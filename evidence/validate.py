@@ -9,16 +9,19 @@ source in `SOURCES.md`, and validated with the draft their `$schema` declares
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker, validators
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -70,6 +73,54 @@ def schema(kind: str) -> Any:
         ) from exc
 
 
+# Sub-documents validated once a process: a trial is checked when its own file is written
+# (trials/<id>.json) and again inside every incident that embeds it, and a trial is most of an
+# incident's bytes (a third of the CPU a failing run spent on validation went to checking the same
+# trials twice). A `$ref` named here remembers the canonical JSON (its sha256) of each instance it
+# found valid, and passes an identical one without descending again; anything else (another
+# instance, one that was invalid, one that is not plain JSON) is checked in full, every time.
+# Validity is a function of the JSON value and the schemas, which are the package's own files.
+ONCE_REFS = frozenset({"common.schema.json#/$defs/trial"})
+_ONCE_KEPT = 512  # remembered instances (32-byte digests), the oldest forgotten first
+_valid_once: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+_once_lock = threading.Lock()  # the console validates from several threads
+_full_ref = Draft202012Validator.VALIDATORS["$ref"]
+
+
+def _canonical_digest(instance: Any) -> bytes | None:
+    try:
+        text = json.dumps(
+            instance, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _ref_once(checker: Validator, ref: str, instance: Any, subschema: Any) -> Iterator[ValidationError]:
+    """`$ref`, remembering the instances of the `ONCE_REFS` it found valid."""
+    digest = _canonical_digest(instance) if ref in ONCE_REFS else None
+    if digest is None:
+        yield from _full_ref(checker, ref, instance, subschema)
+        return
+    key = (ref, digest)
+    with _once_lock:
+        if key in _valid_once:
+            _valid_once.move_to_end(key)
+            return
+    errors = list(_full_ref(checker, ref, instance, subschema))
+    if not errors:
+        with _once_lock:
+            _valid_once[key] = None
+            if len(_valid_once) > _ONCE_KEPT:
+                _valid_once.popitem(last=False)
+    yield from errors
+
+
+# draft 2020-12 with that `$ref` (jsonschema leaves `extend` untyped)
+_Checker = validators.extend(Draft202012Validator, {"$ref": _ref_once})  # type: ignore[no-untyped-call]
+
+
 @cache
 def validator(kind: str) -> Draft202012Validator:
     """The (cached) validator for documents of `kind`.
@@ -77,7 +128,8 @@ def validator(kind: str) -> Draft202012Validator:
     The schemas are the package's own files: that each is a valid draft 2020-12 schema is checked
     by the tests (tests/evidence/test_schemas_valid.py), not again by every process that loads one
     (the check against the metaschema cost 0.2-0.7 CPU-s a process, more than the validations a run makes)."""
-    return Draft202012Validator(schema(kind), registry=_registry(), format_checker=FORMATS)
+    checker: Draft202012Validator = _Checker(schema(kind), registry=_registry(), format_checker=FORMATS)
+    return checker
 
 
 def _problems(checker: Validator, doc: Any) -> list[str]:
