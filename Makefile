@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test unit lint typecheck pytest system-deps pipeline bench clean
+.PHONY: install demo test unit checks lint typecheck pytest system-deps pipeline bench clean
 
 # Bytecode is written even when the environment says not to: with PYTHONDONTWRITEBYTECODE every
 # pytest worker rewrites every test module's asserts again (collection: 9 s a worker instead of
@@ -59,7 +59,12 @@ pytest: install system-deps
 		-n $(PYTEST_REST_WORKERS) --dist loadfile --tier=rest
 
 ## test: everything CI runs; non-zero on any failure
-test: install system-deps lint typecheck pytest
+# The static checks side by side (ruff, radon and bandit one after another on one core, mypy on the
+# other: 27 s alone from a cold cache, lint 7 s), each one's output kept together (-O), then pytest.
+test: install system-deps checks pytest
+
+checks: install
+	@$(MAKE) --no-print-directory -j2 -Otarget lint typecheck
 
 ## unit: the unit tier (no PostgreSQL, Chromium, Node or gitlab-ci-local; they are hidden while it runs)
 unit: install
