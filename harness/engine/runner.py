@@ -32,6 +32,7 @@ from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
 from acklab.evidence.clock import utcnow
+from acklab.evidence.documents.run import RunDocument
 from acklab.evidence.documents.trial import Trial
 from acklab.evidence.errors import EvidenceError
 from acklab.evidence.redaction import redact
@@ -350,6 +351,7 @@ async def _main(
     except BaseException:  # e.g. the bundle's folder not writable: the caller's handlers come back
         _cancel_interrupts(interrupted)
         raise
+    run_doc: RunDocument | None = None
     try:
         sockets, parameters = await _run_experiments(target, experiments, plan, state)
         # Late effects: every event of the run is read again, before any service of the run is
@@ -369,6 +371,8 @@ async def _main(
         if not interrupted.is_set():
             raise
         interrupted.honoured = True
+        if run_doc is not None:
+            raise _completed_when_stopped(options, state, interrupted, run_doc) from None
         raise _interrupted(options, state, interrupted, resumable=resumable) from None
     finally:
         _cancel_interrupts(interrupted)
@@ -479,6 +483,32 @@ def _interrupted(
     return RunInterrupted(
         f"{why}: {len(state.finished)} of {len(state.plan.trials)} trials are finished and kept in "
         f"{writer.root}; " + how,
+        deadline=interrupted.deadline,
+    )
+
+
+def _completed_when_stopped(
+    options: RunOptions, state: RunState, interrupted: _Flag, run_doc: RunDocument
+) -> RunInterrupted:
+    """What a run stopped while it wrote its last files says (exit 6: it was asked to stop): its
+    bundle was finished all the same, so there is nothing to resume, and the journal says complete."""
+    state.bus.emit(
+        RunFinished(
+            state.run_id,
+            state.target.name,
+            run_doc.verdict,
+            "complete",
+            state.started_at,
+            run_doc.ended_at,
+            str(state.writer.root),
+            run_doc,
+        )
+    )
+    state.bus.close()
+    return RunInterrupted(
+        f"{_stopped(options, interrupted, state.target)} as the run wrote its last files: its bundle "
+        f"{state.writer.root} was finished all the same (verdict {run_doc.verdict}, "
+        f"{len(state.finished)} of {len(state.plan.trials)} trials); nothing to resume",
         deadline=interrupted.deadline,
     )
 

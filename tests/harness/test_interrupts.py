@@ -9,12 +9,14 @@ publish. These tests send the signal from inside that stretch, in the run's own 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
 
+from acklab.evidence.bundle import verify
 from acklab.harness.engine import run_bundle
 from acklab.harness.engine.runner import RunOptions, run
 from acklab.harness.errors import RunInterrupted
@@ -48,10 +50,17 @@ def test_a_sigterm_while_the_bundle_is_written_stops_the_run(tmp_path, monkeypat
 
     monkeypatch.setattr(run_bundle.RunState, "finish", finish_then_terminated)
     mine = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(RunInterrupted, match="interrupted: 1 of 1 trials are finished"):
+    with pytest.raises(RunInterrupted, match="interrupted as the run wrote its last files") as stopped:
         run(options(tmp_path))
     assert caller_handler == []  # the run stopped for it: not passed on a second time
     assert signal.getsignal(signal.SIGTERM) is mine  # put back
+    # The bundle was finished all the same: the message says so, and sends nobody to --resume.
+    message = str(stopped.value)
+    assert "(verdict pass, 1 of 1 trials); nothing to resume" in message
+    assert "--resume" not in message
+    (bundle,) = (tmp_path / "out").glob("*/run.json")
+    assert json.loads(bundle.read_text())["status"] == "complete"
+    assert verify(bundle.parent).ok
 
 
 def test_a_signal_the_run_caught_too_late_to_act_on_goes_on_to_the_callers_handler(
