@@ -322,7 +322,11 @@ def gunicorn_receipts(tmp: Path, db_url: str, *, workers: int = 2) -> Scenario:
 
 
 def fast_receiver(tmp: Path) -> Scenario:
-    """Slow for its first three requests (the calibration), about a millisecond after."""
+    """Slow for its first three requests (the calibration), about a millisecond after.
+
+    Each cold request takes 400 ms, so the calibrated first timeout (half the fastest answer: 200 ms)
+    stays far above a warm answer even on a loaded machine: at 80 ms (a 40 ms timeout) a warm answer
+    slowed by four test workers on two cores outlasted it once, and the first try landed."""
     port = free_port()
     db = tmp / "fast.sqlite"
     spec = target_spec(
@@ -342,7 +346,11 @@ def fast_receiver(tmp: Path) -> Scenario:
         write(tmp / "fast.yaml", spec),
         ("timeout-overlap",),
         {},  # pass or error, never a pass without the fault (checked by the caller)
-        Service(module("fast_receiver", "--port", str(port), "--db", str(db)), port, tmp / "fast.log"),
+        Service(
+            module("fast_receiver", "--port", str(port), "--db", str(db), "--cold-ms", "400"),
+            port,
+            tmp / "fast.log",
+        ),
         trials=2,
     )
 
