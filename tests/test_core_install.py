@@ -103,8 +103,10 @@ def make_venv(where: Path) -> Path:
 
 def pip(python: Path, *args: str) -> None:
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # --no-compile: the install is the same but for byte-compiling every module of every dependency,
+    # which cost 5 of its 12 CPU-s; the test imports a few of them (compiled as they load).
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", *args],
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", *args],
         capture_output=True,
         text=True,
         env=env,
