@@ -18,16 +18,14 @@ progress is abandoned, ``run.json`` keeps status ``interrupted``, no manifest is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
-import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType, MappingProxyType
+from types import MappingProxyType
 from typing import Any
 
 from acklab.evidence.bundle import BundleWriter
@@ -54,6 +52,7 @@ from acklab.harness.core.run_events import (
     RunFinished,
     RunStarted,
 )
+from acklab.harness.engine import interrupts
 from acklab.harness.engine.execute import execute_experiment
 from acklab.harness.engine.late_read import reread, unreadable
 from acklab.harness.engine.results import RunResult
@@ -328,7 +327,7 @@ async def _main(
     resumable: bool = True,
 ) -> RunResult:
     # The deadline bounds everything from here, the preflight and the user's callables included.
-    interrupted = _install_interrupts(options.deadline_s)
+    interrupted = interrupts.install(options.deadline_s)
     await _check_target(options, target, experiments, plan, interrupted)  # takes them off if it raises
     try:
         bus = _bus(options, consumers, refused)
@@ -349,7 +348,7 @@ async def _main(
             )
         )
     except BaseException:  # e.g. the bundle's folder not writable: the caller's handlers come back
-        _cancel_interrupts(interrupted)
+        interrupts.cancel(interrupted)
         raise
     run_doc: RunDocument | None = None
     try:
@@ -364,9 +363,9 @@ async def _main(
         again = await reread(target, [r for r in every if r.trial_id not in gone])
         for record in [*again, *(unreadable(r) for r in lost if r.deliveries)]:
             state.checkpoint(record)
-        _raise_if_interrupted(interrupted)  # before the bundle says complete
+        interrupts.raise_if_interrupted(interrupted)  # before the bundle says complete
         run_doc = state.finish(sockets, parameters)
-        _raise_if_interrupted(interrupted)  # one that came while it was written (no await there)
+        interrupts.raise_if_interrupted(interrupted)  # one that came while it was written (no await there)
     except asyncio.CancelledError:
         if not interrupted.is_set():
             raise
@@ -375,7 +374,7 @@ async def _main(
             raise _completed_when_stopped(options, state, interrupted, run_doc) from None
         raise _interrupted(options, state, interrupted, resumable=resumable) from None
     finally:
-        _cancel_interrupts(interrupted)
+        interrupts.cancel(interrupted)
     bus.emit(
         RunFinished(
             run_id,
@@ -393,7 +392,11 @@ async def _main(
 
 
 async def _check_target(
-    options: RunOptions, target: Target, experiments: list[Experiment], plan: RunPlan, interrupted: _Flag
+    options: RunOptions,
+    target: Target,
+    experiments: list[Experiment],
+    plan: RunPlan,
+    interrupted: interrupts.RunSignals,
 ) -> None:
     """Before a bundle exists: an unreachable target or database (exit 4), a single-packet burst
     against a target without HTTP/2 (exit 3)."""
@@ -407,7 +410,7 @@ async def _check_target(
         # The run ends here: its handlers go (a signal that stopped it is not passed on again).
         stopped = isinstance(exc, asyncio.CancelledError) and interrupted.is_set()
         interrupted.honoured = interrupted.honoured or stopped
-        _cancel_interrupts(interrupted)
+        interrupts.cancel(interrupted)
         if not stopped:
             raise
         raise RunInterrupted(
@@ -460,7 +463,7 @@ async def _run_experiments(
 
 
 def _interrupted(
-    options: RunOptions, state: RunState, interrupted: _Flag, *, resumable: bool
+    options: RunOptions, state: RunState, interrupted: interrupts.RunSignals, *, resumable: bool
 ) -> RunInterrupted:
     """What an interrupted run says (exit 6), once its finished trials and the target's files are kept."""
     target, writer = state.target, state.writer
@@ -488,7 +491,7 @@ def _interrupted(
 
 
 def _completed_when_stopped(
-    options: RunOptions, state: RunState, interrupted: _Flag, run_doc: RunDocument
+    options: RunOptions, state: RunState, interrupted: interrupts.RunSignals, run_doc: RunDocument
 ) -> RunInterrupted:
     """What a run stopped while it wrote its last files says (exit 6: it was asked to stop): its
     bundle was finished all the same, so there is nothing to resume, and the journal says complete."""
@@ -513,102 +516,13 @@ def _completed_when_stopped(
     )
 
 
-def _stopped(options: RunOptions, interrupted: _Flag, target: Target) -> str:
+def _stopped(options: RunOptions, interrupted: interrupts.RunSignals, target: Target) -> str:
     """Why the run stopped: its deadline (naming the user's code it waited on, abandoned), or a signal."""
     if not interrupted.deadline:
         return "interrupted"
     waiting = target.waiting_on()
     abandoned = f" while waiting on {waiting}: abandoned in its thread" if waiting else ""
     return f"the run reached its --deadline of {options.deadline_s:g} s{abandoned}"
-
-
-def _cancel_interrupts(interrupted: _Flag) -> None:
-    """The run's region is over: its handlers go, the ones it replaced come back, and a signal it
-    caught but did not act on (one that came after the run's last look at the flag) goes on to
-    them, as it would have reached them had the run never caught it."""
-    if not interrupted.active:
-        return
-    interrupted.active = False
-    _remove_interrupts(interrupted.previous)
-    if interrupted.timer is not None:
-        interrupted.timer.cancel()
-    if interrupted.signals and not interrupted.honoured:
-        interrupted.honoured = True
-        signal.raise_signal(interrupted.signals[0])
-
-
-class _Flag:
-    def __init__(self) -> None:
-        self._set = False
-        self.deadline = False
-        self.timer: asyncio.TimerHandle | None = None
-        # The handlers the run replaced (a caller's own, e.g. the repair flow's), put back after.
-        self.previous: dict[signal.Signals, Any] = {}
-        self.signals: list[int] = []  # those caught, in order
-        self.active = True  # False once the run's region is over: a late cancel must not land
-        self.honoured = False  # the run stopped for them (exit 6): nothing to pass on
-
-    def set(self) -> None:
-        self._set = True
-
-    def is_set(self) -> bool:
-        return self._set
-
-
-def _install_interrupts(deadline_s: float | None = None) -> _Flag:
-    """Ctrl-C, SIGTERM and the run's deadline cancel the run's task; finished trials are on disk.
-
-    The signals get a handler of their own (`signal.signal`), not the loop's
-    (`loop.add_signal_handler`): the loop learns of a signal on its next turn only, and one that
-    came while the run wrote its bundle (work with no await in it) was read by no turn and lost —
-    a SIGTERM'd run then ended as if nothing had come, and the repair flow around it went on to
-    publish. The handler notes the signal at once, where the run looks before it reports
-    success, and asks the loop to cancel the run's task."""
-    flag = _Flag()
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-
-    def cancel() -> None:
-        if flag.active and task is not None:
-            task.cancel()
-
-    def interrupt() -> None:
-        flag.set()
-        cancel()
-
-    def caught(signum: int, frame: FrameType | None) -> None:
-        # Runs in the main thread between two bytecodes, the loop perhaps in the middle of a turn:
-        # call_soon_threadsafe only appends to the loop's queue and wakes it.
-        flag.signals.append(signum)
-        flag.set()
-        loop.call_soon_threadsafe(cancel)
-
-    def deadline() -> None:
-        flag.deadline = True
-        interrupt()
-
-    if deadline_s is not None:
-        flag.timer = loop.call_later(deadline_s, deadline)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # Not the main thread (e.g. a test harness): signals stay with the caller.
-        with contextlib.suppress(ValueError, RuntimeError):
-            flag.previous[sig] = signal.signal(sig, caught)
-    return flag
-
-
-def _raise_if_interrupted(interrupted: _Flag) -> None:
-    """Where the run would report success: a signal caught on the way (its cancel not yet
-    delivered, or swallowed by an await that outlived it) stops it here instead."""
-    if interrupted.is_set():
-        raise asyncio.CancelledError
-
-
-def _remove_interrupts(previous: dict[signal.Signals, Any]) -> None:
-    """Put back the handlers the run replaced (a caller's SIGTERM handler, Python's Ctrl-C)."""
-    for sig, handler in previous.items():
-        with contextlib.suppress(ValueError, RuntimeError):
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 __all__ = [

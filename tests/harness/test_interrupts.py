@@ -66,9 +66,9 @@ def test_a_sigterm_while_the_bundle_is_written_stops_the_run(tmp_path, monkeypat
 def test_a_signal_the_run_caught_too_late_to_act_on_goes_on_to_the_callers_handler(
     tmp_path, monkeypatch, caller_handler
 ):
-    from acklab.harness.engine import runner
+    from acklab.harness.engine import interrupts
 
-    looked = runner._raise_if_interrupted
+    looked = interrupts.raise_if_interrupted
     looks: list[int] = []
 
     def look_then_terminated(interrupted):
@@ -77,7 +77,7 @@ def test_a_signal_the_run_caught_too_late_to_act_on_goes_on_to_the_callers_handl
         if len(looks) == 2:  # after the run's last look: only its handler's removal is left
             os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(runner, "_raise_if_interrupted", look_then_terminated)
+    monkeypatch.setattr(interrupts, "raise_if_interrupted", look_then_terminated)
     result = run(options(tmp_path))
     assert result.verdict == "pass"  # the run itself was over
     assert caller_handler == [signal.SIGTERM]  # and the signal reached the caller, once
