@@ -375,20 +375,25 @@ async def _main(
         raise _interrupted(options, state, interrupted, resumable=resumable) from None
     finally:
         interrupts.cancel(interrupted)
-    bus.emit(
+    _close_complete(state, run_doc)
+    return RunResult.of(run_doc, writer.root)
+
+
+def _close_complete(state: RunState, run_doc: RunDocument) -> None:
+    """The run's bundle is complete: its events end with that (the journal records it), and stop."""
+    state.bus.emit(
         RunFinished(
-            run_id,
-            target.name,
+            state.run_id,
+            state.target.name,
             run_doc.verdict,
             "complete",
             state.started_at,
             run_doc.ended_at,
-            str(writer.root),
+            str(state.writer.root),
             run_doc,
         )
     )
-    bus.close()
-    return RunResult.of(run_doc, writer.root)
+    state.bus.close()
 
 
 async def _check_target(
@@ -495,19 +500,7 @@ def _completed_when_stopped(
 ) -> RunInterrupted:
     """What a run stopped while it wrote its last files says (exit 6: it was asked to stop): its
     bundle was finished all the same, so there is nothing to resume, and the journal says complete."""
-    state.bus.emit(
-        RunFinished(
-            state.run_id,
-            state.target.name,
-            run_doc.verdict,
-            "complete",
-            state.started_at,
-            run_doc.ended_at,
-            str(state.writer.root),
-            run_doc,
-        )
-    )
-    state.bus.close()
+    _close_complete(state, run_doc)
     return RunInterrupted(
         f"{_stopped(options, interrupted, state.target)} as the run wrote its last files: its bundle "
         f"{state.writer.root} was finished all the same (verdict {run_doc.verdict}, "
