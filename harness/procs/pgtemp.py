@@ -3,11 +3,10 @@
 The test run, the benchmarks and `make demo` start one when they need PostgreSQL (the
 concurrency experiments and the database-link faults). Debian's server refuses to run as
 root, and CI runs as root, so as root every server command runs as the `postgres` user
-(runuser). The server listens on 127.0.0.1 on a free port and on a Unix socket inside its
-own directory. It never trusts a connection: every role logs in with a password (SCRAM), the
-superuser's drawn fresh for each server and known to the process that started it only (its
-URLs carry it), so code the lab serves — which can reach this port — cannot log in as anyone
-but the role it was given. `stop()` ends it and removes the directory. Its commands are argv
+(runuser). The server listens on 127.0.0.1 on a free port, and on no Unix socket. It never
+trusts a connection: every role logs in with a password (SCRAM), the superuser's drawn fresh for
+each server and known to the process that started it only (its URLs carry it), so code the lab
+serves — which can reach this port — cannot log in as anyone but the role it was given. `stop()` ends it and removes the directory. Its commands are argv
 lists of our own binaries, never a shell. Nothing is skipped when PostgreSQL is missing:
 `make test` installs it first; `available()` lets the demo say so instead.
 """
@@ -113,14 +112,13 @@ def start_postgres() -> PostgresServer:
     """initdb a fresh cluster in a temporary directory and start it; raise with its log on failure."""
     bindir = _bindir()
     root = Path(tempfile.mkdtemp(prefix="acklab-pg-"))
-    data, sock = root / "data", root / "sock"
-    sock.mkdir()
+    data = root / "data"
     password = secrets.token_urlsafe(24)
     pwfile = root / "pwfile"
     pwfile.write_text(password + "\n", encoding="utf-8")
     pwfile.chmod(0o600)
     if os.geteuid() == 0:  # the server runs as `postgres`: hand it its (private, 0o700) directories
-        for path in (root, sock, pwfile):
+        for path in (root, pwfile):
             shutil.chown(path, "postgres")
     auth = ["--auth-local=scram-sha-256", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
     res = _as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-E", "UTF8", *auth])
@@ -128,7 +126,9 @@ def start_postgres() -> PostgresServer:
     if res.returncode != 0:
         raise PostgresUnavailable(f"initdb failed: {res.stderr[-2000:]}")
     port = free_port()
-    opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    # No Unix socket (-k ''): every client connects over TCP, and a socket's path (107 bytes at most)
+    # would have to fit under a TMPDIR of any length (a sandbox's scratch/tmp on /dev/shm did not).
+    opts = f"-p {port} -k '' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     res = _as_postgres(
         [
             str(bindir / "pg_ctl"),
