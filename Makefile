@@ -53,8 +53,12 @@ typecheck: install
 # on two cores finish it sooner than three. PYTEST_REST_WORKERS=3 (or 0) if a machine disagrees.
 PYTEST_WORKERS ?= 3
 PYTEST_REST_WORKERS ?= 4
+# The tests' temporary files go to a tmpfs when the machine has one to spare (scripts/test-tmpdir.sh,
+# which says why not when it does not; ACKLAB_TEST_TMPDIR=/tmp keeps them on disk): file creation
+# on ext4 cost the suite more kernel time than its tests spent in Python.
 pytest: install system-deps
-	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile
+	@tmp=$$(scripts/test-tmpdir.sh) && export TMPDIR="$$tmp" && echo "acklab: the tests' files go to $$tmp" && \
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile && \
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing \
 		-n $(PYTEST_REST_WORKERS) --dist loadfile --tier=rest
 
@@ -68,6 +72,7 @@ checks: install
 
 ## unit: the unit tier (no PostgreSQL, Chromium, Node or gitlab-ci-local; they are hidden while it runs)
 unit: install
+	@tmp=$$(scripts/test-tmpdir.sh) && export TMPDIR="$$tmp" && echo "acklab: the tests' files go to $$tmp" && \
 	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local (PIPELINE_ARGS="--mr --list", a job name, ...)
