@@ -52,9 +52,10 @@ def figures(quick: bool = False) -> list[Figure]:
         quick_tests = ("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/app/test_seam.py")
         verify = tuple(VerifyCommand(c.name, quick_tests) if c.name == "pytest" else c for c in spec.verify)
         spec = dataclasses.replace(spec, verify=verify)
-    # Two of each, interleaved: a verify is ~22 s (its pytest most of it) and the sandbox has cost
-    # 0.97-1.03x of it in every committed run, against 1.5x; a third pair was 45 s of the bench's 20 minutes.
-    runs = 2
+    # One of each, after a warming attack: a verify is ~30 s (its pytest most of it) and the sandbox
+    # has cost 0.97-1.08x of it in every committed run, against 1.5x; a second pair was 60 s of the
+    # bench's 20 minutes.
+    runs = 1
     work = Path(tempfile.mkdtemp(prefix="acklab-bench-verify-"))
     try:
         repo = work / "repo"
