@@ -32,9 +32,24 @@ from typing import cast
 import h11
 import httpx
 
-from acklab.harness.wire.burst_socket import close_quietly, open_stream, wait_flushed, wait_read
+from acklab.harness.wire.burst_socket import (
+    close_quietly,
+    open_stream,
+    wait_flushed,
+    wait_for_room,
+    wait_read,
+)
 
 READ_BYTES = 65536
+# A burst's connections are opened a few at a time, each few once the server's accept queue has
+# room for them (`wait_for_room`). All sixteen at once overflowed the queue of a server that
+# listens with a short backlog (the standard library's socketserver: 5): the kernel dropped the
+# handshakes past it and the lab sent them again a second later, so arming a burst took 0.1 s or
+# 1.2 s by luck. The release is unchanged.
+CONNECTING_AT_ONCE = 4
+# How long a listener may accept nothing before the next few go anyway (a server that takes its
+# connections one at a time never makes room; a busy one has its own queue to keep).
+ACCEPT_SETTLE_S = 0.005
 
 
 def serialise(connection: h11.Connection, request: httpx.Request) -> bytes:
@@ -65,6 +80,10 @@ class H1Wire:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._failure: httpx.TransportError | None = None
+
+    @property
+    def port(self) -> int:
+        return self.url.port or (443 if self.url.scheme == "https" else 80)
 
     @property
     def writer(self) -> asyncio.StreamWriter | None:
@@ -223,7 +242,12 @@ class H1Burst:
         """Open a connection per request (to its own host), write all but the last byte, wait until
         the peers have it all."""
         burst = cls([H1Wire(r) for r in requests])
-        await asyncio.gather(*(w.connect(timeout_s) for w in burst.wires))
+        deadline = time.monotonic() + timeout_s
+        for start in range(0, len(burst.wires), CONNECTING_AT_ONCE):
+            wave = burst.wires[start : start + CONNECTING_AT_ONCE]
+            for port in sorted({w.port for w in wave}):
+                await wait_for_room(port, sum(w.port == port for w in wave), deadline, ACCEPT_SETTLE_S)
+            await asyncio.gather(*(w.connect(timeout_s) for w in wave))
         writers = [w for wire in burst.wires if (w := wire.writer) is not None]
         await wait_flushed(writers, timeout_s)
         await wait_read(writers, timeout_s)

@@ -32,6 +32,10 @@ READ_POLL_S = 0.001
 SETTLE_S = 0.005
 # Linux: every TCP socket of this network namespace and its queues (a peer on this machine).
 _TCP_TABLES = (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6))
+_LISTEN = "0A"  # a socket's state in /proc/net/tcp: TCP_LISTEN
+# The accept queue of the standard library's socketserver (request_queue_size), the shortest a
+# web server is likely to listen with; the kernel takes one more connection than the backlog.
+SHORT_BACKLOG = 5
 # Linux: the bytes of a TCP socket still in its send queue (sent but unacknowledged, or unsent).
 _OUTQ = getattr(termios, "TIOCOUTQ", None) if sys.platform.startswith("linux") else None
 
@@ -151,6 +155,42 @@ async def wait_read(
             break
         await asyncio.sleep(READ_POLL_S)
     await asyncio.sleep(settle_s)
+
+
+def accept_queue(port: int) -> int | None:
+    """How many connections wait to be accepted by the sockets listening on `port` on this machine
+    (in this network namespace: /proc/net/tcp(6) gives a listening socket's accept queue as its
+    rx_queue); None when none listens here."""
+    queued: int | None = None
+    for table, _family in _TCP_TABLES:
+        try:
+            with open(table, encoding="ascii") as rows:
+                lines = rows.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 4 and fields[3] == _LISTEN and fields[1].endswith(f":{port:04X}"):
+                queued = (queued or 0) + int(fields[4].partition(":")[2], 16)
+    return queued
+
+
+async def wait_for_room(port: int, wanted: int, deadline: float, settle_s: float = SETTLE_S) -> None:
+    """Until the listener on `port` can take `wanted` more connections into an accept queue as short
+    as the standard library's (`SHORT_BACKLOG`), accepts none for `settle_s` (a server that takes
+    them one at a time, or a busy one: its queue is its own), or `deadline`; at once when it does
+    not listen on this machine."""
+    last: int | None = None
+    still = time.monotonic()
+    while (queued := accept_queue(port)) is not None and queued + wanted > SHORT_BACKLOG + 1:
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        if queued != last:
+            last, still = queued, now
+        elif now - still >= settle_s:
+            return
+        await asyncio.sleep(READ_POLL_S)
 
 
 async def close_quietly(writer: asyncio.StreamWriter) -> None:
