@@ -41,11 +41,11 @@ from acklab.harness.wire.burst_socket import (
 )
 
 READ_BYTES = 65536
-# A burst's connections are opened a few at a time, each few once the server's accept queue has
-# room for them (`wait_for_room`). All sixteen at once overflowed the queue of a server that
-# listens with a short backlog (the standard library's socketserver: 5): the kernel dropped the
-# handshakes past it and the lab sent them again a second later, so arming a burst took 0.1 s or
-# 1.2 s by luck. The release is unchanged.
+# A burst's connections are opened a few at a time, each few once the listener's accept queue has
+# room for them (`wait_for_room`: its backlog and queue, from the kernel). All sixteen at once
+# overflowed the queue of a server that listens with a short backlog (the standard library's
+# socketserver: 5): the kernel dropped the handshakes past it and the lab sent them again a second
+# later, so arming a burst took 0.1 s or 1.2 s by luck. The release is unchanged.
 CONNECTING_AT_ONCE = 4
 # How long a listener may accept nothing before the next few go anyway (a server that takes its
 # connections one at a time never makes room; a busy one has its own queue to keep).

@@ -3,7 +3,8 @@
 Sixteen handshakes at once against the standard library's socketserver (backlog 5) overflowed its
 accept queue: the kernel dropped those past it and the lab sent them again a second later, so a
 burst's arming took 0.1 s or 1.2 s by luck. `H1Burst.arm` opens the connections four at a time,
-each four once the listener's accept queue (`accept_queue`, read from /proc/net/tcp) has room.
+each four once the listener's accept queue has room (`accept_room`: its backlog and queue, asked
+of the kernel's sock_diag netlink).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import httpx
 
 from acklab.harness.wire import burst_h1
 from acklab.harness.wire.burst_h1 import H1Burst
-from acklab.harness.wire.burst_socket import SHORT_BACKLOG, accept_queue, wait_for_room
+from acklab.harness.wire.burst_socket import accept_room, listening, wait_for_room
 
 
 def _queued_connections(listener: socket.socket, n: int) -> list[socket.socket]:
@@ -27,26 +28,28 @@ def _queued_connections(listener: socket.socket, n: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
 
 
-def test_the_accept_queue_of_a_listener_here_is_read_from_proc():
+def test_a_listeners_queue_and_backlog_come_from_the_kernel():
     with socket.create_server(("127.0.0.1", 0), backlog=16) as listener:
         port = listener.getsockname()[1]
-        assert accept_queue(port) == 0
+        assert listening(port) == [(0, 16)]
         clients = _queued_connections(listener, 3)
         try:
-            assert accept_queue(port) == 3
+            assert listening(port) == [(3, 16)]
+            assert accept_room(port) == 16 + 1 - 3  # the kernel queues one past the backlog
             accepted, _ = listener.accept()
             accepted.close()
-            assert accept_queue(port) == 2
+            assert accept_room(port) == 15
         finally:
             for c in clients:
                 c.close()
-    assert accept_queue(port) is None, "nobody listens on the port any more"
+    assert listening(port) == []
+    assert accept_room(port) is None, "nobody listens on the port any more"
 
 
 def test_waiting_for_room_returns_at_once_when_there_is_room_or_no_listener_here():
-    with socket.create_server(("127.0.0.1", 0), backlog=16) as listener:
+    with socket.create_server(("127.0.0.1", 0), backlog=5) as listener:
         port = listener.getsockname()[1]
-        clients = _queued_connections(listener, SHORT_BACKLOG + 1 - 4)
+        clients = _queued_connections(listener, 2)  # 6 - 2: room for four
         try:
             started = time.monotonic()
             asyncio.run(wait_for_room(port, 4, time.monotonic() + 30, settle_s=10))
@@ -60,9 +63,9 @@ def test_waiting_for_room_returns_at_once_when_there_is_room_or_no_listener_here
 
 
 def test_waiting_for_room_lasts_while_the_server_accepts_and_ends_when_it_stops():
-    with socket.create_server(("127.0.0.1", 0), backlog=16) as listener:
+    with socket.create_server(("127.0.0.1", 0), backlog=5) as listener:
         port = listener.getsockname()[1]
-        clients = _queued_connections(listener, 6)
+        clients = _queued_connections(listener, 6)  # full: the kernel takes backlog + 1
         taken: list[socket.socket] = []
 
         def accept_three() -> None:  # slowly, then no more: a server stuck on its third request
@@ -75,10 +78,10 @@ def test_waiting_for_room_lasts_while_the_server_accepts_and_ends_when_it_stops(
         try:
             asyncio.run(wait_for_room(port, 4, time.monotonic() + 30, settle_s=1.0))
             acceptor.join()
-            # it waited through the accepts (each within its settle) until there was room: 6 - 3 + 4 > 6,
-            # so it waited out the settle after the third, and went on (the server's queue is its own)
+            # it waited through the accepts (each within its settle) for room for four; three came,
+            # so it waited out the settle after the third and went on (the server's queue is its own)
             assert len(taken) == 3
-            assert accept_queue(port) == 3
+            assert accept_room(port) == 3
         finally:
             for c in clients + taken:
                 c.close()
@@ -108,7 +111,7 @@ def test_a_burst_of_sixteen_against_a_socketserver_backlog_loses_no_handshake(mo
     # by default (then it goes on, and the kernel's queue is the server's business): here it waits.
     monkeypatch.setattr(burst_h1, "ACCEPT_SETTLE_S", 5.0)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    assert server.request_queue_size == SHORT_BACKLOG  # the standard library's own
+    assert server.request_queue_size == 5  # the standard library's own
     port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
