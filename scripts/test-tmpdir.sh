@@ -13,13 +13,20 @@
 #   - the directory /dev/shm/make-test-tmp-<uid> is ours, a real directory, not a link.
 # perf put that kernel time in ext4's inode allocation (find_inode_bit, recently_deleted).
 # Otherwise it prints the usual one ($TMPDIR, or /tmp) and says why on stderr.
-# ACKLAB_TEST_TMPDIR=DIR chooses DIR outright (ACKLAB_TEST_TMPDIR=/tmp: the disk, as before).
+# ACKLAB_TEST_TMPDIR=DIR chooses DIR outright (ACKLAB_TEST_TMPDIR=/tmp: the disk, as before); DIR
+# must be a writable directory, or the script says so and exits 2 (make stops before any test).
 # The directory is like /tmp (1777: PostgreSQL's and the sandbox's own users make files there);
-# pytest keeps only the last three runs' tmp_path directories in it, as it does in /tmp.
+# A passing test's tmp_path is removed as it ends (pyproject.toml: tmp_path_retention_policy).
 set -euo pipefail
 
 fallback=${TMPDIR:-/tmp}
 if [ -n "${ACKLAB_TEST_TMPDIR:-}" ]; then
+  # Python's tempfile passes over a TMPDIR that is not a writable directory without a word.
+  if [ ! -d "$ACKLAB_TEST_TMPDIR" ] || [ ! -w "$ACKLAB_TEST_TMPDIR" ]; then
+    echo "acklab: ACKLAB_TEST_TMPDIR=$ACKLAB_TEST_TMPDIR is not a writable directory;" \
+         "create it, or unset ACKLAB_TEST_TMPDIR to let make choose" >&2
+    exit 2
+  fi
   echo "$ACKLAB_TEST_TMPDIR"
   exit 0
 fi

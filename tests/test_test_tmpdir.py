@@ -84,7 +84,17 @@ def test_what_is_not_a_tmpfs_is_not_used(tmp_path):
 
 
 def test_acklab_test_tmpdir_chooses_outright(tmp_path):
-    env = os.environ | {"ACKLAB_TEST_TMPDIR": str(tmp_path / "mine")}
+    env = os.environ | {"ACKLAB_TEST_TMPDIR": str(tmp_path)}
     done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60, check=True)
-    assert done.stdout.split() == [str(tmp_path / "mine")]
-    assert not (tmp_path / "mine").exists(), "it names the directory; it does not make one"
+    assert done.stdout.split() == [str(tmp_path)]
+
+
+def test_an_acklab_test_tmpdir_that_is_no_directory_is_refused_by_name(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    for wrong in (tmp_path / "missing", tmp_path / "a-file"):
+        env = os.environ | {"ACKLAB_TEST_TMPDIR": str(wrong)}
+        done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert done.returncode == 2
+        assert done.stdout == ""
+        assert f"ACKLAB_TEST_TMPDIR={wrong} is not a writable directory" in done.stderr
+    assert not (tmp_path / "missing").exists(), "nothing is made on its behalf"
