@@ -183,6 +183,8 @@ def _listeners_answered(link: socket.socket, port: int) -> list[tuple[int, int]]
     found: list[tuple[int, int]] = []
     while True:
         data = link.recv(65536)
+        if not data:
+            raise OSError("sock_diag ended the dump without saying it was done")
         at = 0
         while at + 16 <= len(data):
             length, kind = struct.unpack_from("=IH", data, at)

@@ -66,21 +66,27 @@ def test_waiting_for_room_lasts_while_the_server_accepts_and_ends_when_it_stops(
     with socket.create_server(("127.0.0.1", 0), backlog=5) as listener:
         port = listener.getsockname()[1]
         clients = _queued_connections(listener, 6)  # full: the kernel takes backlog + 1
+        assert accept_room(port) == 0
         taken: list[socket.socket] = []
+        accepted_at: list[float] = []
 
         def accept_three() -> None:  # slowly, then no more: a server stuck on its third request
             for _ in range(3):
                 time.sleep(0.2)
                 taken.append(listener.accept()[0])
+                accepted_at.append(time.monotonic())
 
         acceptor = threading.Thread(target=accept_three)
+        started = time.monotonic()
         acceptor.start()
         try:
             asyncio.run(wait_for_room(port, 4, time.monotonic() + 30, settle_s=1.0))
+            returned = time.monotonic()
             acceptor.join()
-            # it waited through the accepts (each within its settle) for room for four; three came,
-            # so it waited out the settle after the third and went on (the server's queue is its own)
-            assert len(taken) == 3
+            # Room for four never came (three were taken): it waited through the accepts, each
+            # within its settle, then the settle after the last one, and went on.
+            assert len(accepted_at) == 3
+            assert returned >= accepted_at[-1] + 1.0, (started, accepted_at, returned)
             assert accept_room(port) == 3
         finally:
             for c in clients + taken:
