@@ -31,8 +31,10 @@ fi
 mkdir -p test-artifacts
 log=test-artifacts/unit-tier.log
 # A session of its own (setsid): a ^C at the terminal reaches the rest, and the trap below stops
-# the unit tier's whole process group with it.
-ACKLAB_UNIT_BESIDE_REST=1 setsid "${unit[@]}" >"$log" 2>&1 &
+# the unit tier's whole process group with it. bash starts a background job with SIGINT and
+# SIGQUIT ignored, which pytest and every process a test starts would inherit (a test of
+# interrupts then finds them ignored): env puts them back to the default.
+setsid env --default-signal=INT,QUIT ACKLAB_UNIT_BESIDE_REST=1 "${unit[@]}" >"$log" 2>&1 &
 unit_pid=$!
 stop_unit() {
   kill -TERM -- "-$unit_pid" 2>/dev/null

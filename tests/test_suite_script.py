@@ -10,6 +10,7 @@ when its tier ran and with what arguments and environment, then sleeps and exits
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ out=$STAND_IN_DIR/$tier
 echo $$ > "$out.pid"
 date +%s.%N > "$out.start"
 echo "${ACKLAB_UNIT_BESIDE_REST:-unset} $*" > "$out.args"
+grep SigIgn /proc/$$/status | cut -f2 > "$out.ignored"
 sleep "${STAND_IN_SLEEP:-1}"
 date +%s.%N > "$out.end"
 echo "the $tier tier's report"
@@ -58,9 +60,15 @@ def environment(project: Path, **extra: str) -> dict[str, str]:
     return env | {"ACKLAB_PYTHON": str(project / "python"), "STAND_IN_DIR": str(project / "ran"), **extra}
 
 
+def command(project: Path) -> list[str]:
+    # As from a terminal: SIGINT at its default (a pytest-xdist worker ignores it, and what the
+    # worker starts would inherit that).
+    return ["env", "--default-signal=INT", str(project / "scripts" / "suite.sh"), "3", "4"]
+
+
 def suite(project: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(project / "scripts" / "suite.sh"), "3", "4"],
+        command(project),
         env=environment(project, **extra), capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -80,6 +88,9 @@ def test_the_two_tiers_run_at_once_and_the_unit_tier_is_reported_after_the_rest(
     assert ran(project, "unit", "args").split()[:7] == ["1", "-m", "pytest", "--tier=unit", "-p", "bench.pytest_timing", "-n"]  # fmt: skip
     assert ran(project, "rest", "args").split()[0] == "unset"  # only the unit tier's record is kept apart
     assert "-n 4 --dist loadfile --tier=rest" in ran(project, "rest", "args")
+    # Neither tier ignores SIGINT (bash starts a background job ignoring it).
+    for tier in ("unit", "rest"):
+        assert int(ran(project, tier, "ignored"), 16) & 1 << (signal.SIGINT - 1) == 0, tier
     out = done.stdout
     assert out.index("the rest tier's report") < out.index("the unit tier, run beside the rest")
     assert out.index("the unit tier, run beside the rest") < out.index("the unit tier's report")
@@ -107,16 +118,25 @@ def test_one_after_the_other_when_asked(project):
 
 def test_an_interrupt_stops_both_tiers(project):
     started = subprocess.Popen(
-        [str(project / "scripts" / "suite.sh"), "3", "4"], env=environment(project, STAND_IN_SLEEP="60"),
+        command(project), env=environment(project, STAND_IN_SLEEP="60"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     pids = [project / "ran" / f"{tier}.pid" for tier in ("unit", "rest")]
-    deadline = time.monotonic() + 30
-    while not all(p.exists() and p.read_text().strip() for p in pids):
-        assert time.monotonic() < deadline, "the two tiers did not start"
-        time.sleep(0.05)
-    os.killpg(started.pid, signal.SIGINT)  # a ^C at the terminal: the foreground group
-    out, err = started.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while not all(p.exists() and p.read_text().strip() for p in pids):
+            assert time.monotonic() < deadline, "the two tiers did not start"
+            time.sleep(0.05)
+        os.killpg(started.pid, signal.SIGINT)  # a ^C at the terminal: the foreground group
+        out, err = started.communicate(timeout=30)
+    finally:
+        if started.poll() is None:  # nothing outlives the test, whatever failed
+            os.killpg(started.pid, signal.SIGKILL)
+            started.communicate()
+            for pid in pids:
+                if pid.exists() and pid.read_text().strip():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(int(pid.read_text()), signal.SIGKILL)
     assert started.returncode == 130, out + err
     assert "interrupted; the unit tier was stopped too" in err
     unit_pid = int(pids[0].read_text())

@@ -43,6 +43,7 @@ def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("ACKLAB_TEST_TIMING", str(tmp_path / "timing.json"))
     monkeypatch.delenv("ACKLAB_UNIT_HIDING", raising=False)
+    monkeypatch.delenv("ACKLAB_UNIT_BESIDE_REST", raising=False)  # set when make test runs this file
     pytester.makeini("[pytest]\ntestpaths = suite\n")
     pytester.mkdir("suite")
     (pytester.path / "suite" / "conftest.py").write_text(
