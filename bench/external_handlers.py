@@ -86,7 +86,9 @@ def passes(
 
 def why_not(result: Any) -> str:
     """The experiments of a run that did not pass, each with its first violation (its invariant,
-    trial and detail, cut short): what a missed figure needs to be looked into (the bundle is gone)."""
+    trial and detail, cut short), or the reason the lab gave when it judged nothing (an error,
+    an inconclusive run: no violation): what a missed figure needs to be looked into (the bundle
+    is gone)."""
     found = []
     for entry in result.run["experiments"]:
         if entry["verdict"] in ("pass", "skipped"):
@@ -94,6 +96,8 @@ def why_not(result: Any) -> str:
         first = ""
         for violation in entry.get("violations", [])[:1]:
             first = f" ({violation.get('invariant')}, trial {violation.get('trial')}: {str(violation.get('detail'))[:300]})"
+        if not first and entry.get("reason"):
+            first = f" ({str(entry['reason'])[:300]})"
         found.append(f"{entry['name']}={entry['verdict']}{first}")
     return ", ".join(found) or f"verdict {result.verdict}"
 

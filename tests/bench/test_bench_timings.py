@@ -258,6 +258,16 @@ def test_a_run_of_a_correct_handler_that_did_not_pass_is_named_with_its_first_vi
     assert "lost-ack" not in said
     assert "out-of-order" not in said
     assert len(said) < 400  # the detail is cut short: a note, not the incident
+    # An error judges nothing: no violation, the lab's reason instead.
+    errored = SimpleNamespace(
+        verdict="error",
+        run={
+            "experiments": [
+                {"name": "timeout-overlap", "verdict": "error", "violations": [], "reason": "y" * 1000}
+            ]
+        },
+    )
+    assert why_not(errored) == f"timeout-overlap=error ({'y' * 300})"
 
 
 def test_the_slow_handlers_runs_are_shared_out_between_its_servers_none_lost_none_empty():
