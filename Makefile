@@ -45,10 +45,9 @@ typecheck: install
 # Three workers (pytest-xdist), a test file to each at a time: the unit tier's files wait on
 # subprocesses and sockets a third of the time, so two workers left the two cores idle that long
 # (a quiet make unit: 72-75 s on two workers, 55 s on three). PYTEST_WORKERS=0: serial.
-# The suite in two parts, no test twice, side by side (scripts/suite.sh): the unit tier with
-# PostgreSQL, Chromium, Node and gitlab-ci-local hidden (what `make unit` runs: proof that it
-# needs none of them), in the cores every other test (--tier=rest, with them there) leaves
-# idle; ACKLAB_TIERS_BESIDE=0 runs one after the other.
+# The suite in two parts, no test twice: the unit tier with PostgreSQL, Chromium, Node and
+# gitlab-ci-local hidden (what `make unit` runs: proof that it needs none of them), then every
+# other test (--tier=rest) with them there.
 # The rest waits far more than it computes (servers, sandboxes, pipelines: its files took 2,624 s
 # on three workers, 630 s of it CPU, the processes they waited for included), so four workers
 # on two cores finish it sooner than three. PYTEST_REST_WORKERS=3 (or 0) if a machine disagrees.
@@ -59,7 +58,9 @@ PYTEST_REST_WORKERS ?= 4
 # on ext4 cost the suite more kernel time than its tests spent in Python.
 pytest: install system-deps
 	@tmp=$$(scripts/test-tmpdir.sh) && export TMPDIR="$$tmp" && echo "acklab: the tests' files go to $$tmp" && \
-	scripts/suite.sh $(PYTEST_WORKERS) $(PYTEST_REST_WORKERS)
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile && \
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing \
+		-n $(PYTEST_REST_WORKERS) --dist loadfile --tier=rest
 
 ## test: everything CI runs; non-zero on any failure
 # The static checks side by side (ruff, radon and bandit one after another on one core, mypy on the

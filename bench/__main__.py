@@ -3,7 +3,7 @@
     python -m bench                      # every figure, then results.json
     python -m bench --quick              # a smaller variant of each (what a test can afford)
     python -m bench --only journal_writes --only full_run   # some modules; other figures kept
-    python -m bench --make-test          # also time a real `make test`, then `make unit` (slow; off by default)
+    python -m bench --make-test          # also time a real `make test` (slow; off by default)
     python -m bench --jobs 3             # how many modules' reliability figures run at once
     python -m bench --runs-at-once 4     # how many runs of one reliability figure run at once
 
@@ -219,9 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     parser.add_argument(
-        "--make-test",
-        action="store_true",
-        help="time a real `make test` first, then `make unit` alone (slow; off by default)",
+        "--make-test", action="store_true", help="time a real `make test` first (slow; off by default)"
     )
     parser.add_argument(
         "--jobs", type=_at_least_one, default=JOBS, help=f"reliability parts run at once (default {JOBS})"

@@ -10,12 +10,7 @@ under its own key of ``bench/.test-timing.json``:
 * ``unit``: the same with ``--tier=unit`` (``make unit``), the unit tier whole, and whether
   the system dependencies were hidden from it (scripts/unit.sh);
 * ``rest``: the same with ``--tier=rest``, every test outside the unit tier, with its counts
-  per tier;
-* ``unit_beside_rest``: the unit tier as ``make test`` runs it, beside ``rest`` at the same time
-  (scripts/suite.sh): together they are the suite. Its wall time is not ``make unit``'s (it
-  shares the cores with the rest), so it never replaces the ``unit`` entry.
-
-Each entry says when its session started and ended (``started_at``, ``at``).
+  per tier. ``make test`` runs ``unit`` then ``rest``: together they are the suite.
 
 Any other session (a quick local run) writes nothing, so it never replaces a real figure.
 Under pytest-xdist (``make test`` runs two workers) every worker collects the whole suite:
@@ -33,7 +28,6 @@ slowest files of any session.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sys
@@ -56,9 +50,6 @@ _RECORD = pytest.StashKey[dict[str, Any]]()
 _EPOCH = pytest.StashKey[float]()
 WORKER_KEY = "acklab_test_timing"
 FILES_KEY = "acklab_test_files"
-# Set by scripts/suite.sh on the unit tier it runs beside the rest; its entry's key then.
-BESIDE_REST = "ACKLAB_UNIT_BESIDE_REST"
-BESIDE_KEY = "unit_beside_rest"
 SHOWN = 10  # slowest files listed at the end of the terminal report
 # The recorder of this process's tests; the audit hook (which cannot be removed) reads it.
 _recorders: list[Recorder] = []
@@ -199,46 +190,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         k: len(v) for k, v in stats.items() if k in ("passed", "failed", "error", "skipped", "xfailed")
     }
     entry: dict[str, Any] = {
-        "started_at": _iso(session.stash[_EPOCH]),
         "wall_s": round(time.perf_counter() - session.stash[_STARTED], 1),
         "exit_status": int(exitstatus),
         "tests": held["tests"],
         "outcomes": outcomes,
         "cpus": os.cpu_count(),
-        "at": _iso(time.time()),
+        "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
     if kind in ("pytest", "rest"):
         entry["tiers"] = held["tiers"]
-    key = kind
     if kind == "unit":
         entry["hidden"] = os.environ.get("ACKLAB_UNIT_HIDING") == "1"
-        # make test runs the unit tier beside the rest (scripts/suite.sh): its wall time there is
-        # not `make unit`'s, so it is kept apart from a `make unit` run's.
-        if os.environ.get(BESIDE_REST) == "1":
-            key = BESIDE_KEY
     entry.update(record)
-    _store(key, entry)
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _store(key: str, entry: dict[str, Any]) -> None:
-    """Write `entry` under `key`, keeping the other sessions' entries: under a lock, since make
-    test's two sessions run at once and either may end first."""
-    with open(TIMING.with_name(TIMING.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        previous: dict[str, Any] = {}
-        if TIMING.exists():
-            try:
-                previous = json.loads(TIMING.read_text())
-            except ValueError:
-                previous = {}
-        previous[key] = entry
-        written = TIMING.with_name(TIMING.name + ".new")
-        written.write_text(json.dumps(previous, indent=2) + "\n")
-        written.replace(TIMING)
+    previous: dict[str, Any] = {}
+    if TIMING.exists():
+        try:
+            previous = json.loads(TIMING.read_text())
+        except ValueError:
+            previous = {}
+    previous[kind] = entry
+    TIMING.write_text(json.dumps(previous, indent=2) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -8,14 +8,11 @@ The suite is far too slow to run inside the benchmark, so this figure is read fr
 * ``make_test``: a real ``make test``, timed end to end by ``python -m bench --make-test``
   (install, system deps, lint, typecheck, pytest);
 * ``pytest``: a full pytest session, written by the ``bench.pytest_timing`` plugin (or the
-  two sessions ``make test`` runs side by side: from the first one's start to the last one's
-  end; two run one after the other: their wall times added up).
+  ``unit`` and ``rest`` sessions that ``make test`` runs one after the other, added up).
 
 The figure is the ``make test`` timing when there is one, else the pytest session's (which
-leaves out lint and typecheck, and says so). ``make test`` runs the unit tier beside the rest
-(``unit_beside_rest`` and ``rest`` in the record, their spans overlapping); the unit tier's
-figure is its last run alone (``make unit``: ``unit`` in the record), which ``--make-test``
-runs right after ``make test``. Nothing recorded: not measured. The notes carry the
+leaves out lint and typecheck, and says so). The unit tier's figure is its last whole run
+(``make unit``: ``unit`` in the record). Nothing recorded: not measured. The notes carry the
 test counts of those runs (tests per tier, outcomes): the counts in docs/performance.md are these.
 
 `slowest_files` is where the time went: the slowest test files of the same sessions (the unit
@@ -36,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, not_measured, print_figure
-from bench.pytest_timing import BESIDE_KEY, TIMING
+from bench.pytest_timing import TIMING
 from bench.test_files import SLOWEST, slowest
 
 NAME = "make test wall time"
@@ -63,10 +60,6 @@ def time_make_test() -> dict[str, Any]:
     recorded = _recorded()
     recorded["make_test"] = entry
     TIMING.write_text(json.dumps(recorded, indent=2) + "\n")
-    # make test ran the unit tier beside the rest, sharing the cores: `make unit` alone, right
-    # after, is the unit tier's own figure (its pytest session records itself as "unit").
-    print("timing `make unit` alone ...", file=sys.stderr, flush=True)
-    subprocess.run(["make", "unit"], cwd=ROOT, check=False)
     return entry
 
 
@@ -113,66 +106,30 @@ def unit_figure(recorded: dict[str, Any]) -> Figure:
     )
 
 
-def _stamp(at: str) -> datetime:
-    return datetime.fromisoformat(at.replace("Z", "+00:00"))
-
-
-def _unit_half(recorded: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
-    """The unit tier's session that goes with the last ``rest`` to make the suite, and whether it
-    ran beside it (scripts/suite.sh: the two overlapped) or before it (ended no later than the
-    rest did); None when there is no rest or no such unit tier, or a whole `pytest` is newer."""
-    rest, whole = recorded.get("rest"), recorded.get("pytest")
-    if not rest or (whole and whole["at"] > rest["at"]):
-        return None
-    beside = recorded.get(BESIDE_KEY)
-    # Overlapping spans: each started before the other ended.
-    if (
-        beside
-        and rest.get("started_at")
-        and beside.get("started_at")
-        and beside["started_at"] <= rest["at"]
-        and rest["started_at"] <= beside["at"]
-    ):
-        return beside, True
-    unit = recorded.get("unit")
-    if unit and unit["at"] <= rest["at"]:
-        return unit, False
-    return None
-
-
 def suite_session(recorded: dict[str, Any]) -> dict[str, Any] | None:
     """The whole suite's session: a plain `pytest` run, or — when newer — the unit tier and the
-    rest that `make test` runs side by side (their wall time: from the first start to the last
-    end), or one after the other (their wall times added up)."""
-    half = _unit_half(recorded)
-    if half is None:
-        whole: dict[str, Any] | None = recorded.get("pytest")
+    rest that `make test` runs one after the other (the rest recorded after the unit tier)."""
+    whole: dict[str, Any] | None = recorded.get("pytest")
+    unit, rest = recorded.get("unit"), recorded.get("rest")
+    if not (unit and rest) or rest["at"] < unit["at"] or (whole and whole["at"] > rest["at"]):
         return whole
-    (unit, beside), rest = half, recorded["rest"]
     outcomes: dict[str, int] = {}
     for part in (unit, rest):
         for kind, n in part.get("outcomes", {}).items():
             outcomes[kind] = outcomes.get(kind, 0) + n
     statuses = [unit["exit_status"], rest["exit_status"]]
     serial = [part.get("serial_s") for part in (unit, rest)]
-    if beside:
-        first = min(_stamp(unit["started_at"]), _stamp(rest["started_at"]))
-        last = max(_stamp(unit["at"]), _stamp(rest["at"]))
-        wall = round((last - first).total_seconds(), 1)
-    else:
-        wall = round(unit["wall_s"] + rest["wall_s"], 1)
     return {
         # Sessions recorded before the files were: no serial figure.
         "serial_s": round(serial[0] + serial[1], 1)
         if serial[0] is not None and serial[1] is not None
         else None,
-        "wall_s": wall,
-        "beside": beside,
+        "wall_s": round(unit["wall_s"] + rest["wall_s"], 1),
         "exit_status": max(statuses),
         "tests": unit["tests"] + rest["tests"],
         "outcomes": outcomes,
         "cpus": rest.get("cpus"),
-        "at": max(unit["at"], rest["at"]),
+        "at": rest["at"],
         "tiers": {**rest.get("tiers", {}), "unit": unit["tests"]},
     }
 
@@ -186,10 +143,10 @@ def slowest_files(n: int = SLOWEST) -> list[dict[str, Any]]:
     """The `n` slowest test files of the suite's last sessions (the unit tier and the rest, or a
     whole `pytest`), as recorded; empty when no session recorded its files."""
     recorded = _recorded()
-    half = _unit_half(recorded)
-    if half is not None:
-        return slowest([half[0], recorded["rest"]], n)
     whole = recorded.get("pytest")
+    unit, rest = recorded.get("unit"), recorded.get("rest")
+    if unit and rest and not (whole and whole["at"] > rest["at"]):
+        return slowest([unit, rest], n)
     return slowest([whole], n) if whole else []
 
 
@@ -209,9 +166,7 @@ def _make_test_figures(recorded: dict[str, Any]) -> list[Figure]:
     if session:
         tiers = ", ".join(f"{n} {k}" for k, n in session.get("tiers", {}).items())
         pytest_part = (
-            f"pytest {session['wall_s'] / 60:.1f} min"
-            + (" (the unit tier beside the rest)" if session.get("beside") else "")
-            + f" ({session['tests']} tests: {_outcomes(session)}"
+            f"pytest session {session['wall_s'] / 60:.1f} min ({session['tests']} tests: {_outcomes(session)}"
             + (f"; by tier: {tiers}" if tiers else "")
             + ")"
         )

@@ -173,17 +173,15 @@ def test_scripts_unit_hides_the_system_dependencies(tmp_path: Path) -> None:
     assert re.search(r"1[0-9] passed", done.stdout), done.stdout[-1000:]
 
 
-def test_make_test_runs_the_unit_tier_hidden_beside_every_other_test() -> None:
-    """No test runs twice and none is left out: make's pytest runs scripts/suite.sh with the two
-    tiers' worker counts, which runs the unit tier through scripts/unit.sh and the complement
-    (`--tier=rest`) beside it (tests/test_suite_script.py runs it and reads their arguments)."""
-    dry = subprocess.run(
-        ["make", "-n", "pytest", "PYTEST_WORKERS=3", "PYTEST_REST_WORKERS=5"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+def test_make_test_runs_the_unit_tier_hidden_and_then_every_other_test() -> None:
+    """No test runs twice and none is left out: the unit tier through scripts/unit.sh, then the
+    complement (`--tier=rest`), in that order, both stopping `make` when they fail."""
+    dry = subprocess.run(["make", "-n", "pytest"], cwd=ROOT, capture_output=True, text=True, check=False)
     shown = dry.stdout
     assert dry.returncode == 0, dry.stderr
-    assert "\nscripts/suite.sh 3 5\n" in shown, shown
+    assert "\nscripts/unit.sh " in shown, shown
+    assert "--tier=rest" in shown, shown
+    assert shown.index("\nscripts/unit.sh ") < shown.index("--tier=rest"), shown
 
 
 def test_the_unit_tier_and_the_rest_split_the_suite(inner: pytest.Pytester) -> None:

@@ -43,7 +43,6 @@ def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("ACKLAB_TEST_TIMING", str(tmp_path / "timing.json"))
     monkeypatch.delenv("ACKLAB_UNIT_HIDING", raising=False)
-    monkeypatch.delenv("ACKLAB_UNIT_BESIDE_REST", raising=False)  # set when make test runs this file
     pytester.makeini("[pytest]\ntestpaths = suite\n")
     pytester.mkdir("suite")
     (pytester.path / "suite" / "conftest.py").write_text(
@@ -201,52 +200,3 @@ def test_make_test_is_shown_beside_the_same_suite_run_serially_and_its_slowest_f
     assert [f["file"] for f in test_timing.slowest_files(2)] == ["tests/c.py", "tests/a.py"]
     table = slowest_table({"slowest_files": test_timing.slowest_files()})
     assert "| `tests/c.py` | 3 | 90.0 s | 45.0 s | — | — |" in table
-
-
-def test_the_unit_tier_run_beside_the_rest_is_kept_apart_from_make_unit(
-    session: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    run(session, "--tier=unit")
-    alone = recorded(tmp_path)["unit"]
-    monkeypatch.setenv("ACKLAB_UNIT_BESIDE_REST", "1")  # what scripts/suite.sh sets on it
-    run(session, "--tier=unit")
-    entries = recorded(tmp_path)
-    assert entries["unit"] == alone  # `make unit`'s figure is left as it was
-    beside = entries["unit_beside_rest"]
-    assert (beside["tests"], beside["outcomes"]) == (1, {"passed": 1})
-    assert beside["started_at"] <= beside["at"]
-
-
-def test_the_suite_beside_is_timed_from_the_first_start_to_the_last_end(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    unit_alone = {
-        **UNIT_RUN,
-        "started_at": "2026-12-01T17:00:00Z",
-        "at": "2026-12-01T17:01:00Z",
-        "hidden": True,
-    }
-    beside = {**UNIT_RUN, "wall_s": 200.0, "started_at": "2026-12-01T18:00:00Z", "at": "2026-12-01T18:03:20Z",
-              "hidden": True, "serial_s": 100.0, "files": []}  # fmt: skip
-    rest = {**UNIT_RUN, "wall_s": 599.0, "started_at": "2026-12-01T18:00:01Z", "at": "2026-12-01T18:10:00Z",
-            "tiers": {"slow": 850}, "serial_s": 800.0, "outcomes": {"passed": 849, "failed": 1},
-            "exit_status": 1, "files": []}  # fmt: skip
-    timing = tmp_path / "timing.json"
-    timing.write_text(json.dumps({"unit": unit_alone, "unit_beside_rest": beside, "rest": rest}))
-    monkeypatch.setattr("bench.test_timing.TIMING", timing)
-    whole = test_timing.suite_session(test_timing._recorded())
-    assert whole is not None
-    assert (whole["wall_s"], whole["beside"], whole["exit_status"]) == (600.0, True, 1)
-    assert whole["outcomes"] == {"passed": 1699, "failed": 1}
-    assert whole["tiers"] == {"slow": 850, "unit": 850}
-    assert whole["serial_s"] == 900.0
-    make, unit = test_timing.figures()
-    assert make.value == pytest.approx(10.0)
-    assert "the unit tier beside the rest" in (make.note or "")
-    assert unit.value == 51.5  # `make unit` alone, not the tier beside the rest
-    # A unit tier beside an earlier rest is not this rest's half: the one run before it is.
-    stale = {**beside, "started_at": "2026-12-01T16:00:00Z", "at": "2026-12-01T16:03:20Z"}
-    timing.write_text(json.dumps({"unit": unit_alone, "unit_beside_rest": stale, "rest": rest}))
-    sequential = test_timing.suite_session(test_timing._recorded())
-    assert sequential is not None
-    assert (sequential["wall_s"], sequential["beside"]) == (51.5 + 599.0, False)
