@@ -15,7 +15,7 @@
 # Otherwise it prints the usual one ($TMPDIR, or /tmp) and says why on stderr.
 # ACKLAB_TEST_TMPDIR=DIR chooses DIR outright (ACKLAB_TEST_TMPDIR=/tmp: the disk, as before); DIR
 # must be a writable directory, or the script says so and exits 2 (make stops before any test).
-# The directory is like /tmp (1777: PostgreSQL's and the sandbox's own users make files there);
+# The directory is like /tmp (1777: PostgreSQL's and the sandbox's own users make files there).
 # A passing test's tmp_path is removed as it ends (pyproject.toml: tmp_path_retention_policy).
 set -euo pipefail
 
