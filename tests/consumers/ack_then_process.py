@@ -10,6 +10,10 @@ after the response has gone out.
 or a concurrent duplicate is acknowledged without a second task, and a different body under
 a used id gets 409.
 
+``--hold`` makes the timing the lab's own: an event's row waits until a delivery of another
+event arrives (at most HOLD_S), so with two trials the first one is judged before its row
+exists and the end-of-run re-read after it — whatever the machine's load.
+
     python -m tests.consumers.ack_then_process --port 9000 --db sqlite:////tmp/shop.db --mode correct
 """
 
@@ -20,6 +24,7 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
 from typing import Annotated
 
@@ -46,17 +51,24 @@ payments = Table(
 )
 EFFECTS_QUERY = "SELECT count(*) FROM payments WHERE event_id = :event_id"
 WORK_S = (0.05, 0.5)
+HOLD_S = 20.0
 
 
-def create_app(db_url: str, secret: str, mode: str, work_s: tuple[float, float] = WORK_S) -> FastAPI:
+def create_app(
+    db_url: str, secret: str, mode: str, work_s: tuple[float, float] = WORK_S, *, hold: bool = False
+) -> FastAPI:
     connect_args = {"timeout": 30} if db_url.startswith("sqlite") else {}
     engine = create_engine(db_url, connect_args=connect_args, pool_size=20, max_overflow=20)
     metadata.create_all(engine)
     verifier = Webhook(secret)
     app = FastAPI()
+    arrived: dict[str, threading.Event] = {}  # --hold: set once another event's delivery came
+    lock = threading.Lock()
 
     def record_payment(event_id: str, amount_cents: int) -> None:
         # The slow part of the work (a call to the payment provider), then the row.
+        if hold:
+            arrived[event_id].wait(HOLD_S)
         time.sleep(random.uniform(*work_s))
         with engine.begin() as conn:
             conn.execute(payments.insert().values(event_id=event_id, amount_cents=amount_cents))
@@ -73,6 +85,11 @@ def create_app(db_url: str, secret: str, mode: str, work_s: tuple[float, float] 
         except WebhookVerificationError:
             return Response(status_code=401)
         event = json.loads(body)
+        with lock:
+            for held, other in arrived.items():
+                if held != webhook_id:
+                    other.set()
+            arrived.setdefault(webhook_id, threading.Event())
         if mode == "correct":
             digest = hashlib.sha256(body).hexdigest()
             try:
@@ -104,9 +121,18 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--mode", choices=("duplicates", "correct"), required=True)
     parser.add_argument("--work-s", type=float, nargs=2, default=WORK_S, metavar=("MIN", "MAX"))
+    parser.add_argument("--hold", action="store_true", help="write a row once another event arrives")
     args = parser.parse_args()
-    app = create_app(args.db, os.environ["ACKLAB_TEST_WEBHOOK_SECRET"], args.mode, tuple(args.work_s))
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    secret = os.environ["ACKLAB_TEST_WEBHOOK_SECRET"]
+    app = create_app(args.db, secret, args.mode, tuple(args.work_s), hold=args.hold)
+    # A held row (the last event's: none followed it) must not keep SIGTERM waiting.
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=1 if args.hold else None,
+    )
 
 
 if __name__ == "__main__":

@@ -224,9 +224,10 @@ def ack_then_process(
     *,
     experiments: tuple[str, ...] = (),
     work_s: tuple[float, float] | None = None,
+    hold: bool = False,
 ) -> Scenario:
     """FastAPI, 2xx first, the payment row 50-500 ms later (``duplicates`` or ``correct``;
-    `work_s`: another range of seconds)."""
+    `work_s`: another range of seconds; `hold`: only once another event's delivery came)."""
     port = free_port()
     spec = target_spec(
         f"ack-then-process-{mode}",
@@ -239,7 +240,7 @@ def ack_then_process(
     )
     chosen = experiments or ("lost-ack", "concurrent-duplicates")
     verdict = "fail" if mode == "duplicates" else "pass"
-    work_argv = ("--work-s", *map(str, work_s)) if work_s else ()
+    work_argv = (("--work-s", *map(str, work_s)) if work_s else ()) + (("--hold",) if hold else ())
     return Scenario(
         f"ack-then-process ({mode})",
         write(tmp / f"ack-{mode}.yaml", spec),

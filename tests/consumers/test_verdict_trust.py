@@ -75,23 +75,31 @@ def test_the_same_consumer_written_correctly_passes(tmp_path, request, database)
 
 
 def test_without_effects_within_s_an_ack_then_process_consumer_is_told_to_set_it(tmp_path):
-    # The row comes 0.4-0.6 s after the 2xx: always after the settle window the lab judges in
-    # (with the usual 50-500 ms, a fast draw could land inside it and pass).
+    # An event's row is written only once the next trial's event arrives: the first trial is
+    # judged before its row exists and the end-of-run re-read after, on a loaded machine too.
     scenario = scenarios.ack_then_process(
-        tmp_path, "correct", f"sqlite:///{tmp_path}/shop.db", work_s=(0.4, 0.6)
+        tmp_path, "correct", f"sqlite:///{tmp_path}/shop.db", work_s=(0.0, 0.0), hold=True
     )
     doc = yaml.safe_load(scenario.spec.read_text())
     del doc["expect"]["effects_within_s"]
     scenarios.write(scenario.spec, doc)
     scenario.experiments = ("concurrent-duplicates",)
     with scenario.started():
-        result = scenario.run(tmp_path / "out")
+        result = scenario.run(tmp_path / "out", trials=2)
     (entry,) = result.run["experiments"]
     assert entry["verdict"] == "fail"  # acknowledged with no effect when judged
-    (violation,) = entry["violations"]
+    first, last = trials(result, "concurrent-duplicates")
+    (violation,) = first["violations"]
     assert violation["invariant"] == "acked-exactly-once"
     # The end-of-run re-read found the effect that came later, and the verdict says what to do.
+    assert first["late_read"]["grew"] == [first["event_ids"][0]]
+    assert "appeared only by the end of the run" in violation["detail"]
     assert "expect.effects_within_s" in violation["detail"]
+    # The last event's row never came (no event followed it): nothing appeared late.
+    (violation,) = last["violations"]
+    assert violation["invariant"] == "acked-exactly-once"
+    assert "appeared only by the end" not in violation["detail"]
+    assert not last["late_read"].get("grew")
 
 
 def test_a_dedupe_by_id_consumer_passes_with_conflict_ignore_and_fails_with_reject(tmp_path):
