@@ -83,6 +83,14 @@ git_q remote add origin "$server/acklab/acklab.git"
 git_q update-ref refs/remotes/origin/main HEAD
 git_q symbolic-ref refs/remotes/origin/HEAD refs/remotes/origin/main
 
+# A runner's warm cache, as GitLab's `cache:` hands it to the typecheck job (cache key `mypy`):
+# this checkout's mypy cache (what `make checks` left), which the venv borrowed above matches.
+# mypy rechecks every file whose hash changed; cold, the job spends minutes of CPU.
+if [ -d "$repo/.mypy_cache" ]; then
+  mkdir -p "$workdir/.gitlab-ci-local/cache/mypy"
+  rsync -a "$repo/.mypy_cache" "$workdir/.gitlab-ci-local/cache/mypy/"
+fi
+
 vars=(
   --variable "ACKLAB_VENV=$venv"
   --variable "ACKLAB_TRIALS=${ACKLAB_TRIALS:-1}"
