@@ -142,6 +142,7 @@ class Relays:
         self.wake_w.setblocking(False)
         self.epoll.register(self.wake_r.fileno(), select.EPOLLIN)
         self.thread: threading.Thread | None = None
+        self.closing = False
 
     def add(self, service: socket.socket, other: socket.socket) -> None:
         UNSENT.add(1)
@@ -153,8 +154,24 @@ class Relays:
         with contextlib.suppress(OSError):
             self.wake_w.send(b"x")
 
+    def close(self) -> None:
+        """Stop the loop and close what it holds: every relayed socket, its epoll and its wake-up
+        pair. (The inner half never calls it: its loop lasts as long as the process.)"""
+        self.closing = True
+        with contextlib.suppress(OSError):
+            self.wake_w.send(b"x")
+        if self.thread is not None:
+            self.thread.join(10)
+        with self.lock:
+            added, self.added = self.added, []
+        for sock in [e.sock for e in self.ends.values()] + [s for pair in added for s in pair]:
+            sock.close()
+        self.ends.clear()
+        for closable in (self.epoll, self.wake_r, self.wake_w):
+            closable.close()
+
     def run(self) -> None:
-        while True:
+        while not self.closing:
             for fd, events in self.epoll.poll():
                 if fd == self.wake_r.fileno():
                     self._adopt()

@@ -11,20 +11,28 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from acklab.flows.sandbox import bridge_script
 from acklab.flows.sandbox.bridge_script import UNSENT, Relays
 
-RELAYS = Relays()  # one loop for the whole module, as the inner half has one for all its pairs
+
+@pytest.fixture(scope="module")
+def relays() -> Iterator[Relays]:
+    """One loop for the whole module, as the inner half has one for all its pairs."""
+    loop = Relays()
+    yield loop
+    loop.close()
+    assert loop.thread is None or not loop.thread.is_alive()
 
 
 def pair_through(relays: Relays) -> tuple[socket.socket, socket.socket]:
     """(the service's end, the lab's end), relayed by `relays` as the inner half relays them."""
     service, service_side = socket.socketpair()
     lab_side, lab = socket.socketpair()
-    RELAYS.add(service_side, lab_side)
+    relays.add(service_side, lab_side)
     for end in (service, lab):
         end.settimeout(10)
     return service, lab
@@ -37,8 +45,8 @@ def read_all(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def test_many_pairs_relay_both_ways_in_one_loop_and_end_with_a_half_close():
-    pairs = [pair_through(RELAYS) for _ in range(16)]
+def test_many_pairs_relay_both_ways_in_one_loop_and_end_with_a_half_close(relays):
+    pairs = [pair_through(relays) for _ in range(16)]
     for k, (_service, lab) in enumerate(pairs):
         lab.sendall(f"request {k}".encode())
         lab.shutdown(socket.SHUT_WR)  # the lab is done writing: the service reads its end
@@ -49,8 +57,8 @@ def test_many_pairs_relay_both_ways_in_one_loop_and_end_with_a_half_close():
     for k, (_service, lab) in enumerate(pairs):
         assert read_all(lab) == f"answer {k}".encode() * 1000
         lab.close()
-    assert RELAYS.thread is not None  # one thread for all of them
-    assert RELAYS.thread.is_alive()
+    assert relays.thread is not None  # one thread for all of them
+    assert relays.thread.is_alive()
 
 
 def tcp_pair() -> tuple[socket.socket, socket.socket]:
@@ -67,10 +75,10 @@ def hard_close(sock: socket.socket) -> None:
 
 
 @pytest.mark.parametrize("who", ["service", "lab"])
-def test_a_reset_on_either_side_resets_the_other(who):
+def test_a_reset_on_either_side_resets_the_other(relays, who):
     service, service_side = tcp_pair()
     lab_side, lab = tcp_pair()
-    RELAYS.add(service_side, lab_side)
+    relays.add(service_side, lab_side)
     for end in (service, lab):
         end.settimeout(10)
     lab.sendall(b"hello")
@@ -82,8 +90,8 @@ def test_a_reset_on_either_side_resets_the_other(who):
     other.close()
 
 
-def test_a_side_that_reads_nothing_holds_its_peer_back():
-    service, lab = pair_through(RELAYS)
+def test_a_side_that_reads_nothing_holds_its_peer_back(relays):
+    service, lab = pair_through(relays)
     service.setblocking(False)
     sent = 0
     deadline = time.monotonic() + 10
@@ -108,7 +116,7 @@ def test_a_side_that_reads_nothing_holds_its_peer_back():
     lab.close()
 
 
-def test_a_relay_that_fails_resets_its_own_pair_and_the_loop_relays_the_others(monkeypatch, capfd):
+def test_a_relay_that_fails_resets_its_own_pair_and_the_loop_relays_the_others(relays, monkeypatch, capfd):
     broken_service, broken_service_side = socket.socketpair()
     broken_lab_side, broken_lab = socket.socketpair()
     broken_fd = broken_lab_side.fileno()
@@ -120,8 +128,8 @@ def test_a_relay_that_fails_resets_its_own_pair_and_the_loop_relays_the_others(m
         real_read(self, end)
 
     monkeypatch.setattr(Relays, "_read", read)
-    RELAYS.add(broken_service_side, broken_lab_side)
-    service, lab = pair_through(RELAYS)
+    relays.add(broken_service_side, broken_lab_side)
+    service, lab = pair_through(relays)
     broken_lab.settimeout(10)
     broken_lab.sendall(b"boom")
     with pytest.raises(ConnectionResetError):  # its pair was reset
@@ -133,10 +141,10 @@ def test_a_relay_that_fails_resets_its_own_pair_and_the_loop_relays_the_others(m
         end.close()
 
 
-def test_what_the_service_wrote_is_unsent_until_it_went_out():
+def test_what_the_service_wrote_is_unsent_until_it_went_out(relays):
     UNSENT.drained(10)  # the pairs of the tests before have ended
     before = UNSENT.count
-    service, lab = pair_through(RELAYS)
+    service, lab = pair_through(relays)
     assert UNSENT.count == before + 1
     service.sendall(b"last words")
     service.close()
@@ -146,7 +154,8 @@ def test_what_the_service_wrote_is_unsent_until_it_went_out():
     lab.close()
 
 
-def test_the_inner_half_relays_every_connection_in_the_one_loop_it_made_on_first_use():
+def test_the_inner_half_relays_every_connection_in_the_one_loop_it_made_on_first_use(monkeypatch):
+    monkeypatch.setattr(bridge_script, "_RELAYS", [])  # none made yet, as in a fresh inner half
     ends = []
     for k in range(3):
         service, service_side = socket.socketpair()
@@ -161,3 +170,4 @@ def test_the_inner_half_relays_every_connection_in_the_one_loop_it_made_on_first
     assert len(loop.ends) == 6  # three pairs, both sides of each, in one loop
     for end in ends:
         end.close()
+    loop.close()
