@@ -1,7 +1,8 @@
 """A burst is released only once the peers on this machine have read their partial requests.
 
 Acknowledged is not read: a sandbox's bridge (or a loaded server) holds the bytes in a socket
-the kernel acknowledged for. `peer_unread` reads each peer's receive queue from /proc/net/tcp;
+the kernel acknowledged for. `peer_unread` asks sock_diag netlink for each peer's receive queue (/proc/net/tcp where netlink
+will not answer);
 `wait_read` waits for it to empty, or to stop emptying (a server that reads one connection at
 a time never empties all of them, and the burst still goes).
 """
@@ -13,6 +14,9 @@ import socket
 import threading
 import time
 
+import pytest
+
+from acklab.harness.wire import burst_socket
 from acklab.harness.wire.burst_socket import peer_unread, proc_address, wait_read
 
 
@@ -38,7 +42,22 @@ async def _connected(port: int, n: int, payload: bytes) -> list[asyncio.StreamWr
     return writers
 
 
-def test_what_a_peer_has_not_read_is_seen_and_so_is_its_reading():
+def _only(monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """`peer_unread` answered from `source` alone: the other one fails the test if asked."""
+
+    def refused(_wanted: object) -> dict[int, int]:
+        if source == "proc":
+            raise OSError("no sock_diag here")
+        raise AssertionError("sock_diag answered: /proc/net/tcp must not be read")
+
+    other = "_unread_by_netlink" if source == "proc" else "_unread_by_proc"
+    monkeypatch.setattr(burst_socket, other, refused)
+
+
+@pytest.mark.parametrize("source", ["netlink", "proc"])
+def test_what_a_peer_has_not_read_is_seen_and_so_is_its_reading(monkeypatch, source):
+    _only(monkeypatch, source)
+
     async def go() -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         server = _server()
         writers = await _connected(server.getsockname()[1], 3, b"x" * 100)
