@@ -163,12 +163,15 @@ def _unread_by_netlink(wanted: dict[tuple[int, bytes, int, bytes, int], int]) ->
                 length, kind, _flags, seq = struct.unpack_from("=IHHI", data, at)
                 if length < 16 or not 1 <= seq <= len(keys):
                     raise OSError("sock_diag answered what was not asked")
-                if kind == _NLMSG_ERROR:
+                if kind == _NLMSG_ERROR and length >= 20:
                     code = -struct.unpack_from("=i", data, at + 16)[0]
                     if code != errno.ENOENT:
                         raise OSError(code, "sock_diag refused the lookup")
-                elif length >= 16 + 64:  # inet_diag_msg: rqueue after the sockid and expires
+                elif kind == _SOCK_DIAG_BY_FAMILY and length >= 16 + 64:
+                    # inet_diag_msg: its rqueue after the sockid and expires
                     found[wanted[keys[seq - 1]]] = struct.unpack_from("=I", data, at + 16 + 56)[0]
+                else:
+                    raise OSError(f"sock_diag answered a message of type {kind} ({length} bytes)")
                 answered += 1
                 at += (length + 3) & ~3
     return found

@@ -128,3 +128,11 @@ def test_the_release_waits_for_a_reader_still_reading_and_not_forever_for_one_th
     assert gave_up_after < 10  # not the 30 s timeout
     assert left[0] == 4
     assert left[1] == 0
+
+
+def test_a_peer_that_is_not_on_this_machine_is_left_out_by_either_source():
+    # No socket here is 127.0.0.1:1 connected to 127.0.0.1:2: netlink answers ENOENT, /proc has no row.
+    loopback = socket.inet_pton(socket.AF_INET, "127.0.0.1")
+    nowhere = {(socket.AF_INET, loopback, 1, loopback, 2): 0}
+    assert burst_socket._unread_by_netlink(nowhere) == {}
+    assert burst_socket._unread_by_proc(nowhere) == {}
