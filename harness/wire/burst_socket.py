@@ -13,7 +13,6 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
-import errno
 import fcntl
 import socket
 import ssl
@@ -21,7 +20,7 @@ import struct
 import sys
 import termios
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,9 +34,6 @@ SETTLE_S = 0.005
 _TCP_TABLES = (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6))
 # sock_diag (linux/sock_diag.h, linux/inet_diag.h, linux/netlink.h): listening sockets and their queues.
 _NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _TCP_LISTEN = 4, 20, 10
-# Every TCP state (ESTABLISHED 1 .. CLOSING 11) but LISTEN: a connection's socket, accepted or not.
-_CONNECTED = ((1 << 12) - 2) & ~(1 << _TCP_LISTEN)
-_NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: look a socket up by its addresses alone
 _DUMP = 0x1 | 0x300  # NLM_F_REQUEST | NLM_F_DUMP
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
 # Linux: the bytes of a TCP socket still in its send queue (sent but unacknowledged, or unsent).
@@ -109,106 +105,23 @@ def proc_address(host: str, port: int, family: int) -> str:
 def peer_unread(writers: Sequence[asyncio.StreamWriter]) -> dict[int, int]:
     """For each writer (by position) whose peer socket is on this machine, in this network
     namespace (a served fixture, a sandbox's bridge), the bytes that peer holds unread: its
-    receive queue, asked of sock_diag netlink (read from /proc/net/tcp(6) where netlink will
-    not answer). A peer elsewhere is not in it."""
-    wanted: dict[tuple[int, bytes, int, bytes, int], int] = {}
+    receive queue, read from /proc/net/tcp(6). A peer elsewhere is not in it."""
+    wanted: dict[tuple[int, str, str], int] = {}
     for k, writer in enumerate(writers):
         raw = writer.get_extra_info("socket")
         if raw is None or raw.family not in (socket.AF_INET, socket.AF_INET6):
             continue
         with contextlib.suppress(OSError, ValueError):
             ours, theirs = raw.getsockname(), raw.getpeername()
-            # The peer's socket: its own address first, ours as its remote one.
             key = (
                 raw.family,
-                socket.inet_pton(raw.family, theirs[0]),
-                theirs[1],
-                socket.inet_pton(raw.family, ours[0]),
-                ours[1],
+                proc_address(theirs[0], theirs[1], raw.family),
+                proc_address(ours[0], ours[1], raw.family),
             )
             wanted[key] = k
-    if not wanted:
-        return {}
-    try:
-        return _unread_by_netlink(wanted)
-    except OSError:
-        return _unread_by_proc(wanted)
-
-
-def _unread_by_netlink(wanted: dict[tuple[int, bytes, int, bytes, int], int]) -> dict[int, int]:
-    """`peer_unread` from sock_diag: each peer socket looked up by its addresses, all in one
-    message. A lookup is a hash lookup, about 12 us a socket here; a dump, like /proc/net/tcp,
-    walks the kernel's whole table of connections: 2 ms on this 24 GiB machine with a dozen sockets
-    open, more on a busy one, and `wait_read` asks every millisecond."""
-    keys = list(wanted)
-    asks = []
-    for seq, (family, src, sport, dst, dport) in enumerate(keys, start=1):
-        # inet_diag_req_v2 (family, protocol, ext, pad, states), then inet_diag_sockid of the socket
-        # sought: its own port and address first, its peer's, no interface, no cookie.
-        ask = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, _CONNECTED)
-        ask += struct.pack("!HH", sport, dport) + src.ljust(16, b"\0") + dst.ljust(16, b"\0")
-        ask += struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)
-        asks.append(struct.pack("=IHHII", 16 + len(ask), _SOCK_DIAG_BY_FAMILY, 0x1, seq, 0) + ask)
-    found: dict[int, int] = {}
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as link:
-        link.settimeout(1.0)
-        link.send(b"".join(asks))
-        answered = 0
-        while answered < len(keys):  # one answer to each: the socket, or an error (ENOENT: none here)
-            data = link.recv(1 << 16)
-            if not data:
-                raise OSError("sock_diag stopped answering")
-            at = 0
-            while at + 16 <= len(data):
-                length, kind, _flags, seq = struct.unpack_from("=IHHI", data, at)
-                if length < 16 or not 1 <= seq <= len(keys):
-                    raise OSError("sock_diag answered what was not asked")
-                if kind == _NLMSG_ERROR and length >= 20:
-                    code = -struct.unpack_from("=i", data, at + 16)[0]
-                    if code != errno.ENOENT:
-                        raise OSError(code, "sock_diag refused the lookup")
-                elif kind == _SOCK_DIAG_BY_FAMILY and length >= 16 + 64:
-                    # inet_diag_msg: its rqueue after the sockid and expires
-                    found[wanted[keys[seq - 1]]] = struct.unpack_from("=I", data, at + 16 + 56)[0]
-                else:
-                    raise OSError(f"sock_diag answered a message of type {kind} ({length} bytes)")
-                answered += 1
-                at += (length + 3) & ~3
-    return found
-
-
-def _dumped(link: socket.socket) -> Iterator[bytes]:
-    """Each inet_diag_msg of a sock_diag dump, until the dump is done."""
-    while True:
-        data = link.recv(1 << 16)
-        if not data:
-            raise OSError("sock_diag ended the dump without saying it was done")
-        at = 0
-        while at + 16 <= len(data):
-            length, kind = struct.unpack_from("=IH", data, at)
-            if kind == _NLMSG_DONE:
-                return
-            if kind == _NLMSG_ERROR or length < 16:
-                raise OSError("sock_diag refused the request")
-            body = data[at + 16 : at + length]
-            if len(body) >= 64:
-                yield body
-            at += (length + 3) & ~3
-
-
-def _unread_by_proc(wanted: dict[tuple[int, bytes, int, bytes, int], int]) -> dict[int, int]:
-    """`peer_unread` from /proc/net/tcp(6), where sock_diag netlink will not answer."""
-    spelled = {
-        (
-            family,
-            proc_address(socket.inet_ntop(family, src), sport, family),
-            proc_address(socket.inet_ntop(family, dst), dport, family),
-        ): k
-        for (family, src, sport, dst, dport), k in wanted.items()
-    }
     found: dict[int, int] = {}
     for table, family in _TCP_TABLES:
-        if not any(key[0] == family for key in spelled):
+        if not any(key[0] == family for key in wanted):
             continue
         try:
             with open(table, encoding="ascii") as rows:
@@ -217,8 +130,8 @@ def _unread_by_proc(wanted: dict[tuple[int, bytes, int, bytes, int], int]) -> di
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 4 and (key := (family, fields[1], fields[2])) in spelled:
-                found[spelled[key]] = int(fields[4].partition(":")[2], 16)
+            if len(fields) > 4 and (key := (family, fields[1], fields[2])) in wanted:
+                found[wanted[key]] = int(fields[4].partition(":")[2], 16)
     return found
 
 
@@ -235,6 +148,10 @@ async def wait_read(
     deadline = time.monotonic() + timeout_s
     last: dict[int, int] | None = None
     still = time.monotonic()
+    # Each poll reads /proc/net/tcp (milliseconds on a big machine). Looking the peers up in
+    # sock_diag netlink instead (0.1 ms) released sooner after the last read, and detection in
+    # SQLite's 0 ms window fell in back-to-back rounds (worst of 5: 70 and 90 % to 60 and 75 %):
+    # the read's own time is part of the pause the server needs before the release.
     while (unread := {k: n for k, n in peer_unread(writers).items() if n}) and time.monotonic() < deadline:
         if unread != last:
             last, still = unread, time.monotonic()
@@ -267,12 +184,24 @@ def listening(port: int) -> list[tuple[int, int]] | None:
 
 def _listeners_answered(link: socket.socket, port: int) -> list[tuple[int, int]]:
     """The (queued, backlog) of each inet_diag_msg for `port` until the dump is done."""
-    # inet_diag_msg: family, state, timer, retrans, sockid (sport first), expires, rqueue, wqueue
-    return [
-        struct.unpack_from("=II", body, 56)
-        for body in _dumped(link)
-        if struct.unpack_from("!H", body, 4)[0] == port
-    ]
+    found: list[tuple[int, int]] = []
+    while True:
+        data = link.recv(65536)
+        if not data:
+            raise OSError("sock_diag ended the dump without saying it was done")
+        at = 0
+        while at + 16 <= len(data):
+            length, kind = struct.unpack_from("=IH", data, at)
+            if kind == _NLMSG_DONE:
+                return found
+            if kind == _NLMSG_ERROR or length < 16:
+                raise OSError("sock_diag refused the request")
+            body = data[at + 16 : at + length]
+            # inet_diag_msg: family, state, timer, retrans, sockid (sport first), expires, rqueue, wqueue
+            if len(body) >= 64 and struct.unpack_from("!H", body, 4)[0] == port:
+                queued, backlog = struct.unpack_from("=II", body, 56)
+                found.append((queued, backlog))
+            at += (length + 3) & ~3
 
 
 def accept_room(port: int) -> int | None:

@@ -1,8 +1,7 @@
 """A burst is released only once the peers on this machine have read their partial requests.
 
 Acknowledged is not read: a sandbox's bridge (or a loaded server) holds the bytes in a socket
-the kernel acknowledged for. `peer_unread` asks sock_diag netlink for each peer's receive queue (/proc/net/tcp where netlink
-will not answer);
+the kernel acknowledged for. `peer_unread` reads each peer's receive queue from /proc/net/tcp;
 `wait_read` waits for it to empty, or to stop emptying (a server that reads one connection at
 a time never empties all of them, and the burst still goes).
 """
@@ -14,9 +13,6 @@ import socket
 import threading
 import time
 
-import pytest
-
-from acklab.harness.wire import burst_socket
 from acklab.harness.wire.burst_socket import peer_unread, proc_address, wait_read
 
 
@@ -42,22 +38,7 @@ async def _connected(port: int, n: int, payload: bytes) -> list[asyncio.StreamWr
     return writers
 
 
-def _only(monkeypatch: pytest.MonkeyPatch, source: str) -> None:
-    """`peer_unread` answered from `source` alone: the other one fails the test if asked."""
-
-    def refused(_wanted: object) -> dict[int, int]:
-        if source == "proc":
-            raise OSError("no sock_diag here")
-        raise AssertionError("sock_diag answered: /proc/net/tcp must not be read")
-
-    other = "_unread_by_netlink" if source == "proc" else "_unread_by_proc"
-    monkeypatch.setattr(burst_socket, other, refused)
-
-
-@pytest.mark.parametrize("source", ["netlink", "proc"])
-def test_what_a_peer_has_not_read_is_seen_and_so_is_its_reading(monkeypatch, source):
-    _only(monkeypatch, source)
-
+def test_what_a_peer_has_not_read_is_seen_and_so_is_its_reading():
     async def go() -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         server = _server()
         writers = await _connected(server.getsockname()[1], 3, b"x" * 100)
@@ -128,11 +109,3 @@ def test_the_release_waits_for_a_reader_still_reading_and_not_forever_for_one_th
     assert gave_up_after < 10  # not the 30 s timeout
     assert left[0] == 4
     assert left[1] == 0
-
-
-def test_a_peer_that_is_not_on_this_machine_is_left_out_by_either_source():
-    # No socket here is 127.0.0.1:1 connected to 127.0.0.1:2: netlink answers ENOENT, /proc has no row.
-    loopback = socket.inet_pton(socket.AF_INET, "127.0.0.1")
-    nowhere = {(socket.AF_INET, loopback, 1, loopback, 2): 0}
-    assert burst_socket._unread_by_netlink(nowhere) == {}
-    assert burst_socket._unread_by_proc(nowhere) == {}
