@@ -84,7 +84,7 @@ def _spec_files() -> list[Path]:
     """Every ``kind: target`` YAML file of the repository (tests' specs, examples)."""
     # Pruned while walking, not filtered after: .venv and .tools alone hold tens of thousands
     # of files, and every pytest worker collects this module.
-    skip = {".venv", ".tools", "out", ".acklab", "node_modules", ".git", "site", ".mypy_cache", ".hypothesis"}
+    skip = {".venv", ".tools", "out", ".acklab", "node_modules", ".git", "site", ".hypothesis"}  # and *_cache
     found = []
     for where, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in skip and not d.endswith("_cache")]
