@@ -148,8 +148,11 @@ def test_installed_beside_a_service_with_its_own_app_nothing_of_theirs_changes(w
     # development checkout's editable finder stays out of the fresh environment.
     Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, str(service)], check=True, timeout=300, capture_output=True)
-    subprocess.run([*pip, str(wheel)], check=True, timeout=300, capture_output=True)
+    # Nothing of the caller's PYTHONPATH: a checkout on it (with its acklab.egg-info) would tell
+    # pip that acklab is installed already, and pip would install no `acklab` command.
+    clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
+    subprocess.run([*pip, str(service)], check=True, timeout=300, capture_output=True, env=clean)
+    subprocess.run([*pip, str(wheel)], check=True, timeout=300, capture_output=True, env=clean)
     installed = {rel: (Path(site) / rel).read_text() for rel in USER_FILES if rel != "pyproject.toml"}
     assert installed == {rel: text for rel, text in USER_FILES.items() if rel != "pyproject.toml"}
 
@@ -189,6 +192,7 @@ def test_installed_beside_a_service_with_its_own_app_nothing_of_theirs_changes(w
     assert "Clone the acklab repository" in refused.stderr
     assert not sandbox.exists()
 
-    subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "acklab"], check=True, timeout=120)
+    uninstall = [str(python), "-m", "pip", "uninstall", "-q", "-y", "acklab"]
+    subprocess.run(uninstall, check=True, timeout=120, env=clean)
     assert not (Path(site) / "acklab").exists()
     assert {rel: (Path(site) / rel).read_text() for rel in installed} == installed
