@@ -44,7 +44,8 @@ typecheck: install
 
 # Three workers (pytest-xdist), a test file to each at a time: the unit tier's files wait on
 # subprocesses and sockets a third of the time, so two workers left the two cores idle that long
-# (a quiet make unit: 72-75 s on two workers, 55 s on three). PYTEST_WORKERS=0: serial.
+# (a quiet make unit: 72-75 s on two workers, 55 s on three; four, back to back with three, no
+# sooner: by then it is CPU-bound). PYTEST_WORKERS=0: serial.
 # The suite in two parts, no test twice: the unit tier with PostgreSQL, Chromium, Node and
 # gitlab-ci-local hidden (what `make unit` runs: proof that it needs none of them), then every
 # other test (--tier=rest) with them there.
