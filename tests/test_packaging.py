@@ -24,16 +24,6 @@ FOLDERS = {"app": "acklab.app", "harness": "acklab.harness", "evidence": "acklab
 FOLDERS |= {"console": "acklab.console", "flows": "acklab.flows", "acklab": "acklab"}
 
 
-def _folder_of(package: str) -> Path:
-    """``acklab.console.static`` -> ``console/static``, through package-dir."""
-    parts = package.split(".")
-    for depth in (2, 1):
-        top = ".".join(parts[:depth])
-        if top in _declared()["package-dir"]:
-            return Path(_declared()["package-dir"][top], *parts[depth:])
-    raise AssertionError(f"{package} is under no package-dir entry")
-
-
 def _declared() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
@@ -49,13 +39,14 @@ def test_every_package_folder_is_declared_under_acklab():
     """Code folders and data folders alike: setuptools counts a folder of data files inside a
     package as a package, and warns at every install about one the list leaves out."""
     declared = _declared()
-    found = set()
+    found, data = set(), set()
     for folder, name in FOLDERS.items():
         for where in _tracked_folders(folder):
-            rel = where.relative_to(ROOT / folder)
-            found.add(".".join([name, *rel.parts]))
+            package = ".".join([name, *where.relative_to(ROOT / folder).parts])
+            found.add(package)
+            if not (where / "__init__.py").is_file():
+                data.add(package)
     assert set(declared["packages"]) == found
-    data = {name for name in found if not (ROOT / _folder_of(name) / "__init__.py").is_file()}
     assert data, "the data folders (schemas, templates...) are among the packages"
     assert data <= set(declared["package-data"]), "a data folder with no files declared is left out"
     assert declared["package-dir"] == {v: k for k, v in FOLDERS.items()}
