@@ -328,7 +328,7 @@ def test_a_callable_that_never_returns_is_abandoned_at_the_deadline_naming_it(tm
     started = time.monotonic()
     try:
         with pytest.raises(RunInterrupted) as stopped:
-            attack(shop.asgi(), tmp_path, effects=never_returns, experiments="lost-ack", deadline_s=2)
+            attack(shop.asgi(), tmp_path, effects=never_returns, experiments="lost-ack", deadline_s=1)
     finally:
         released.set()
     assert time.monotonic() - started < 10  # the deadline, not the callable, ended it
