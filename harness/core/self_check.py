@@ -143,8 +143,15 @@ def _own(attr: str, function: Any, roots: tuple[str, ...]) -> bool:
     code = getattr(inspect.unwrap(function), "__code__", None)
     if code is None:
         return False
-    filename = str(Path(code.co_filename).resolve()) if code.co_filename else ""
+    filename = _real_file(code.co_filename)
     return any(filename.startswith(root + "/") for root in roots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_file(filename: str) -> str:
+    """Where a code object's file lies, resolved once a process, as the roots are (`_ROOTS`):
+    resolving it again at every check was most of a check's 11 ms (one stat per path part)."""
+    return str(Path(filename).resolve()) if filename else ""
 
 
 @dataclass(frozen=True)
