@@ -283,6 +283,7 @@ def test_validate_names_the_extras_and_the_tools_a_spec_needs_that_are_missing(f
         in (done.stdout)
     )
     assert "cannot run it yet" in done.stdout
-    installed = acklab(forks, "validate", "shop.yaml", cwd=tmp_path)  # the extra there: only the tools are missing
+    # The extra there: only the tools are missing.
+    installed = acklab(forks, "validate", "shop.yaml", cwd=tmp_path)
     assert "missing: the sinks extra" not in installed.stdout
     assert installed.returncode == 4
