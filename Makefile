@@ -59,9 +59,9 @@ PYTEST_REST_WORKERS ?= 4
 # on ext4 cost the suite more kernel time than its tests spent in Python.
 pytest: install system-deps
 	@tmp=$$(scripts/test-tmpdir.sh) && export TMPDIR="$$tmp" && echo "acklab: the tests' files go to $$tmp" && \
-	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile && \
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/python -m pytest -p bench.pytest_timing \
-		-n $(PYTEST_REST_WORKERS) --dist loadfile --tier=rest
+		-n $(PYTEST_REST_WORKERS) --dist loadfile --no-loadscope-reorder --tier=rest
 
 ## test: everything CI runs; non-zero on any failure
 # The static checks side by side (ruff, radon and bandit one after another on one core, mypy on the
@@ -84,7 +84,7 @@ bytecode: install
 ## unit: the unit tier (no PostgreSQL, Chromium, Node or gitlab-ci-local; they are hidden while it runs)
 unit: install
 	@tmp=$$(scripts/test-tmpdir.sh) && export TMPDIR="$$tmp" && echo "acklab: the tests' files go to $$tmp" && \
-	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	scripts/unit.sh -p bench.pytest_timing -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## pipeline: run .gitlab-ci.yml locally with gitlab-ci-local (PIPELINE_ARGS="--mr --list", a job name, ...)
 pipeline: install system-deps

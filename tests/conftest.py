@@ -7,8 +7,11 @@ while it runs) live in tests/tiers.py.
 from __future__ import annotations
 
 import gc
+import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
 pytest_plugins = ("tests.tiers", "pytester")
 
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
+# The last `make bench`'s record of the suite: its slowest test files (`slowest_files`).
+BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results.json"
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +52,33 @@ def pytest_configure(config: pytest.Config) -> None:
     thresholds the collector walked those long-lived objects again and again. Back to back on
     two cores, the unit tier spent 5-8 % less CPU (91 -> 85 user CPU-s) and finished 2-4 s sooner."""
     gc.set_threshold(20_000, 20, 20)
+
+
+def longest_first(results: Path = BENCH_RESULTS) -> dict[str, int]:
+    """The test files the last `make bench` found slowest, by rank, the slowest 0 (none when
+    there is no readable record: the files then keep their collection order)."""
+    try:
+        slowest = json.loads(results.read_text(encoding="utf-8"))["slowest_files"]
+        ordered = sorted(slowest, key=lambda entry: -float(entry["wall_s"]))
+        return {str(entry["file"]): rank for rank, entry in enumerate(ordered)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest files first, then the others by their number of tests, most first; each
+    file's tests still together and in order. pytest-xdist (--dist loadfile) hands files out in
+    this order (make passes --no-loadscope-reorder; its own order, by number of tests, put a
+    long file with few tests last: in one `make test` a worker finished the rest tier 28 s after
+    the other three, running tests/pipeline/test_release.py, one test, 33 s). Every worker reads
+    the same record, so each collects the same order."""
+    rank = longest_first()
+    files = [item.nodeid.partition("::")[0] for item in items]
+    count = Counter(files)
+    place = {file: (rank.get(file, len(rank)), -count[file] if file not in rank else 0) for file in count}
+    order = {id(item): place[file] for item, file in zip(items, files, strict=True)}
+    items.sort(key=lambda item: order[id(item)])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
