@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def longest_first(results: Path = BENCH_RESULTS) -> dict[str, int]:
     """The test files the last `make bench` found slowest, by rank, the slowest 0 (none when
-    there is no readable record: the files then keep their collection order)."""
+    there is no readable record: every file is then placed by its number of tests alone)."""
     try:
         slowest = json.loads(results.read_text(encoding="utf-8"))["slowest_files"]
         ordered = sorted(slowest, key=lambda entry: -float(entry["wall_s"]))

@@ -1,9 +1,11 @@
-"""The suite runs its slowest files first (tests/conftest.py: `longest_first`), so that
-pytest-xdist's workers, handed whole files in collection order, finish together."""
+"""The suite runs its slowest files first (tests/conftest.py: `longest_first`), then the others
+by their number of tests, so that pytest-xdist's workers, handed whole files in collection order
+(--no-loadscope-reorder), finish together."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,7 @@ def test_the_record_ranks_the_files_slowest_first(tmp_path: Path) -> None:
     "text", [None, "{", "[]", '{"slowest_files": [{"file": "tests/test_a.py"}]}'],
     ids=["missing", "not-json", "not-a-record", "no-wall-time"],
 )  # fmt: skip
-def test_without_a_readable_record_the_collection_order_stays(tmp_path: Path, text: str | None) -> None:
+def test_without_a_readable_record_no_file_is_ranked(tmp_path: Path, text: str | None) -> None:
     record = tmp_path / "results.json"
     if text is not None:
         record.write_text(text)
@@ -40,6 +42,6 @@ def test_this_session_collected_the_ranked_files_first_each_file_whole(
     files = [item.nodeid.partition("::")[0] for item in request.session.items]
     runs = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
     assert len(runs) == len(set(runs))  # a file's tests together
-    count = {f: files.count(f) for f in runs}
+    count = Counter(files)
     places = [(rank[f], 0) if f in rank else (len(rank), -count[f]) for f in runs]
     assert places == sorted(places)  # the slowest first, then the others by their number of tests
