@@ -408,11 +408,11 @@ def main(argv: list[str] | None = None) -> int:
         run["updates"] = [*earlier.get("updates", []), update]
     run["timings"] = _timings(earlier, found, args, elapsed)
     if "test_timing" in chosen:  # where the suite's time went, from the same record
-        from bench.test_timing import slowest_files
+        from bench.test_timing import file_walls, slowest_files
 
-        run["slowest_files"] = slowest_files()
-    elif earlier.get("slowest_files"):
-        run["slowest_files"] = earlier["slowest_files"]
+        run["slowest_files"], run["file_walls"] = slowest_files(), file_walls()
+    else:
+        run |= {key: earlier[key] for key in ("slowest_files", "file_walls") if earlier.get(key)}
     write_results(
         figures,
         args.out,

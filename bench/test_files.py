@@ -231,6 +231,16 @@ def slowest(records: Iterable[dict[str, Any]], n: int = SLOWEST) -> list[dict[st
     return sorted(found, key=lambda f: -float(f["wall_s"]))[:n]
 
 
+def walls(records: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Every file's wall time over several sessions' records, the slowest first (a file with tests
+    in two sessions: their sum). tests/conftest.py hands the files out to the workers in this order."""
+    found: dict[str, float] = {}
+    for record in records:
+        for f in record.get("files", []):
+            found[str(f["file"])] = found.get(str(f["file"]), 0.0) + float(f["wall_s"])
+    return {file: round(wall, 1) for file, wall in sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
 def worker_name(config: Any) -> str:
     """The xdist worker's id ("gw0"...), "main" without xdist."""
     return str(getattr(config, "workerinput", {}).get("workerid", "main"))

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.figures import Figure, not_measured, print_figure
 from bench.pytest_timing import TIMING
-from bench.test_files import SLOWEST, slowest
+from bench.test_files import SLOWEST, slowest, walls
 
 NAME = "make test wall time"
 BUDGET_MIN = 12.0
@@ -139,15 +139,26 @@ def figures(quick: bool = False) -> list[Figure]:
     return [*_make_test_figures(recorded), unit_figure(recorded)]
 
 
-def slowest_files(n: int = SLOWEST) -> list[dict[str, Any]]:
-    """The `n` slowest test files of the suite's last sessions (the unit tier and the rest, or a
-    whole `pytest`), as recorded; empty when no session recorded its files."""
+def _suite_sessions() -> list[dict[str, Any]]:
+    """The suite's last sessions: the unit tier and the rest, or a whole `pytest` if it came later."""
     recorded = _recorded()
     whole = recorded.get("pytest")
     unit, rest = recorded.get("unit"), recorded.get("rest")
     if unit and rest and not (whole and whole["at"] > rest["at"]):
-        return slowest([unit, rest], n)
-    return slowest([whole], n) if whole else []
+        return [unit, rest]
+    return [whole] if whole else []
+
+
+def slowest_files(n: int = SLOWEST) -> list[dict[str, Any]]:
+    """The `n` slowest test files of the suite's last sessions, as recorded; empty when no session
+    recorded its files."""
+    return slowest(_suite_sessions(), n)
+
+
+def file_walls() -> dict[str, float]:
+    """Every test file's wall time in the suite's last sessions, the slowest first (`file_walls` of
+    results.json: the order tests/conftest.py hands the files out in)."""
+    return walls(_suite_sessions())
 
 
 def _make_test_figures(recorded: dict[str, Any]) -> list[Figure]:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 pytest_plugins = ("tests.tiers", "pytester")
 
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
-# The last `make bench`'s record of the suite: its slowest test files (`slowest_files`).
+# The last `make bench`'s record of the suite: every test file's wall time (`file_walls`).
 BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results.json"
 
 
@@ -55,24 +55,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def longest_first(results: Path = BENCH_RESULTS) -> dict[str, int]:
-    """The test files the last `make bench` found slowest, by rank, the slowest 0 (none when
-    there is no readable record: every file is then placed by its number of tests alone)."""
+    """The test files of the last `make bench`'s record by rank, the slowest 0 (none when there
+    is no readable record: every file is then placed by its number of tests alone)."""
     try:
-        slowest = json.loads(results.read_text(encoding="utf-8"))["slowest_files"]
-        ordered = sorted(slowest, key=lambda entry: -float(entry["wall_s"]))
-        return {str(entry["file"]): rank for rank, entry in enumerate(ordered)}
-    except (OSError, ValueError, KeyError, TypeError):
+        walls = json.loads(results.read_text(encoding="utf-8"))["file_walls"]
+        ordered = sorted(walls.items(), key=lambda item: (-float(item[1]), str(item[0])))
+        return {str(file): rank for rank, (file, _wall) in enumerate(ordered)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest files first, then the others by their number of tests, most first; each
-    file's tests still together and in order. pytest-xdist (--dist loadfile) hands files out in
-    this order (make passes --no-loadscope-reorder; its own order, by number of tests, put a
-    long file with few tests last: in one `make test` a worker finished the rest tier 28 s after
-    the other three, running tests/pipeline/test_release.py, one test, 33 s). Every worker reads
-    the same record, so each collects the same order."""
+    """The slowest files first (as the last `make bench` recorded them), then those it did not
+    record (new ones) by their number of tests, most first; each file's tests still together and
+    in order. pytest-xdist (--dist loadfile) hands files out in this order (make passes
+    --no-loadscope-reorder; its own order, by number of tests, put a long file with few tests
+    last: in one `make test` a worker finished the rest tier 28 s after the other three, running
+    tests/pipeline/test_release.py, one test, 33 s). Every worker reads the same record, so each
+    collects the same order."""
     rank = longest_first()
     files = [item.nodeid.partition("::")[0] for item in items]
     count = Counter(files)

@@ -186,7 +186,7 @@ def test_make_test_is_shown_beside_the_same_suite_run_serially_and_its_slowest_f
     unit = {**UNIT_RUN, "at": "2026-12-01T18:00:00Z", "hidden": True, "serial_s": 100.0,
             "files": [file("tests/a.py", 40.0), file("tests/b.py", 1.0)]}  # fmt: skip
     rest = {**UNIT_RUN, "wall_s": 300.0, "at": "2026-12-01T18:06:00Z", "serial_s": 800.0,
-            "tiers": {"slow": 850}, "files": [file("tests/c.py", 90.0)]}  # fmt: skip
+            "tiers": {"slow": 850}, "files": [file("tests/c.py", 90.0), file("tests/b.py", 2.25)]}  # fmt: skip
     timing = tmp_path / "timing.json"
     timing.write_text(json.dumps({"unit": unit, "rest": rest}))
     monkeypatch.setattr("bench.test_timing.TIMING", timing)
@@ -198,5 +198,8 @@ def test_make_test_is_shown_beside_the_same_suite_run_serially_and_its_slowest_f
     assert figure.ratio == pytest.approx(figure.value / figure.baseline)
     assert figure.target == "<= 12 min"
     assert [f["file"] for f in test_timing.slowest_files(2)] == ["tests/c.py", "tests/a.py"]
+    # Every file, the slowest first; one with tests in both tiers by its two times added up.
+    assert test_timing.file_walls() == {"tests/c.py": 90.0, "tests/a.py": 40.0, "tests/b.py": 3.2}
+    assert list(test_timing.file_walls()) == ["tests/c.py", "tests/a.py", "tests/b.py"]
     table = slowest_table({"slowest_files": test_timing.slowest_files()})
     assert "| `tests/c.py` | 3 | 90.0 s | 45.0 s | — | — |" in table
