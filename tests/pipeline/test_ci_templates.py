@@ -230,15 +230,16 @@ fi
 """
 
 
-def install(tmp_path: Path, variables: dict[str, str]) -> tuple[int, list[str], str]:
+def install(tmp_path: Path, variables: dict[str, str], then: str = "") -> tuple[int, list[str], str]:
     """The templates' install step (.acklab before_script, the components' too), with a stand-in
-    python3; returns its exit code, the pip commands it ran and its stderr."""
+    python3, then the shell lines `then` in the same shell (as a job's script:); returns its exit
+    code, the pip commands it ran and its stderr."""
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     (bindir / "python3").write_text(FAKE_PYTHON, encoding="utf-8")
     (bindir / "python3").chmod(0o755)
     log = tmp_path / "pip.log"
-    script = "set -eo pipefail\n" + TEMPLATES[".acklab"]["before_script"][0] + "\n"
+    script = "set -eo pipefail\n" + TEMPLATES[".acklab"]["before_script"][0] + "\n" + then
     env = {
         "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
         "HOME": str(tmp_path),
@@ -277,6 +278,20 @@ def test_the_job_installs_the_components_own_release(
         f"-m pip install -q --no-deps --index-url {index} acklab=={version}",
         f"-m pip install -q acklab=={version}",
     ]
+
+
+@pytest.mark.parametrize("variables", [{"ACKLAB_VERSION": "1.3.0"}, {}], ids=["installed", "no-release"])
+def test_the_jobs_virtualenv_lasts_as_long_as_its_shell(tmp_path: Path, variables: dict[str, str]) -> None:
+    # The job's script: sees it; nothing of it stays in TMPDIR once the job's shell exits, even
+    # when the install step itself stopped the job.
+    rc, _, _ = install(tmp_path, variables, then='ls -d "${ACKLAB%/bin/acklab}" > "$TMPDIR/seen"\n')
+    if rc == 0:
+        (seen,) = (tmp_path / "seen").read_text().splitlines()
+        assert Path(seen).parent == tmp_path
+        assert Path(seen).name.startswith("acklab-venv.")
+    else:
+        assert rc == 2
+    assert not list(tmp_path.glob("acklab-venv.*"))
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,11 @@ def user_project(where: Path, double: RunningDouble) -> Path:
 
 @pytest.mark.timeout(900)
 def test_a_user_pipeline_installs_the_release_and_each_shard_attacks_its_own_service(
-    gitlab_double: RunningDouble, gitlab_ci_local: GitlabCiLocal, wheel: Path, tmp_path: Path
+    gitlab_double: RunningDouble,
+    gitlab_ci_local: GitlabCiLocal,
+    wheel: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gitlab_double.state.add_project("acme/acklab", id=PROJECT)
     job = ("gitlab-ci-token", gitlab_double.job_token)
@@ -147,6 +151,10 @@ def test_a_user_pipeline_installs_the_release_and_each_shard_attacks_its_own_ser
     )
     assert created.status_code == 201, created.text
     shop = user_project(tmp_path / "shop", gitlab_double)
+    # The jobs' TMPDIR (the shell executor hands them ours): where each makes its virtualenv.
+    jobs_tmp = tmp_path / "jobs-tmp"
+    jobs_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(jobs_tmp))
 
     done = gitlab_ci_local.in_project(
         shop, "--variable", f"CI_JOB_TOKEN={gitlab_double.job_token}", timeout=800
@@ -162,6 +170,8 @@ def test_a_user_pipeline_installs_the_release_and_each_shard_attacks_its_own_ser
     downloads = [r for r in gitlab_double.state.requests if r.method == "GET" and "/packages/pypi/" in r.path]
     assert downloads, "the jobs installed acklab from the acklab project's package registry"
     assert {r.auth for r in downloads} == {"job"}
+    # ... and that venv went with the job's shell: a shell executor keeps nothing of it.
+    assert not list(jobs_tmp.glob("acklab-venv.*"))
     for log in logs.values():
         text = log.read_text(errors="replace")
         assert f"acklab, version {VERSION}" in text  # "$ACKLAB" --version
