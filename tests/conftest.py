@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpcore  # noqa: F401  # loaded before any in-process pytester run: see below
 import pytest
 
 from acklab.harness.procs.pgtemp import PostgresServer, start_postgres
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
 # pytest_plugins may only be set in the top-level conftest.
 pytest_plugins = ("tests.tiers", "pytester")
 
+# pytester's in-process runs (tests/pytest_plugin) put sys.modules back as they found it: a module
+# first imported inside one is dropped after it. httpx imports httpcore only when it first makes a
+# transport, and keeps the httpcore exception classes it first saw (HTTPCORE_EXC_MAP): when that
+# happened inside such a run, every test after it on the worker got httpcore's own errors where
+# httpx's belong (a fresh import made new classes). It showed once the files' order put
+# test_evidence_stays.py before harness/test_sinks.py on one worker. httpcore is imported above.
 BARE_NAMES = frozenset({"app", "harness", "evidence", "console", "flows"})
 # The last `make bench`'s record of the suite: every test file's wall time (`file_walls`).
 BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results.json"
