@@ -280,17 +280,20 @@ def test_the_job_installs_the_components_own_release(
     ]
 
 
-@pytest.mark.parametrize("variables", [{"ACKLAB_VERSION": "1.3.0"}, {}], ids=["installed", "no-release"])
-def test_the_jobs_virtualenv_lasts_as_long_as_its_shell(tmp_path: Path, variables: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("variables", "code"), [({"ACKLAB_VERSION": "1.3.0"}, 0), ({}, 2)], ids=["installed", "no-release"]
+)
+def test_the_jobs_virtualenv_lasts_as_long_as_its_shell(
+    tmp_path: Path, variables: dict[str, str], code: int
+) -> None:
     # The job's script: sees it; nothing of it stays in TMPDIR once the job's shell exits, even
     # when the install step itself stopped the job.
     rc, _, _ = install(tmp_path, variables, then='ls -d "${ACKLAB%/bin/acklab}" > "$TMPDIR/seen"\n')
-    if rc == 0:
+    assert rc == code
+    if code == 0:
         (seen,) = (tmp_path / "seen").read_text().splitlines()
         assert Path(seen).parent == tmp_path
         assert Path(seen).name.startswith("acklab-venv.")
-    else:
-        assert rc == 2
     assert not list(tmp_path.glob("acklab-venv.*"))
 
 

@@ -64,6 +64,7 @@ include:
       run_args: --experiment lost-ack --experiment concurrent-duplicates
       setup:                           # the project's own environment: its venv, first on PATH
         - export PATH="PROJECT_BIN:$PATH"
+        - echo "job TMPDIR=$TMPDIR"             # where acklab's install step makes its venv
       acklab_project: acme/acklab
 
 webhooks:
@@ -170,7 +171,10 @@ def test_a_user_pipeline_installs_the_release_and_each_shard_attacks_its_own_ser
     downloads = [r for r in gitlab_double.state.requests if r.method == "GET" and "/packages/pypi/" in r.path]
     assert downloads, "the jobs installed acklab from the acklab project's package registry"
     assert {r.auth for r in downloads} == {"job"}
-    # ... and that venv went with the job's shell: a shell executor keeps nothing of it.
+    # ... and that venv, made in the job's TMPDIR (ours), went with the job's shell: a shell
+    # executor keeps nothing of it.
+    for log in logs.values():
+        assert f"job TMPDIR={jobs_tmp}" in log.read_text(errors="replace")
     assert not list(jobs_tmp.glob("acklab-venv.*"))
     for log in logs.values():
         text = log.read_text(errors="replace")
