@@ -226,7 +226,11 @@ class Exchange:
             finally:
                 timer.cancel()
                 self._task.remove_done_callback(wake)
-        if not self._task.done():
+        # The answer's own arrival decides, not which callback the loop ran first: a process that was
+        # descheduled past the deadline finds the answer and its expired timer in the same turn, and a
+        # sender that gave up at the deadline never saw an answer that came after it.
+        answered = self.ticket.record.answered_mono
+        if not self._task.done() or (answered is not None and answered > self._started + timeout_s):
             raise httpx.ReadTimeout(f"sender timed out after {timeout_s:.3f} s", request=self.request)
         return self._task.result()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -232,3 +233,25 @@ def test_a_timeout_an_in_process_app_swallowed_is_still_a_timeout():
 
     with pytest.raises(TimeoutError):
         asyncio.run(timed_out())
+
+
+class StalledLoopHandler(SlowHandler):
+    """Answers after `delay_s` in which the lab's event loop ran nothing (a process descheduled on a
+    loaded machine): the answer and the sender's expired timer are seen in the same turn of the loop."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(b"".join([chunk async for chunk in request.stream]))  # type: ignore[union-attr]
+        time.sleep(self.delay_s)  # blocking on purpose: nothing else runs meanwhile
+        return httpx.Response(self.status, json={"status": "fulfilled"})
+
+
+def test_an_answer_read_after_the_senders_timeout_is_a_timeout_even_if_the_loop_saw_it_first():
+    outcome, _, rec = asyncio.run(deliver(SenderTimeout(0.005), StalledLoopHandler(delay_s=0.03)))
+    assert rec.latency_ms >= 30
+    assert outcome is httpx.ReadTimeout  # the answer came 30 ms in: the sender had given up at 5 ms
+    assert rec.status == 200  # and the lab heard the answer
+
+
+def test_an_answer_read_before_the_senders_timeout_reaches_the_sender():
+    outcome, _, rec = asyncio.run(deliver(SenderTimeout(1.0), StalledLoopHandler(delay_s=0.01)))
+    assert (outcome, rec.status) == (200, 200)
