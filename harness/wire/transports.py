@@ -201,7 +201,10 @@ class Exchange:
     ) -> None:
         self.request, self.ticket = request, ticket
         self._task, self._sent = task, sent
-        self._started = time.monotonic()
+        # The sender's clock starts where the handler's latency does (`_forward`): a timeout and
+        # the latency that proves it fired are one measure.
+        handed = ticket.record.sent_mono
+        self._started = handed if handed is not None else time.monotonic()
 
     async def answer(self) -> HandlerAnswer:
         """Wait for the handler's answer (the lab's horizon); re-raise its transport error."""
@@ -317,7 +320,8 @@ class FaultTransport(httpx.AsyncBaseTransport):
     async def _forward(
         self, request: httpx.Request, record: DeliveryRecord, wire: Wire | None = None
     ) -> HandlerAnswer:
-        started = time.monotonic()
+        # From the moment the lab handed the request over, the task's own start delayed by a busy loop included.
+        started = record.sent_mono if record.sent_mono is not None else time.monotonic()
         try:
             # The horizon bounds the whole answer, not each read: a handler that trickles a
             # byte a second is cut off like one that hangs.

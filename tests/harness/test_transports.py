@@ -255,3 +255,38 @@ def test_an_answer_read_after_the_senders_timeout_is_a_timeout_even_if_the_loop_
 def test_an_answer_read_before_the_senders_timeout_reaches_the_sender():
     outcome, _, rec = asyncio.run(deliver(SenderTimeout(1.0), StalledLoopHandler(delay_s=0.01)))
     assert (outcome, rec.status) == (200, 200)
+
+
+class LateStartRecord(DeliveryRecord):
+    """A record whose delivery task starts 5 ms after the lab handed the request over (the loop
+    busy with something else meanwhile, as on a loaded machine)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "sent_mono" and value is not None:
+            asyncio.get_running_loop().call_soon(time.sleep, 0.005)
+
+
+def test_a_senders_timeout_and_the_latency_that_proves_it_are_one_measure():
+    async def once() -> tuple[object, float]:
+        transport = FaultTransport(httpx.MockTransport(SlowHandler(delay_s=0.008)))
+        rec = LateStartRecord(
+            seq=0, event_id="evt_1", attempt=1, kind="original", fault="x", headers={}, body=b"{}"
+        )
+        ticket = Ticket(rec, SenderTimeout(0.010), 5.0)
+        async with httpx.AsyncClient(transport=transport) as client:
+            request = client.build_request(
+                "POST", "http://target/hooks", content=b"{}", extensions={TICKET: ticket}
+            )
+            try:
+                outcome: object = (await client.send(request)).status_code
+            except httpx.HTTPError as exc:
+                outcome = type(exc)
+            assert await transport.quiesce(5)
+        return outcome, rec.latency_ms
+
+    outcome, latency_ms = asyncio.run(once())
+    # 5 ms before the delivery's task ran, then 8 ms of handler: 13 ms after the sender started
+    # its 10 ms clock. It timed out, and the latency timeout-overlap proves that with says so too.
+    assert outcome is httpx.ReadTimeout
+    assert latency_ms > 10
