@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -69,7 +68,7 @@ class FixtureProcess(LeasedProcess):
         secret: str,
         scheme: str = "standard",
         leases: LeaseBook = NO_LEASES,
-        log_dir: Path | None = None,
+        log_dir: Path,
         checkout: Path | None = None,
         confined: Confined | None = None,
         notify: dict[str, str] | None = None,
@@ -82,7 +81,7 @@ class FixtureProcess(LeasedProcess):
         self._secret = secret
         self.port = free_port()
         super().__init__(
-            log_dir=log_dir or Path(tempfile.mkdtemp(prefix="acklab-fixture-log-")),
+            log_dir=log_dir,
             log_prefix=f"fixture-{self.port}",
             leases=leases,
         )

@@ -46,7 +46,9 @@ def test_crash_after_commit_then_a_retry(tmp_path, handler, after_retry):
     db = f"sqlite:///{tmp_path / 'fixture.db'}"
     with Journal(tmp_path / "journal.sqlite") as journal:
         leases = LeaseBook(journal, "run-1")
-        with FixtureProcess(handler=handler, database_url=db, secret=SECRET, leases=leases) as fixture:
+        with FixtureProcess(
+            handler=handler, database_url=db, secret=SECRET, leases=leases, log_dir=tmp_path
+        ) as fixture:
             fixture.start(crash_after_commit=True)
             port = fixture.port
             event_id = f"evt_{uuid.uuid4().hex[:10]}"
