@@ -13,6 +13,10 @@ which library put the jobs there:
 * `Broker.unblock_all`: every client blocked in a pop (``BRPOP``...) is answered "nothing"
   (``CLIENT UNBLOCK``), so that a worker the lab froze holds no pending pop that would take
   a job into its socket while it cannot work.
+* `Broker.popped`: the clients whose last command was a blocking pop that has returned, and
+  that have sent nothing since: a job such a client took is in its hands and in no key yet
+  (Celery records it in ``unacked`` only once its worker reads the answer; a plain ``BRPOP``
+  loop records it nowhere while it works).
 * `Broker.run_id`: the server's identity, which a restart changes.
 """
 
@@ -28,6 +32,11 @@ SIZE_OF = {"list": "LLEN", "hash": "HLEN", "set": "SCARD", "zset": "ZCARD", "str
 SCAN_COUNT = 500
 MAX_KEYS = 10_000  # keys one glob may match before the lab stops counting
 CELERY_RESTORE_LOCK = "unacked_mutex"  # kombu's Redis transport (unacked_mutex_key)
+# The pops that wait for an entry and hand it to the client alone (a move into another key is
+# among them: until the client speaks again, the lab cannot tell it from a pop).
+BLOCKING_POPS = frozenset(
+    {"blpop", "brpop", "blmpop", "blmove", "brpoplpush", "bzpopmin", "bzpopmax", "bzmpop"}
+)
 
 
 def is_glob(pattern: str) -> bool:
@@ -108,22 +117,37 @@ class Broker:
                 found[key.removeprefix("cmdstat_")] = rejected
         return found
 
+    def clients(self) -> list[dict[str, str]]:
+        """``CLIENT LIST``: one mapping per connection (``id``, ``addr``, ``flags``, ``cmd``...)."""
+        with self.connect() as conn:
+            return _client_list(text(conn.command("CLIENT", "LIST")))
+
+    def popped(self) -> list[str]:
+        """The addresses (``host:port``) of the clients that a blocking pop answered and that have
+        sent nothing since: each may hold what it took, outside every key."""
+        return [
+            c.get("addr", "")
+            for c in self.clients()
+            if c.get("cmd") in BLOCKING_POPS and "b" not in c.get("flags", "")
+        ]
+
     def unblock_all(self) -> int:
         """Answer every client blocked in a pop with "nothing"; how many were."""
         with self.connect() as conn:
-            listing = text(conn.command("CLIENT", "LIST"))
-            blocked = [
-                fields["id"]
-                for line in listing.splitlines()
-                if (fields := dict(part.partition("=")[::2] for part in line.split(" ")))
-                and "b" in fields.get("flags", "")
-            ]
+            listing = _client_list(text(conn.command("CLIENT", "LIST")))
+            blocked = [c["id"] for c in listing if "b" in c.get("flags", "") and "id" in c]
             for client in blocked:
                 try:
                     conn.command("CLIENT", "UNBLOCK", client)
                 except RespError:
                     continue
         return len(blocked)
+
+
+def _client_list(listing: str) -> list[dict[str, str]]:
+    return [
+        dict(part.partition("=")[::2] for part in line.split(" ")) for line in listing.splitlines() if line
+    ]
 
 
 def newly_refused(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

@@ -190,6 +190,10 @@ class JobStream:
         group, self._group = self._group, []
         self._flush(group)
 
+    def worker_of(self, client: str) -> str | None:
+        """The worker whose process holds the connection at `client` (``host:port``), or None."""
+        return self._who(client) if self.knows_workers else None
+
     def _who(self, client: str) -> str | None:
         port_text = client.rpartition(":")[2]
         if not port_text.isdigit():

@@ -8,8 +8,8 @@ the run placeholders are filled (`bind`: each worker's command), when the consum
 
 ``queues:`` names the Redis keys that hold the consumer's jobs — waiting, and taken but not
 acknowledged (Celery's ``unacked``, RQ's started registry, Dramatiq's acks, BullMQ's
-``active``): a count is read once they are all empty over the settle window, bounded by
-``drained_within_s``. The form with options::
+``active``): a count is read once they are all empty over the settle window and no worker
+holds a job it popped (`QueueControl.held`), bounded by ``drained_within_s``. The form with options::
 
     queues: {keys: [celery, unacked], drained_within_s: 30, hold_s: 5}
 """
@@ -38,6 +38,8 @@ from acklab.harness.specs.target import TargetSpec
 from acklab.harness.targets.capabilities import NO_QUEUE, Missing, Queue
 from acklab.harness.targets.spec_checks import resolve_cwd
 
+# What `QueueControl.held` calls the jobs workers popped and hold in no key yet.
+IN_HAND = "(popped by a worker, in no key yet)"
 DEFAULT_DRAINED_WITHIN_S = 30.0
 DEFAULT_HOLD_S = 5.0
 MAX_WORKERS = 16
@@ -113,14 +115,25 @@ class QueueControl:
         taken = [s for s in self.stream.since(since_mono) if s.step == "taken" and s.worker]
         return self.workers.by_name(taken[-1].worker or "") if taken else None
 
+    def held(self) -> dict[str, int]:
+        """What the queue holds: the jobs in each ``queues:`` key, and the workers that took one with a
+        blocking pop and have not spoken to the broker since (`IN_HAND`: Celery's worker between its
+        ``BRPOP`` and its ``unacked`` write, a plain ``BRPOP`` loop while it works)."""
+        held = self.broker.depths()
+        hands = [a for a in self.broker.popped() if self.stream.worker_of(a) is not None]
+        if hands:
+            held[IN_HAND] = len(hands)
+        return held
+
     async def wait_drained(self, step_s: float, reads: int = 3) -> str | None:
-        """Wait until every ``queues:`` key is empty on `reads` reads in a row; None, or why it never was."""
+        """Wait until every ``queues:`` key is empty and no worker holds a job it popped, on `reads`
+        reads in a row; None, or why it never was."""
         deadline = time.monotonic() + self.drained_within_s
         empty = 0
         held: dict[str, int] = {}
         while True:
             try:
-                held = await asyncio.to_thread(self.broker.depths)
+                held = await asyncio.to_thread(self.held)
             except (OSError, ConnectionError, RespError) as exc:  # a broker restarting or loading: read again
                 held = {"(broker unreachable)": 1}
                 why = str(exc)

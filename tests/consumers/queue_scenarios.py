@@ -1,4 +1,4 @@
-"""Consumers behind a queue (`queued_orders` with Celery, RQ or Dramatiq; `bullmq_orders` on Node) as
+"""Consumers behind a queue (`queued_orders` with Celery, RQ, Dramatiq or a plain list; `bullmq_orders` on Node) as
 scenarios: their target specs — ``services: [redis]``, ``workers:``, ``queues:`` — and the verdict
 each must get. The lab starts the handler, the workers and the broker itself."""
 
@@ -25,6 +25,7 @@ KEYS = {
     "celery": ["celery", "unacked"],
     "rq": ["rq:queue:orders", "rq:wip:orders"],
     "dramatiq": ["dramatiq:orders", "dramatiq:__acks__.*"],
+    "list": ["orders:jobs"],
 }
 
 
@@ -49,13 +50,20 @@ def worker_argv(kind: str) -> list[str]:
             *("-m", "rq.cli", "worker", "--url", "{{redis_url}}", "--worker-class"),
             *("rq.worker.SimpleWorker", "orders"),
         ]
+    if kind == "list":
+        return [sys.executable, "-m", "tests.consumers.list_worker"]
     return [
         sys.executable,
         *("-m", "dramatiq", "tests.consumers.dramatiq_orders", "--processes", "1", "--threads", "1"),
     ]
 
 
-READY = {"celery": r"ready\.", "rq": r"Listening on", "dramatiq": r"ready for action"}
+READY = {
+    "celery": r"ready\.",
+    "rq": r"Listening on",
+    "dramatiq": r"ready for action",
+    "list": r"list worker ready",
+}
 
 
 def queued_orders(

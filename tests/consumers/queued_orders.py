@@ -1,12 +1,14 @@
 """A Stripe consumer behind a queue: the handler verifies, enqueues and answers; a worker fulfils.
 
 The handler (``python -m tests.consumers.queued_orders --port P``) enqueues with the library
-``ACKLAB_TEST_QUEUE`` names — ``celery`` (`tests.consumers.celery_orders`), ``rq`` or
-``dramatiq`` (`tests.consumers.dramatiq_orders`) — and answers 200 once the job is in the queue.
+``ACKLAB_TEST_QUEUE`` names — ``celery`` (`tests.consumers.celery_orders`), ``rq``, ``dramatiq``
+(`tests.consumers.dramatiq_orders`), or ``list``: a plain Redis list that `list_worker` pops with
+``BRPOP``, recording the job nowhere while it works — and answers 200 once the job is in the queue.
 When the enqueue fails it answers ``ACKLAB_TEST_ON_ENQUEUE_ERROR``: ``503`` (the provider retries)
 or ``200`` (the mistake: the event is acknowledged and its job never existed).
 
-The job (`fulfil`) makes the effect, a fulfilment row, then tells the warehouse (``ACKLAB_TEST_AFTER_S``
+The job (`fulfil`) asks the provider first (``ACKLAB_TEST_BEFORE_S`` of work, none by default), makes
+the effect, a fulfilment row, then tells the warehouse (``ACKLAB_TEST_AFTER_S``
 of work after the effect, before the job returns and is acknowledged). ``ACKLAB_TEST_EFFECT``:
 ``insert`` (the mistake: a redelivered job fulfils again) or ``keyed`` (a processed-events row
 keyed by the event id, in the same transaction: a redelivered job changes nothing).
@@ -30,6 +32,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS fulfilments (event_id VARCHAR(200) NOT NULL, order_id VARCHAR(200) NOT NULL)",
 )
 _ENGINE: list[Engine] = []
+LIST_KEY = "orders:jobs"  # the plain list (ACKLAB_TEST_QUEUE=list)
 
 
 def engine() -> Engine:
@@ -46,7 +49,8 @@ def migrate() -> None:
 
 
 def fulfil(event_id: str, order_id: str) -> str:
-    """The job: one fulfilment (keyed by the event id, or not), then the work after it."""
+    """The job: the work before, one fulfilment (keyed by the event id, or not), then the work after it."""
+    time.sleep(float(os.environ.get("ACKLAB_TEST_BEFORE_S", "0")))  # the provider's API, asked first
     try:
         with engine().begin() as conn:
             if os.environ.get("ACKLAB_TEST_EFFECT", "insert") == "keyed":
@@ -74,6 +78,13 @@ def enqueue(event_id: str, order_id: str) -> None:
         Queue("orders", connection=Redis.from_url(os.environ["REDIS_URL"])).enqueue(
             "tests.consumers.queued_orders.fulfil", event_id, order_id
         )
+    elif kind == "list":
+        import json
+
+        from redis import Redis
+
+        job = json.dumps({"event_id": event_id, "order_id": order_id})
+        Redis.from_url(os.environ["REDIS_URL"]).lpush(LIST_KEY, job)
     else:
         from tests.consumers.dramatiq_orders import fulfil_job
 

@@ -12,6 +12,7 @@ import pytest
 from acklab.harness.engine.results import RunResult
 from tests.consumers import queue_scenarios
 from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS
+from tests.consumers.scenarios import DEFAULT_SET
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 SHORT_VISIBILITY = {"ACKLAB_TEST_VISIBILITY_S": "2"}
@@ -178,3 +179,19 @@ def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandb
         assert got["visibility-timeout"]["verdict"] == "skipped"
         assert "network namespace of its own" in got["visibility-timeout"]["reason"]
         assert {j.get("worker") for j in trial["jobs"] if j["by"] == "broker"} == {None}
+
+
+def test_a_plain_list_workers_job_is_counted_once_the_worker_let_go_of_it(tmp_path: Path) -> None:
+    # BRPOP, then 0.3 s of the provider's API before the effect: the job is in no key
+    # meanwhile, so an empty list is not a drained queue while the worker holds what it popped.
+    scenario = queue_scenarios.queued_orders(
+        tmp_path,
+        "list",
+        DEFAULT_SET,
+        dict.fromkeys(DEFAULT_SET, "pass"),
+        effect="keyed",
+        env={"ACKLAB_TEST_BEFORE_S": "0.3"},
+    )
+    result = scenario.run(tmp_path / "out")
+    assert scenario.mismatches(result) == []
+    assert {e["fault_landed"] for e in result.run["experiments"]} == {1}

@@ -101,3 +101,71 @@ def test_a_queue_that_never_drained_names_celerys_restore_lock_when_a_killed_wor
         assert "Celery's restore lock (unacked_mutex) is held for another 300 s" in why
         assert "unacked_mutex_expire" in why
         conn.command("FLUSHALL")
+
+
+def _popped_by(redis_server: RedisServer, broker: Broker) -> Connection:
+    """A connection whose ``BRPOP`` took the one job pushed after it blocked, and that has not
+    read the answer or spoken since (a worker between its pop and its next command)."""
+    worker = Connection(redis_server.port, timeout_s=5)
+    worker._sock.sendall(b"*3\r\n$5\r\nBRPOP\r\n$6\r\ncelery\r\n$1\r\n0\r\n")
+    deadline = time.monotonic() + 30
+    while not any("b" in c.get("flags", "") for c in broker.clients()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert broker.popped() == []  # blocked in its pop: it holds nothing yet
+    with Connection(redis_server.port) as conn:
+        conn.command("LPUSH", "celery", "job")
+    return worker
+
+
+def test_a_client_a_blocking_pop_answered_holds_its_job_until_it_speaks_again(
+    redis_server: RedisServer,
+) -> None:
+    broker = Broker(redis_server.port, ("celery", "unacked"))
+    worker = _popped_by(redis_server, broker)
+    try:
+        assert broker.depths() == {}  # the job is in no key...
+        assert broker.popped() == [f"127.0.0.1:{worker.local_port}"]  # ... but in the worker's hands
+        assert worker.read() == [b"celery", b"job"]
+        worker.command("HSET", "unacked", "t1", "job")  # Celery's worker records what it took
+        assert broker.popped() == []
+        assert broker.depths() == {"unacked": 1}
+    finally:
+        worker.close()
+        with Connection(redis_server.port) as conn:
+            conn.command("FLUSHALL")
+
+
+@pytest.mark.parametrize("whose", ["worker", "handler"])
+def test_a_queue_is_not_drained_while_a_worker_holds_a_job_it_popped(
+    redis_server: RedisServer, whose
+) -> None:
+    import asyncio
+    from typing import Any, cast
+
+    from acklab.harness.services.job_stream import JobStream
+    from acklab.harness.targets.queues import IN_HAND, QueueControl
+
+    broker = Broker(redis_server.port, ("celery", "unacked"))
+    worker = _popped_by(redis_server, broker)
+    owners = {worker.local_port: "worker 1.1"} if whose == "worker" else {}
+    queue = QueueControl(
+        broker=broker,
+        server=redis_server,
+        workers=cast(Any, None),  # wait_drained reads the broker and asks the stream whose a client is
+        stream=JobStream(redis_server.port, broker.keys, owners.get),
+        drained_within_s=0.3,
+    )
+    try:
+        why = asyncio.run(queue.wait_drained(0.05))
+        if whose == "worker":
+            assert why is not None
+            assert f"(still held: {IN_HAND}: 1)" in why
+        else:  # a client the lab cannot tie to a worker (the handler's own) holds no job of the queue
+            assert why is None
+        worker.read()
+        worker.command("PING")
+        assert asyncio.run(queue.wait_drained(0.05)) is None
+    finally:
+        worker.close()
+        with Connection(redis_server.port) as conn:
+            conn.command("FLUSHALL")
