@@ -245,11 +245,13 @@ class StalledLoopHandler(SlowHandler):
         return httpx.Response(self.status, json={"status": "fulfilled"})
 
 
-def test_an_answer_read_after_the_senders_timeout_is_a_timeout_even_if_the_loop_saw_it_first():
+def test_an_answer_the_lab_finds_with_its_expired_timer_goes_to_the_sender():
+    # The lab cannot tell an answer that came late from one it read late (its loop stalled): the
+    # sender gets it. A timeout is declared only when the timer fired with no answer there, so a
+    # loaded lab does not time out a correct handler on its own delay.
     outcome, _, rec = asyncio.run(deliver(SenderTimeout(0.005), StalledLoopHandler(delay_s=0.03)))
     assert rec.latency_ms >= 30
-    assert outcome is httpx.ReadTimeout  # the answer came 30 ms in: the sender had given up at 5 ms
-    assert rec.status == 200  # and the lab heard the answer
+    assert (outcome, rec.status) == (200, 200)
 
 
 def test_an_answer_read_before_the_senders_timeout_reaches_the_sender():
