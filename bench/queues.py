@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.figures import Figure, in_scratch, print_figure
 from bench.runs import described, each, mismatches
-from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS, queued_orders
+from tests.consumers.queue_scenarios import QUEUE_EXPERIMENTS, keyed_orders, queued_orders
 from tests.consumers.scenarios import DEFAULT_SET, SECRETS
 
 RATIO_TARGET = 2.0
@@ -33,9 +33,7 @@ CELERY = {"ACKLAB_TEST_VISIBILITY_S": "2"}
 def _run(root: Path, label: str, experiments: tuple[str, ...], trials: int) -> tuple[float, list[str]]:
     tmp = root / label
     tmp.mkdir(parents=True)
-    scenario = queued_orders(
-        tmp, "celery", experiments, dict.fromkeys(experiments, "pass"), effect="keyed", workers=2, env=CELERY
-    )
+    scenario = keyed_orders(tmp, "celery", experiments, workers=2, env=CELERY)
     started = time.perf_counter()
     result = scenario.run(tmp / "out", trials=trials)
     return time.perf_counter() - started, scenario.mismatches(result)

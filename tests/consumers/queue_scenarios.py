@@ -125,6 +125,14 @@ def queued_orders(
     )
 
 
+def keyed_orders(tmp: Path, kind: str, experiments: tuple[str, ...], **options: Any) -> Scenario:
+    """`queued_orders` with the effect keyed by the event id: the correct consumer, which must pass
+    every one of `experiments` (`options`: workers, env... as `queued_orders` takes them)."""
+    return queued_orders(
+        tmp, kind, experiments, dict.fromkeys(experiments, "pass"), effect="keyed", **options
+    )
+
+
 def bullmq_orders(tmp: Path, remove_on_complete: str, expected: dict[str, str]) -> Scenario:
     """The BullMQ consumer (`tests/consumers/bullmq_orders`, on Node): a job per event deduplicated by
     ``jobId``, completed jobs removed (``true``) or kept three days (``age``)."""

@@ -61,14 +61,8 @@ def test_celery_with_acks_late_and_a_non_idempotent_task_fulfils_twice_when_its_
 
 
 def test_the_celery_twin_keyed_by_the_event_id_passes_every_queue_experiment(tmp_path: Path) -> None:
-    scenario = queue_scenarios.queued_orders(
-        tmp_path,
-        "celery",
-        QUEUE_EXPERIMENTS,
-        dict.fromkeys(QUEUE_EXPERIMENTS, "pass"),
-        effect="keyed",
-        workers=2,
-        env=SHORT_VISIBILITY,
+    scenario = queue_scenarios.keyed_orders(
+        tmp_path, "celery", QUEUE_EXPERIMENTS, workers=2, env=SHORT_VISIBILITY
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
@@ -184,13 +178,8 @@ def test_a_confined_celery_consumer_gets_its_workers_and_broker_inside_its_sandb
 def test_a_plain_list_workers_job_is_counted_once_the_worker_let_go_of_it(tmp_path: Path) -> None:
     # BRPOP, then 0.3 s of the provider's API before the effect: the job is in no key
     # meanwhile, so an empty list is not a drained queue while the worker holds what it popped.
-    scenario = queue_scenarios.queued_orders(
-        tmp_path,
-        "list",
-        DEFAULT_SET,
-        dict.fromkeys(DEFAULT_SET, "pass"),
-        effect="keyed",
-        env={"ACKLAB_TEST_BEFORE_S": "0.3"},
+    scenario = queue_scenarios.keyed_orders(
+        tmp_path, "list", DEFAULT_SET, env={"ACKLAB_TEST_BEFORE_S": "0.3"}
     )
     result = scenario.run(tmp_path / "out")
     assert scenario.mismatches(result) == []
